@@ -1,0 +1,38 @@
+# SparkOps: `make up` brings the stack up with demo engines; `make test` runs the tests.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: up install test redis-server check clean
+
+up: install redis-server
+	$(VENV)/bin/sparkops up --demo
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+# A private Redis is started when REDIS_URL is not set; it needs redis-server.
+redis-server:
+	@if [ -z "$$REDIS_URL" ] && ! command -v redis-server >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "redis-server is missing: installing Debian's redis-server package"; \
+	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server >/dev/null; \
+	  else \
+	    echo "redis-server is missing: install it with 'sudo apt-get install redis-server', or set REDIS_URL"; exit 1; \
+	  fi; \
+	fi
+
+test: install redis-server
+	$(PY) -m sparkops.redisproc -- $(PY) -m pytest $(PYTEST_ARGS)
+
+check: install
+	$(PY) manage.py check
+
+clean:
+	rm -rf $(VENV) var build *.egg-info

@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class AlertsConfig(AppConfig):
+    name = "dashboard.alerts"
+    label = "alerts"
+    verbose_name = "Alerts"
+
+    def ready(self):
+        from . import receivers  # noqa: F401

@@ -1,0 +1,1 @@
+"""Signal receivers that connect the collectors to alert evaluation."""

@@ -1,0 +1,3 @@
+from .fleet import EngineForm
+
+__all__ = ["EngineForm"]

@@ -1,0 +1,52 @@
+import json
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.alerts.models import NotificationChannel
+from dashboard.alerts.services import channel_as_dict, channel_create
+
+
+class Command(BaseCommand):
+    help = "Add or list notification channels (email, webhook)."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        add = sub.add_parser("add", help="add a channel")
+        add.add_argument("name")
+        target = add.add_mutually_exclusive_group(required=True)
+        target.add_argument("--email", metavar="ADDRESS")
+        target.add_argument("--webhook", metavar="URL")
+        add.add_argument("--secret", default="", help="HMAC-SHA256 key for X-SparkOps-Signature (webhook)")
+        add.add_argument("--format", choices=["sparkops", "alertmanager"], default="sparkops",
+                         help="webhook body format")
+        lst = sub.add_parser("list", help="list channels")
+        lst.add_argument("--json", action="store_true")
+
+    def handle(self, *args, action, **opts):
+        if action == "add":
+            self.do_add(**opts)
+        else:
+            self.do_list(**opts)
+
+    def do_add(self, *, name, email, webhook, secret, format, **_):
+        if email and secret:
+            raise CommandError("--secret applies to webhooks only")
+        try:
+            channel = channel_create(name=name, kind="email" if email else "webhook", address=email or "",
+                                     url=webhook or "", secret=secret, format=format)
+        except ValidationError as exc:
+            raise CommandError("; ".join(exc.messages)) from None
+        self.stdout.write(f"added {channel.kind} channel {channel.name} -> {channel.target}")
+
+    def do_list(self, *, json: bool, **_):
+        channels = [channel_as_dict(c) for c in NotificationChannel.objects.all()]
+        if json:
+            self.stdout.write(_dump(channels))
+            return
+        for c in channels:
+            self.stdout.write(f"{c['name']:<20} {c['kind']:<8} {c['health']:<8} {c['target']}")
+
+
+def _dump(data):
+    return json.dumps(data, indent=2)

@@ -1,0 +1,54 @@
+import json
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.models import Engine
+from dashboard.services.fleet import engine_as_dict, engine_create, engine_remove
+
+
+class Command(BaseCommand):
+    help = "Add, list or remove the engines SparkOps watches."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        add = sub.add_parser("add", help="watch an engine")
+        add.add_argument("name")
+        add.add_argument("--kind", required=True, choices=[k for k, _ in Engine.Kind.choices])
+        add.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8000")
+        add.add_argument("--unit", default="", help="systemd unit that runs it")
+        add.add_argument("--user-unit", action="store_true", help="the unit is a --user unit")
+        add.add_argument("--host", default=None, help="host (box) the engine runs on; default: this box")
+        add.add_argument("--interval", type=float, default=None, help="poll interval in seconds")
+        lst = sub.add_parser("list", help="list engines")
+        lst.add_argument("--json", action="store_true")
+        rm = sub.add_parser("remove", help="stop watching an engine (its samples go too)")
+        rm.add_argument("name")
+
+    def handle(self, *args, action, **opts):
+        try:
+            getattr(self, f"do_{action}")(**opts)
+        except ValidationError as exc:
+            raise CommandError("; ".join(exc.messages)) from None
+
+    def do_add(self, *, name, kind, url, unit, user_unit, host, interval, **_):
+        engine = engine_create(name=name, kind=kind, url=url, unit=unit, host=host,
+                               unit_scope="user" if user_unit else "system", poll_interval_s=interval)
+        self.stdout.write(f"added engine {engine.name} ({engine.kind}) at {engine.url} on host {engine.host.name}")
+
+    def do_list(self, *, json: bool, **_):
+        engines = [engine_as_dict(e) for e in Engine.objects.select_related("host")]
+        if json:
+            self.stdout.write(_json_dump(engines))
+            return
+        for e in engines:
+            self.stdout.write(f"{e['name']:<20} {e['kind']:<9} {e['status']:<8} {e['url']:<32} "
+                              f"{e['unit'] or '-':<24} {e['host']}")
+
+    def do_remove(self, *, name, **_):
+        engine_remove(name=name)
+        self.stdout.write(f"removed engine {name}")
+
+
+def _json_dump(data):
+    return json.dumps(data, indent=2)

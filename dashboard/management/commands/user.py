@@ -1,0 +1,50 @@
+import getpass
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from dashboard.roles import ROLES, set_role
+
+
+class Command(BaseCommand):
+    help = "Add a user with a role (viewer, operator, admin)."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        add = sub.add_parser("add", help="add a user")
+        add.add_argument("name")
+        add.add_argument("--role", required=True, choices=ROLES)
+        add.add_argument("--email", default="")
+        add.add_argument("--password-file", help="read the password from this file (first line)")
+
+    def handle(self, *args, name, role, email, password_file, **_):
+        User = get_user_model()
+        if User.objects.filter(username=name).exists():
+            raise CommandError(f"a user named {name!r} already exists")
+        password = self._password(password_file)
+        user = User(username=name, email=email)
+        try:
+            User._meta.get_field("username").run_validators(name)
+            validate_password(password, user)
+        except ValidationError as exc:
+            raise CommandError("; ".join(exc.messages)) from None
+        with transaction.atomic():
+            user.set_password(password)
+            user.save()
+            set_role(user, role)
+        self.stdout.write(f"added {role} {name}")
+
+    def _password(self, password_file):
+        if password_file:
+            try:
+                return Path(password_file).read_text().splitlines()[0]
+            except (OSError, IndexError) as exc:
+                raise CommandError(f"cannot read a password from {password_file}: {exc}") from None
+        first = getpass.getpass("Password: ")
+        if first != getpass.getpass("Password (again): "):
+            raise CommandError("the passwords differ")
+        return first

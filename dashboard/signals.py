@@ -1,0 +1,12 @@
+"""The seams between the collectors and their consumers (alerts, live view).
+
+Collectors send these after the poll's rows are committed; receivers must not raise
+(a receiver's failure is logged by `send_robust`, never a crash of the poll)."""
+from django.dispatch import Signal
+
+# kwargs: engine (Engine), reading (dict: one engine object as `poll --json` prints it)
+engine_polled = Signal()
+# kwargs: engine (Engine), up (bool), reason (str), checked_at (datetime), rechecked (bool)
+engine_liveness = Signal()
+# kwargs: host (Host), reading (dict: {"host": ..., "gpus": [...], "processes": {...}, "units": {...}})
+host_polled = Signal()

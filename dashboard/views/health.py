@@ -1,0 +1,60 @@
+"""/healthz: lets an outside checker watch the watcher. No login."""
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.db import connection
+from django.db.models import Max
+from django.http import JsonResponse
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from dashboard.models import Engine, Host
+
+STALE_AFTER_INTERVALS = 3
+
+
+def _check_database():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+def _check_redis():
+    import redis
+
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=1, socket_connect_timeout=1)
+    try:
+        client.ping()
+    finally:
+        client.close()
+
+
+def _latest_poll():
+    engine_poll = Engine.objects.aggregate(t=Max("last_poll_at"))["t"]
+    host_poll = Host.objects.aggregate(t=Max("last_report_at"))["t"]
+    times = [t for t in (engine_poll, host_poll) if t]
+    return max(times) if times else None
+
+
+@login_not_required
+@require_GET
+def healthz(request):
+    problems, body = [], {}
+    for name, check in (("database", _check_database), ("redis", _check_redis)):
+        try:
+            check()
+            body[name] = "ok"
+        except Exception as exc:  # any failure is the answer, not a crash
+            body[name] = "error"
+            problems.append(f"{name}: {exc}")
+    latest = _latest_poll() if body["database"] == "ok" else None
+    limit = timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * STALE_AFTER_INTERVALS)
+    body["latest_poll"] = latest.isoformat() if latest else None
+    if body["database"] == "ok":
+        if latest is None:
+            problems.append("poll: no poll has completed yet")
+        elif timezone.now() - latest > limit:
+            problems.append(f"poll: the latest poll is {int((timezone.now() - latest).total_seconds())} s old")
+    body["status"] = "ok" if not problems else "unhealthy"
+    body["problems"] = problems
+    return JsonResponse(body, status=200 if not problems else 503)

@@ -1,0 +1,92 @@
+"""A private redis-server for a fresh machine: started on a free loopback port when
+REDIS_URL is not set, stopped with its parent. Used by `sparkops up` and `make test`."""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+INSTALL_HINT = "redis-server not found: install it with `sudo apt-get install redis-server` (Debian/Ubuntu)."
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_ready(port, proc, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"redis-server exited with status {proc.returncode} while starting")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2) as sock:
+                sock.sendall(b"PING\r\n")
+                if sock.recv(16).startswith(b"+PONG"):
+                    return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"redis-server did not answer on port {port} within {timeout:.0f} s")
+
+
+class PrivateRedis:
+    """`with PrivateRedis() as url:` — an unpersisted redis-server bound to 127.0.0.1."""
+
+    def __init__(self, binary=None):
+        self.binary = binary or shutil.which("redis-server")
+        self.proc = None
+        self.url = None
+
+    def start(self):
+        if not self.binary:
+            raise RuntimeError(INSTALL_HINT)
+        port = free_port()
+        self._dir = tempfile.mkdtemp(prefix="sparkops-redis-")
+        self.proc = subprocess.Popen(
+            [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", self._dir, "--loglevel", "warning"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+        _wait_ready(port, self.proc)
+        self.url = f"redis://127.0.0.1:{port}/0"
+        return self.url
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(getattr(self, "_dir", ""), ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def main(argv=None):
+    """`python -m sparkops.redisproc CMD...`: run CMD with REDIS_URL set, starting a private Redis if needed."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        print("usage: python -m sparkops.redisproc [--] COMMAND [ARGS...]", file=sys.stderr)
+        return 2
+    if os.environ.get("REDIS_URL"):
+        return subprocess.call(argv)
+    try:
+        with PrivateRedis() as url:
+            return subprocess.call(argv, env={**os.environ, "REDIS_URL": url})
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""SparkOps settings: everything comes from the environment (see .env.example)."""
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from .env import env_bool, env_list, env_number, env_str, generated_secret_key
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("SPARKOPS_VAR_DIR", str(BASE_DIR / "var")))
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_str("SECRET_KEY", "")
+if not SECRET_KEY and DEBUG:
+    SECRET_KEY = "insecure-debug-only-key-do-not-use-in-production-0123456789"
+if not SECRET_KEY and env_bool("SPARKOPS_GENERATE_SECRET_KEY", True):
+    # A fresh single-box install has no secret: make a random one once and keep it
+    # (0600) under var/, so sessions survive restarts. Production sets SECRET_KEY.
+    SECRET_KEY = generated_secret_key(VAR_DIR / "secret_key")
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_celery_beat",
+    "dashboard",
+    "dashboard.alerts",
+    "dashboard.changelog",
+    "dashboard.bench",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Every page needs a login unless its view is marked @login_not_required.
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "sparkops.urls"
+ASGI_APPLICATION = "sparkops.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "dashboard.roles.role_context",
+            ],
+        },
+    },
+]
+
+_sqlite_default = f"sqlite:///{VAR_DIR / 'sparkops.sqlite3'}"
+try:
+    DATABASES = {"default": dj_database_url.parse(env_str("DATABASE_URL", _sqlite_default), conn_max_age=60)}
+except ValueError as exc:
+    raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL + a busy timeout so the worker, beat and web can write the same file.
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"}
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Empty means "no Redis configured": `sparkops up` starts a private one and sets it.
+REDIS_URL = env_str("REDIS_URL", "")
+_redis = REDIS_URL or "redis://127.0.0.1:6379/0"
+
+CELERY_BROKER_URL = _redis
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [_redis], "prefix": env_str("SPARKOPS_CHANNEL_PREFIX", "sparkops")},
+    }
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 10}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "overview"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+
+# Mail (alerts); Django's SMTP backend.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1")
+EMAIL_PORT = env_number("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = env_number("EMAIL_TIMEOUT", 10, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "sparkops@localhost")
+
+# Polling
+SPARKOPS_POLL_INTERVAL = env_number("SPARKOPS_POLL_INTERVAL", 2.0, cast=float, minimum=0.5)
+SPARKOPS_LIVENESS_INTERVAL = env_number("SPARKOPS_LIVENESS_INTERVAL", 1.0, cast=float, minimum=0.2)
+SPARKOPS_HOST_NAME = env_str("SPARKOPS_HOST_NAME", "") or __import__("socket").gethostname()
+# Commands and paths the host collectors read; overridable for --user units, odd
+# installs, or the simulator (which ships systemctl/journalctl/nvidia-smi work-alikes).
+SPARKOPS_SYSTEMCTL = env_str("SPARKOPS_SYSTEMCTL", "systemctl")
+SPARKOPS_JOURNALCTL = env_str("SPARKOPS_JOURNALCTL", "journalctl")
+SPARKOPS_NVIDIA_SMI = env_str("SPARKOPS_NVIDIA_SMI", "nvidia-smi")
+SPARKOPS_PROC_ROOT = env_str("SPARKOPS_PROC_ROOT", "/proc")
+SPARKOPS_CGROUP_ROOT = env_str("SPARKOPS_CGROUP_ROOT", "/sys/fs/cgroup")
+SPARKOPS_GPU_BACKEND = env_str("SPARKOPS_GPU_BACKEND", "auto")  # auto | nvml | nvidia-smi | none
+
+# Security headers that `check --deploy` expects when DEBUG is off.
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env_number("SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+if env_bool("SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,14 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.urls import include, path
+
+urlpatterns = [
+    path("login/", login_not_required(auth_views.LoginView.as_view()), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("alerts/", include("dashboard.alerts.urls")),
+    path("changelog/", include("dashboard.changelog.urls")),
+    path("bench/", include("dashboard.bench.urls")),
+    path("", include("dashboard.urls")),
+]

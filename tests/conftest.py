@@ -1,0 +1,70 @@
+"""Shared fixtures: named personas and a standard fleet (healthchecks' hc/test.py style).
+
+Tests use the real PostgreSQL and Redis when DATABASE_URL / REDIS_URL point at them (CI
+sets both); otherwise SQLite and the private Redis that `make test` starts."""
+import pytest
+from django.conf import settings
+
+from dashboard.roles import set_role
+
+
+def _user(django_user_model, name, role):
+    user = django_user_model.objects.create_user(username=name, password=f"{name}-password-123")
+    set_role(user, role)
+    return user
+
+
+@pytest.fixture
+def viewer(db, django_user_model):
+    return _user(django_user_model, "vera", "viewer")
+
+
+@pytest.fixture
+def operator(db, django_user_model):
+    return _user(django_user_model, "otto", "operator")
+
+
+@pytest.fixture
+def admin_user(db, django_user_model):
+    return _user(django_user_model, "ada", "admin")
+
+
+@pytest.fixture
+def viewer_client(client, viewer):
+    client.force_login(viewer)
+    return client
+
+
+@pytest.fixture
+def operator_client(client, operator):
+    client.force_login(operator)
+    return client
+
+
+@pytest.fixture
+def admin_client_(client, admin_user):
+    client.force_login(admin_user)
+    return client
+
+
+@pytest.fixture
+def fleet(db):
+    """One host, a healthy vLLM engine, a down llama.cpp engine, one email and one webhook channel."""
+    from dashboard.alerts.models import NotificationChannel
+    from dashboard.models import Engine, Host
+
+    host = Host.objects.create(name="spark-1")
+    vllm = Engine.objects.create(name="vllm-main", kind="vllm", url="http://127.0.0.1:18001", host=host,
+                                 unit="vllm-main.service", status="up")
+    llama = Engine.objects.create(name="llama-side", kind="llamacpp", url="http://127.0.0.1:18002", host=host,
+                                  unit="llama-side.service", status="down", status_reason="connection refused")
+    email = NotificationChannel.objects.create(name="ops-mail", kind="email", config={"address": "ops@example.test"})
+    hook = NotificationChannel.objects.create(name="ops-hook", kind="webhook",
+                                              config={"url": "http://127.0.0.1:9/hook", "format": "sparkops"},
+                                              secret="s3cret")
+    return {"host": host, "vllm": vllm, "llama": llama, "email": email, "webhook": hook}
+
+
+@pytest.fixture
+def redis_url():
+    return settings.CELERY_BROKER_URL
