@@ -1,9 +1,19 @@
-"""The static Celery beat schedule: one commented line per entry, `expires` on every poll
-so a stalled worker drops stale polls instead of piling them up. Benchmarks are scheduled
-in the database through django-celery-beat (editable in the UI)."""
-from django.conf import settings
+"""The static Celery beat schedule, composed from each concern's `schedule_entries()`.
+
+Each entry: one commented line, and `expires` on every poll so a stalled worker drops
+stale polls instead of piling them up (tests/test_schedule.py checks both). Benchmark
+schedules live in the database through django-celery-beat (editable in the UI)."""
+from importlib import import_module
+
+SCHEDULE_MODULES = ("dashboard.collectors.schedule", "dashboard.alerts.schedule", "dashboard.bench.schedule")
 
 
 def beat_schedule():
-    poll = settings.SPARKOPS_POLL_INTERVAL
-    return {}
+    schedule = {}
+    for module_name in SCHEDULE_MODULES:
+        entries = import_module(module_name).schedule_entries()
+        clash = set(schedule) & set(entries)
+        if clash:
+            raise ValueError(f"duplicate beat entries: {sorted(clash)}")
+        schedule.update(entries)
+    return schedule

@@ -79,6 +79,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 
+# Lets several test runs share one PostgreSQL server without clashing on "test_<name>".
+if env_str("SPARKOPS_TEST_DB_NAME"):
+    DATABASES["default"]["TEST"] = {"NAME": env_str("SPARKOPS_TEST_DB_NAME")}
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Empty means "no Redis configured": `sparkops up` starts a private one and sets it.
