@@ -1,5 +1,6 @@
 """System checks that refuse unsafe production settings."""
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.checks import Error, Tags, Warning, register
 
 INSECURE_KEY_PREFIX = "insecure-debug-only"
@@ -7,7 +8,10 @@ INSECURE_KEY_PREFIX = "insecure-debug-only"
 
 @register(Tags.security, deploy=True)
 def secret_key_check(app_configs, **kwargs):
-    key = getattr(settings, "SECRET_KEY", "") or ""
+    try:
+        key = settings.SECRET_KEY or ""
+    except ImproperlyConfigured:  # Django refuses to hand out an empty key
+        key = ""
     if not settings.DEBUG and (not key or key.startswith(INSECURE_KEY_PREFIX)):
         return [Error("SECRET_KEY is not set while DEBUG is off.",
                       hint="Set SECRET_KEY (or SECRET_KEY_FILE) in the environment.", id="sparkops.E001")]

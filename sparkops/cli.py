@@ -10,3 +10,7 @@ def main(argv=None):
 
     execute_from_command_line(["sparkops", *argv[1:]])
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,5 +10,6 @@ urlpatterns = [
     path("alerts/", include("dashboard.alerts.urls")),
     path("changelog/", include("dashboard.changelog.urls")),
     path("bench/", include("dashboard.bench.urls")),
+    path("api/", include("dashboard.api_urls")),
     path("", include("dashboard.urls")),
 ]

@@ -1,0 +1,128 @@
+"""`sparkops up`: the whole stack in the foreground (migrations, ASGI, worker, beat, Redis,
+and with --demo the simulated engines). Ctrl-C stops every child; a child that dies is
+reported and brings the stack down with a non-zero status rather than limping on."""
+import json
+import os
+import secrets
+import signal
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.roles import set_role
+from dashboard.stack.children import Child, Supervisor
+from sparkops.redisproc import PrivateRedis
+
+SIM_BIN = Path(__file__).resolve().parents[2] / "simulator" / "bin"
+
+
+class Command(BaseCommand):
+    help = "Run the whole SparkOps stack in the foreground (Ctrl-C stops it)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--port", type=int, default=8000, help="web port (default 8000)")
+        parser.add_argument("--bind", default="127.0.0.1", help="web address (default 127.0.0.1)")
+        parser.add_argument("--demo", action="store_true", help="also run two simulated engines and watch them")
+        parser.add_argument("--no-beat", action="store_true", help="do not run Celery beat (another box runs it)")
+
+    def handle(self, *args, port, bind, demo, no_beat, **opts):
+        if not 0 < port < 65536:
+            raise CommandError(f"--port {port} is not a TCP port")
+        call_command("migrate", interactive=False, verbosity=0)
+        self._ensure_admin()
+        redis = None if settings.REDIS_URL else PrivateRedis()
+        try:
+            redis_url = settings.REDIS_URL or redis.start()
+        except RuntimeError as exc:
+            raise CommandError(str(exc)) from None
+        sup = Supervisor(out=self.stdout)
+        signal.signal(signal.SIGINT, sup.request_stop)
+        signal.signal(signal.SIGTERM, sup.request_stop)
+        try:
+            return self._run(sup, redis_url, port=port, bind=bind, demo=demo, beat=not no_beat)
+        finally:
+            sup.stop_all()
+            if redis:
+                redis.stop()
+                self.stdout.write("stopped redis-server\n")
+
+    def _run(self, sup, redis_url, *, port, bind, demo, beat):
+        env = {**os.environ, "REDIS_URL": redis_url, "DJANGO_SETTINGS_MODULE": "sparkops.settings",
+               "SITE_URL": os.environ.get("SITE_URL", f"http://{bind}:{port}")}
+        if demo:
+            env.update(self._start_demo(sup, env))
+        py = sys.executable
+        sup.start(Child("web", [py, "-m", "uvicorn", "sparkops.asgi:application", "--host", bind,
+                                "--port", str(port), "--no-access-log"]), env)
+        sup.start(Child("worker", [py, "-m", "sparkops.cli", "worker", "--host", settings.SPARKOPS_HOST_NAME]), env)
+        if beat:
+            sup.start(Child("beat", [py, "-m", "celery", "-A", "sparkops", "beat", "--loglevel", "WARNING",
+                                     "--pidfile="]), env)
+        self.stdout.write(f"SparkOps is up: http://{bind}:{port}/  (Ctrl-C stops it)\n")
+        self.stdout.flush()
+        dead = sup.watch()
+        if dead is not None:
+            raise CommandError(f"{dead.name} (pid {dead.pid}) exited with status {dead.proc.returncode}; "
+                               "stopping the stack")
+
+    def _start_demo(self, sup, env):
+        """Start the simulated engines, register them, and point the host collectors at the
+        simulator's systemctl/journalctl/nvidia-smi work-alikes and PSI files."""
+        demo_dir = Path(settings.VAR_DIR) / "demo"
+        state_dir, ports_file = demo_dir / "state", demo_dir / "engines.json"
+        demo_dir.mkdir(parents=True, exist_ok=True)
+        ports_file.unlink(missing_ok=True)
+        sup.start(Child("simulator", [sys.executable, "-m", "sparkops.cli", "simulate", "--state-dir",
+                                      str(state_dir), "--ports-file", str(ports_file)]), env)
+        engines = _wait_for_ports(ports_file, sup)
+        for spec in engines:
+            _register_demo_engine(spec)
+            self.stdout.write(f"demo engine {spec['name']} ({spec['kind']}) at {spec['url']}\n")
+        return {"SPARKOPS_SIM_STATE_DIR": str(state_dir), "SPARKOPS_SYSTEMCTL": str(SIM_BIN / "sim-systemctl"),
+                "SPARKOPS_JOURNALCTL": str(SIM_BIN / "sim-journalctl"),
+                "SPARKOPS_NVIDIA_SMI": str(SIM_BIN / "sim-nvidia-smi"), "SPARKOPS_GPU_BACKEND": "nvidia-smi",
+                "SPARKOPS_PROC_ROOT": str(state_dir / "proc")}
+
+    def _ensure_admin(self):
+        User = get_user_model()
+        if User.objects.filter(is_superuser=True).exists():
+            return
+        given = os.environ.get("SPARKOPS_ADMIN_PASSWORD")
+        password = given or secrets.token_urlsafe(12)
+        user = User.objects.create_user(username="admin", password=password)
+        set_role(user, "admin")
+        shown = "(from SPARKOPS_ADMIN_PASSWORD)" if given else password
+        self.stdout.write(f"created the admin user: admin / {shown}  — shown once; change it after logging in\n")
+
+
+def _wait_for_ports(ports_file, sup, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        simulator = sup.children[-1]
+        if simulator.exited():
+            raise CommandError(f"the simulator exited with status {simulator.proc.returncode}")
+        if ports_file.exists():
+            lines = [line for line in ports_file.read_text().splitlines() if line.strip()]
+            try:
+                engines = [json.loads(line) for line in lines]
+            except json.JSONDecodeError:
+                engines = []
+            if len(engines) >= 2:
+                return engines
+        time.sleep(0.1)
+    raise CommandError(f"the simulated engines did not start within {timeout:.0f} s")
+
+
+def _register_demo_engine(spec):
+    from dashboard.models import Engine
+    from dashboard.services.fleet import host_get_or_create
+
+    Engine.objects.update_or_create(
+        name=spec["name"],
+        defaults={"kind": spec["kind"], "url": spec["url"], "unit": spec.get("unit", ""),
+                  "host": host_get_or_create()})
