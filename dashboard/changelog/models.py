@@ -1,0 +1,269 @@
+"""The config change log: dated entries, the claims in them, and corrections that sit
+beside a claim instead of replacing it.
+
+Append-only is enforced here, not only in views: after a short grace period an entry's
+save() refuses, querysets refuse bulk update/delete, and corrections never change once
+written. The admin (dashboard/changelog/admin.py) is read-only on top of that."""
+import hashlib
+import json
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+GRACE_DEFAULT_S = 15 * 60
+
+
+class AppendOnlyError(Exception):
+    """Raised for any attempt to change or remove what the log has kept."""
+
+
+def grace_period():
+    # Settings may tune it (tests, or a slower team); the default gives time to fix typos.
+    return timedelta(seconds=getattr(settings, "SPARKOPS_CHANGELOG_GRACE_S", GRACE_DEFAULT_S))
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    """Bulk update/delete would bypass save(); the log has no such path."""
+
+    def update(self, **kwargs):
+        raise AppendOnlyError(f"{self.model.__name__} rows cannot be bulk-updated; write a correction.")
+
+    def delete(self):
+        raise AppendOnlyError(f"{self.model.__name__} rows cannot be deleted; write a correction.")
+
+    delete.queryset_only = True
+
+
+class Entry(models.Model):
+    class Kind(models.TextChoices):
+        FLAG_CHANGE = "flag_change", "flag change"
+        CLAIM = "claim", "claim"
+        MEASUREMENT = "measurement", "measurement"
+        INCIDENT_NOTE = "incident_note", "incident note"
+        DECISION = "decision", "decision"
+
+    effective_at = models.DateTimeField(help_text="When the change took effect (may be in the past)")
+    engines = models.ManyToManyField("dashboard.Engine", blank=True, related_name="changelog_entries")
+    units = models.TextField(blank=True, help_text="systemd units it concerns, comma-separated")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.FLAG_CHANGE)
+    title = models.CharField(max_length=200)
+    body_md = models.TextField(blank=True, help_text="Markdown")
+    reason = models.TextField(blank=True)
+    expected_effect = models.TextField(blank=True)
+    # The user may be removed later; the name stays as written.
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="changelog_entries")
+    author_name = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    # "Importing the same file twice creates nothing new": import matches on this.
+    fingerprint = models.CharField(max_length=64, db_index=True, editable=False, blank=True)
+    incidents = models.ManyToManyField("dashboard.Incident", blank=True, related_name="changelog_entries",
+                                       help_text="Incidents this entry fixed")
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-effective_at", "-id"]
+        verbose_name_plural = "entries"
+        # Timeline and chart annotations read "entries between t0 and t1".
+        indexes = [models.Index(fields=["effective_at"], name="changelog_entry_effective")]
+
+    def __str__(self):
+        return f"{self.effective_at:%Y-%m-%d %H:%M} · {self.title}"
+
+    @property
+    def editable_until(self):
+        return self.created_at + grace_period()
+
+    @property
+    def is_locked(self):
+        return timezone.now() >= self.editable_until
+
+    def save(self, *args, **kwargs):
+        if self.pk and not self._state.adding:
+            stored = Entry.objects.filter(pk=self.pk).values_list("created_at", flat=True).first()
+            if stored is not None and timezone.now() >= stored + grace_period():
+                raise AppendOnlyError("This entry is past its grace period; it can only be corrected.")
+            if stored is not None:
+                self.created_at = stored  # created_at never moves, so the grace cannot be extended
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError("Change-log entries are never deleted; write a correction.")
+
+    def get_absolute_url(self):
+        from django.urls import reverse
+
+        return reverse("changelog:entry", args=[self.pk])
+
+
+def _guard_child(obj, entry):
+    """Flags, claims and evidence belong to the entry's text: frozen with it."""
+    if entry is not None and entry.pk and entry.is_locked:
+        raise AppendOnlyError(f"{entry} is past its grace period; write a correction instead.")
+    del obj
+
+
+class FlagChange(models.Model):
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="flags")
+    position = models.PositiveSmallIntegerField(default=0)
+    flag = models.CharField(max_length=120, help_text="e.g. --max-model-len")
+    old = models.CharField(max_length=500, blank=True)
+    new = models.CharField(max_length=500, blank=True)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["entry", "position", "id"]
+
+    def __str__(self):
+        return f"{self.flag}: {self.old} → {self.new}"
+
+    def save(self, *args, **kwargs):
+        _guard_child(self, self.entry)
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        _guard_child(self, self.entry)
+        return super().delete(*args, **kwargs)
+
+
+class Claim(models.Model):
+    """One statement in an entry, optionally with a number the ledger can check later."""
+
+    class Metric(models.TextChoices):
+        CONCURRENCY = "concurrency", "concurrency at the window (×)"
+        POOL_TOKENS = "pool_tokens", "KV pool (tokens)"
+        KV_MEMORY_GIB = "kv_memory_gib", "KV memory (GiB)"
+        TOKENS_PER_GIB = "tokens_per_gib", "tokens per GiB"
+
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="claims")
+    position = models.PositiveSmallIntegerField(default=0)
+    text = models.TextField()
+    metric = models.CharField(max_length=20, choices=Metric.choices, blank=True)
+    predicted = models.FloatField(null=True, blank=True)
+    window = models.PositiveIntegerField(null=True, blank=True, help_text="--max-model-len the prediction is for")
+    engine = models.ForeignKey("dashboard.Engine", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    tolerance_pct = models.FloatField(default=1.0, help_text="A measurement further off than this invites a correction")
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["entry", "position", "id"]
+
+    def __str__(self):
+        return self.text[:80]
+
+    @property
+    def has_prediction(self):
+        return bool(self.metric) and self.predicted is not None
+
+    def save(self, *args, **kwargs):
+        _guard_child(self, self.entry)
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        _guard_child(self, self.entry)
+        return super().delete(*args, **kwargs)
+
+
+class Correction(models.Model):
+    """Written against an entry or one claim in it; shown beside it, never instead of it."""
+
+    class Mark(models.TextChoices):
+        NONE = "", "corrected"
+        WITHDRAWN = "withdrawn", "withdrawn"
+        SUPERSEDED = "superseded", "superseded"
+
+    entry = models.ForeignKey(Entry, on_delete=models.PROTECT, related_name="corrections")
+    claim = models.ForeignKey(Claim, null=True, blank=True, on_delete=models.PROTECT, related_name="corrections")
+    corrected_at = models.DateTimeField(default=timezone.now, help_text="The correction's own date")
+    text_md = models.TextField()
+    mark = models.CharField(max_length=12, choices=Mark.choices, blank=True, default="")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                               related_name="changelog_corrections")
+    author_name = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["corrected_at", "id"]
+
+    def __str__(self):
+        return f"Correction {self.corrected_at:%Y-%m-%d} to {self.entry_id}"
+
+    def save(self, *args, **kwargs):
+        if self.pk and not self._state.adding:
+            raise AppendOnlyError("A correction is never edited; write another correction.")
+        if self.claim_id and self.claim.entry_id != self.entry_id:
+            raise AppendOnlyError("The claim does not belong to the corrected entry.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError("Corrections are never deleted.")
+
+    def fingerprint(self):
+        return content_hash(self.corrected_at.isoformat(timespec="minutes"), self.claim.position if self.claim_id else None,
+                            self.mark, self.text_md.strip())
+
+
+class EvidenceLink(models.Model):
+    class Kind(models.TextChoices):
+        BENCHMARK_RUN = "benchmark_run", "benchmark run"
+        ALERT_EVENT = "alert_event", "alert event"
+        CHART_WINDOW = "chart_window", "chart window"
+        URL = "url", "URL"
+
+    entry = models.ForeignKey(Entry, null=True, blank=True, on_delete=models.CASCADE, related_name="evidence")
+    correction = models.ForeignKey(Correction, null=True, blank=True, on_delete=models.CASCADE, related_name="evidence")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.URL)
+    label = models.CharField(max_length=200, blank=True)
+    url = models.CharField(max_length=500, blank=True, help_text="For URLs; other kinds get theirs from the reference")
+    # Benchmark run or alert event id; kept as a plain number so the log survives their pruning.
+    ref_id = models.PositiveIntegerField(null=True, blank=True)
+    window_start = models.DateTimeField(null=True, blank=True)
+    window_end = models.DateTimeField(null=True, blank=True)
+    engine = models.ForeignKey("dashboard.Engine", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.CheckConstraint(
+            condition=models.Q(entry__isnull=True) ^ models.Q(correction__isnull=True), name="evidence_one_owner")]
+
+    def __str__(self):
+        return self.label or self.url or f"{self.get_kind_display()} {self.ref_id or ''}".strip()
+
+    def save(self, *args, **kwargs):
+        if self.correction_id and self.pk and not self._state.adding:
+            raise AppendOnlyError("A correction's evidence is never edited.")
+        _guard_child(self, self.entry if self.entry_id else None)
+        super().save(*args, **kwargs)
+
+
+class EntryRevision(models.Model):
+    """What an entry said before an edit inside its grace period; shown on the entry page."""
+
+    entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="revisions")
+    revised_at = models.DateTimeField(default=timezone.now)
+    revised_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    snapshot = models.JSONField(help_text="The entry as it was before this edit")
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["revised_at", "id"]
+
+    def save(self, *args, **kwargs):
+        if self.pk and not self._state.adding:
+            raise AppendOnlyError("Edit history is never rewritten.")
+        super().save(*args, **kwargs)
+
+
+def content_hash(*parts):
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()

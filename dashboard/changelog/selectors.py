@@ -1,0 +1,84 @@
+"""Read side of the change log: timeline queries, chart annotations, prediction vs measurement."""
+from django.db.models import Count, Exists, OuterRef, Q
+
+from dashboard.models import KVPoolEntry
+
+from .models import Claim, Correction, Entry
+
+
+def _concerning(qs, *, engine=None, host=None):
+    """Entries about ENGINE/HOST, plus entries about no engine at all (box-wide changes)."""
+    if engine is not None:
+        qs = qs.filter(Q(engines=engine) | Q(engines__isnull=True))
+    if host is not None:
+        qs = qs.filter(Q(engines__host=host) | Q(engines__isnull=True))
+    return qs.distinct()
+
+
+def chart_annotations(*, engine=None, host=None, start, end):
+    """Entries in [start, end] as chart annotations for the live view (contract 4)."""
+    corrected = Correction.objects.filter(entry=OuterRef("pk"))
+    qs = _concerning(Entry.objects.filter(effective_at__gte=start, effective_at__lte=end), engine=engine, host=host)
+    qs = qs.annotate(corrected=Exists(corrected)).order_by("effective_at", "id")
+    return [
+        {"id": e.pk, "time": e.effective_at.isoformat(), "title": e.title, "kind": e.kind,
+         "url": e.get_absolute_url(), "corrected": e.corrected}
+        for e in qs
+    ]
+
+
+def entry_timeline(*, engine=None, kind=None, start=None, end=None, has_corrections=None, text=None):
+    qs = Entry.objects.all()
+    if engine is not None:
+        qs = qs.filter(engines=engine)
+    if kind:
+        qs = qs.filter(kind=kind)
+    if start is not None:
+        qs = qs.filter(effective_at__gte=start)
+    if end is not None:
+        qs = qs.filter(effective_at__lte=end)
+    if has_corrections is not None:
+        qs = _filter_corrected(qs, has_corrections)
+    if text:
+        qs = qs.filter(Q(title__icontains=text) | Q(body_md__icontains=text) | Q(reason__icontains=text)
+                       | Q(claims__text__icontains=text) | Q(flags__flag__icontains=text)
+                       | Q(corrections__text_md__icontains=text))
+    qs = qs.distinct().annotate(n_corrections=Count("corrections", distinct=True))
+    return qs.prefetch_related("engines", "flags").order_by("-effective_at", "-id")
+
+
+def _filter_corrected(qs, has_corrections):
+    corrected = Exists(Correction.objects.filter(entry=OuterRef("pk")))
+    return qs.filter(corrected) if has_corrections else qs.exclude(corrected)
+
+
+_METRIC_READERS = {
+    "concurrency": lambda row: row.concurrency,
+    "pool_tokens": lambda row: row.pool_tokens,
+    "kv_memory_gib": lambda row: row.kv_memory_bytes / 1024**3 if row.kv_memory_bytes else None,
+    "tokens_per_gib": lambda row: row.tokens_per_gib,
+}
+
+
+def claim_measurement(*, claim: Claim):
+    """The first KV-pool ledger row after the entry took effect that measures what the claim
+    predicted (same engine, same window when one was predicted), or None."""
+    if not claim.has_prediction or claim.metric not in _METRIC_READERS:
+        return None
+    engines = [claim.engine] if claim.engine_id else list(claim.entry.engines.all())
+    if not engines:
+        return None
+    rows = KVPoolEntry.objects.filter(engine__in=engines, recorded_at__gte=claim.entry.effective_at)
+    if claim.window:
+        rows = rows.filter(window=claim.window)
+    for row in rows.select_related("engine").order_by("recorded_at", "id"):
+        value = _METRIC_READERS[claim.metric](row)
+        if value is not None:
+            return _comparison(claim, row, value)
+    return None
+
+
+def _comparison(claim, row, value):
+    off_pct = abs(value - claim.predicted) / abs(claim.predicted) * 100 if claim.predicted else None
+    return {"row": row, "measured": value, "predicted": claim.predicted, "off_pct": off_pct,
+            "differs": off_pct is None or off_pct > claim.tolerance_pct}
