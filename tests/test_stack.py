@@ -1,0 +1,79 @@
+"""The real stack: `sparkops up --demo` as a subprocess on free ports, logged into over HTTP."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import psutil
+import pytest
+
+from sparkops.redisproc import free_port
+
+pytestmark = pytest.mark.stack
+ADMIN_PASSWORD = "stack-test-admin-password"
+
+
+def _wait_http(url, proc, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"sparkops up exited early with {proc.returncode}"
+        try:
+            if httpx.get(url, timeout=1).status_code in (200, 503):
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"{url} did not answer within {timeout} s")
+
+
+def _login(base):
+    client = httpx.Client(base_url=base, timeout=5, follow_redirects=False)
+    client.get("/login/")
+    response = client.post("/login/", data={"username": "admin", "password": ADMIN_PASSWORD,
+                                            "csrfmiddlewaretoken": client.cookies["csrftoken"]},
+                           headers={"Referer": base + "/login/"})
+    assert response.status_code == 302 and response.headers["location"] == "/", response.text[:500]
+    return client
+
+
+def _polled_demo_engine(client, timeout):
+    deadline = time.monotonic() + timeout
+    engines = []
+    while time.monotonic() < deadline:
+        engines = client.get("/api/engines/").json()["engines"]
+        polled = [e for e in engines if e["name"].startswith("demo-") and e["last_poll_at"] and e["status"] == "up"]
+        if polled:
+            return polled[0]
+        time.sleep(0.25)
+    raise AssertionError(f"no demo engine polled up within {timeout} s: {engines}")
+
+
+def test_up_demo_serves_polled_engines_and_stops_every_child(tmp_path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "SPARKOPS_TEST_DB_NAME")}
+    env.update({"SPARKOPS_VAR_DIR": str(tmp_path), "SPARKOPS_ADMIN_PASSWORD": ADMIN_PASSWORD,
+                "SPARKOPS_HOST_NAME": "stack-test"})
+    proc = subprocess.Popen([sys.executable, "manage.py", "up", "--demo", "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    children = []
+    try:
+        base = f"http://127.0.0.1:{port}"
+        _wait_http(base + "/healthz", proc, timeout=90)
+        client = _login(base)
+        engine = _polled_demo_engine(client, timeout=10)
+        assert engine["latest"]["up"] is True and engine["latest"]["models"]
+        assert client.get("/").status_code == 200
+        children = psutil.Process(proc.pid).children(recursive=True)
+        names = " ".join(" ".join(c.cmdline()) for c in children)
+        for part in ("uvicorn", "worker", "beat", "simulate", "redis-server"):
+            assert part in names, f"{part} is not running under sparkops up: {names}"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, output[-3000:]
+    time.sleep(0.5)
+    alive = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    assert not alive, f"still running after stop: {[c.cmdline() for c in alive]}"
+    assert "stopped web" in output and "stopped redis-server" in output
