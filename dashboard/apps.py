@@ -10,3 +10,4 @@ class DashboardConfig(AppConfig):
         from . import roles
 
         roles.connect_signals()
+        from .live import receivers  # noqa: F401  (collector signals -> WebSocket pushes)

@@ -1,10 +1,18 @@
 from django.urls import path
 
-from .views import engines, health, overview
+from .views import charts, engines, health, hosts, overview, plotly_js
 
 urlpatterns = [
     path("", overview.overview, name="overview"),
     path("healthz", health.healthz, name="healthz"),
     path("engines/", engines.engine_list, name="engine-list"),
     path("engines/<str:name>/", engines.engine_detail, name="engine-detail"),
+    path("hosts/<str:name>/", hosts.host_detail, name="host-detail"),
+    path("coresidency/", hosts.coresidency, name="coresidency"),
+    path("live/alerts/", overview.firing_alerts_partial, name="live-alerts"),
+    path("charts/engine/<str:name>.json", charts.engine_chart_json, name="chart-engine"),
+    path("charts/host/<str:name>.json", charts.host_chart_json, name="chart-host"),
+    path("charts/coresidency.json", charts.coresidency_chart_json, name="chart-coresidency"),
+    path("charts/overview.json", charts.overview_sparks_json, name="chart-overview"),
+    path("assets/plotly.min.js", plotly_js.plotly_js, name="plotly-js"),
 ]

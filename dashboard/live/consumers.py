@@ -1,20 +1,86 @@
-"""The live WebSocket: signed-in users join the fan-out group; anonymous ones are refused."""
+"""The live WebSocket.
+
+Anonymous sockets are refused. A signed-in socket joins `GROUP_ALL` plus the groups its
+page names in the query string (`?groups=overview,engine.3`); nothing else can be joined.
+Each event is filtered for the socket's role (see events.py: `min_role`, `by_role`), so a
+viewer never receives operator-only markup such as Ack/Silence buttons."""
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from .events import GROUP_ALL
+from dashboard.roles import ROLES, role_of
+
+from .events import GROUP_ALL, GROUP_OVERVIEW, engine_group, host_group
+
+_RANK = {role: rank for rank, role in enumerate(ROLES)}
+# Events whose plain "html" may carry write controls; a lower role gets the data without it
+# (its page re-renders that part over HTTP, where the template knows the role).
+OPERATOR_HTML_TYPES = {"alert.changed"}
+MAX_GROUPS = 16
+
+
+@database_sync_to_async
+def _subject_groups(names):
+    from dashboard.models import Engine, Host
+
+    wanted = {"engine": set(), "host": set()}
+    groups = set()
+    for name in names[:MAX_GROUPS]:
+        kind, _, ident = name.partition(".")
+        if name == "overview":
+            groups.add(GROUP_OVERVIEW)
+        elif kind in wanted and ident.isdigit():
+            wanted[kind].add(int(ident))
+    groups |= {engine_group(i) for i in Engine.objects.filter(id__in=wanted["engine"]).values_list("id", flat=True)}
+    groups |= {host_group(i) for i in Host.objects.filter(id__in=wanted["host"]).values_list("id", flat=True)}
+    return sorted(groups)
+
+
+def filter_event(event, role):
+    """The event as ROLE may see it, or None when it must not see it at all."""
+    rank = _RANK.get(role, -1)
+    if rank < _RANK.get(event.get("min_role") or "viewer", 0):
+        return None
+    payload = dict(event.get("payload") or {})
+    overrides = event.get("by_role") or {}
+    for r in ROLES[: rank + 1]:
+        payload.update(overrides.get(r) or {})
+    if event["type"] in OPERATOR_HTML_TYPES and rank < _RANK["operator"] and not overrides.get("viewer"):
+        payload.pop("html", None)
+    return {"type": event["type"], "payload": payload}
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):
+    groups_joined = ()
+
     async def connect(self):
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
-        await self.channel_layer.group_add(GROUP_ALL, self.channel_name)
+        self.role = await database_sync_to_async(role_of)(user)
+        if self.role is None:  # an inactive account
+            await self.close(code=4403)
+            return
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        names = [n for v in query.get("groups", []) for n in v.split(",") if n]
+        self.groups_joined = [GROUP_ALL, *await _subject_groups(names)]
+        for group in self.groups_joined:
+            await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
+        await self.send_json({"type": "live.hello", "payload": {"groups": self.groups_joined, "role": self.role}})
 
     async def disconnect(self, code):
-        await self.channel_layer.group_discard(GROUP_ALL, self.channel_name)
+        for group in self.groups_joined:
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive_json(self, content, **kwargs):
+        """The socket is one-way; a ping gets a pong so the client can detect a dead link."""
+        if isinstance(content, dict) and content.get("type") == "ping":
+            await self.send_json({"type": "pong", "payload": {}})
 
     async def live_event(self, message):
-        await self.send_json(message["event"])
+        event = filter_event(message["event"], self.role)
+        if event is not None:
+            await self.send_json(event)

@@ -1,8 +1,31 @@
+"""The live overview: engine, host and GPU cards plus the firing alerts, all pushed over the WebSocket."""
 from django.shortcuts import render
+from django.views.decorators.http import require_GET
 
+from dashboard.live.cards import engine_card_context, host_card_context
 from dashboard.models import Engine, Host
 
 
+def firing_alerts_context(request):
+    """What templates/alerts/_firing.html reads. The alerts module ships it; until then, nothing fires."""
+    try:
+        from dashboard.alerts.selectors import firing_alerts
+    except ImportError:
+        return {"firing_alerts": [], "alerts": []}
+    firing = list(firing_alerts(user=request.user))
+    return {"firing_alerts": firing, "alerts": firing}
+
+
+@require_GET
 def overview(request):
-    engines = Engine.objects.select_related("host")
-    return render(request, "dashboard/overview.html", {"engines": engines, "hosts": Host.objects.all()})
+    engines = [engine_card_context(e) for e in Engine.objects.select_related("host")]
+    hosts = [host_card_context(h) for h in Host.objects.all()]
+    return render(request, "dashboard/overview.html",
+                  {"engine_cards": engines, "host_cards": hosts, **firing_alerts_context(request)})
+
+
+@require_GET
+def firing_alerts_partial(request):
+    """The alert list re-rendered for the requesting user's role, fetched when "alert.changed" arrives
+    (so a viewer's page never receives Ack/Silence buttons, whatever the event carried)."""
+    return render(request, "dashboard/partials/_alerts.html", firing_alerts_context(request))

@@ -1,0 +1,60 @@
+"""Server-rendered cards: the same partials draw the first page and every pushed update."""
+from datetime import timedelta
+
+from django.conf import settings
+from django.template.loader import render_to_string
+from django.utils import timezone
+
+PSI_RESOURCES = ("memory", "cpu", "io")
+# "Busy, P0, clock far below max" is the stuck-low-clock signature; the card flags it red.
+LOW_CLOCK_SHARE = 0.6
+BUSY_UTIL_PCT = 80
+
+
+def _last_error(reading):
+    lines = reading.get("fatal_lines") or []
+    return reading.get("error") or (lines[-1] if lines else "")
+
+
+def engine_card_context(engine):
+    reading = engine.latest or {}
+    return {"engine": engine, "r": reading, "unit": reading.get("unit") or None,
+            "last_error": _last_error(reading)}
+
+
+def engine_card_html(engine):
+    return render_to_string("dashboard/partials/_engine_card.html", engine_card_context(engine))
+
+
+def _psi_rows(psi):
+    rows = []
+    for name in PSI_RESOURCES:
+        part = (psi or {}).get(name) or {}
+        some, full = (part.get("some") or {}).get("avg10"), (part.get("full") or {}).get("avg10")
+        if some is not None or full is not None:
+            rows.append({"name": name, "some": some, "full": full})
+    return rows
+
+
+def _gpu_view(gpu):
+    clock, top, util = gpu.get("sm_clock_mhz"), gpu.get("sm_clock_max_mhz"), gpu.get("utilization_pct")
+    low = bool(clock and top and util is not None and util >= BUSY_UTIL_PCT and clock < LOW_CLOCK_SHARE * top
+               and not gpu.get("clocks_event_reasons"))
+    return {**gpu, "low_clock": low}
+
+
+def host_card_context(host):
+    latest = host.latest or {}
+    h = latest.get("host") or {}
+    total, avail = h.get("mem_total_bytes"), h.get("mem_available_bytes")
+    swap_total, swap_used = h.get("swap_total_bytes") or 0, h.get("swap_used_bytes") or 0
+    limit = timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * 5)
+    stale = host.last_report_at is None or timezone.now() - host.last_report_at > limit
+    return {"host": host, "h": h, "p": latest.get("processes") or {}, "psi": _psi_rows(h.get("psi")),
+            "mem_used": (total - avail) if total is not None and avail is not None else None,
+            "swap_share": swap_used / swap_total * 100 if swap_total else 0,
+            "gpus": [_gpu_view(g) for g in latest.get("gpus") or []], "stale": stale}
+
+
+def host_card_html(host):
+    return render_to_string("dashboard/partials/_host_card.html", host_card_context(host))

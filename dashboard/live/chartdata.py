@@ -1,0 +1,112 @@
+"""Chart JSON for every live page: panels of traces plus the overlays drawn on all of them
+(change-log annotations, alert periods, restarts). The browser turns it into Plotly figures
+and extends the traces from "engine.sample"/"host.sample" events (subject + metric)."""
+import re
+
+from django.db.models import Q
+
+from dashboard.models import KVPoolEntry, Series
+
+MAX_POINTS = 2000
+GIB = 1024**3
+
+# (panel id, title, y-axis format, scale, [(metric, trace name), ...])
+ENGINE_PANELS = [
+    ("tokens", "Tokens / s", "", 1, [("generation_tokens_per_s", "decode"), ("prompt_tokens_per_s", "prompt")]),
+    ("requests", "Requests", "", 1, [("requests_running", "running"), ("requests_waiting", "waiting")]),
+    ("kv", "KV-cache usage", ".0%", 1, [("kv_cache_usage", "KV usage")]),
+    ("prefix", "Prefix-cache hit rate", ".0%", 1, [("prefix_cache_hit_rate", "hit rate")]),
+    ("ttft", "Time to first token (ms)", "", 1000, [("ttft_p50_s", "p50"), ("ttft_p95_s", "p95")]),
+    ("itl", "Inter-token latency (ms)", "", 1000, [("itl_p50_s", "p50"), ("itl_p95_s", "p95")]),
+]
+HOST_PANELS = [
+    ("psi", "Pressure (PSI avg10, %)", "", 1, [
+        ("psi.memory.some.avg10", "memory some"), ("psi.memory.full.avg10", "memory full"),
+        ("psi.cpu.some.avg10", "cpu some"), ("psi.io.some.avg10", "io some"), ("psi.io.full.avg10", "io full")]),
+    ("memory", "Memory & swap (GiB)", "", 1 / GIB, [
+        ("mem_used_bytes", "used"), ("mem_available_bytes", "available"), ("swap_used_bytes", "swap used")]),
+    ("compilers", "Compiler processes", "", 1, [("compilers", "alive")]),
+    ("compilers_rss", "Compiler RSS (GiB)", "", 1 / GIB, [("compilers_rss_bytes", "RSS")]),
+]
+GPU_PANELS = [
+    ("clock", "SM clock (MHz)", "", 1, [("sm_clock_mhz", "SM clock"), ("sm_clock_max_mhz", "max")]),
+    ("power", "Power (W)", "", 1, [("power_w", "power")]),
+    ("util", "Utilisation (%)", "", 1, [("utilization_pct", "util"), ("temperature_c", "temp °C")]),
+]
+_GPU_METRIC = re.compile(r"^gpu(\d+)\.")
+
+
+def _series_points(**kwargs):
+    from dashboard.selectors.series import series_points  # collectors' read API (contract 2)
+
+    return series_points(**kwargs)
+
+
+def _trace(subject, obj, metric, name, rng, scale):
+    kind = "engine" if subject.startswith("engine.") else "host"
+    data = _series_points(metric=metric, **{kind: obj}, start=rng.start, end=rng.end, max_points=MAX_POINTS)
+    scaled = lambda ys: [None if v is None else v * scale for v in ys or []]  # noqa: E731
+    return {"name": name, "subject": subject, "metric": metric, "scale": scale, "t": data["t"],
+            "y": scaled(data["y"]), "y_min": scaled(data.get("y_min")), "y_max": scaled(data.get("y_max")),
+            "source": data.get("source", "raw")}
+
+
+def _panels(specs, subject, obj, rng, prefix="", title_prefix=""):
+    return [{"id": f"{prefix}{pid}", "title": f"{title_prefix}{title}", "tickformat": fmt,
+             "traces": [_trace(subject, obj, f"{prefix}{m}", name, rng, scale) for m, name in traces]}
+            for pid, title, fmt, scale, traces in specs]
+
+
+def alert_periods(*, rng, engine=None, host=None):
+    from dashboard.alerts.models import AlertEvent  # alerts engineer's model (contract 3)
+
+    qs = AlertEvent.objects.exclude(state="pending").filter(started_at__lt=rng.end)
+    qs = qs.filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=rng.start))
+    qs = qs.filter(engine=engine) if engine is not None else qs.filter(host=host)
+    return [{"start": max(ev.fired_at or ev.started_at, rng.start).isoformat(),
+             "end": (ev.resolved_at or rng.end).isoformat(), "severity": ev.severity,
+             "title": f"{ev.rule}: {ev.message[:120]}"} for ev in qs.order_by("started_at")[:500]]
+
+
+def annotations(*, rng, engine=None, host=None):
+    from dashboard.changelog.selectors import chart_annotations  # changelog engineer (contract 4)
+
+    return chart_annotations(engine=engine, host=host, start=rng.start, end=rng.end)
+
+
+def restarts(*, engine, rng, up_trace=None):
+    """Restarts: the collector's KV-pool rows (written after each restart) and up 0→1 edges."""
+    marks = [{"time": row.recorded_at.isoformat(), "title": "restart (KV pool re-read)"}
+             for row in KVPoolEntry.objects.filter(engine=engine, source=KVPoolEntry.Source.COLLECTOR,
+                                                   recorded_at__range=(rng.start, rng.end))]
+    if up_trace:
+        ys, ts = up_trace["y"], up_trace["t"]
+        marks += [{"time": ts[i], "title": "back up"} for i in range(1, len(ys))
+                  if ys[i - 1] is not None and ys[i] is not None and ys[i - 1] < 0.5 <= ys[i]]
+    return sorted(marks, key=lambda m: m["time"])
+
+
+def engine_chart(*, engine, rng):
+    subject = f"engine.{engine.id}"
+    up = _trace(subject, engine, "up", "up", rng, 1)
+    return {"range": rng.as_dict(), "panels": _panels(ENGINE_PANELS, subject, engine, rng),
+            "annotations": annotations(rng=rng, engine=engine), "alerts": alert_periods(rng=rng, engine=engine),
+            "restarts": restarts(engine=engine, rng=rng, up_trace=up), "shaded": []}
+
+
+def gpu_indexes(host):
+    seen = {g.get("index") for g in (host.latest or {}).get("gpus") or [] if isinstance(g.get("index"), int)}
+    for metric in Series.objects.filter(host=host, metric__startswith="gpu").values_list("metric", flat=True):
+        match = _GPU_METRIC.match(metric)
+        if match:
+            seen.add(int(match.group(1)))
+    return sorted(seen)
+
+
+def host_chart(*, host, rng):
+    subject = f"host.{host.id}"
+    panels = _panels(HOST_PANELS, subject, host, rng)
+    for i in gpu_indexes(host):
+        panels += _panels(GPU_PANELS, subject, host, rng, prefix=f"gpu{i}.", title_prefix=f"GPU {i} · ")
+    return {"range": rng.as_dict(), "panels": panels, "annotations": annotations(rng=rng, host=host),
+            "alerts": alert_periods(rng=rng, host=host), "restarts": [], "shaded": []}

@@ -1,0 +1,88 @@
+"""Collector signals -> live events. Runs in the worker right after a poll commits.
+
+Each event goes to the subject's own group (its detail page) and to the overview group,
+carrying numbers for Plotly's extendTraces and the card pre-rendered."""
+import logging
+
+from django.dispatch import receiver
+from django.utils import timezone
+
+from dashboard import signals
+
+from .cards import engine_card_html, host_card_html
+from .events import GROUP_OVERVIEW, LiveEvent, engine_group, host_group, publish_on_commit
+
+log = logging.getLogger(__name__)
+
+ENGINE_METRICS = ("requests_running", "requests_waiting", "kv_cache_usage", "prefix_cache_hit_rate",
+                  "prompt_tokens_per_s", "generation_tokens_per_s", "ttft_p50_s", "ttft_p95_s",
+                  "itl_p50_s", "itl_p95_s", "kv_pool_tokens")
+GPU_METRICS = ("sm_clock_mhz", "sm_clock_max_mhz", "utilization_pct", "power_w", "temperature_c")
+
+
+def _finite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if value == value and abs(value) != float("inf") else None
+
+
+def _points(pairs):
+    return {k: v for k, v in ((k, _finite(v)) for k, v in pairs) if v is not None}
+
+
+def engine_points(reading):
+    points = _points((m, reading.get(m)) for m in ENGINE_METRICS)
+    if "up" in reading:
+        points["up"] = 1.0 if reading.get("up") else 0.0
+    return points
+
+
+def host_points(reading):
+    h = reading.get("host") or {}
+    pairs = [(m, h.get(m)) for m in ("mem_available_bytes", "swap_used_bytes")]
+    if _finite(h.get("mem_total_bytes")) is not None and _finite(h.get("mem_available_bytes")) is not None:
+        pairs.append(("mem_used_bytes", h["mem_total_bytes"] - h["mem_available_bytes"]))
+    for res, part in (h.get("psi") or {}).items():
+        for kind, vals in (part or {}).items():
+            pairs += [(f"psi.{res}.{kind}.{avg}", (vals or {}).get(avg)) for avg in ("avg10", "avg60")]
+    procs = reading.get("processes") or {}
+    pairs += [(m, procs.get(m)) for m in ("compilers", "compilers_rss_bytes")]
+    for gpu in reading.get("gpus") or []:
+        pairs += [(f"gpu{gpu.get('index', 0)}.{m}", gpu.get(m)) for m in GPU_METRICS]
+    return _points(pairs)
+
+
+def _iso(value):
+    return (value or timezone.now()).isoformat()
+
+
+def engine_event(engine, *, points, t):
+    payload = {"engine": engine.name, "id": engine.id, "status": engine.status, "reason": engine.status_reason,
+               "t": t, "points": points, "html": engine_card_html(engine)}
+    return LiveEvent(type="engine.sample", payload=payload)
+
+
+def publish_engine(engine, *, points, t):
+    event = engine_event(engine, points=points, t=t)
+    publish_on_commit(engine_group(engine.id), event)
+    publish_on_commit(GROUP_OVERVIEW, event)
+
+
+@receiver(signals.engine_polled, dispatch_uid="live.engine_polled")
+def on_engine_polled(sender, engine, reading, **kwargs):
+    publish_engine(engine, points=engine_points(reading or {}), t=_iso(engine.last_poll_at))
+
+
+@receiver(signals.engine_liveness, dispatch_uid="live.engine_liveness")
+def on_engine_liveness(sender, engine, up, reason="", checked_at=None, **kwargs):
+    # The fast path for "it died": the card turns within a probe, not a metrics poll.
+    publish_engine(engine, points={"up": 1.0 if up else 0.0}, t=_iso(checked_at))
+
+
+@receiver(signals.host_polled, dispatch_uid="live.host_polled")
+def on_host_polled(sender, host, reading, **kwargs):
+    payload = {"host": host.name, "id": host.id, "t": _iso(host.last_report_at),
+               "points": host_points(reading or {}), "html": host_card_html(host)}
+    event = LiveEvent(type="host.sample", payload=payload)
+    publish_on_commit(host_group(host.id), event)
+    publish_on_commit(GROUP_OVERVIEW, event)

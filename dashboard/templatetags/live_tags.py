@@ -1,0 +1,58 @@
+"""Formatting for the live cards, and an include that tolerates a partial not written yet."""
+from django import template
+from django.template.loader import select_template
+from django.template import TemplateDoesNotExist
+
+register = template.Library()
+GIB = 1024**3
+
+
+def _number(value):
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if number != number else number  # NaN reads as "no value"
+
+
+@register.filter
+def pct(value, digits=0):
+    """0.923 -> "92 %"; a missing value -> "—"."""
+    number = _number(value)
+    return "—" if number is None else f"{number * 100:.{int(digits)}f} %"
+
+
+@register.filter
+def num(value, digits=1):
+    number = _number(value)
+    return "—" if number is None else f"{number:,.{int(digits)}f}"
+
+
+@register.filter
+def gib(value, digits=1):
+    number = _number(value)
+    return "—" if number is None else f"{number / GIB:,.{int(digits)}f} GiB"
+
+
+@register.filter
+def ms(value):
+    """Seconds -> "123 ms"."""
+    number = _number(value)
+    return "—" if number is None else f"{number * 1000:,.0f} ms"
+
+
+@register.filter
+def ratio(value, whole):
+    """value/whole as a 0–100 width for a bar; 0 when either is missing."""
+    a, b = _number(value), _number(whole)
+    return 0 if not a or not b else max(0, min(100, round(a / b * 100)))
+
+
+@register.simple_tag(takes_context=True)
+def include_optional(context, name):
+    """Render NAME with the current context, or nothing when another module has not shipped it yet."""
+    try:
+        tpl = select_template([name])
+    except TemplateDoesNotExist:
+        return ""
+    return tpl.render(context.flatten(), context.get("request"))

@@ -1,0 +1,280 @@
+// SparkOps live client: one WebSocket per page, server-rendered cards swapped in, Plotly
+// charts extended in place. Never polls: it fetches only on load, on a range change, on
+// reconnect, on return to a hidden tab, and when an event says a list changed.
+(function () {
+  "use strict";
+  var root = document.getElementById("live-root");
+  if (!root) return;
+  var banner = document.getElementById("live-banner");
+  var state = { socket: null, retry: 0, lastData: Date.now(), connected: false, paused: document.hidden,
+                pendingCards: {}, alertsDirty: false, chartsDirty: false, sparks: {}, traceIndex: {},
+                range: { range: "1h" } };
+  var SPARK_MS = 15 * 60 * 1000, MAX_LIVE_POINTS = 2500, QUIET_MS = 15000;
+  window.sparkopsLive = state; // lets the browser tests and a curious operator inspect it
+
+  // ---------- connection + banner ----------
+  function clock(t) { return new Date(t).toLocaleTimeString(); }
+  function showBanner(text) { banner.textContent = text; banner.hidden = false; document.body.classList.add("is-stale"); }
+  function hideBanner() { banner.hidden = true; document.body.classList.remove("is-stale"); }
+
+  function connect() {
+    var proto = location.protocol === "https:" ? "wss://" : "ws://";
+    var groups = encodeURIComponent(root.dataset.groups || "");
+    var ws = new WebSocket(proto + location.host + "/ws/live/?groups=" + groups);
+    state.socket = ws;
+    ws.onopen = function () {
+      var wasDown = state.retry > 0;
+      state.retry = 0; state.connected = true; hideBanner();
+      if (wasDown) catchUp();
+    };
+    ws.onmessage = function (msg) { state.lastData = Date.now(); hideBanner(); onEvent(JSON.parse(msg.data)); };
+    ws.onclose = function (ev) {
+      state.connected = false;
+      if (ev.code === 4401 || ev.code === 4403) { showBanner("Signed out — reload the page to log in again."); return; }
+      var delay = Math.min(30000, 1000 * Math.pow(2, state.retry++)) * (0.8 + Math.random() * 0.4);
+      showBanner("Connection lost — data stale since " + clock(state.lastData) + "; retrying in " + Math.round(delay / 1000) + " s");
+      setTimeout(connect, delay);
+    };
+  }
+
+  // A socket can stay open while nothing publishes (worker stopped): say so too.
+  setInterval(function () {
+    if (state.connected && !state.paused && Date.now() - state.lastData > QUIET_MS) {
+      showBanner("No updates — data stale since " + clock(state.lastData));
+    }
+  }, 5000);
+
+  document.addEventListener("visibilitychange", function () {
+    state.paused = document.hidden;
+    if (!state.paused) { applyPendingCards(); catchUp(); }
+  });
+
+  function catchUp() {
+    loadSparks();
+    if (chartsEl) loadCharts();
+    refreshAlerts();
+  }
+
+  // ---------- events ----------
+  function onEvent(ev) {
+    var p = ev.payload || {};
+    if (ev.type === "engine.sample") card("engine-card-" + p.id, p.html, "card engine status-" + p.status, "engine." + p.id, p);
+    else if (ev.type === "host.sample") card("host-cards-" + p.id, p.html, null, "host." + p.id, p);
+    else if (ev.type === "alert.changed") { state.alertsDirty = true; if (!state.paused) refreshAlerts(); }
+    else if (ev.type === "changelog.entry") { state.chartsDirty = true; if (!state.paused && chartsEl) loadCharts(); }
+  }
+
+  function card(id, html, cls, subject, p) {
+    if (state.paused) { state.pendingCards[id] = { html: html, cls: cls }; return; }
+    swapCard(id, html, cls);
+    extendSparks(subject, p);
+    extendCharts(subject, p);
+  }
+
+  function swapCard(id, html, cls) {
+    var el = document.getElementById(id);
+    if (!el || html == null) return;
+    if (cls) el.className = cls;
+    el.innerHTML = html;
+    drawSparks(el);
+  }
+
+  function applyPendingCards() {
+    Object.keys(state.pendingCards).forEach(function (id) { swapCard(id, state.pendingCards[id].html, state.pendingCards[id].cls); });
+    state.pendingCards = {};
+  }
+
+  function refreshAlerts() {
+    var box = document.getElementById("firing-alerts");
+    if (!box || !root.dataset.alerts) return;
+    state.alertsDirty = false;
+    fetch(root.dataset.alerts, { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+      .then(function (html) { box.innerHTML = html; })
+      .catch(function () { state.alertsDirty = true; });
+  }
+
+  // ---------- sparklines (inline SVG, 15 minutes) ----------
+  function loadSparks() {
+    if (!root.dataset.sparks) return;
+    fetch(root.dataset.sparks, { credentials: "same-origin" }).then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (data) {
+        if (!data) return;
+        Object.keys(data.sparks).forEach(function (k) {
+          var s = data.sparks[k];
+          state.sparks[k] = { t: s.t.map(function (x) { return Date.parse(x); }), y: s.y };
+        });
+        drawSparks(document);
+      }).catch(function () {});
+  }
+
+  function extendSparks(subject, p) {
+    var t = Date.parse(p.t), pts = p.points || {};
+    Object.keys(pts).forEach(function (m) {
+      var s = state.sparks[subject + "|" + m];
+      if (!s || !isFinite(t)) return;
+      s.t.push(t); s.y.push(pts[m]);
+      while (s.t.length && s.t[0] < t - SPARK_MS) { s.t.shift(); s.y.shift(); }
+    });
+  }
+
+  function drawSparks(scope) {
+    scope.querySelectorAll(".spark[data-spark]").forEach(function (el) {
+      var s = state.sparks[el.dataset.spark + "|" + el.dataset.metric];
+      if (!s || !s.t.length) { el.innerHTML = ""; return; }
+      var now = Date.now(), ys = s.y.filter(function (v) { return v != null; });
+      var lo = Math.min.apply(null, ys.concat([0])), hi = Math.max.apply(null, ys.concat([1e-9]));
+      var pts = [];
+      s.t.forEach(function (t, i) {
+        if (s.y[i] == null) return;
+        var x = 100 - (now - t) / SPARK_MS * 100, y = 22 - (s.y[i] - lo) / (hi - lo || 1) * 20;
+        pts.push(x.toFixed(2) + "," + y.toFixed(2));
+      });
+      var last = ys.length ? ys[ys.length - 1] : null;
+      el.innerHTML = '<svg viewBox="0 0 100 24" preserveAspectRatio="none" aria-hidden="true"><polyline points="' +
+        pts.join(" ") + '"/></svg><span class="spark-label">' + (el.dataset.label || "") + " · " +
+        (last == null ? "—" : (+last).toFixed(1)) + "</span>";
+    });
+  }
+
+  // ---------- Plotly charts ----------
+  var chartsEl = document.getElementById("charts");
+
+  function cssVar(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
+
+  function layoutFor(panel, data) {
+    var fg = cssVar("--fg"), line = cssVar("--line"), bad = cssVar("--bad"), accent = cssVar("--accent");
+    var shapes = [], annotations = [];
+    (data.alerts || []).forEach(function (a) {
+      shapes.push({ type: "rect", xref: "x", yref: "paper", x0: a.start, x1: a.end, y0: 0, y1: 1, layer: "below",
+                    fillcolor: bad, opacity: a.severity === "critical" ? 0.16 : 0.09, line: { width: 0 } });
+    });
+    (data.shaded || []).forEach(function (s) {
+      shapes.push({ type: "rect", xref: "x", yref: "paper", x0: s.start, x1: s.end, y0: 0, y1: 1, layer: "below",
+                    fillcolor: cssVar("--warn"), opacity: 0.15, line: { width: 0 } });
+    });
+    (data.annotations || []).forEach(function (a) {
+      shapes.push({ type: "line", xref: "x", yref: "paper", x0: a.time, x1: a.time, y0: 0, y1: 1,
+                    line: { color: accent, width: 1.5, dash: a.corrected ? "dot" : "solid" } });
+      annotations.push({ x: a.time, xref: "x", y: 1, yref: "paper", yanchor: "bottom", showarrow: false,
+                         text: "✎", hovertext: a.title + (a.corrected ? " (corrected)" : ""), captureevents: true,
+                         font: { color: accent, size: 13 }, name: "changelog:" + a.url });
+    });
+    (data.restarts || []).forEach(function (r) {
+      shapes.push({ type: "line", xref: "x", yref: "paper", x0: r.time, x1: r.time, y0: 0, y1: 1,
+                    line: { color: cssVar("--warn"), width: 1, dash: "dash" } });
+      annotations.push({ x: r.time, xref: "x", y: 1, yref: "paper", yanchor: "bottom", showarrow: false,
+                         text: "↻", hovertext: r.title, font: { color: cssVar("--warn"), size: 13 }, name: "restart" });
+    });
+    return { title: { text: panel.title, font: { size: 13, color: fg }, x: 0.01 }, height: 230,
+             margin: { l: 50, r: 12, t: 34, b: 30 }, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
+             font: { color: fg, size: 11 }, showlegend: true, legend: { orientation: "h", x: 1, xanchor: "right", y: 1.12 },
+             xaxis: data.range.key === "custom" ? { type: "date", gridcolor: line, range: [data.range.start, data.range.end] }
+                                                : { type: "date", gridcolor: line, autorange: true },
+             yaxis: { gridcolor: line, tickformat: panel.tickformat || "", rangemode: "tozero", fixedrange: false },
+             shapes: shapes, annotations: annotations, hovermode: "x unified" };
+  }
+
+  function tracesFor(panel) {
+    return panel.traces.map(function (tr) {
+      return { x: tr.t, y: tr.y, name: tr.name, type: "scatter", mode: "lines", line: { width: 1.5 },
+               connectgaps: false, hovertemplate: "%{y:.3~f}" };
+    });
+  }
+
+  function rangeQuery() {
+    var q = new URLSearchParams(state.range).toString();
+    return chartsEl.dataset.src + (chartsEl.dataset.src.indexOf("?") >= 0 ? "&" : "?") + q;
+  }
+
+  function setStatus(text) { var s = document.querySelector("[data-chart-status]"); if (s) s.textContent = text; }
+
+  function loadCharts() {
+    var started = performance.now();
+    state.chartsDirty = false;
+    setStatus("loading…");
+    return fetch(rangeQuery(), { credentials: "same-origin" })
+      .then(function (r) { return r.json().then(function (body) { return r.ok ? body : Promise.reject(body.error || r.status); }); })
+      .then(function (data) { renderCharts(data); setStatus(""); state.renderMs = performance.now() - started; })
+      .catch(function (err) { setStatus("Could not load the charts: " + err); });
+  }
+
+  function renderCharts(data) {
+    state.chartData = data; state.traceIndex = {};
+    data.panels.forEach(function (panel) {
+      var div = document.getElementById("chart-" + panel.id.replace(/\W/g, "_"));
+      if (!div) {
+        div = document.createElement("div");
+        div.id = "chart-" + panel.id.replace(/\W/g, "_"); div.className = "chart-panel";
+        chartsEl.appendChild(div);
+      }
+      window.Plotly.react(div, tracesFor(panel), layoutFor(panel, data), { responsive: true, displaylogo: false });
+      if (!div.dataset.bound) { bindChart(div); div.dataset.bound = "1"; }
+      panel.traces.forEach(function (tr, i) {
+        var key = tr.subject + "|" + tr.metric;
+        (state.traceIndex[key] = state.traceIndex[key] || []).push({ div: div, index: i, scale: tr.scale || 1 });
+      });
+    });
+    fillStats(data.stats);
+  }
+
+  function bindChart(div) {
+    div.on("plotly_clickannotation", function (ev) {
+      var name = (ev.annotation && ev.annotation.name) || "";
+      if (name.indexOf("changelog:") === 0) window.location.href = name.slice("changelog:".length);
+    });
+  }
+
+  function extendCharts(subject, p) {
+    if (!chartsEl || !state.chartData || state.range.start) return; // a custom range is a fixed window
+    var pts = p.points || {}, byDiv = new Map();
+    Object.keys(pts).forEach(function (m) {
+      (state.traceIndex[subject + "|" + m] || []).forEach(function (ref) {
+        var e = byDiv.get(ref.div) || { x: [], y: [], idx: [] };
+        e.x.push([p.t]); e.y.push([pts[m] * ref.scale]); e.idx.push(ref.index);
+        byDiv.set(ref.div, e);
+      });
+    });
+    byDiv.forEach(function (e, div) { window.Plotly.extendTraces(div, { x: e.x, y: e.y }, e.idx, MAX_LIVE_POINTS); });
+  }
+
+  function fillStats(stats) {
+    var body = document.querySelector("#coresidency-stats tbody");
+    if (!body || !stats) return;
+    var fmt = function (v, d) { return v == null ? "—" : (+v).toFixed(d); };
+    body.innerHTML = Object.keys(stats).map(function (name) {
+      var s = stats[name], cell = document.createElement("td"); cell.textContent = name;
+      return "<tr>" + cell.outerHTML + "<td>" + fmt(s.alone, 1) + "</td><td>" + fmt(s.together, 1) + "</td><td>" +
+        (s.penalty_pct == null ? "—" : fmt(s.penalty_pct, 0) + " %") + "</td></tr>";
+    }).join("");
+  }
+
+  function bindRangeBar() {
+    document.querySelectorAll("[data-range]").forEach(function (btn) {
+      if (btn.tagName !== "BUTTON") return;
+      btn.addEventListener("click", function () {
+        document.querySelectorAll(".range-bar button.active").forEach(function (b) { b.classList.remove("active"); });
+        btn.classList.add("active");
+        state.range = { range: btn.dataset.range };
+        loadCharts();
+      });
+    });
+    var form = document.querySelector("[data-custom-range]");
+    if (form) form.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      var start = form.elements.start.value, end = form.elements.end.value;
+      state.range = { start: new Date(start).toISOString() };
+      if (end) state.range.end = new Date(end).toISOString();
+      document.querySelectorAll(".range-bar button.active").forEach(function (b) { b.classList.remove("active"); });
+      loadCharts();
+    });
+  }
+
+  document.addEventListener("sparkops:theme", function () { if (state.chartData) renderCharts(state.chartData); });
+
+  // ---------- start ----------
+  loadSparks();
+  if (chartsEl && window.Plotly) { bindRangeBar(); loadCharts(); }
+  else if (chartsEl) setStatus("plotly.js did not load");
+  connect();
+})();
