@@ -1,5 +1,5 @@
 from .fleet import Engine, Host
 from .ledgers import Incident, KVPoolEntry
-from .samples import Rollup, Sample, Series
+from .samples import CollectorState, Rollup, Sample, Series
 
-__all__ = ["Engine", "Host", "Incident", "KVPoolEntry", "Rollup", "Sample", "Series"]
+__all__ = ["CollectorState", "Engine", "Host", "Incident", "KVPoolEntry", "Rollup", "Sample", "Series"]

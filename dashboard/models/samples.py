@@ -47,3 +47,16 @@ class Rollup(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["series", "resolution", "ts"], name="rollup_series_res_ts")]
+
+
+class CollectorState(models.Model):
+    """What a collector must remember between polls, one row per subject and source:
+    counter baselines and the hit-rate window of an engine (`engine:<id>`), the journal
+    cursor of a host (`journal:<host>`), the PSI stall totals (`psi:<host>`)."""
+
+    key = models.CharField(max_length=200, unique=True)
+    data = models.JSONField(default=dict, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return self.key

@@ -1,0 +1,126 @@
+"""What every engine collector shares: fetch a few endpoints concurrently, turn the
+bodies into a `Snapshot` (raw instantaneous values and counters), never raise.
+
+Derived values (rates, hit rate over a window, latency quantiles, restarts) need the
+previous poll and live in dashboard/collectors/derive.py, the same for every engine."""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from dashboard import http
+
+REGISTRY = {}
+
+
+def register(cls):
+    REGISTRY[cls.kind] = cls()
+    return cls
+
+
+def collector_for(kind):
+    try:
+        return REGISTRY[kind]
+    except KeyError:
+        raise ValueError(f"no collector for engine kind {kind!r}") from None
+
+
+@dataclass
+class Snapshot:
+    """One engine's answer, before any arithmetic across polls."""
+
+    status: str = "down"  # up | loading | down
+    error: str | None = None
+    models: list = field(default_factory=list)
+    gauges: dict = field(default_factory=dict)  # requests_running, requests_waiting, kv_cache_usage
+    counters: dict = field(default_factory=dict)  # *_total, monotonic until a restart
+    hists: dict = field(default_factory=dict)  # ttft / itl: {le: cumulative count}
+    kv: dict = field(default_factory=dict)  # pool_tokens, window, memory_share, kv_memory_bytes, concurrency
+    info: dict = field(default_factory=dict)  # version, build... shown, not charted
+
+    @property
+    def up(self):
+        return self.status == "up"
+
+
+def describe(exc):
+    """The reason shown on the engine card, e.g. 'metrics: connection refused'."""
+    return exc.reason if isinstance(exc, http.HttpError) else f"{type(exc).__name__}: {exc}"
+
+
+class EngineCollector:
+    kind = ""
+    liveness_path = "/health"
+    # name -> path; "metrics" (or whatever `required` names) failing means the engine is down.
+    endpoints = {}
+    required = ()
+    # Statuses that are answers for the liveness probe, not errors (llama.cpp 503 = loading).
+    probe_ok_statuses = frozenset()
+
+    async def fetch(self, client, base_url, *, timeout):
+        names = list(self.endpoints)
+        results = await asyncio.gather(
+            *(http.aget(client, base_url + self.endpoints[n], timeout=timeout, ok_statuses=self.ok_statuses(n))
+              for n in names),
+            return_exceptions=True,
+        )
+        for res in results:  # anything else is a bug, not an engine's fault: let it surface
+            if isinstance(res, BaseException) and not isinstance(res, (http.HttpError, asyncio.CancelledError)):
+                raise res
+        return dict(zip(names, results))
+
+    def ok_statuses(self, name):
+        return None
+
+    def snapshot(self, bodies):
+        """Turn fetched bodies into a Snapshot; a bad body is a down engine with its reason."""
+        for name in self.required:
+            res = bodies.get(name)
+            if isinstance(res, http.HttpError):
+                return Snapshot(status="down", error=f"{name}: {describe(res)}")
+        try:
+            snap = self.parse(bodies)
+        except http.HttpError as exc:
+            return Snapshot(status="down", error=describe(exc))
+        return snap
+
+    def parse(self, bodies):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # -- helpers for subclasses ----------------------------------------------------
+    @staticmethod
+    def json_of(bodies, name, default=None):
+        """The JSON body of an optional endpoint, or `default` if it failed or is not JSON."""
+        res = bodies.get(name)
+        if res is None or isinstance(res, BaseException) or res.status >= 400:
+            return default
+        try:
+            return res.json()
+        except http.HttpError:
+            return default
+
+    @staticmethod
+    def openai_models(payload):
+        data = payload.get("data") if isinstance(payload, dict) else None
+        if not isinstance(data, list):
+            return [], None
+        models = [str(card.get("id")) for card in data if isinstance(card, dict) and card.get("id")]
+        windows = [card.get("max_model_len") for card in data if isinstance(card, dict)]
+        windows = [w for w in windows if isinstance(w, int) and w > 0]
+        return models, (windows[0] if windows else None)
+
+
+def as_int(value):
+    try:
+        number = float(str(value).replace(",", ""))
+    except (TypeError, ValueError):
+        return None
+    return int(number) if number == number and abs(number) != float("inf") else None
+
+
+def as_float(value):
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number == number and abs(number) != float("inf") else None

@@ -1,0 +1,17 @@
+"""Any OpenAI-compatible server: /v1/models only — up/down and the served model names."""
+from dashboard.collectors.base import EngineCollector, Snapshot, register
+
+
+@register
+class OpenAICollector(EngineCollector):
+    kind = "openai"
+    liveness_path = "/v1/models"
+    endpoints = {"models": "/v1/models"}
+    required = ("models",)
+
+    def parse(self, bodies):
+        payload = bodies["models"].json()
+        if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
+            return Snapshot(status="down", error="models: not an OpenAI model list")
+        models, window = self.openai_models(payload)
+        return Snapshot(status="up", models=models, kv={"window": window})

@@ -1,0 +1,125 @@
+"""The write side of the sample store: samples in, rollups (min/mean/max) and retention.
+
+Raw samples are kept 48 hours, 1-minute rollups 90 days, 1-hour rollups for ever.
+Rollups are upserts over a trailing window, so running them twice, late, or from two
+workers gives the same rows."""
+import math
+from datetime import timedelta
+
+from django.db import connection, transaction
+from django.db.models import Avg, Count, Max, Min
+from django.db.models.functions import TruncMinute
+from django.utils import timezone
+
+from dashboard.models import CollectorState, Rollup, Sample, Series
+
+RAW_RETENTION = timedelta(hours=48)
+MINUTE_RETENTION = timedelta(days=90)
+MINUTE, HOUR = Rollup.Resolution.MINUTE, Rollup.Resolution.HOUR
+
+# (engine_id, host_id, metric) -> series id; a series is never renamed, so the cache is safe
+# for the life of the process (a deleted engine's ids are simply never asked for again).
+_series_cache = {}
+
+
+def series_id(*, metric, engine=None, host=None):
+    engine_id, host_id = getattr(engine, "pk", engine), getattr(host, "pk", host)
+    key = (engine_id, host_id, metric)
+    sid = _series_cache.get(key)
+    if sid is None:
+        lookup = {"engine_id": engine_id, "host__isnull": True} if engine_id else {"host_id": host_id, "engine__isnull": True}
+        sid = Series.objects.filter(metric=metric, **lookup).values_list("pk", flat=True).first()
+        if sid is None:
+            sid = _create_series(metric=metric, engine_id=engine_id, host_id=host_id)
+        _series_cache[key] = sid
+    return sid
+
+
+def _create_series(*, metric, engine_id, host_id):
+    # Two workers may race on the first sample; the unique constraint settles it.
+    with transaction.atomic():
+        Series.objects.bulk_create([Series(metric=metric, engine_id=engine_id, host_id=host_id)], ignore_conflicts=True)
+    lookup = {"engine_id": engine_id} if engine_id else {"host_id": host_id}
+    return Series.objects.filter(metric=metric, **lookup).values_list("pk", flat=True).get()
+
+
+def clear_series_cache():
+    _series_cache.clear()
+
+
+def samples_write(*, ts, values, engine=None, host=None):
+    """Store one sample per finite numeric value ({metric: number}); returns how many."""
+    rows = []
+    for metric, value in values.items():
+        if isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            continue  # None (not measured), NaN: absent, never a fake zero
+        rows.append(Sample(series_id=series_id(metric=metric, engine=engine, host=host), ts=ts, value=float(value)))
+    Sample.objects.bulk_create(rows)
+    return len(rows)
+
+
+def state_get(key):
+    return CollectorState.objects.filter(key=key).values_list("data", flat=True).first() or {}
+
+
+def state_put(key, data):
+    CollectorState.objects.update_or_create(key=key, defaults={"data": data})
+
+
+def rollups_minute(*, end=None, lookback=timedelta(minutes=5)):
+    """Roll raw samples of complete minutes in (end - lookback, end] into 1-minute buckets."""
+    end = _floor(end or timezone.now(), 60)
+    rows = (Sample.objects.filter(ts__gte=end - lookback, ts__lt=end)
+            .annotate(bucket=TruncMinute("ts")).values("series_id", "bucket")
+            .annotate(lo=Min("value"), avg=Avg("value"), hi=Max("value"), n=Count("id")))
+    return _upsert(MINUTE, [(r["series_id"], r["bucket"], r["lo"], r["avg"], r["hi"], r["n"]) for r in rows])
+
+
+def rollups_hour(*, end=None, lookback=timedelta(hours=3)):
+    """Roll 1-minute rollups of complete hours into 1-hour buckets (count-weighted mean)."""
+    end = _floor(end or timezone.now(), 3600)
+    buckets = {}
+    minute_rows = Rollup.objects.filter(resolution=MINUTE, ts__gte=end - lookback, ts__lt=end).values_list(
+        "series_id", "ts", "min", "mean", "max", "count")
+    for sid, ts, lo, mean, hi, n in minute_rows.iterator(chunk_size=5000):
+        key = (sid, ts.replace(minute=0, second=0, microsecond=0))
+        acc = buckets.setdefault(key, [math.inf, 0.0, -math.inf, 0])
+        acc[0], acc[1], acc[2], acc[3] = min(acc[0], lo), acc[1] + mean * n, max(acc[2], hi), acc[3] + n
+    return _upsert(HOUR, [(sid, ts, a[0], a[1] / a[3], a[2], a[3]) for (sid, ts), a in buckets.items() if a[3]])
+
+
+def _upsert(resolution, rows):
+    objs = [Rollup(series_id=sid, resolution=resolution, ts=ts, min=lo, mean=mean, max=hi, count=n)
+            for sid, ts, lo, mean, hi, n in rows]
+    Rollup.objects.bulk_create(objs, batch_size=2000, update_conflicts=True,
+                               unique_fields=["series", "resolution", "ts"], update_fields=["min", "mean", "max", "count"])
+    return len(objs)
+
+
+def retention_apply(*, now=None, batch=50000):
+    """Delete raw samples past 48 h and minute rollups past 90 days, in bounded batches
+    so one run never holds a long lock on a big table. Returns rows deleted."""
+    now = now or timezone.now()
+    deleted = _delete_batched(Sample.objects.filter(ts__lt=now - RAW_RETENTION), batch)
+    deleted += _delete_batched(Rollup.objects.filter(resolution=MINUTE, ts__lt=now - MINUTE_RETENTION), batch)
+    return deleted
+
+
+def _delete_batched(queryset, batch):
+    total = 0
+    while True:
+        ids = list(queryset.values_list("pk", flat=True)[:batch])
+        if not ids:
+            return total
+        total += queryset.model.objects.filter(pk__in=ids).delete()[0]
+
+
+def _floor(ts, seconds):
+    epoch = ts.timestamp()
+    return ts - timedelta(seconds=epoch % seconds)
+
+
+def vendor():
+    return connection.vendor

@@ -1,0 +1,277 @@
+"""The one HTTP choke point (healthchecks' hc/lib/curl.py): every outbound request of
+collectors, webhooks and benchmarks goes through here.
+
+Timeouts are required, the body is capped while it streams in (a 10 MB junk answer
+never lands in memory whole), and every failure is one typed `HttpError` whose `kind`
+says what went wrong in words an operator reads on the engine card:
+refused | timeout | status | too_large | bad_body | error.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+
+import httpx
+
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024  # a busy vLLM /metrics is ~200 KB; 4 MB is generous
+USER_AGENT = "sparkops/0.1"
+
+
+class HttpError(Exception):
+    """A failed request. `permanent` marks errors a retry will not fix (4xx, bad body)."""
+
+    kind = "error"
+    permanent = False
+
+    def __init__(self, message, *, url="", status=None):
+        super().__init__(message)
+        self.url = url
+        self.status = status
+
+    @property
+    def reason(self):
+        return str(self)
+
+
+class Refused(HttpError):
+    kind = "refused"
+
+
+class Timeout(HttpError):
+    kind = "timeout"
+
+
+class HttpStatus(HttpError):
+    kind = "status"
+
+    @property
+    def permanent(self):  # 4xx: the request is wrong, 5xx: the server may recover
+        return self.status is not None and 400 <= self.status < 500 and self.status not in (408, 429)
+
+
+class TooLarge(HttpError):
+    kind = "too_large"
+    permanent = True
+
+
+class BadBody(HttpError):
+    """The body is not what was asked for: not UTF-8, not JSON, not Prometheus text."""
+
+    kind = "bad_body"
+    permanent = True
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict
+    content: bytes
+    url: str
+    elapsed_s: float = 0.0
+    _text: str | None = field(default=None, repr=False)
+
+    @property
+    def text(self):
+        if self._text is None:
+            try:
+                self._text = self.content.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise BadBody(f"response is not UTF-8 text (byte {exc.start})", url=self.url) from None
+        return self._text
+
+    def json(self):
+        try:
+            return json.loads(self.text, parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as exc:
+            raise BadBody(f"response is not JSON: {str(exc)[:120]}", url=self.url) from None
+
+    @property
+    def content_type(self):
+        return self.headers.get("content-type", "")
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _timeout(timeout):
+    if timeout is None:
+        raise TypeError("timeout is required")
+    if isinstance(timeout, httpx.Timeout):
+        return timeout
+    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+        raise ValueError("timeout must be a positive number of seconds")
+    return httpx.Timeout(timeout)
+
+
+def _translate(exc, url):
+    if isinstance(exc, httpx.ConnectError):
+        text = str(exc) or "connection failed"
+        if "refused" in text.lower() or "errno 111" in text.lower():
+            return Refused("connection refused", url=url)
+        return Refused(f"cannot connect: {text[:160]}", url=url)
+    if isinstance(exc, httpx.TimeoutException):
+        return Timeout(f"timed out ({type(exc).__name__.replace('Timeout', '').lower() or 'total'})", url=url)
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return HttpError(f"broken HTTP answer: {str(exc)[:160]}", url=url)
+    return HttpError(f"{type(exc).__name__}: {str(exc)[:160]}", url=url)
+
+
+def _total(tmo):
+    parts = [v for v in (tmo.connect, tmo.read, tmo.write, tmo.pool) if v]
+    return max(parts) if parts else 30.0
+
+
+def _check_status(resp, url, ok_statuses):
+    if ok_statuses is not None and resp.status in ok_statuses:
+        return resp
+    if resp.status >= 400:
+        raise HttpStatus(f"HTTP {resp.status}", url=url, status=resp.status)
+    return resp
+
+
+def _length_guard(headers, max_bytes, url):
+    declared = headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > max_bytes:
+        raise TooLarge(f"response too large ({int(declared)} bytes > {max_bytes})", url=url)
+
+
+# --- sync -------------------------------------------------------------------------
+
+_sync_client = None
+
+
+def sync_client():
+    """One pooled client per process (keep-alive to every engine saves a TCP handshake a poll)."""
+    global _sync_client
+    if _sync_client is None:
+        _sync_client = httpx.Client(headers={"user-agent": USER_AGENT}, follow_redirects=False,
+                                    limits=httpx.Limits(max_connections=200, max_keepalive_connections=50))
+    return _sync_client
+
+
+def request(method, url, *, timeout, max_bytes=DEFAULT_MAX_BYTES, ok_statuses=None, client=None, **kwargs):
+    """Send one request; return a `Response` or raise an `HttpError`.
+
+    `timeout` bounds every socket wait and (roughly, checked per chunk) the whole answer,
+    so a server that drips one byte a second cannot hold a poll.
+    `ok_statuses`: statuses that are answers, not errors (e.g. {503} for a health probe)."""
+    tmo = _timeout(timeout)
+    deadline = time.monotonic() + _total(tmo)
+    client = client or sync_client()
+    try:
+        with client.stream(method, url, timeout=tmo, **kwargs) as raw:
+            _length_guard(raw.headers, max_bytes, url)
+            chunks, size = [], 0
+            for chunk in raw.iter_bytes():
+                size += len(chunk)
+                if size > max_bytes:
+                    raise TooLarge(f"response too large (over {max_bytes} bytes)", url=url)
+                if time.monotonic() > deadline:
+                    raise Timeout("timed out (body too slow)", url=url)
+                chunks.append(chunk)
+            resp = Response(raw.status_code, dict(raw.headers), b"".join(chunks), url,
+                            raw.elapsed.total_seconds() if _has_elapsed(raw) else 0.0)
+    except HttpError:
+        raise
+    except httpx.HTTPError as exc:
+        raise _translate(exc, url) from None
+    return _check_status(resp, url, ok_statuses)
+
+
+def _has_elapsed(raw):
+    try:
+        raw.elapsed
+    except RuntimeError:
+        return False
+    return True
+
+
+def get(url, *, timeout, **kwargs):
+    return request("GET", url, timeout=timeout, **kwargs)
+
+
+def post(url, *, timeout, **kwargs):
+    return request("POST", url, timeout=timeout, **kwargs)
+
+
+@contextmanager
+def stream(method, url, *, timeout, client=None, ok_statuses=None, **kwargs):
+    """Yield the raw httpx response for line-by-line reading (SSE benchmarks).
+
+    Status is checked before the body is read; the caller bounds what it reads."""
+    tmo = _timeout(timeout)
+    client = client or sync_client()
+    try:
+        with client.stream(method, url, timeout=tmo, **kwargs) as raw:
+            if raw.status_code >= 400 and not (ok_statuses and raw.status_code in ok_statuses):
+                raw.read()
+                raise HttpStatus(f"HTTP {raw.status_code}: {raw.text[:300]}", url=url, status=raw.status_code)
+            yield raw
+    except HttpError:
+        raise
+    except httpx.HTTPError as exc:
+        raise _translate(exc, url) from None
+
+
+# --- async ------------------------------------------------------------------------
+
+def async_client(**kwargs):
+    """A fresh AsyncClient; use it as `async with async_client() as c:` inside one event loop."""
+    return httpx.AsyncClient(headers={"user-agent": USER_AGENT}, follow_redirects=False,
+                             limits=httpx.Limits(max_connections=400, max_keepalive_connections=100), **kwargs)
+
+
+async def arequest(client, method, url, *, timeout, max_bytes=DEFAULT_MAX_BYTES, ok_statuses=None, **kwargs):
+    """The async twin of `request`; the whole exchange is bounded by `timeout`."""
+    tmo = _timeout(timeout)
+    try:
+        async with asyncio.timeout(_total(tmo)):
+            return await _arequest(client, method, url, tmo, max_bytes, ok_statuses, kwargs)
+    except TimeoutError:
+        raise Timeout("timed out (total)", url=url) from None
+
+
+async def _arequest(client, method, url, tmo, max_bytes, ok_statuses, kwargs):
+    try:
+        async with client.stream(method, url, timeout=tmo, **kwargs) as raw:
+            _length_guard(raw.headers, max_bytes, url)
+            chunks, size = [], 0
+            async for chunk in raw.aiter_bytes():
+                size += len(chunk)
+                if size > max_bytes:
+                    raise TooLarge(f"response too large (over {max_bytes} bytes)", url=url)
+                chunks.append(chunk)
+            resp = Response(raw.status_code, dict(raw.headers), b"".join(chunks), url)
+    except HttpError:
+        raise
+    except httpx.HTTPError as exc:
+        raise _translate(exc, url) from None
+    return _check_status(resp, url, ok_statuses)
+
+
+async def aget(client, url, *, timeout, **kwargs):
+    return await arequest(client, "GET", url, timeout=timeout, **kwargs)
+
+
+async def apost(client, url, *, timeout, **kwargs):
+    return await arequest(client, "POST", url, timeout=timeout, **kwargs)
+
+
+@asynccontextmanager
+async def astream(client, method, url, *, timeout, ok_statuses=None, **kwargs):
+    tmo = _timeout(timeout)
+    try:
+        async with client.stream(method, url, timeout=tmo, **kwargs) as raw:
+            if raw.status_code >= 400 and not (ok_statuses and raw.status_code in ok_statuses):
+                await raw.aread()
+                raise HttpStatus(f"HTTP {raw.status_code}: {raw.text[:300]}", url=url, status=raw.status_code)
+            yield raw
+    except HttpError:
+        raise
+    except httpx.HTTPError as exc:
+        raise _translate(exc, url) from None

@@ -1,0 +1,1 @@
+"""Read-only queries the pages and alert rules share."""

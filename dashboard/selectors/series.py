@@ -1,0 +1,123 @@
+"""The read side of the sample store: one metric (or one engine's metrics) over a range.
+
+Spike-preserving: whenever points are merged into a bucket, the bucket keeps its min and
+max beside the mean (`y_min`, `y_max`), so an 800 MHz dip for 10 s still shows on a
+7-day chart. Source choice: raw samples when the range is recent and small enough,
+else 1-minute rollups, else 1-hour rollups; buckets are computed in SQL."""
+import math
+from datetime import datetime, timezone as dt_timezone
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from dashboard.models import Rollup, Sample, Series
+
+RAW_KEPT_S = 48 * 3600
+MINUTE_KEPT_S = 90 * 86400
+# Raw rows we are willing to aggregate in SQL before switching to rollups (~40 ms worst case).
+RAW_SCAN_LIMIT = 40_000
+
+
+def _empty(source="raw"):
+    return {"t": [], "y": [], "y_min": [], "y_max": [], "source": source}
+
+
+def series_points(*, metric, engine=None, host=None, start, end, max_points=2000):
+    """{"t": [iso], "y": [mean], "y_min": [...], "y_max": [...], "source": "raw"|"1m"|"1h"}."""
+    return series_points_many(metrics=[metric], engine=engine, host=host, start=start, end=end,
+                              max_points=max_points)[metric]
+
+
+def series_points_many(*, metrics, engine=None, host=None, start, end, max_points=2000):
+    """The same for several metrics of one subject in one query: {metric: points}."""
+    if end <= start:
+        raise ValueError("end must be after start")
+    ids = _series_ids(metrics, engine, host)
+    source, bucket_s = choose_source(start=start, end=end, max_points=max_points)
+    out = {m: _empty(source) for m in metrics}
+    if not ids:
+        return out
+    by_id = {sid: out[m] for m, sid in ids.items()}
+    for sid, t, y, lo, hi in _query(list(by_id), source, bucket_s, start, end):
+        pts = by_id[sid]
+        pts["t"].append(t.isoformat())
+        pts["y"].append(y)
+        pts["y_min"].append(lo)
+        pts["y_max"].append(hi)
+    return out
+
+
+def choose_source(*, start, end, max_points, now=None):
+    """(source, bucket seconds or 0 for "no bucketing")."""
+    now = now or timezone.now()
+    span = (end - start).total_seconds()
+    age = (now - start).total_seconds()
+    raw_rows = span / settings.SPARKOPS_POLL_INTERVAL
+    if age <= RAW_KEPT_S and raw_rows <= RAW_SCAN_LIMIT:
+        return "raw", (0 if raw_rows <= max_points else _bucket(span, max_points, 1))
+    if age <= MINUTE_KEPT_S:
+        return "1m", (0 if span / 60 <= max_points else _bucket(span, max_points, 60))
+    return "1h", (0 if span / 3600 <= max_points else _bucket(span, max_points, 3600))
+
+
+def _bucket(span, max_points, step):
+    # max_points - 1: epoch-aligned buckets can straddle both ends of the range.
+    return int(math.ceil(span / max(max_points - 1, 1) / step) * step)
+
+
+def _series_ids(metrics, engine, host):
+    subject = {"engine": engine, "host__isnull": True} if engine is not None else {"host": host, "engine__isnull": True}
+    return dict(Series.objects.filter(metric__in=metrics, **subject).values_list("metric", "pk"))
+
+
+def _query(ids, source, bucket_s, start, end):
+    if source == "raw":
+        table, lo, mean, hi, extra = Sample._meta.db_table, "value", "value", "value", ""
+    else:
+        table, lo, mean, hi = Rollup._meta.db_table, "min", "mean", "max"
+        extra = f" AND resolution = {Rollup.Resolution.MINUTE if source == '1m' else Rollup.Resolution.HOUR}"
+    marks = ", ".join(["%s"] * len(ids))
+    where = f"series_id IN ({marks}) AND ts >= %s AND ts < %s{extra}"
+    adapt = connection.ops.adapt_datetimefield_value  # SQLite compares text: match Django's storage format
+    params = [*ids, adapt(start), adapt(end)]
+    if not bucket_s:
+        sql = f"SELECT series_id, ts, {mean}, {lo}, {hi} FROM {table} WHERE {where} ORDER BY series_id, ts"
+        with connection.cursor() as cur:
+            cur.execute(sql, params)
+            return [(sid, _as_datetime(t), y, lo_, hi_) for sid, t, y, lo_, hi_ in cur.fetchall()]
+    key = _bucket_expr(bucket_s)
+    sql = (f"SELECT series_id, {key} AS k, AVG({mean}), MIN({lo}), MAX({hi}) FROM {table} WHERE {where} "
+           f"GROUP BY series_id, k ORDER BY series_id, k")
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        rows = cur.fetchall()
+    return [(sid, _from_epoch(k * bucket_s), y, lo_, hi_) for sid, k, y, lo_, hi_ in rows]
+
+
+def _bucket_expr(bucket_s):
+    bucket_s = int(bucket_s)
+    if connection.vendor == "postgresql":
+        return f"floor(extract(epoch from ts) / {bucket_s})::bigint"
+    return f"(CAST(strftime('%%s', ts) AS INTEGER) / {bucket_s})"
+
+
+def _as_datetime(value):
+    if isinstance(value, str):  # SQLite hands back the stored text, naive UTC
+        value = parse_datetime(value)
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, dt_timezone.utc)
+    return value
+
+
+def _from_epoch(seconds):
+    return datetime.fromtimestamp(float(seconds), tz=dt_timezone.utc)
+
+
+def latest_value(*, metric, engine=None, host=None):
+    """The newest raw value of one series, or None (for cards and alert rules)."""
+    ids = _series_ids([metric], engine, host)
+    if not ids:
+        return None
+    return Sample.objects.filter(series_id=ids[metric]).order_by("-ts").values_list("value", flat=True).first()

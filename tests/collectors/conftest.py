@@ -1,0 +1,66 @@
+"""Recorded payloads (zulip-style fixtures per source and version) and real loopback servers."""
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from dashboard.http import Response
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def fixture_bytes(source, name):
+    return (FIXTURES / source / name).read_bytes()
+
+
+def fixture_response(source, name, status=200):
+    return Response(status=status, headers={}, content=fixture_bytes(source, name), url=f"fixture:{name}")
+
+
+class Routes(dict):
+    """path -> (status, body bytes, headers) or a callable(handler) that answers itself."""
+
+
+def serve(routes):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            route = routes.get(self.path.split("?")[0])
+            if callable(route):
+                return route(self)
+            status, body, headers = route if route else (404, b"not found", {})
+            self.send_response(status)
+            for key, value in {"Content-Length": str(len(body)), **headers}.items():
+                self.send_header(key, value)
+            self.end_headers()
+            try:
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server
+
+
+@pytest.fixture
+def http_server():
+    """Start loopback servers: `url = http_server({"/metrics": (200, b"...", {})})`."""
+    servers = []
+
+    def start(routes):
+        server = serve(Routes(routes))
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,96 @@
+"""Each engine collector against recorded payloads of a named version."""
+from dashboard import http
+from dashboard.collectors import collector_for
+from dashboard.collectors.derive import derive
+from tests.collectors.conftest import fixture_response as fx
+
+
+def vllm_bodies(metrics="0.33.0_metrics_busy.txt"):
+    return {"health": fx("vllm", "0.33.0_version.json"), "metrics": fx("vllm", metrics),
+            "models": fx("vllm", "0.33.0_v1_models.json")}
+
+
+def test_vllm_033_busy():
+    snap = collector_for("vllm").snapshot(vllm_bodies())
+    assert snap.status == "up" and snap.error is None
+    assert snap.models == ["Qwen/Qwen3-8B"]
+    assert snap.gauges == {"requests_running": 2.0, "requests_waiting": 0.0, "kv_cache_usage": 0.0412}
+    assert snap.counters["prefix_cache_queries_total"] == 182744
+    assert snap.counters["prefix_cache_hits_total"] == 121856
+    assert snap.kv["pool_tokens"] == 766464 and snap.kv["window"] == 32768
+    assert snap.kv["memory_share"] == 0.92 and snap.kv["concurrency"] == 23.39
+    assert snap.hists["ttft"][float("inf")] == 300
+
+
+def test_vllm_020_pool_from_blocks_times_block_size():
+    snap = collector_for("vllm").snapshot(vllm_bodies("0.20.0_metrics_no_kv_tokens_label.txt"))
+    assert snap.kv["pool_tokens"] == 47904 * 16
+
+
+def test_vllm_rates_hit_rate_and_quantiles_from_deltas():
+    coll = collector_for("vllm")
+    first, state = derive(coll.snapshot(vllm_bodies()), {}, now=1000.0, name="v", kind="vllm")
+    assert first["prompt_tokens_per_s"] is None  # no baseline yet
+    later, state = derive(coll.snapshot(vllm_bodies("0.33.0_metrics_busy_later.txt")), state,
+                          now=1002.0, name="v", kind="vllm")
+    assert later["prompt_tokens_per_s"] == 100000 / 2.0
+    assert later["generation_tokens_per_s"] == 25000 / 2.0
+    assert abs(later["prefix_cache_hit_rate"] - 60928 / 91372) < 1e-9
+    assert 0.05 <= later["ttft_p50_s"] <= 0.25 and later["ttft_p95_s"] >= later["ttft_p50_s"]
+    assert 0.01 <= later["itl_p50_s"] <= 0.05
+    assert later["restarted"] is False
+
+
+def test_counter_going_down_is_a_restart_never_a_negative_rate():
+    coll = collector_for("vllm")
+    _, state = derive(coll.snapshot(vllm_bodies()), {}, now=1000.0, name="v", kind="vllm")
+    after, state = derive(coll.snapshot(vllm_bodies("0.33.0_metrics_after_restart_smaller_pool.txt")), state,
+                          now=1002.0, name="v", kind="vllm")
+    assert after["restarted"] is True
+    assert after["prompt_tokens_per_s"] is None and after["generation_tokens_per_s"] is None
+    assert after["prefix_cache_hit_rate"] is None
+    assert after["kv_pool_tokens"] == 524288
+
+
+def test_llamacpp_real_capture():
+    bodies = {"health": fx("llamacpp", "b0-0c1e570_health_ok.json"), "metrics": fx("llamacpp", "b0-0c1e570_metrics.txt"),
+              "slots": fx("llamacpp", "b0-0c1e570_slots_one_busy.json"), "props": fx("llamacpp", "b0-0c1e570_props.json"),
+              "models": fx("llamacpp", "b0-0c1e570_v1_models.json")}
+    snap = collector_for("llamacpp").snapshot(bodies)
+    assert snap.status == "up" and snap.models == ["tiny-llama"]
+    assert snap.counters["prefix_cache_hits_total"] == 309
+    assert snap.counters["prefix_cache_queries_total"] == 83 + 309  # prompt_tokens_total excludes cached
+    assert snap.counters["generation_tokens_total"] == 2324
+    assert snap.gauges["requests_running"] == 0 and snap.gauges["requests_waiting"] == 0
+    assert snap.gauges["kv_cache_usage"] == (100 + 28) / 512
+    assert snap.kv == {"window": 256, "pool_tokens": 512}
+
+
+def test_llamacpp_503_is_loading_not_down():
+    bodies = {"health": fx("llamacpp", "b0-0c1e570_health_loading.json", status=503),
+              "metrics": http.HttpStatus("HTTP 503", status=503)}
+    snap = collector_for("llamacpp").snapshot(bodies)
+    assert snap.status == "loading" and "loading" in snap.error.lower()
+
+
+def test_sglang_0523():
+    bodies = {"health": fx("vllm", "0.33.0_version.json"), "metrics": fx("sglang", "0.5.23_metrics_busy.txt"),
+              "info": fx("sglang", "0.5.23_get_server_info.json")}
+    snap = collector_for("sglang").snapshot(bodies)
+    assert snap.status == "up" and snap.models == ["qwen3-8b"]
+    assert snap.gauges == {"requests_running": 4.0, "requests_waiting": 1.0, "kv_cache_usage": 0.37}
+    assert snap.counters["prompt_tokens_total"] == 100000
+    assert snap.counters["prefix_cache_hits_total"] == 75000
+    assert snap.kv["pool_tokens"] == 412000 and snap.kv["window"] == 40960 and snap.kv["memory_share"] == 0.8
+
+
+def test_openai_models_only():
+    snap = collector_for("openai").snapshot({"models": fx("vllm", "0.33.0_v1_models.json")})
+    assert snap.status == "up" and snap.models == ["Qwen/Qwen3-8B"] and snap.kv["window"] == 32768
+
+
+def test_html_instead_of_metrics_is_down_with_reason():
+    bodies = vllm_bodies()
+    bodies["metrics"] = http.Response(200, {}, b"<!doctype html><html><body>login</body></html>", "x")
+    snap = collector_for("vllm").snapshot(bodies)
+    assert snap.status == "down" and "not Prometheus" in snap.error
