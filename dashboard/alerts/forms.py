@@ -39,3 +39,34 @@ class ChannelForm(forms.Form):
         if data["kind"] == "email":
             return {"address": data["address"]}
         return {"url": data["url"], "format": data.get("format") or "sparkops"}
+
+
+class SilenceForm(forms.Form):
+    hours = forms.FloatField(min_value=0.05, max_value=24 * 90, initial=2, help_text="How long, in hours")
+    reason = forms.CharField(required=False, max_length=500)
+
+
+class RuleForm(forms.Form):
+    """One field per setting in the rule's DEFAULTS, plus enabled/severity/re-notify."""
+
+    enabled = forms.BooleanField(required=False)
+    severity = forms.ChoiceField(choices=[("", "default"), ("info", "info"), ("warning", "warning"), ("critical", "critical")],
+                                 required=False)
+    renotify_s = forms.IntegerField(required=False, min_value=0, label="Re-notify every (s)")
+
+    def __init__(self, *args, rule, **kwargs):
+        super().__init__(*args, **kwargs)
+        from .config import rule_settings
+
+        self.rule = rule
+        current = rule_settings(rule)
+        self.fields["enabled"].initial = current.enabled
+        self.fields["severity"].initial = current.severity
+        for name, default in rule.DEFAULTS.items():
+            self.fields[f"p_{name}"] = forms.FloatField(label=name, min_value=0, initial=current.params.get(name, default))
+
+    def update_kwargs(self):
+        data = self.cleaned_data
+        params = {name: data[f"p_{name}"] for name in self.rule.DEFAULTS if data.get(f"p_{name}") is not None}
+        return {"enabled": data["enabled"], "severity": data["severity"] or None, "params": params,
+                "renotify_s": data.get("renotify_s")}

@@ -1,7 +1,18 @@
-"""Alert rules, events, silences and the notification outbox."""
+"""Alert rules, events, silences, maintenance windows, routing and the notification outbox."""
+from django.conf import settings
 from django.db import models
+from django.db.models import Q
 
 from dashboard.models.fleet import NAME_VALIDATOR
+
+
+class Severity(models.TextChoices):
+    INFO = "info", "info"
+    WARNING = "warning", "warning"
+    CRITICAL = "critical", "critical"
+
+
+SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 
 
 class NotificationChannel(models.Model):
@@ -22,6 +33,7 @@ class NotificationChannel(models.Model):
     enabled = models.BooleanField(default=True)
     health = models.CharField(max_length=8, choices=Health.choices, default=Health.OK)
     last_error = models.TextField(blank=True)
+    failing_since = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -33,3 +45,198 @@ class NotificationChannel(models.Model):
     @property
     def target(self):
         return self.config.get("address") or self.config.get("url") or ""
+
+
+class Route(models.Model):
+    """Which rules and severities a channel receives. A channel without routes receives everything."""
+
+    channel = models.ForeignKey(NotificationChannel, on_delete=models.CASCADE, related_name="routes")
+    rule = models.CharField(max_length=40, blank=True, help_text="Rule key; blank means every rule")
+    min_severity = models.CharField(max_length=8, choices=Severity.choices, default=Severity.INFO)
+
+    def __str__(self):
+        return f"{self.rule or 'all rules'} ≥ {self.min_severity} → {self.channel.name}"
+
+    def matches(self, rule, severity):
+        return (not self.rule or self.rule == rule) and SEVERITY_RANK[severity] >= SEVERITY_RANK[self.min_severity]
+
+
+class AlertRule(models.Model):
+    """Stored configuration of one rule class (dashboard.alerts.rules); defaults live in the class."""
+
+    key = models.CharField(max_length=40, unique=True)
+    enabled = models.BooleanField(default=True)
+    severity = models.CharField(max_length=8, choices=Severity.choices, blank=True, help_text="Blank: the rule's default")
+    # Overrides of the class's DEFAULTS (thresholds, durations in seconds); validated by the rules form.
+    params = models.JSONField(default=dict, blank=True)
+    renotify_s = models.PositiveIntegerField(null=True, blank=True, help_text="Re-notify unacknowledged critical alerts every N s")
+
+    class Meta:
+        ordering = ["key"]
+
+    def __str__(self):
+        return self.key
+
+
+class AlertRuleOverride(models.Model):
+    """Per-engine (or per-host) overrides of one rule's thresholds, durations and enablement."""
+
+    rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="overrides")
+    engine = models.ForeignKey("dashboard.Engine", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    host = models.ForeignKey("dashboard.Host", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    enabled = models.BooleanField(null=True, blank=True, help_text="Blank: as the rule")
+    params = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["rule", "engine"], condition=Q(engine__isnull=False), name="alertoverride_rule_engine"),
+            models.UniqueConstraint(fields=["rule", "host"], condition=Q(host__isnull=False), name="alertoverride_rule_host"),
+        ]
+
+
+class AlertEvent(models.Model):
+    class State(models.TextChoices):
+        PENDING = "pending", "pending"
+        FIRING = "firing", "firing"
+        RESOLVED = "resolved", "resolved"
+
+    OPEN_STATES = (State.PENDING, State.FIRING)
+
+    rule = models.CharField(max_length=40)
+    severity = models.CharField(max_length=8, choices=Severity.choices)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
+    engine = models.ForeignKey("dashboard.Engine", null=True, blank=True, on_delete=models.CASCADE, related_name="alert_events")
+    host = models.ForeignKey("dashboard.Host", null=True, blank=True, on_delete=models.CASCADE, related_name="alert_events")
+    # What the alert is about, e.g. "vllm-main", "spark-1/gpu0", "vllm-main.service".
+    subject = models.CharField(max_length=200)
+    cause = models.CharField(max_length=80, blank=True)
+    message = models.TextField()
+    details = models.JSONField(default=dict, blank=True)
+    started_at = models.DateTimeField(help_text="When the condition was first seen")
+    fired_at = models.DateTimeField(null=True, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    last_notified_at = models.DateTimeField(null=True, blank=True)
+    incident = models.ForeignKey("dashboard.Incident", null=True, blank=True, on_delete=models.SET_NULL, related_name="alert_events")
+
+    class Meta:
+        ordering = ["-started_at"]
+        constraints = [
+            # One open event per rule and subject: the lifecycle upserts into it, never duplicates.
+            models.UniqueConstraint(fields=["rule", "subject"], condition=Q(state__in=["pending", "firing"]),
+                                    name="alertevent_one_open_per_rule_subject"),
+        ]
+        indexes = [
+            # The live view's "what is firing" and the list's state filter.
+            models.Index(fields=["state", "-started_at"], name="alertevent_state_started"),
+        ]
+
+    def __str__(self):
+        return f"{self.rule} {self.subject} {self.state}"
+
+    @property
+    def is_open(self):
+        return self.state in self.OPEN_STATES
+
+
+class AlertNote(models.Model):
+    """The timeline of one event: state changes, acks, silences, suppressed notifications."""
+
+    event = models.ForeignKey(AlertEvent, on_delete=models.CASCADE, related_name="notes")
+    at = models.DateTimeField()
+    kind = models.CharField(max_length=20)
+    text = models.TextField()
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["at", "id"]
+
+
+class Silence(models.Model):
+    """No notifications for matching alerts until `until` (events are still recorded)."""
+
+    engine = models.ForeignKey("dashboard.Engine", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    host = models.ForeignKey("dashboard.Host", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    rule = models.CharField(max_length=40, blank=True, help_text="Blank: every rule")
+    until = models.DateTimeField()
+    reason = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-until"]
+
+    def __str__(self):
+        return f"silence {self.rule or 'all rules'} on {self.engine or self.host or 'everything'} until {self.until:%Y-%m-%d %H:%M}"
+
+
+class MaintenanceWindow(models.Model):
+    """Planned work: matching alerts notify nobody between starts_at and ends_at."""
+
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    engine = models.ForeignKey("dashboard.Engine", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    host = models.ForeignKey("dashboard.Host", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    reason = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["-starts_at"]
+        constraints = [models.CheckConstraint(condition=Q(ends_at__gt=models.F("starts_at")), name="maintenance_ends_after_start")]
+
+    def __str__(self):
+        return f"maintenance {self.starts_at:%Y-%m-%d %H:%M}–{self.ends_at:%H:%M} {self.engine or self.host or 'everything'}"
+
+
+class Delivery(models.Model):
+    """The outbox: written before sending; a worker claims a row with a conditional UPDATE."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "pending"
+        SENDING = "sending", "sending"
+        SENT = "sent", "sent"
+        FAILED = "failed", "failed"
+
+    class Transition(models.TextChoices):
+        FIRING = "firing", "firing"
+        RESOLVED = "resolved", "resolved"
+        RENOTIFY = "renotify", "re-notify"
+        TEST = "test", "test"
+
+    event = models.ForeignKey(AlertEvent, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries")
+    channel = models.ForeignKey(NotificationChannel, on_delete=models.CASCADE, related_name="deliveries")
+    transition = models.CharField(max_length=8, choices=Transition.choices)
+    # Sent as Idempotency-Key: receivers drop a repeat after a lost acknowledgement.
+    idempotency_key = models.CharField(max_length=120, unique=True)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField()
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            # The sweep: "pending rows due now" and "sending rows whose claim lapsed".
+            models.Index(fields=["status", "next_attempt_at"], name="delivery_status_due"),
+        ]
+
+    def __str__(self):
+        return f"{self.transition} → {self.channel.name}: {self.status}"
+
+
+class DeliveryAttempt(models.Model):
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempt_log")
+    at = models.DateTimeField()
+    ok = models.BooleanField()
+    permanent = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    duration_ms = models.FloatField()
+
+    class Meta:
+        ordering = ["at", "id"]

@@ -1,10 +1,17 @@
-"""Services for notification channels (the alert engine adds its own modules)."""
+"""Services of the alerts app: channels, external alerts, acks, silences, maintenance, tests, rules."""
+from datetime import timedelta
+
 from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
 
 from dashboard.services.fleet import form_errors_text
 
+from . import lifecycle, outbox
 from .forms import ChannelForm
-from .models import NotificationChannel
+from .lifecycle import Finding, alert_observe, note_add
+from .models import SEVERITY_RANK, AlertEvent, Delivery, MaintenanceWindow, NotificationChannel, Silence
+from .publish import alert_changed
 
 
 def channel_create(*, name, kind, address="", url="", secret="", format="sparkops"):
@@ -19,3 +26,118 @@ def channel_as_dict(channel):
     return {"name": channel.name, "kind": channel.kind, "target": channel.target,
             "signed": bool(channel.secret), "enabled": channel.enabled, "health": channel.health,
             "last_error": channel.last_error}
+
+
+@transaction.atomic
+def channel_send_test(*, channel, now=None):
+    """Queue one test notification to CHANNEL through the outbox; returns the delivery."""
+    from .payloads import test_payload
+
+    now = now or timezone.now()
+    n = Delivery.objects.filter(channel=channel, transition="test").count() + 1
+    delivery = Delivery.objects.create(channel=channel, transition="test", next_attempt_at=now, created_at=now,
+                                       idempotency_key=f"sparkops-test-{channel.pk}-{n}-{int(now.timestamp())}",
+                                       payload=test_payload(channel=channel, now=now))
+    outbox.enqueue_on_commit([delivery.pk])
+    return delivery
+
+
+def _check_severity(severity):
+    if severity not in SEVERITY_RANK:
+        raise ValidationError(f"severity must be one of {', '.join(SEVERITY_RANK)}, not {severity!r}")
+
+
+def external_alert_fire(*, rule, severity, engine=None, host=None, subject, message, cause=""):
+    """Fire an alert decided elsewhere (e.g. the benchmark regression); idempotent while it stays open."""
+    _check_severity(severity)
+    if not rule or not subject:
+        raise ValidationError("an alert needs a rule and a subject")
+    finding = Finding(subject=subject, active=True, engine=engine, host=host, cause=cause, message=message,
+                      fire_now=True)
+    return alert_observe(rule=rule, finding=finding, severity=severity)
+
+
+def external_alert_resolve(*, rule, engine=None, host=None, subject):
+    return alert_observe(rule=rule, finding=Finding(subject=subject, active=False, engine=engine, host=host),
+                         severity="info")
+
+
+def alert_ack(*, event, user):
+    if not event.is_open:
+        raise ValidationError("only an open alert can be acknowledged")
+    return lifecycle.alert_acknowledge(event=event, user=user)
+
+
+@transaction.atomic
+def silence_create(*, user=None, until=None, hours=None, engine=None, host=None, rule="", reason="", event=None):
+    """Silence notifications for an engine/host and/or a rule until a time (or for HOURS)."""
+    now = timezone.now()
+    if until is None:
+        if hours is None or hours <= 0:
+            raise ValidationError("a silence needs an end time in the future or a positive number of hours")
+        until = now + timedelta(hours=hours)
+    if until <= now:
+        raise ValidationError("the silence must end in the future")
+    if event is not None:
+        engine, host, rule = event.engine, (None if event.engine_id else event.host), event.rule
+    silence = Silence.objects.create(engine=engine, host=host, rule=rule, until=until, reason=reason, created_by=user)
+    if event is not None:
+        note_add(event, "silence", f"silenced until {until:%Y-%m-%d %H:%M} UTC by {user}" + (f": {reason}" if reason else ""),
+                 user=user)
+        alert_changed(event)
+    return silence
+
+
+def maintenance_create(*, starts_at, ends_at, engine=None, host=None, reason="", user=None):
+    if ends_at <= starts_at:
+        raise ValidationError("a maintenance window must end after it starts")
+    return MaintenanceWindow.objects.create(starts_at=starts_at, ends_at=ends_at, engine=engine, host=host,
+                                            reason=reason, created_by=user)
+
+
+def rule_update(*, key, enabled=None, severity=None, params=None, renotify_s=None, engine=None):
+    """Change a rule's settings (or one engine's override); params are validated against the rule's DEFAULTS."""
+    from .config import rule_row
+    from .models import AlertRuleOverride
+    from .rules import REGISTRY
+
+    rule = REGISTRY.get(key)
+    if rule is None:
+        raise ValidationError(f"no rule named {key!r}")
+    clean = _clean_params(rule, params or {})
+    row = rule_row(key)
+    if engine is not None:
+        override, _ = AlertRuleOverride.objects.get_or_create(rule=row, engine=engine)
+        override.params = {**override.params, **clean}
+        override.enabled = enabled if enabled is not None else override.enabled
+        override.save()
+        return override
+    if severity:
+        _check_severity(severity)
+        row.severity = severity
+    if enabled is not None:
+        row.enabled = enabled
+    if renotify_s is not None:
+        row.renotify_s = renotify_s or None
+    row.params = {**row.params, **clean}
+    row.save()
+    return row
+
+
+def _clean_params(rule, params):
+    clean = {}
+    for name, value in params.items():
+        if name not in rule.DEFAULTS:
+            raise ValidationError(f"rule {rule.key} has no setting {name!r} (it has {', '.join(rule.DEFAULTS)})")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValidationError(f"{name} must be a number, not {value!r}") from None
+        if number < 0:
+            raise ValidationError(f"{name} must not be negative")
+        clean[name] = int(number) if isinstance(rule.DEFAULTS[name], int) and number.is_integer() else number
+    return clean
+
+
+def open_event_for(*, rule, subject):
+    return AlertEvent.objects.filter(rule=rule, subject=subject, state__in=AlertEvent.OPEN_STATES).first()

@@ -1,5 +1,112 @@
-from django.shortcuts import render
+"""Alert pages: list, one alert (timeline + deliveries), channels, rules; ack/silence/test/edit POSTs."""
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+
+from dashboard.models import Engine
+from dashboard.roles import role_required
+
+from . import selectors, services
+from .forms import RuleForm, SilenceForm
+from .models import AlertEvent, NotificationChannel
+from .rules import REGISTRY
 
 
+@require_GET
 def index(request):
-    return render(request, "dashboard/placeholder.html", {"section": "alerts"})
+    filters = {k: request.GET.get(k, "").strip() for k in ("state", "rule", "engine")}
+    context = {
+        "alerts": selectors.alert_list(**filters), "filters": filters,
+        "states": ["open", *AlertEvent.State.values], "rules": sorted(set(REGISTRY) | set(selectors.rule_keys_seen())),
+        "engines": Engine.objects.values_list("name", flat=True), "silences": selectors.active_silences(),
+        "maintenance": selectors.maintenance_windows(), "firing": selectors.firing_alerts(request.user),
+    }
+    return render(request, "alerts/index.html", context)
+
+
+@require_GET
+def detail(request, pk):
+    try:
+        event = selectors.alert_detail(pk=pk)
+    except AlertEvent.DoesNotExist:
+        raise Http404("no such alert") from None
+    return render(request, "alerts/detail.html", {"a": event, "silence_form": SilenceForm()})
+
+
+def _back(request, event):
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return redirect(target)
+    return redirect("alerts:detail", pk=event.pk)
+
+
+@require_POST
+@role_required("operator")
+def ack(request, pk):
+    event = get_object_or_404(AlertEvent, pk=pk)
+    try:
+        services.alert_ack(event=event, user=request.user)
+        messages.success(request, f"Acknowledged {event.rule} on {event.subject}.")
+    except ValidationError as exc:
+        messages.error(request, "; ".join(exc.messages))
+    return _back(request, event)
+
+
+@require_POST
+@role_required("operator")
+def silence(request, pk):
+    event = get_object_or_404(AlertEvent, pk=pk)
+    form = SilenceForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Silence not set: " + "; ".join(e for errs in form.errors.values() for e in errs))
+        return _back(request, event)
+    try:
+        s = services.silence_create(event=event, user=request.user, hours=form.cleaned_data["hours"],
+                                    reason=form.cleaned_data["reason"])
+        messages.success(request, f"Silenced {s.rule} on {s.engine or s.host or 'everything'} until {s.until:%Y-%m-%d %H:%M} UTC.")
+    except ValidationError as exc:
+        messages.error(request, "; ".join(exc.messages))
+    return _back(request, event)
+
+
+@require_GET
+def channels(request):
+    return render(request, "alerts/channels.html", {"channels": selectors.channels_with_recent()})
+
+
+@require_POST
+@role_required("admin")
+def channel_test(request, pk):
+    channel = get_object_or_404(NotificationChannel, pk=pk)
+    services.channel_send_test(channel=channel)
+    messages.success(request, f"Test notification queued for {channel.name}; its result appears below.")
+    return redirect("alerts:channels")
+
+
+@require_GET
+def rules(request):
+    from .config import rule_settings
+
+    rows = [{"rule": r, "settings": rule_settings(r), "form": RuleForm(rule=r)} for r in REGISTRY.values()]
+    return render(request, "alerts/rules.html", {"rows": rows})
+
+
+@require_POST
+@role_required("admin")
+def rule_edit(request, key):
+    rule = REGISTRY.get(key)
+    if rule is None:
+        raise Http404("no such rule")
+    form = RuleForm(request.POST, rule=rule)
+    if form.is_valid():
+        try:
+            services.rule_update(key=key, **form.update_kwargs())
+            messages.success(request, f"Rule {key} updated.")
+        except ValidationError as exc:
+            messages.error(request, f"Rule {key} not changed: " + "; ".join(exc.messages))
+    else:
+        messages.error(request, f"Rule {key} not changed: " + "; ".join(f"{f}: {e}" for f, errs in form.errors.items() for e in errs))
+    return redirect("alerts:rules")

@@ -1,0 +1,48 @@
+"""Effective rule settings: class defaults ← AlertRule row ← per-engine/host override."""
+from dataclasses import dataclass
+
+from . import conf
+from .models import AlertRule, AlertRuleOverride
+
+
+@dataclass
+class RuleSettings:
+    enabled: bool
+    severity: str
+    params: dict
+
+    def __getitem__(self, name):
+        return self.params[name]
+
+
+def rule_row(key):
+    row, _ = AlertRule.objects.get_or_create(key=key)
+    return row
+
+
+def rule_settings(rule, *, engine=None, host=None, row=None):
+    """RULE is a rule class or instance (dashboard.alerts.rules); returns what applies to this subject."""
+    row = row or AlertRule.objects.filter(key=rule.key).first()
+    params = dict(rule.DEFAULTS)
+    enabled, severity = True, rule.severity
+    if row:
+        params.update(row.params or {})
+        enabled, severity = row.enabled, row.severity or rule.severity
+    override = _override(row, engine, host)
+    if override:
+        params.update(override.params or {})
+        if override.enabled is not None:
+            enabled = override.enabled
+    return RuleSettings(enabled=enabled, severity=severity, params=params)
+
+
+def _override(row, engine, host):
+    if row is None or (engine is None and host is None):
+        return None
+    qs = AlertRuleOverride.objects.filter(rule=row)
+    return qs.filter(engine=engine).first() if engine is not None else qs.filter(host=host).first()
+
+
+def rule_renotify_s(key):
+    row = AlertRule.objects.filter(key=key).only("renotify_s").first()
+    return (row.renotify_s if row and row.renotify_s else None) or conf.renotify_s()

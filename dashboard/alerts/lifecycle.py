@@ -1,0 +1,158 @@
+"""The alert lifecycle: pending (its duration) → firing → resolved, one open event per rule+subject.
+
+Rules report findings; `alert_observe` turns each into state changes, notes, an incident for
+critical alerts, outbox rows and a live event. Every change happens in one transaction and
+the notifications leave only after it commits."""
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from dashboard.models import Incident
+
+from . import outbox
+from .models import AlertEvent, AlertNote
+from .publish import alert_changed
+
+
+@dataclass
+class Finding:
+    """What a rule saw for one subject. active=False resolves any open event of that subject."""
+
+    subject: str
+    active: bool
+    engine: object = None
+    host: object = None
+    cause: str = ""
+    message: str = ""
+    details: dict = field(default_factory=dict)
+    severity: str | None = None
+    for_s: float | None = None  # None: the rule's configured duration
+    fire_now: bool = False  # the rule itself decided the condition is confirmed
+
+
+def note_add(event, kind, text, *, user=None, at=None):
+    return AlertNote.objects.create(event=event, at=at or timezone.now(), kind=kind, text=text, user=user)
+
+
+def _open_event(rule, subject):
+    return (AlertEvent.objects.select_for_update()
+            .filter(rule=rule, subject=subject, state__in=AlertEvent.OPEN_STATES).first())
+
+
+@transaction.atomic
+def alert_observe(*, rule, finding, severity, for_s=0.0, now=None):
+    """Apply one finding; returns the open or just-resolved event (None when nothing is open)."""
+    now = now or timezone.now()
+    event = _open_event(rule, finding.subject)
+    if not finding.active:
+        return _resolve(event, now) if event else None
+    if event is None:
+        event = _create(rule, finding, finding.severity or severity, now)
+        if event is None:  # another worker opened it between our read and insert
+            event = _open_event(rule, finding.subject)
+    else:
+        _refresh(event, finding)
+    wait = finding.for_s if finding.for_s is not None else for_s
+    if event.state == AlertEvent.State.PENDING and (finding.fire_now or (now - event.started_at).total_seconds() >= wait):
+        _fire(event, now)
+    return event
+
+
+def _create(rule, finding, severity, now):
+    try:
+        with transaction.atomic():
+            event = AlertEvent.objects.create(
+                rule=rule, severity=severity, subject=finding.subject, engine=finding.engine, host=finding.host,
+                cause=finding.cause, message=finding.message, details=finding.details, started_at=now)
+    except IntegrityError:
+        return None
+    note_add(event, "pending", finding.message, at=now)
+    return event
+
+
+def _refresh(event, finding):
+    """Keep the newest explanation; a cause learned later (e.g. the unit state arrived) goes on the timeline."""
+    changed = []
+    if finding.cause and finding.cause != event.cause:
+        note_add(event, "cause", f"cause now {finding.cause}: {finding.message}")
+        event.cause = finding.cause
+        changed.append("cause")
+    if finding.message and finding.message != event.message:
+        event.message = finding.message
+        changed.append("message")
+    if finding.details != event.details:
+        event.details = finding.details
+        changed.append("details")
+    if changed:
+        event.save(update_fields=changed)
+        if event.state == AlertEvent.State.FIRING and "cause" in changed:
+            alert_changed(event)
+
+
+def _fire(event, now):
+    event.state = AlertEvent.State.FIRING
+    event.fired_at = now
+    if event.severity == "critical":
+        event.incident = Incident.objects.create(
+            opened_at=event.started_at, engine=event.engine, unit=getattr(event.engine, "unit", "") or "",
+            trigger=f"{event.rule}: {event.message}"[:2000])
+    event.save(update_fields=["state", "fired_at", "incident"])
+    note_add(event, "firing", event.message, at=now)
+    outbox.notify(event=event, transition="firing", now=now)
+    alert_changed(event)
+
+
+def _resolve(event, now):
+    if event.state == AlertEvent.State.PENDING:
+        # Never confirmed: a blip that resolved inside its pending duration leaves no trace.
+        event.delete()
+        return None
+    event.state = AlertEvent.State.RESOLVED
+    event.resolved_at = now
+    event.save(update_fields=["state", "resolved_at"])
+    lasted = _duration_text(now - (event.fired_at or event.started_at))
+    note_add(event, "resolved", f"resolved after {lasted}", at=now)
+    if event.incident_id and not event.incident.peak:
+        Incident.objects.filter(pk=event.incident_id).update(peak=f"lasted {lasted}")
+    outbox.notify(event=event, transition="resolved", now=now)
+    alert_changed(event)
+    return event
+
+
+def _duration_text(delta):
+    seconds = int(delta.total_seconds())
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+@transaction.atomic
+def alert_acknowledge(*, event, user, now=None):
+    now = now or timezone.now()
+    updated = AlertEvent.objects.filter(pk=event.pk, acknowledged_at__isnull=True).update(acknowledged_by=user, acknowledged_at=now)
+    if updated:
+        event.refresh_from_db()
+        note_add(event, "ack", f"acknowledged by {user}", user=user, at=now)
+        alert_changed(event)
+    return bool(updated)
+
+
+def renotify_due(*, now=None):
+    """Re-notify firing, unacknowledged critical alerts whose last notification is older than their interval."""
+    from .config import rule_renotify_s
+
+    now = now or timezone.now()
+    count = 0
+    for event in AlertEvent.objects.filter(state="firing", severity="critical", acknowledged_at__isnull=True):
+        last = event.last_notified_at or event.fired_at
+        if last and now - last >= timedelta(seconds=rule_renotify_s(event.rule)):
+            with transaction.atomic():
+                if outbox.notify(event=event, transition="renotify", now=now):
+                    count += 1
+                else:
+                    AlertEvent.objects.filter(pk=event.pk).update(last_notified_at=now)
+    return count

@@ -1,0 +1,164 @@
+"""The notification outbox: rows written before sending, claimed with a conditional UPDATE.
+
+A delivery moves pending → sending (claimed, with a lease) → sent | pending (retry later) |
+failed. A worker that dies mid-send leaves a lapsed lease; the sweep puts the row back to
+pending. Receivers dedupe on the Idempotency-Key, one key per event transition and channel."""
+import logging
+import time
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from . import conf
+from .models import AlertEvent, Delivery, DeliveryAttempt, MaintenanceWindow, NotificationChannel, Silence
+
+log = logging.getLogger(__name__)
+
+
+def suppression_of(event, *, now):
+    """The active silence or maintenance window covering EVENT, or None."""
+    subject = Q(engine__isnull=True, host__isnull=True)
+    if event.engine_id:
+        subject |= Q(engine_id=event.engine_id)
+        subject |= Q(host_id=event.engine.host_id, engine__isnull=True)
+    if event.host_id:
+        subject |= Q(host_id=event.host_id, engine__isnull=True)
+    silence = Silence.objects.filter(subject, Q(rule="") | Q(rule=event.rule), until__gt=now).first()
+    if silence:
+        return silence
+    return MaintenanceWindow.objects.filter(subject, starts_at__lte=now, ends_at__gt=now).first()
+
+
+def channels_for(event):
+    channels = []
+    for channel in NotificationChannel.objects.filter(enabled=True).prefetch_related("routes"):
+        routes = list(channel.routes.all())
+        if not routes or any(r.matches(event.rule, event.severity) for r in routes):
+            channels.append(channel)
+    return channels
+
+
+def notify(*, event, transition, now=None):
+    """Write the deliveries of one transition (inside the caller's transaction); send after commit."""
+    from .lifecycle import note_add
+
+    now = now or timezone.now()
+    if transition == "resolved":
+        # Tell exactly the channels that heard it fire, whatever the routes or silences say now.
+        channels = list(NotificationChannel.objects.filter(deliveries__event=event, deliveries__transition="firing").distinct())
+    else:
+        suppressed = suppression_of(event, now=now)
+        if suppressed:
+            note_add(event, "suppressed", f"{transition} notification suppressed by {suppressed}", at=now)
+            return []
+        channels = channels_for(event)
+    rows = [_delivery(event, channel, transition, now) for channel in channels]
+    if rows:
+        AlertEvent.objects.filter(pk=event.pk).update(last_notified_at=now)
+        note_add(event, "notify", f"{transition} → {', '.join(c.name for c in channels)}", at=now)
+    enqueue_on_commit([d.pk for d in rows])
+    return rows
+
+
+def _delivery(event, channel, transition, now):
+    from .payloads import event_payload
+
+    seq = ""
+    if transition == "renotify":
+        seq = Delivery.objects.filter(event=event, channel=channel, transition="renotify").count() + 1
+    key = f"sparkops-{event.pk}-{transition}{seq}-{channel.pk}"
+    return Delivery.objects.create(event=event, channel=channel, transition=transition, idempotency_key=key,
+                                   next_attempt_at=now, created_at=now,
+                                   payload=event_payload(event, transition=transition, now=now))
+
+
+def enqueue_on_commit(ids):
+    if ids:
+        transaction.on_commit(lambda: enqueue(ids))
+
+
+def enqueue(ids):
+    from .tasks import deliver
+
+    for pk in ids:
+        try:
+            deliver.delay(pk)
+        except Exception as exc:  # broker down: the sweep re-queues the row later
+            log.warning("could not enqueue delivery %s: %s", pk, exc)
+
+
+def claim(pk, *, now=None):
+    """Take delivery PK for sending; False when someone else has it or it is not due."""
+    now = now or timezone.now()
+    lease = now + timedelta(seconds=conf.claim_lease_s())
+    return Delivery.objects.filter(pk=pk, status="pending", next_attempt_at__lte=now).update(
+        status="sending", claimed_until=lease) == 1
+
+
+def delivery_send(*, delivery_id):
+    """Claim, send once, record the attempt. Returns the delivery's status afterwards (or None: not ours)."""
+    from .transports import TransportError, transport_for
+
+    if not claim(delivery_id):
+        return None
+    delivery = Delivery.objects.select_related("channel", "event").get(pk=delivery_id)
+    started = time.monotonic()
+    try:
+        transport_for(delivery.channel).send(delivery)
+    except TransportError as exc:
+        return _record_failure(delivery, exc, (time.monotonic() - started) * 1000)
+    except Exception as exc:  # a bug in a transport is permanent for this row, never a worker crash
+        log.exception("transport crashed on delivery %s", delivery_id)
+        return _record_failure(delivery, TransportError(f"internal error: {exc}", permanent=True),
+                               (time.monotonic() - started) * 1000)
+    return _record_success(delivery, (time.monotonic() - started) * 1000)
+
+
+def _record_success(delivery, ms):
+    now = timezone.now()
+    with transaction.atomic():
+        DeliveryAttempt.objects.create(delivery=delivery, at=now, ok=True, duration_ms=ms)
+        Delivery.objects.filter(pk=delivery.pk).update(status="sent", sent_at=now, attempts=delivery.attempts + 1,
+                                                       duration_ms=ms, last_error="", claimed_until=None)
+        NotificationChannel.objects.filter(pk=delivery.channel_id, health="failing").update(
+            health="ok", last_error="", failing_since=None)
+    return "sent"
+
+
+def _record_failure(delivery, exc, ms):
+    now = timezone.now()
+    attempts = delivery.attempts + 1
+    give_up = exc.permanent or (now - delivery.created_at).total_seconds() >= conf.retry_for_s()
+    fields = {"attempts": attempts, "last_error": str(exc)[:2000], "duration_ms": ms, "claimed_until": None}
+    if give_up:
+        fields["status"] = "failed"
+    else:
+        fields.update(status="pending", next_attempt_at=now + timedelta(seconds=backoff_s(attempts)))
+    with transaction.atomic():
+        DeliveryAttempt.objects.create(delivery=delivery, at=now, ok=False, permanent=exc.permanent,
+                                       error=str(exc)[:2000], duration_ms=ms)
+        Delivery.objects.filter(pk=delivery.pk).update(**fields)
+        if exc.permanent:
+            channel_mark_failing(channel=delivery.channel, error=str(exc), now=now)
+    return fields["status"]
+
+
+def backoff_s(attempts):
+    """Capped exponential backoff: base, 2·base, 4·base … up to the cap."""
+    return min(conf.retry_cap_s(), conf.retry_base_s() * (2 ** max(0, attempts - 1)))
+
+
+def channel_mark_failing(*, channel, error, now):
+    NotificationChannel.objects.filter(pk=channel.pk).update(health="failing", last_error=error[:2000])
+    NotificationChannel.objects.filter(pk=channel.pk, failing_since__isnull=True).update(failing_since=now)
+
+
+def sweep(*, now=None):
+    """Re-queue what was lost: lapsed claims back to pending, then enqueue every due pending row."""
+    now = now or timezone.now()
+    Delivery.objects.filter(status="sending", claimed_until__lt=now).update(status="pending", claimed_until=None)
+    due = list(Delivery.objects.filter(status="pending", next_attempt_at__lte=now).values_list("pk", flat=True)[:500])
+    enqueue(due)
+    return due

@@ -1,0 +1,61 @@
+"""What a notification says: one dict per event transition, snapshotted into the outbox row."""
+from django.conf import settings
+from django.urls import reverse
+
+
+def event_link(event):
+    return f"{settings.SITE_URL}{reverse('alerts:detail', args=[event.pk])}"
+
+
+def _iso(value):
+    return value.isoformat() if value else None
+
+
+def event_payload(event, *, transition, now):
+    return {
+        "id": event.pk,
+        "transition": transition,
+        "rule": event.rule,
+        "severity": event.severity,
+        "state": event.state,
+        "subject": event.subject,
+        "engine": event.engine.name if event.engine_id else None,
+        "host": event.host.name if event.host_id else (event.engine.host.name if event.engine_id else None),
+        "cause": event.cause,
+        "message": event.message,
+        "started_at": _iso(event.fired_at or event.started_at),
+        "resolved_at": _iso(event.resolved_at),
+        "sent_at": _iso(now),
+        "link": event_link(event),
+    }
+
+
+def test_payload(*, channel, now):
+    return {
+        "id": None, "transition": "test", "rule": "test", "severity": "info", "state": "firing",
+        "subject": channel.name, "engine": None, "host": None, "cause": "test",
+        "message": f"Test notification from SparkOps to channel {channel.name}.",
+        "started_at": now.isoformat(), "resolved_at": None, "sent_at": now.isoformat(),
+        "link": f"{settings.SITE_URL}{reverse('alerts:channels')}",
+    }
+
+
+def alertmanager_body(payload):
+    """Alertmanager webhook format (version 4) so existing receivers work unchanged."""
+    status = "resolved" if payload["transition"] == "resolved" else "firing"
+    labels = {"alertname": payload["rule"], "severity": payload["severity"], "subject": payload["subject"]}
+    for key in ("engine", "host"):
+        if payload.get(key):
+            labels[key] = payload[key]
+    alert = {
+        "status": status, "labels": labels,
+        "annotations": {"summary": payload["message"], "cause": payload["cause"] or ""},
+        "startsAt": payload["started_at"], "endsAt": payload["resolved_at"] or "0001-01-01T00:00:00Z",
+        "generatorURL": payload["link"], "fingerprint": f"sparkops-{payload['id']}",
+    }
+    return {
+        "version": "4", "groupKey": f"sparkops:{payload['rule']}:{payload['subject']}", "truncatedAlerts": 0,
+        "status": status, "receiver": "sparkops", "groupLabels": {"alertname": payload["rule"]},
+        "commonLabels": labels, "commonAnnotations": alert["annotations"], "externalURL": payload["link"],
+        "alerts": [alert],
+    }

@@ -1,0 +1,52 @@
+"""Read-side queries of the alerts pages and the live view."""
+from django.db.models import Prefetch, Q
+from django.utils import timezone
+
+from .models import AlertEvent, Delivery, MaintenanceWindow, NotificationChannel, Silence
+
+
+def firing_alerts(user=None):
+    """Open alerts worth showing on the live view: firing ones first, critical before warning."""
+    qs = (AlertEvent.objects.filter(state="firing").select_related("engine", "host", "acknowledged_by")
+          .order_by("acknowledged_at", "-fired_at"))
+    rank = {"critical": 0, "warning": 1, "info": 2}
+    return sorted(qs, key=lambda e: (e.acknowledged_at is not None, rank.get(e.severity, 3)))
+
+
+def alert_list(*, state="", rule="", engine="", limit=200):
+    qs = AlertEvent.objects.select_related("engine", "host", "acknowledged_by")
+    if state == "open":
+        qs = qs.filter(state__in=AlertEvent.OPEN_STATES)
+    elif state:
+        qs = qs.filter(state=state)
+    if rule:
+        qs = qs.filter(rule=rule)
+    if engine:
+        qs = qs.filter(engine__name=engine)
+    return list(qs[:limit])
+
+
+def alert_detail(*, pk):
+    deliveries = Delivery.objects.select_related("channel").prefetch_related("attempt_log")
+    return (AlertEvent.objects.select_related("engine", "host", "acknowledged_by", "incident")
+            .prefetch_related("notes__user", Prefetch("deliveries", queryset=deliveries)).get(pk=pk))
+
+
+def active_silences(*, now=None):
+    return list(Silence.objects.filter(until__gt=now or timezone.now()).select_related("engine", "host", "created_by"))
+
+
+def maintenance_windows(*, now=None):
+    return list(MaintenanceWindow.objects.filter(ends_at__gt=now or timezone.now()).select_related("engine", "host"))
+
+
+def channels_with_recent(*, per_channel=5):
+    channels = list(NotificationChannel.objects.prefetch_related("routes"))
+    for channel in channels:
+        channel.recent = list(channel.deliveries.order_by("-created_at")[:per_channel])
+        channel.stuck = channel.deliveries.filter(Q(status="pending") | Q(status="sending")).count()
+    return channels
+
+
+def rule_keys_seen():
+    return list(AlertEvent.objects.order_by().values_list("rule", flat=True).distinct())

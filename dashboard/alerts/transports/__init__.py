@@ -1,0 +1,16 @@
+"""One transport class per channel kind, looked up in a registry (healthchecks' transports, split)."""
+from .base import Transport, TransportError
+from .email import EmailTransport
+from .webhook import WebhookTransport
+
+REGISTRY = {"email": EmailTransport, "webhook": WebhookTransport}
+
+
+def transport_for(channel) -> Transport:
+    try:
+        return REGISTRY[channel.kind](channel)
+    except KeyError:
+        raise TransportError(f"no transport for channel kind {channel.kind!r}", permanent=True) from None
+
+
+__all__ = ["REGISTRY", "Transport", "TransportError", "transport_for"]

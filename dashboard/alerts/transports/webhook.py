@@ -1,0 +1,49 @@
+"""JSON webhooks: SparkOps or Alertmanager format, HMAC-signed, with an idempotency key.
+
+Sent through dashboard/http.py, the project's one HTTP choke point (timeouts, size cap, typed errors)."""
+import hashlib
+import hmac
+import json
+
+from dashboard import http
+
+from .. import conf
+from ..payloads import alertmanager_body
+from .base import Transport, TransportError
+
+MAX_REPLY_BYTES = 256 * 1024  # a receiver's answer is only read for the error text
+
+
+def sign(secret, body: bytes):
+    return hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+class WebhookTransport(Transport):
+    def body(self, payload):
+        data = alertmanager_body(payload) if self.channel.config.get("format") == "alertmanager" else payload
+        return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
+
+    def headers(self, body, delivery):
+        headers = {"Content-Type": "application/json", "Idempotency-Key": delivery.idempotency_key}
+        if self.channel.secret:
+            headers["X-SparkOps-Signature"] = sign(self.channel.secret, body)
+        return headers
+
+    def send(self, delivery):
+        body = self.body(delivery.payload)
+        url = self.channel.config.get("url", "")
+        if not url.startswith(("http://", "https://")):
+            raise TransportError(f"bad webhook URL {url!r}", permanent=True)
+        try:
+            response = http.post(url, timeout=conf.http_timeout_s(), content=body, headers=self.headers(body, delivery),
+                      max_bytes=MAX_REPLY_BYTES)
+        except http.HttpStatus as exc:
+            # 4xx (but 408/429) is permanent: the receiver rejects this request as it is.
+            raise TransportError(f"{exc}", permanent=exc.permanent) from None
+        except (http.TooLarge, http.BadBody):
+            return  # the receiver said 2xx; what it wrote back does not matter
+        except http.HttpError as exc:
+            raise TransportError(f"{exc.kind}: {exc}") from None
+        if response.status >= 300:  # redirects are not followed: a moved webhook is a config error
+            raise TransportError(f"HTTP {response.status} (redirect to {response.headers.get('location', '?')})",
+                                 permanent=True)

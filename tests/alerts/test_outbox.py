@@ -1,0 +1,157 @@
+"""The outbox against real receivers: content, HMAC, retries, permanent 4xx, email."""
+import hashlib
+import hmac
+import json
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from dashboard.alerts import outbox
+from dashboard.alerts.models import AlertEvent, Delivery, NotificationChannel
+from dashboard.alerts.services import external_alert_fire, external_alert_resolve
+from dashboard.models import Incident
+
+pytestmark = pytest.mark.django_db
+
+
+def fire(fleet, rule="engine_down", severity="critical", message="vllm-main is down"):
+    return external_alert_fire(rule=rule, severity=severity, engine=fleet["vllm"], subject="vllm-main",
+                               message=message, cause="exit0_no_restart")
+
+
+def send_all(now=None):
+    """What the worker does: send every due row once."""
+    for pk in Delivery.objects.filter(status="pending").values_list("pk", flat=True):
+        outbox.delivery_send(delivery_id=pk)
+
+
+def make_due():
+    Delivery.objects.filter(status="pending").update(next_attempt_at=timezone.now())
+
+
+def test_webhook_content_and_hmac(fleet, channels, receiver):
+    event = fire(fleet)
+    send_all()
+    assert receiver.wait_for(1)
+    (request,) = receiver.requests
+    body = json.loads(request["body"])
+    assert body["rule"] == "engine_down" and body["severity"] == "critical" and body["subject"] == "vllm-main"
+    assert body["cause"] == "exit0_no_restart" and body["message"] == "vllm-main is down"
+    assert body["link"].endswith(f"/alerts/{event.pk}/") and body["started_at"] and body["resolved_at"] is None
+    expected = hmac.new(b"s3cret", request["body"], hashlib.sha256).hexdigest()
+    assert request["headers"]["X-SparkOps-Signature"] == expected
+    assert request["headers"]["Idempotency-Key"] == Delivery.objects.get(channel=channels["webhook"]).idempotency_key
+
+
+def test_email_has_text_and_html(fleet, channels, smtp):
+    fire(fleet)
+    send_all()
+    assert Delivery.objects.get(channel=channels["email"]).status == "sent"
+    (mail,) = smtp.messages
+    raw = mail["data"].decode()
+    assert mail["to"] == ["ops@example.test"]
+    assert "[SparkOps CRITICAL] engine_down on vllm-main" in raw
+    assert "text/plain" in raw and "text/html" in raw and "exit0_no_restart" in raw
+
+
+def test_retry_500_then_200(fleet, channels, receiver, fast_retry):
+    receiver.script = [500, 503]
+    fire(fleet)
+    send_all()
+    hook = Delivery.objects.get(channel=channels["webhook"])
+    assert hook.status == "pending" and hook.attempts == 1 and "500" in hook.last_error
+    assert hook.next_attempt_at > timezone.now()
+    make_due(); send_all()
+    make_due(); send_all()
+    hook.refresh_from_db()
+    assert hook.status == "sent" and hook.attempts == 3
+    assert [a.ok for a in hook.attempt_log.all()] == [False, False, True]
+    assert len(receiver.accepted()) == 1 and len({r["headers"]["Idempotency-Key"] for r in receiver.requests}) == 1
+
+
+def test_permanent_4xx_marks_channel_failing(fleet, channels, receiver):
+    receiver.script = [404]
+    fire(fleet)
+    send_all()
+    hook = Delivery.objects.get(channel=channels["webhook"])
+    channel = NotificationChannel.objects.get(pk=channels["webhook"].pk)
+    assert hook.status == "failed" and hook.attempt_log.get().permanent
+    assert channel.health == "failing" and "404" in channel.last_error and channel.failing_since
+
+
+def test_429_and_refused_are_transient(fleet, channels, receiver):
+    receiver.script = [429]
+    fire(fleet)
+    send_all()
+    assert Delivery.objects.get(channel=channels["webhook"]).status == "pending"
+    receiver.close()
+    make_due(); send_all()
+    hook = Delivery.objects.get(channel=channels["webhook"])
+    assert hook.status == "pending" and "refused" in hook.last_error
+
+
+def test_backoff_is_exponential_and_capped(settings):
+    settings.SPARKOPS_ALERT_RETRY_BASE_S = 2
+    settings.SPARKOPS_ALERT_RETRY_CAP_S = 600
+    assert [outbox.backoff_s(n) for n in (1, 2, 3, 4)] == [2, 4, 8, 16]
+    assert outbox.backoff_s(30) == 600
+
+
+def test_transient_failures_give_up_only_after_retry_window(fleet, channels, receiver, settings):
+    receiver.close()
+    fire(fleet)
+    Delivery.objects.update(created_at=timezone.now() - timedelta(hours=23))
+    send_all()
+    assert Delivery.objects.get(channel=channels["webhook"]).status == "pending"
+    Delivery.objects.update(created_at=timezone.now() - timedelta(hours=27), next_attempt_at=timezone.now())
+    send_all()
+    assert Delivery.objects.get(channel=channels["webhook"]).status == "failed"
+
+
+def test_claim_is_exclusive(fleet, channels):
+    fire(fleet)
+    pk = Delivery.objects.filter(channel=channels["webhook"]).get().pk
+    assert outbox.claim(pk) is True
+    assert outbox.claim(pk) is False
+
+
+def test_sweep_requeues_lapsed_claims(fleet, channels):
+    fire(fleet)
+    pk = Delivery.objects.get(channel=channels["webhook"]).pk
+    outbox.claim(pk)
+    Delivery.objects.filter(pk=pk).update(claimed_until=timezone.now() - timedelta(seconds=1))
+    assert pk in outbox.sweep()
+    assert Delivery.objects.get(pk=pk).status == "pending"
+
+
+def test_resolve_notifies_channels_that_heard_the_firing(fleet, channels, receiver, smtp):
+    fire(fleet)
+    send_all()
+    event = external_alert_resolve(rule="engine_down", engine=fleet["vllm"], subject="vllm-main")
+    assert event.state == "resolved"
+    send_all()
+    bodies = [b for _, b in receiver.accepted()]
+    assert [b["transition"] for b in bodies] == ["firing", "resolved"]
+    assert bodies[1]["resolved_at"] and len(smtp.messages) == 2
+
+
+def test_critical_opens_incident_and_one_open_event(fleet, channels):
+    first = fire(fleet)
+    again = fire(fleet, message="still down")
+    assert first.pk == again.pk and AlertEvent.objects.count() == 1
+    assert Delivery.objects.count() == 2  # one per channel, not per observation
+    incident = Incident.objects.get()
+    assert incident.engine == fleet["vllm"] and "engine_down" in incident.trigger
+
+
+def test_alertmanager_format(fleet, channels, receiver):
+    hook = channels["webhook"]
+    hook.config = {"url": receiver.url, "format": "alertmanager"}
+    hook.save()
+    fire(fleet)
+    send_all()
+    (_, body), = receiver.accepted()
+    assert body["version"] == "4" and body["status"] == "firing"
+    assert body["alerts"][0]["labels"]["alertname"] == "engine_down"
+    assert body["alerts"][0]["annotations"]["summary"] == "vllm-main is down"
