@@ -1,0 +1,186 @@
+"""Benchmark profiles, runs and repetitions (definitions of every figure: README, Benchmarks)."""
+import hashlib
+import json
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from dashboard.models.fleet import NAME_VALIDATOR
+
+HASH_FIELDS = ("engine_name", "engine_kind", "workload", "instruction", "depth", "mode", "output_tokens",
+               "sampling", "sampling_params", "thinking", "concurrency")
+PROMPT_VERSION = 1  # bump when the prompt builder changes what is sent: old runs stop comparing
+
+
+class Profile(models.Model):
+    class Mode(models.TextChoices):
+        COLD = "cold", "cold (fresh prompt, salted, nothing cached)"
+        FOLLOW_UP = "follow_up", "follow-up (warm prefix cache)"
+
+    class Sampling(models.TextChoices):
+        SERVER = "server", "server defaults (what an agent that sends nothing gets)"
+        GREEDY = "greedy", "greedy (temperature 0)"
+        EXPLICIT = "explicit", "explicit JSON"
+
+    class Thinking(models.TextChoices):
+        SERVER = "server", "server default"
+        ON = "on", "on"
+        OFF = "off", "off"
+
+    name = models.CharField(max_length=63, unique=True, validators=[NAME_VALIDATOR])
+    engine = models.ForeignKey("dashboard.Engine", on_delete=models.CASCADE, related_name="bench_profiles")
+    workload = models.CharField(max_length=80, default="essay", help_text="Label of the prompt shape, e.g. 'codegen'")
+    instruction = models.TextField(default="Continue the text above with a long, detailed essay.",
+                                   help_text="The task appended after the filler; it decides how easy decoding is")
+    depth = models.PositiveIntegerField(default=1024, help_text="Prompt tokens (checked against usage.prompt_tokens)")
+    mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.COLD)
+    output_tokens = models.PositiveIntegerField(default=512, help_text="Pinned with min_tokens/n_predict + ignore_eos")
+    sampling = models.CharField(max_length=10, choices=Sampling.choices, default=Sampling.SERVER)
+    sampling_params = models.JSONField(default=dict, blank=True, help_text='Only for explicit, e.g. {"temperature": 0.6}')
+    thinking = models.CharField(max_length=8, choices=Thinking.choices, default=Thinking.SERVER)
+    reps = models.PositiveSmallIntegerField(default=3, help_text="Odd, so the median is a measured value")
+    concurrency = models.PositiveSmallIntegerField(default=1)
+    force = models.BooleanField(default=False, help_text="Allow depth > 0 with concurrency > 1 (deadlocked an engine once)")
+    timeout_s = models.PositiveIntegerField(default=600, help_text="Per request, whole answer")
+    schedule = models.OneToOneField("django_celery_beat.PeriodicTask", null=True, blank=True,
+                                    on_delete=models.SET_NULL, related_name="bench_profile")
+    params_hash = models.CharField(max_length=16, editable=False, db_index=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    def clean(self):
+        errors = {}
+        if self.reps % 2 == 0:
+            errors["reps"] = "Use an odd number of repetitions so the median is one measured run."
+        if self.sampling == self.Sampling.EXPLICIT and not isinstance(self.sampling_params, dict):
+            errors["sampling_params"] = "Explicit sampling needs a JSON object."
+        if self.sampling != self.Sampling.EXPLICIT and self.sampling_params:
+            errors["sampling_params"] = "Sampling parameters apply only to explicit sampling."
+        if self.output_tokens < 2:
+            errors["output_tokens"] = "Pin at least 2 output tokens (decode rate needs two)."
+        if errors:
+            raise ValidationError(errors)
+
+    def save(self, *args, **kwargs):
+        self.params_hash = self.spec().params_hash()
+        super().save(*args, **kwargs)
+
+    def spec(self):
+        from .spec import RunSpec
+
+        return RunSpec.from_profile(self)
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        FAILED = "failed", "failed"
+        REFUSED = "refused", "refused"
+
+    class Trigger(models.TextChoices):
+        MANUAL = "manual", "manual"
+        SCHEDULED = "scheduled", "scheduled"
+        CLI = "cli", "command line"
+        PAIR = "pair", "co-residency pair"
+
+    profile = models.ForeignKey(Profile, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    engine = models.ForeignKey("dashboard.Engine", on_delete=models.CASCADE, related_name="bench_runs")
+    params_hash = models.CharField(max_length=16, db_index=True)
+    trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.MANUAL)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
+    reason = models.TextField(blank=True, help_text="Why it was refused or failed")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    config = models.JSONField(default=dict, blank=True, help_text="Everything that was measured: params, models, version, KV pool, window")
+    conditions = models.JSONField(default=dict, blank=True, help_text="GPU clock, PSI, neighbours, at start and end")
+    tainted = models.BooleanField(default=False)
+    taint_reasons = models.JSONField(default=list, blank=True)
+    checks = models.JSONField(default=list, blank=True, help_text="Cold/follow-up cache and depth verification")
+    stats = models.JSONField(default=dict, blank=True)
+    done_reps = models.PositiveIntegerField(default=0)
+    total_reps = models.PositiveIntegerField(default=0)
+    regression = models.BooleanField(default=False)
+    regression_detail = models.JSONField(default=dict, blank=True)
+    pair = models.ForeignKey("PairRun", null=True, blank=True, on_delete=models.CASCADE, related_name="runs")
+    phase = models.CharField(max_length=4, blank=True, help_text="solo | both (co-residency)")
+
+    class Meta:
+        ordering = ["-created_at"]
+        # the trend chart and the regression baseline: one profile's runs by hash, newest first
+        indexes = [models.Index(fields=["profile", "params_hash", "created_at"], name="bench_run_trend")]
+
+    def __str__(self):
+        return f"run {self.pk} {self.engine} {self.status}"
+
+    @property
+    def decode_median(self):
+        return (self.stats.get("decode_tokens_per_s") or {}).get("median")
+
+    @property
+    def progress_pct(self):
+        return int(100 * self.done_reps / self.total_reps) if self.total_reps else 0
+
+
+class Repetition(models.Model):
+    """One request (one repetition, one stream of it when concurrency > 1)."""
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="repetitions")
+    index = models.PositiveIntegerField()
+    stream = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField()
+    ok = models.BooleanField()
+    bucket = models.CharField(max_length=14, blank=True)
+    error = models.TextField(blank=True)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    finish_reason = models.CharField(max_length=20, blank=True)
+    ttft_ms = models.FloatField(null=True, blank=True)
+    first_answer_ms = models.FloatField(null=True, blank=True)
+    decode_tokens_per_s = models.FloatField(null=True, blank=True)
+    chunks = models.PositiveIntegerField(null=True, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    reasoning_tokens = models.PositiveIntegerField(null=True, blank=True)
+    reasoning_chunks = models.PositiveIntegerField(default=0)
+    total_ms = models.FloatField(null=True, blank=True)
+    chunk_summary = models.JSONField(default=dict, blank=True)
+    timings = models.JSONField(null=True, blank=True, help_text="llama.cpp's own timings, when sent")
+
+    class Meta:
+        ordering = ["run", "index", "stream"]
+
+    def __str__(self):
+        return f"run {self.run_id} rep {self.index}.{self.stream}"
+
+
+class PairRun(models.Model):
+    """Co-residency: each engine alone, then both generating at once."""
+    profile_a = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="+")
+    profile_b = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=8, choices=Run.Status.choices, default=Run.Status.QUEUED)
+    reason = models.TextField(blank=True)
+    table = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"pair {self.pk}: {self.profile_a} + {self.profile_b}"
+
+
+def stable_hash(data):
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]

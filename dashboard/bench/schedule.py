@@ -1,5 +1,90 @@
-"""Beat entries of this concern (merged by dashboard/schedule.py)."""
+"""Benchmark scheduling. Each profile's cron lives in the database (django-celery-beat
+PeriodicTask + CrontabSchedule, editable in the UI); the static entry below only sweeps
+runs whose worker died."""
+import json
+from datetime import timedelta
+
+from django.utils import timezone
+
+SWEEP_INTERVAL_S = 300.0
+STALE_MARGIN_S = 600
+SCHEDULE_EXPIRES_S = 3600  # a scheduled run that could not start within an hour is skipped, not piled up
 
 
 def schedule_entries():
-    return {}
+    return {
+        # Fail benchmark runs left "running" by a worker that died mid-run.
+        "bench-sweep-stale": {"task": "bench.sweep_stale", "schedule": SWEEP_INTERVAL_S,
+                              "options": {"expires": SWEEP_INTERVAL_S}},
+    }
+
+
+def parse_cron(text):
+    """'m h dom mon dow' -> dict of CrontabSchedule fields; ValueError with a readable reason."""
+    parts = (text or "").split()
+    if len(parts) != 5:
+        raise ValueError("Use five cron fields: minute hour day-of-month month day-of-week, e.g. '0 3 * * *'.")
+    from celery.schedules import crontab
+
+    fields = dict(zip(("minute", "hour", "day_of_month", "month_of_year", "day_of_week"), parts))
+    try:
+        crontab(**fields)
+    except Exception as exc:  # celery raises ValueError or its own ParseException
+        raise ValueError(f"Not a valid cron expression: {exc}") from None
+    return fields
+
+
+def profile_set_schedule(*, profile, cron, enabled=True):
+    """Create, update or (cron empty) remove the profile's PeriodicTask."""
+    from django_celery_beat.models import CrontabSchedule, PeriodicTask
+
+    if not (cron or "").strip():
+        if profile.schedule_id:
+            task = profile.schedule
+            profile.schedule = None
+            profile.save(update_fields=["schedule"])
+            task.delete()
+        return None
+    fields = parse_cron(cron)
+    crontab, _ = CrontabSchedule.objects.get_or_create(**fields, timezone="UTC")
+    task = profile.schedule or PeriodicTask(name=f"bench profile {profile.pk}", task="bench.profile_scheduled")
+    task.crontab, task.interval, task.enabled = crontab, None, enabled
+    task.args, task.expire_seconds = json.dumps([profile.pk]), SCHEDULE_EXPIRES_S
+    task.save()
+    if profile.schedule_id != task.pk:
+        profile.schedule = task
+        profile.save(update_fields=["schedule"])
+    return task
+
+
+def profile_cron(profile):
+    task = profile.schedule
+    if task is None or task.crontab is None:
+        return ""
+    c = task.crontab
+    return " ".join((c.minute, c.hour, c.day_of_month, c.month_of_year, c.day_of_week))
+
+
+def profile_run_scheduled(*, profile):
+    from .models import Run
+    from .services import run_create, run_execute, run_refuse
+
+    run = run_create(engine=profile.engine, spec=profile.spec(), profile=profile, trigger=Run.Trigger.SCHEDULED)
+    busy = Run.objects.filter(engine=profile.engine, status=Run.Status.RUNNING).exclude(pk=run.pk).first()
+    if busy is not None:
+        return run_refuse(run=run, reason=f"another benchmark (run {busy.pk}) is running on this engine")
+    return run_execute(run=run)
+
+
+def runs_sweep_stale():
+    from .models import Run
+
+    failed = 0
+    for run in Run.objects.filter(status=Run.Status.RUNNING, started_at__isnull=False):
+        params = run.config.get("params") or {}
+        budget = params.get("timeout_s", 600) * (params.get("reps", 3) + 3) + STALE_MARGIN_S
+        if run.started_at < timezone.now() - timedelta(seconds=budget):
+            failed += Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
+                status=Run.Status.FAILED, finished_at=timezone.now(),
+                reason="the worker stopped mid-run (no result within the run's time budget)")
+    return failed

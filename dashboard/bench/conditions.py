@@ -1,0 +1,86 @@
+"""What a run measured (configuration) and under which conditions, from the collectors'
+latest readings; and why a run is tainted (a busy neighbour, a firing alert)."""
+from django.apps import apps
+from django.db.models import Q
+from django.utils import timezone
+
+from dashboard.models import Engine
+
+REGRESSION_RULE = "benchmark_regression"
+NEIGHBOUR_BUSY_TOKENS_PER_S = 0.5
+
+
+def config_snapshot(*, engine, spec, info):
+    latest = engine.latest or {}
+    return {"params": spec.as_dict(), "params_hash": spec.params_hash(),
+            "engine": {"name": engine.name, "kind": engine.kind, "url": engine.url,
+                       "models": latest.get("models") or ([info["model"]] if info.get("model") else []),
+                       "version": info.get("version"),
+                       "kv_pool_tokens": latest.get("kv_pool_tokens"),
+                       "window": latest.get("window") or info.get("window")},
+            "prompt": {k: info.get(k) for k in ("filler_words", "calibrated_prompt_tokens", "counted_by")}}
+
+
+def _gpu(gpu):
+    keys = ("index", "name", "sm_clock_mhz", "sm_clock_max_mhz", "pstate", "power_w", "utilization_pct",
+            "temperature_c", "clocks_event_reasons")
+    return {k: gpu.get(k) for k in keys}
+
+
+def _psi(host_latest):
+    psi = (host_latest.get("host") or {}).get("psi") or {}
+    out = {}
+    for res in ("memory", "cpu", "io"):
+        for kind in ("some", "full"):
+            value = ((psi.get(res) or {}).get(kind) or {}).get("avg10")
+            if value is not None:
+                out[f"{res}.{kind}.avg10"] = value
+    return out
+
+
+def _busy(latest):
+    running = latest.get("requests_running") or 0
+    rate = latest.get("generation_tokens_per_s") or 0
+    return running > 0 or rate > NEIGHBOUR_BUSY_TOKENS_PER_S
+
+
+def conditions_snapshot(*, engine, partner_ids=()):
+    """GPU clocks and PSI of the engine's host, and which other engines were generating."""
+    engine = Engine.objects.select_related("host").get(pk=engine.pk)
+    host_latest = engine.host.latest or {}
+    neighbours = []
+    for other in Engine.objects.filter(host=engine.host).exclude(pk=engine.pk):
+        latest = other.latest or {}
+        neighbours.append({"name": other.name, "partner": other.pk in partner_ids,
+                           "requests_running": latest.get("requests_running"),
+                           "generation_tokens_per_s": latest.get("generation_tokens_per_s"),
+                           "generating": _busy(latest)})
+    own = engine.latest or {}
+    return {"at": timezone.now().isoformat(), "gpus": [_gpu(g) for g in host_latest.get("gpus") or []],
+            "psi": _psi(host_latest), "neighbours": neighbours,
+            "engine": {"requests_running": own.get("requests_running"), "kv_cache_usage": own.get("kv_cache_usage"),
+                       "status": engine.status}}
+
+
+def firing_alerts_during(*, engine, start, end):
+    """Alerts (other than the benchmark's own) that fired on this engine or its host during [start, end]."""
+    try:
+        AlertEvent = apps.get_model("alerts", "AlertEvent")
+    except LookupError:  # the alert engine is not installed yet
+        return []
+    subject = Q(engine=engine) | Q(host=engine.host_id)
+    overlap = Q(started_at__lte=end) & (Q(resolved_at__isnull=True) | Q(resolved_at__gte=start))
+    rows = AlertEvent.objects.filter(subject, overlap).exclude(state="pending").exclude(rule=REGRESSION_RULE)
+    return [f"alert {getattr(a, 'rule', '?')} ({getattr(a, 'severity', '?')}) was firing" for a in rows[:10]]
+
+
+def taint_reasons(*, engine, before, after, start, end):
+    reasons = []
+    for when, snap in (("start", before), ("end", after)):
+        for n in snap.get("neighbours", []):
+            if n["generating"] and not n["partner"]:
+                reasons.append(f"neighbour {n['name']} was generating at the {when}")
+        busy = (snap.get("engine") or {}).get("requests_running") or 0
+        if when == "start" and busy:
+            reasons.append(f"the engine was already serving {busy} request(s) at the start")
+    return reasons + firing_alerts_during(engine=engine, start=start, end=end)

@@ -1,0 +1,189 @@
+"""Benchmark services: queue a run, execute it, record every request.
+
+`run_execute` owns the event loop (asyncio.Runner) and saves between rounds, so each
+repetition is in the database — and on the run page's progress bar — as soon as it ends."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from datetime import datetime, timezone as dt_tz
+
+from django.db import transaction
+from django.utils import timezone
+
+from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
+
+from .client import check_output, measure
+from .conditions import conditions_snapshot, config_snapshot, taint_reasons
+from .models import Repetition, Run
+from .session import BenchSession, CalibrationError
+from .spec import RunSpec
+from .stats import run_stats
+from .verify import cache_checks, depth_check, preflight
+
+log = logging.getLogger(__name__)
+
+
+def run_create(*, engine, spec: RunSpec, profile=None, trigger=Run.Trigger.MANUAL, user=None, pair=None, phase=""):
+    """A queued run carrying its full parameters (executed later by a worker or the CLI)."""
+    return Run.objects.create(profile=profile, engine=engine, params_hash=spec.params_hash(), trigger=trigger,
+                              created_by=user, config={"params": spec.as_dict()}, pair=pair, phase=phase,
+                              total_reps=spec.reps * spec.concurrency)
+
+
+def run_enqueue(*, profile, user=None, trigger=Run.Trigger.MANUAL):
+    """Queue a run of PROFILE on a worker (after commit)."""
+    from .tasks import bench_run_execute
+
+    run = run_create(engine=profile.engine, spec=profile.spec(), profile=profile, trigger=trigger, user=user)
+    transaction.on_commit(lambda: bench_run_execute.delay(run.pk))
+    return run
+
+
+def _claim(run):
+    """Queued → running, once: a redelivered task finds nothing to do."""
+    claimed = Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(
+        status=Run.Status.RUNNING, started_at=timezone.now())
+    run.refresh_from_db()
+    return claimed == 1
+
+
+def _progress(run):
+    publish_on_commit(GROUP_ALL, LiveEvent(type="bench.progress", payload={
+        "run": run.pk, "done": run.done_reps, "total": run.total_reps, "status": run.status}))
+
+
+def run_refuse(*, run, reason):
+    run.status, run.reason, run.finished_at = Run.Status.REFUSED, reason, timezone.now()
+    run.save(update_fields=["status", "reason", "finished_at"])
+    _progress(run)
+    return run
+
+
+def _fail(run, reason):
+    run.status, run.reason, run.finished_at = Run.Status.FAILED, reason[:2000], timezone.now()
+    run.save(update_fields=["status", "reason", "finished_at", "stats", "checks", "config"])
+    _progress(run)
+    return run
+
+
+def _wall(t_mono, anchor):
+    """A monotonic instant as wall-clock time (anchor = (monotonic, wall) taken together)."""
+    return datetime.fromtimestamp(anchor[1] + (t_mono - anchor[0]), tz=dt_tz.utc)
+
+
+def _save_round(run, index, results, spec, anchor):
+    rows = []
+    for stream, result in enumerate(results):
+        check_output(result, spec.output_tokens)
+        row = Repetition(run=run, index=index, stream=stream, started_at=_wall(result.t_send, anchor),
+                         ok=result.bucket is None, bucket=result.bucket or "", error=result.error,
+                         http_status=result.status, finish_reason=result.finish_reason or "", timings=result.timings)
+        if row.ok:
+            m = measure(result)
+            for name in ("ttft_ms", "first_answer_ms", "decode_tokens_per_s", "chunks", "prompt_tokens",
+                         "cached_tokens", "completion_tokens", "reasoning_tokens", "reasoning_chunks", "total_ms"):
+                setattr(row, name, getattr(m, name))
+            row.chunk_summary = {"gap_ms": m.chunk_gap_ms, "first_ms": m.ttft_ms,
+                                 "last_ms": (result.chunk_times[-1] - result.t_send) * 1000}
+        rows.append(row)
+    Repetition.objects.bulk_create(rows)
+    run.done_reps += len(rows)
+    run.save(update_fields=["done_reps"])
+    _progress(run)
+    return rows
+
+
+def _measure(run, spec, runner, anchor, ready=None):
+    """Open the session, refuse if the prompt cannot fit, warm up, send every round."""
+    session = runner.run(BenchSession(spec).open())
+    try:
+        window = (run.engine.latest or {}).get("window") or session.info.get("window")
+        reason = preflight(spec=spec, window=window, engine_status=run.engine.status)
+        if reason:
+            return reason, []
+        runner.run(session.calibrate())
+        run.config = config_snapshot(engine=run.engine, spec=spec, info=session.info)
+        run.config["warmup"] = _brief(runner.run(session.warmup()))
+        if spec.mode == "follow_up":
+            run.config["prime"] = _brief(runner.run(session.prime()))
+        run.save(update_fields=["config"])
+        if ready is not None:  # co-residency: start the rounds together with the other engine
+            ready()
+        reps = []
+        for index in range(spec.reps):
+            reps += _save_round(run, index, runner.run(session.round(index)), spec, anchor)
+        return None, reps
+    finally:
+        runner.run(session.close())
+
+
+def _brief(result):
+    return {"ok": result.bucket is None, "bucket": result.bucket, "error": result.error,
+            "cached_tokens": ((result.usage or {}).get("prompt_tokens_details") or {}).get("cached_tokens")}
+
+
+def run_execute(*, run, partner_ids=(), ready=None):
+    """Execute a queued run end to end; never raises for engine faults (they are recorded)."""
+    if not _claim(run):
+        return run
+    _progress(run)
+    spec = RunSpec.from_dict(run.config["params"])
+    before = conditions_snapshot(engine=run.engine, partner_ids=partner_ids)
+    anchor = (time.monotonic(), timezone.now().timestamp())
+    try:
+        with asyncio.Runner() as runner:
+            refusal, reps = _measure(run, spec, runner, anchor, ready)
+    except CalibrationError as exc:
+        return _fail(run, f"could not build the prompt to depth {spec.depth}: {exc}")
+    if refusal:
+        return run_refuse(run=run, reason=refusal)
+    return run_finish(run=run, spec=spec, reps=reps, before=before, partner_ids=partner_ids)
+
+
+def run_finish(*, run, spec, reps, before, partner_ids=()):
+    after = conditions_snapshot(engine=run.engine, partner_ids=partner_ids)
+    run.finished_at = timezone.now()
+    run.conditions = {"start": before, "end": after}
+    run.taint_reasons = taint_reasons(engine=run.engine, before=before, after=after,
+                                      start=run.started_at, end=run.finished_at)
+    run.tainted = bool(run.taint_reasons)
+    run.checks = cache_checks(spec=spec, reps=reps) + depth_check(spec=spec, reps=reps)
+    errors = Counter(r.bucket for r in reps if not r.ok)
+    run.stats = run_stats([_as_dict(r) for r in reps if r.ok], errors, spec.reps)
+    failed_checks = [c["name"] for c in run.checks if c["ok"] is False]
+    if not any(r.ok for r in reps):
+        run.status, run.reason = Run.Status.FAILED, "every request failed: " + ", ".join(f"{k} ×{v}" for k, v in errors.items())
+    elif failed_checks:
+        run.status, run.reason = Run.Status.FAILED, "verification failed: " + ", ".join(failed_checks)
+    else:
+        run.status = Run.Status.DONE
+    run.save()
+    _progress(run)
+    if run.trigger == Run.Trigger.SCHEDULED:
+        from .regression import regression_check
+
+        regression_check(run=run)
+    return run
+
+
+def _as_dict(rep):
+    return {name: getattr(rep, name) for name in ("ttft_ms", "first_answer_ms", "decode_tokens_per_s", "prompt_tokens",
+                                                  "completion_tokens", "cached_tokens", "reasoning_tokens", "chunks",
+                                                  "total_ms")}
+
+
+def run_summary(run):
+    """The result as `sparkops bench run --json` prints it."""
+    stats = run.stats or {}
+    out = {"run": run.pk, "status": run.status, "reason": run.reason, "engine": run.engine.name,
+           "params_hash": run.params_hash, "tainted": run.tainted, "taint_reasons": run.taint_reasons,
+           "checks": run.checks}
+    for name in ("ttft_ms", "first_answer_ms", "decode_tokens_per_s", "prompt_tokens", "completion_tokens",
+                 "cached_tokens", "reasoning_tokens", "chunks"):
+        out[name] = {k: v for k, v in (stats.get(name) or {"n": 0}).items()}
+    out["errors"] = stats.get("errors", {})
+    out["reps"] = stats.get("reps", (run.config.get("params") or {}).get("reps"))
+    return out

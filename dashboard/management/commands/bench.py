@@ -1,0 +1,115 @@
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.bench.models import Profile, Run
+from dashboard.bench.services import run_create, run_execute, run_summary
+from dashboard.bench.spec import RunSpec
+from dashboard.models import Engine
+
+FIGURES = ("ttft_ms", "first_answer_ms", "decode_tokens_per_s", "prompt_tokens", "completion_tokens",
+           "cached_tokens", "reasoning_tokens", "chunks")
+
+
+def _positive(value):
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a whole number") from None
+    if number < 0:
+        raise ValueError(f"{value!r} must not be negative")
+    return number
+
+
+class Command(BaseCommand):
+    help = "Run a benchmark against an engine now, or list profiles and recent runs."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        run = sub.add_parser("run", help="benchmark an engine now (streams, prints the result)")
+        target = run.add_mutually_exclusive_group(required=True)
+        target.add_argument("--engine", help="engine name (ad-hoc parameters below)")
+        target.add_argument("--profile", help="run a saved profile instead")
+        run.add_argument("--depth", type=_positive, default=1024, help="prompt tokens (default 1024)")
+        run.add_argument("--output-tokens", type=_positive, default=512, help="pinned output tokens (default 512)")
+        run.add_argument("--reps", type=_positive, default=3, help="repetitions, odd (default 3)")
+        run.add_argument("--concurrency", type=_positive, default=1)
+        run.add_argument("--force", action="store_true", help="allow depth > 0 with concurrency > 1")
+        run.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
+        mode = run.add_mutually_exclusive_group()
+        mode.add_argument("--cold", dest="mode", action="store_const", const="cold")
+        mode.add_argument("--follow-up", dest="mode", action="store_const", const="follow_up")
+        run.add_argument("--json", action="store_true")
+        lst = sub.add_parser("list", help="profiles and their latest runs")
+        lst.add_argument("--json", action="store_true")
+
+    def handle(self, *args, action, **opts):
+        getattr(self, f"do_{action}")(**opts)
+
+    def _spec(self, opts):
+        if opts["profile"]:
+            profile = Profile.objects.select_related("engine").filter(name=opts["profile"]).first()
+            if profile is None:
+                raise CommandError(f"no profile named {opts['profile']!r} (see `sparkops bench list`)")
+            return profile.engine, profile.spec(), profile
+        engine = Engine.objects.filter(name=opts["engine"]).first()
+        if engine is None:
+            raise CommandError(f"no engine named {opts['engine']!r} (see `sparkops engine list`)")
+        spec = RunSpec(engine_name=engine.name, engine_kind=engine.kind, base_url=engine.base_url,
+                       depth=opts["depth"], mode=opts["mode"] or "cold", output_tokens=opts["output_tokens"],
+                       reps=opts["reps"], concurrency=opts["concurrency"], force=opts["force"],
+                       timeout_s=opts["timeout"])
+        return engine, spec, None
+
+    def do_run(self, **opts):
+        engine, spec, profile = self._spec(opts)
+        if opts["timeout"] <= 0:
+            raise CommandError("--timeout must be positive")
+        run = run_create(engine=engine, spec=spec, profile=profile, trigger=Run.Trigger.CLI)
+        run = run_execute(run=run)
+        summary = run_summary(run)
+        if opts["json"]:
+            self.stdout.write(json.dumps(summary, indent=2))
+        else:
+            self._print(summary)
+        if run.status != Run.Status.DONE:
+            raise CommandError(f"run {run.pk} {run.status}: {run.reason}")
+
+    def _print(self, s):
+        self.stdout.write(f"run {s['run']} on {s['engine']}: {s['status']}  (hash {s['params_hash']}, reps {s['reps']})")
+        for name in FIGURES:
+            f = s[name]
+            if f.get("n"):
+                self.stdout.write(f"  {name:<22} median {f['median']:>10.2f}  min {f['min']:>10.2f}  "
+                                  f"max {f['max']:>10.2f}  n={f['n']}")
+        errors = ", ".join(f"{k} ×{v}" for k, v in s["errors"].items()) or "none"
+        self.stdout.write(f"  errors: {errors}")
+        for c in s["checks"]:
+            mark = {True: "ok", False: "FAILED", None: "unverified"}[c["ok"]]
+            self.stdout.write(f"  check {c['name']}: {mark} — {c['detail']}")
+        if s["tainted"]:
+            self.stdout.write("  TAINTED: " + "; ".join(s["taint_reasons"]))
+
+    def do_list(self, *, json: bool, **_):
+        rows = []
+        for p in Profile.objects.select_related("engine"):
+            last = p.runs.filter(params_hash=p.params_hash).order_by("-created_at").first()
+            rows.append({"profile": p.name, "engine": p.engine.name, "workload": p.workload, "depth": p.depth,
+                         "mode": p.mode, "output_tokens": p.output_tokens, "reps": p.reps, "hash": p.params_hash,
+                         "last_run": None if last is None else {"id": last.pk, "status": last.status,
+                                                                "decode_median": last.decode_median,
+                                                                "at": last.created_at.isoformat()}})
+        if json:
+            self.stdout.write(_dumps(rows))
+            return
+        if not rows:
+            self.stdout.write("no benchmark profiles")
+        for r in rows:
+            last = r["last_run"]
+            tail = "never run" if last is None else f"run {last['id']} {last['status']} decode {last['decode_median']}"
+            self.stdout.write(f"{r['profile']:<24} {r['engine']:<16} {r['mode']:<9} depth {r['depth']:<7} "
+                              f"out {r['output_tokens']:<6} {tail}")
+
+
+def _dumps(data):
+    return json.dumps(data, indent=2)
