@@ -1,10 +1,17 @@
 from django.urls import path
 
-from . import views
+from . import ledger_views, views
 
 app_name = "changelog"
 urlpatterns = [
     path("", views.index, name="index"),
-    path("<int:pk>/", views.index, name="entry"),
-    path("ledgers/", views.index, name="ledgers"),
+    path("new/", views.entry_new, name="new"),
+    path("export/", views.export, name="export"),
+    path("<int:pk>/", views.entry_detail, name="entry"),
+    path("<int:pk>/edit/", views.entry_edit_view, name="edit"),
+    path("<int:pk>/correct/", views.correction_new, name="correct"),
+    path("ledgers/", ledger_views.ledgers, name="ledgers"),
+    path("ledgers/kvpool/add/", ledger_views.kvpool_add, name="kvpool-add"),
+    path("ledgers/incidents/<int:pk>/close/", ledger_views.incident_close, name="incident-close"),
+    path("ledgers/<str:ledger>.<str:fmt>", ledger_views.ledger_export, name="ledger-export"),
 ]

@@ -1,5 +1,134 @@
-from django.shortcuts import render
+"""Change-log pages: timeline, entry (claims with corrections beside them), new entry, edit
+within the grace period, new correction, export. Viewers read; every write is operator-only."""
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods
+
+from dashboard.roles import role_required
+
+from . import markdown as log_markdown
+from .forms import ClaimFormSet, CorrectionForm, EntryForm, claims_from
+from .grammar import format_when
+from .models import AppendOnlyError, Entry
+from .selectors import claim_measurement, entry_timeline
+from .services import correction_create, entry_create, entry_edit
+from .timeline import TimelineFilter
 
 
+@require_GET
 def index(request):
-    return render(request, "dashboard/placeholder.html", {"section": "changelog"})
+    filters = TimelineFilter(request.GET or None)
+    entries = entry_timeline(**filters.criteria()) if filters.is_valid() or not request.GET else Entry.objects.none()
+    page = Paginator(entries, 50).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "changelog/index.html",
+                  {"filters": filters, "page": page, "query": query.urlencode(), "kinds": Entry.Kind.choices})
+
+
+def _entry_context(entry):
+    claims = []
+    for claim in entry.claims.select_related("engine").prefetch_related("corrections__evidence"):
+        claims.append({"claim": claim, "corrections": list(claim.corrections.all()),
+                       "comparison": claim_measurement(claim=claim)})
+    return {
+        "entry": entry, "claims": claims,
+        "entry_corrections": entry.corrections.filter(claim__isnull=True).prefetch_related("evidence"),
+        "flags": entry.flags.all(), "evidence": entry.evidence.all(), "revisions": entry.revisions.all(),
+        "incidents": entry.incidents.all(), "engines": entry.engines.all(),
+    }
+
+
+@require_GET
+def entry_detail(request, pk):
+    entry = get_object_or_404(Entry, pk=pk)
+    initial = {"target": request.GET.get("claim", "entry")}
+    form = CorrectionForm(entry=entry, initial=initial)
+    return render(request, "changelog/entry.html", {**_entry_context(entry), "correction_form": form})
+
+
+@role_required("operator")
+@require_http_methods(["GET", "POST"])
+def entry_new(request):
+    form = EntryForm(request.POST or None, initial={"effective_at": _now_minute()})
+    claims = ClaimFormSet(request.POST or None, prefix="claims")
+    if request.method == "POST" and form.is_valid() and claims.is_valid():
+        d = form.cleaned_data
+        entry = entry_create(author=request.user, effective_at=d["effective_at"], title=d["title"], kind=d["kind"],
+                             engines=d["engines"], units=d["units"], body_md=d["body_md"], reason=d["reason"],
+                             expected_effect=d["expected_effect"], flags=d["flags"], claims=claims_from(claims),
+                             evidence=d["evidence"])
+        messages.success(request, f"Logged “{entry.title}”.")
+        return redirect(entry)
+    if request.method == "POST":
+        messages.error(request, "Nothing was saved: fix the fields marked below.")
+    return render(request, "changelog/entry_form.html", {"form": form, "claims": claims, "editing": None})
+
+
+def _now_minute():
+    return timezone.localtime().replace(second=0, microsecond=0)
+
+
+def _edit_initial(entry):
+    return {"effective_at": timezone.localtime(entry.effective_at), "kind": entry.kind, "title": entry.title,
+            "engines": list(entry.engines.all()), "units": entry.units, "body_md": entry.body_md,
+            "reason": entry.reason, "expected_effect": entry.expected_effect,
+            "flags": "\n".join(str(f) for f in entry.flags.all())}
+
+
+@role_required("operator")
+@require_http_methods(["GET", "POST"])
+def entry_edit_view(request, pk):
+    entry = get_object_or_404(Entry, pk=pk)
+    if entry.is_locked:
+        messages.error(request, f"The grace period for edits ended {format_when(entry.editable_until)}; "
+                                "write a correction instead.")
+        return redirect(entry)
+    form = EntryForm(request.POST or None, initial=_edit_initial(entry))
+    form.fields.pop("evidence")
+    claim_initial = [{"text": c.text, "metric": c.metric, "predicted": c.predicted, "window": c.window,
+                      "engine": c.engine} for c in entry.claims.all()]
+    claims = ClaimFormSet(request.POST or None, prefix="claims", initial=claim_initial)
+    if request.method == "POST" and form.is_valid() and claims.is_valid():
+        d = form.cleaned_data
+        try:
+            entry_edit(entry=entry, user=request.user, effective_at=d["effective_at"], title=d["title"],
+                       kind=d["kind"], engines=d["engines"], units=d["units"], body_md=d["body_md"],
+                       reason=d["reason"], expected_effect=d["expected_effect"], flags=d["flags"],
+                       claims=claims_from(claims))
+        except AppendOnlyError as exc:
+            messages.error(request, f"Nothing was saved: {exc}")
+            return redirect(entry)
+        messages.success(request, "Edit saved; the previous text is kept in the edit history.")
+        return redirect(entry)
+    if request.method == "POST":
+        messages.error(request, "Nothing was saved: fix the fields marked below.")
+    return render(request, "changelog/entry_form.html", {"form": form, "claims": claims, "editing": entry})
+
+
+@role_required("operator")
+@require_http_methods(["POST"])
+def correction_new(request, pk):
+    entry = get_object_or_404(Entry, pk=pk)
+    form = CorrectionForm(request.POST, entry=entry)
+    if form.is_valid():
+        d = form.cleaned_data
+        correction_create(entry=entry, author=request.user, text_md=d["text_md"], corrected_at=d["corrected_at"],
+                          claim=d["claim"], mark=d["mark"], evidence=d["evidence"])
+        messages.success(request, "Correction added beside the original.")
+        return redirect(entry)
+    messages.error(request, "Nothing was saved: fix the correction's fields.")
+    return render(request, "changelog/entry.html", {**_entry_context(entry), "correction_form": form}, status=400)
+
+
+@require_GET
+def export(request):
+    fmt = request.GET.get("format", "md")
+    if fmt == "json":
+        return HttpResponse(log_markdown.export_json(), content_type="application/json; charset=utf-8",
+                            headers={"Content-Disposition": 'attachment; filename="changelog.json"'})
+    return HttpResponse(log_markdown.export_markdown(), content_type="text/markdown; charset=utf-8",
+                        headers={"Content-Disposition": 'attachment; filename="changelog.md"'})

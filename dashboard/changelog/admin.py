@@ -1,0 +1,66 @@
+"""The admin reads the log; it never writes it. No add, change or delete permission for
+anyone, superusers included, so the admin is not a back door around append-only."""
+from django.contrib import admin
+
+from .models import Claim, Correction, Entry, EntryRevision, EvidenceLink, FlagChange
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_actions(self, request):
+        return {}  # "delete selected" would otherwise be offered
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class FlagInline(ReadOnlyInline):
+    model = FlagChange
+
+
+class ClaimInline(ReadOnlyInline):
+    model = Claim
+
+
+class CorrectionInline(ReadOnlyInline):
+    model = Correction
+    fk_name = "entry"
+
+
+@admin.register(Entry)
+class EntryAdmin(ReadOnlyAdmin):
+    list_display = ("effective_at", "kind", "title", "author_name", "created_at")
+    list_filter = ("kind", "engines")
+    search_fields = ("title", "body_md")
+    inlines = [FlagInline, ClaimInline, CorrectionInline]
+
+
+@admin.register(Correction)
+class CorrectionAdmin(ReadOnlyAdmin):
+    list_display = ("corrected_at", "entry", "claim", "mark", "author_name")
+
+
+@admin.register(EntryRevision)
+class EntryRevisionAdmin(ReadOnlyAdmin):
+    list_display = ("entry", "revised_at", "revised_by")
+
+
+@admin.register(EvidenceLink)
+class EvidenceLinkAdmin(ReadOnlyAdmin):
+    list_display = ("kind", "url", "ref_id", "entry", "correction")

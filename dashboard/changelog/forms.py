@@ -1,0 +1,204 @@
+"""Forms for entries, corrections and the ledgers. They validate everything and build the
+arguments the services take, so a view never saves half an entry."""
+from datetime import timedelta
+
+from django import forms
+from django.utils import timezone
+
+from dashboard.models import Engine, KVPoolEntry
+from dashboard.models.ledgers import GIB
+
+from .grammar import parse_evidence_lines, parse_flags
+from .models import Claim, Correction, Entry
+
+DATETIME_WIDGET = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
+DT_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d"]
+FLAG_HELP = "One per line: --max-model-len: 131072 → 262144 ('->' works too)."
+EVIDENCE_HELP = "One per line: a URL, run:ID, alert:ID or chart:2026-08-20T09:00/2026-08-20T10:00."
+
+
+def _reserved_lines(text):
+    """Lines the Markdown log reads as structure; refused so export → import keeps the entry intact."""
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.startswith("## "):
+            return f"line {n} starts with '## ', which begins a new entry in the Markdown log; use '### '."
+        if line.lstrip("> ").startswith("Correction ") and line.startswith(">"):
+            return f"line {n} looks like a correction; write corrections with the correction form."
+    return None
+
+
+class EntryForm(forms.Form):
+    effective_at = forms.DateTimeField(widget=DATETIME_WIDGET, input_formats=DT_FORMATS,
+                                       help_text="When it took effect; may be in the past.")
+    kind = forms.ChoiceField(choices=Entry.Kind.choices)
+    title = forms.CharField(max_length=200)
+    engines = forms.ModelMultipleChoiceField(queryset=Engine.objects.all(), required=False,
+                                             widget=forms.CheckboxSelectMultiple)
+    units = forms.CharField(required=False, help_text="systemd units, comma-separated")
+    flags = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), help_text=FLAG_HELP)
+    body_md = forms.CharField(label="Body (Markdown)", required=False, widget=forms.Textarea(attrs={"rows": 8}))
+    reason = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    expected_effect = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    evidence = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text=EVIDENCE_HELP)
+
+    def clean_title(self):
+        title = self.cleaned_data["title"].strip()
+        if "\n" in title or not title:
+            raise forms.ValidationError("A title is one non-empty line.")
+        return title
+
+    def clean_flags(self):
+        try:
+            return parse_flags(self.cleaned_data["flags"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean_evidence(self):
+        try:
+            return parse_evidence_lines(self.cleaned_data["evidence"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean_body_md(self):
+        body = self.cleaned_data["body_md"]
+        problem = _reserved_lines(body)
+        if problem:
+            raise forms.ValidationError(problem)
+        return body
+
+    def clean(self):
+        data = super().clean()
+        if data.get("kind") == Entry.Kind.FLAG_CHANGE and not data.get("flags") and "flags" not in self.errors:
+            self.add_error("flags", "A flag-change entry names at least one flag change.")
+        return data
+
+
+class ClaimForm(forms.Form):
+    text = forms.CharField(label="Claim", required=False, widget=forms.Textarea(attrs={"rows": 2}))
+    metric = forms.ChoiceField(choices=[("", "no prediction"), *Claim.Metric.choices], required=False)
+    predicted = forms.FloatField(required=False, label="Predicted value")
+    window = forms.IntegerField(required=False, min_value=1, label="At window")
+    engine = forms.ModelChoiceField(queryset=Engine.objects.all(), required=False)
+
+    def clean(self):
+        data = super().clean()
+        has_number = data.get("metric") or data.get("predicted") is not None
+        if has_number and not (data.get("text") or "").strip():
+            raise forms.ValidationError("A prediction belongs to a claim: write the claim's text.")
+        if bool(data.get("metric")) != (data.get("predicted") is not None) and not self.errors:
+            raise forms.ValidationError("A prediction needs both a metric and a predicted value.")
+        return data
+
+    def claim_fields(self):
+        d = self.cleaned_data
+        return {"text": d["text"].strip(), "metric": d.get("metric") or "", "predicted": d.get("predicted"),
+                "window": d.get("window"), "engine": d.get("engine")}
+
+
+ClaimFormSet = forms.formset_factory(ClaimForm, extra=2, max_num=20)
+
+
+def claims_from(formset):
+    return [f.claim_fields() for f in formset.forms if (f.cleaned_data.get("text") or "").strip()]
+
+
+class CorrectionForm(forms.Form):
+    corrected_at = forms.DateTimeField(widget=DATETIME_WIDGET, input_formats=DT_FORMATS, initial=timezone.now,
+                                       label="Date of the correction")
+    target = forms.ChoiceField(label="Corrects")
+    mark = forms.ChoiceField(choices=Correction.Mark.choices, required=False, label="Mark the claim")
+    text_md = forms.CharField(label="Correction (Markdown)", widget=forms.Textarea(attrs={"rows": 5}))
+    evidence = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text=EVIDENCE_HELP)
+
+    def __init__(self, *args, entry, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.entry = entry
+        self.claims = {str(c.pk): c for c in entry.claims.all()}
+        self.fields["target"].choices = [("entry", "the whole entry")] + [
+            (pk, f"claim {c.position + 1}: {c.text[:70]}") for pk, c in self.claims.items()]
+
+    def clean_evidence(self):
+        try:
+            return parse_evidence_lines(self.cleaned_data["evidence"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean_text_md(self):
+        text = self.cleaned_data["text_md"].strip()
+        if not text:
+            raise forms.ValidationError("Say what was wrong and what is right.")
+        problem = _reserved_lines(text)
+        if problem:
+            raise forms.ValidationError(problem)
+        return text
+
+    def clean(self):
+        data = super().clean()
+        data["claim"] = self.claims.get(data.get("target"))
+        if data.get("mark") and data["claim"] is None and "target" not in self.errors:
+            self.add_error("mark", "Withdrawn or superseded applies to one claim; pick the claim it corrects.")
+        return data
+
+
+class KVPoolEntryForm(forms.ModelForm):
+    kv_memory_gib = forms.FloatField(required=False, min_value=0, label="KV memory (GiB)")
+
+    class Meta:
+        model = KVPoolEntry
+        fields = ["recorded_at", "engine", "memory_share", "pool_tokens", "window", "concurrency", "note"]
+        widgets = {"recorded_at": DATETIME_WIDGET, "note": forms.TextInput()}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["recorded_at"].input_formats = DT_FORMATS
+        self.fields["concurrency"].help_text = "Leave empty to compute pool ÷ window."
+
+    def clean_memory_share(self):
+        share = self.cleaned_data.get("memory_share")
+        if share is not None and not 0 < share <= 1:
+            raise forms.ValidationError("--gpu-memory-utilization is a fraction between 0 and 1, e.g. 0.45.")
+        return share
+
+    def clean(self):
+        data = super().clean()
+        for name in ("pool_tokens", "window"):
+            if data.get(name) is not None and data[name] <= 0:
+                self.add_error(name, "Must be a positive number.")
+        if data.get("concurrency") is None and data.get("pool_tokens") and data.get("window"):
+            data["concurrency"] = round(data["pool_tokens"] / data["window"], 2)
+        return data
+
+    def save(self, commit=True):
+        row = super().save(commit=False)
+        gib = self.cleaned_data.get("kv_memory_gib")
+        row.kv_memory_bytes = round(gib * GIB) if gib is not None else None
+        row.concurrency = self.cleaned_data.get("concurrency")
+        row.source = KVPoolEntry.Source.MANUAL
+        if commit:
+            row.save()
+        return row
+
+
+class IncidentCloseForm(forms.Form):
+    closed_at = forms.DateTimeField(widget=DATETIME_WIDGET, input_formats=DT_FORMATS, initial=timezone.now)
+    fix_that_held = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}))
+    entries = forms.ModelMultipleChoiceField(queryset=Entry.objects.none(),
+                                             required=False, label="Change-log entries that fixed it")
+
+    def __init__(self, *args, incident, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.incident = incident
+        self.fields["entries"].queryset = Entry.objects.filter(
+            effective_at__gte=incident.opened_at - timedelta(days=1)).order_by("effective_at")
+
+    def clean_fix_that_held(self):
+        text = self.cleaned_data["fix_that_held"].strip()
+        if not text:
+            raise forms.ValidationError("Write the fix that held.")
+        return text
+
+    def clean_closed_at(self):
+        closed = self.cleaned_data["closed_at"]
+        if closed < self.incident.opened_at:
+            raise forms.ValidationError("An incident cannot close before it opened.")
+        return closed

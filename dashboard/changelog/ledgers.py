@@ -1,0 +1,83 @@
+"""The KV-pool and incident ledgers as rows, Markdown tables and CSV, in the field report's
+columns. One row builder per ledger so the page, the Markdown and the CSV never disagree."""
+import csv
+import io
+
+from dashboard.models import Incident, KVPoolEntry
+from dashboard.models.ledgers import GIB
+
+from .grammar import format_when
+
+KVPOOL_COLUMNS = ["date", "engine", "memory share", "KV memory (GiB)", "pool (tokens)", "window",
+                  "concurrency at window", "tokens per GiB", "source", "note"]
+INCIDENT_COLUMNS = ["date", "unit", "trigger", "peak or duration", "fix that held", "closed", "change-log entries"]
+
+
+def _num(value, fmt="{:,}"):
+    return "" if value is None else fmt.format(value)
+
+
+def kvpool_rows():
+    rows = KVPoolEntry.objects.select_related("engine").order_by("recorded_at", "id")
+    return [[format_when(r.recorded_at), r.engine.name, _num(r.memory_share, "{:.2f}"),
+             _num(r.kv_memory_bytes / GIB if r.kv_memory_bytes else None, "{:.2f}"), _num(r.pool_tokens),
+             _num(r.window), _num(r.concurrency, "{:.2f}×"), _num(r.tokens_per_gib, "{:,.0f}"), r.source, r.note]
+            for r in rows]
+
+
+def incident_rows():
+    rows = Incident.objects.select_related("engine").prefetch_related("changelog_entries").order_by("opened_at", "id")
+    return [[format_when(i.opened_at), i.unit or (i.engine.name if i.engine_id else ""), i.trigger,
+             i.peak or _duration(i), i.fix_that_held, format_when(i.closed_at) if i.closed_at else "",
+             ", ".join(f"#{e.pk} {e.title}" for e in i.changelog_entries.all())]
+            for i in rows]
+
+
+def _duration(incident):
+    d = incident.duration
+    if d is None:
+        return ""
+    minutes = int(d.total_seconds() // 60)
+    return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
+
+
+def as_markdown(title, columns, rows):
+    cell = lambda v: str(v).replace("|", "\\|").replace("\n", " ")  # noqa: E731 — a pipe would split the cell
+    lines = [f"## {title}", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def as_csv(columns, rows):
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(columns)
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+LEDGERS = {
+    "kvpool": ("KV-pool ledger", KVPOOL_COLUMNS, kvpool_rows),
+    "incidents": ("Incident ledger", INCIDENT_COLUMNS, incident_rows),
+}
+
+
+def export_ledger(*, ledger, fmt):
+    """(text, content type) of one ledger; KeyError for an unknown ledger or format."""
+    title, columns, rows = LEDGERS[ledger]
+    if fmt == "md":
+        return as_markdown(title, columns, rows()), "text/markdown; charset=utf-8"
+    if fmt == "csv":
+        return as_csv(columns, rows()), "text/csv; charset=utf-8"
+    raise KeyError(fmt)
+
+
+def pool_chart_data():
+    """Pool tokens per engine over time, one Plotly trace per engine."""
+    traces = {}
+    for r in KVPoolEntry.objects.select_related("engine").filter(pool_tokens__isnull=False).order_by("recorded_at"):
+        t = traces.setdefault(r.engine.name, {"name": r.engine.name, "x": [], "y": [], "text": []})
+        t["x"].append(r.recorded_at.isoformat())
+        t["y"].append(r.pool_tokens)
+        t["text"].append(r.note or (f"window {r.window:,}" if r.window else ""))
+    return list(traces.values())

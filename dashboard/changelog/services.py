@@ -1,0 +1,156 @@
+"""Write side of the change log. Every write goes through here so the fingerprint, the edit
+history and the live event are never forgotten."""
+from datetime import timezone as dt_tz
+
+from django.db import transaction
+from django.utils import timezone
+
+from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
+
+from .models import AppendOnlyError, Claim, Correction, Entry, EntryRevision, EvidenceLink, FlagChange, content_hash
+
+
+def _name(user):
+    return user.get_username() if user is not None else ""
+
+
+def fingerprint_of(*, effective_at, title, kind, engines, units, body, reason, expected, flags, claims):
+    """Identity of an entry's content, so importing the same log twice creates nothing new."""
+    when = effective_at.astimezone(dt_tz.utc).isoformat(timespec="minutes")
+    return content_hash(when, _one_line(title), kind, sorted(engines), _units(units), _body(body), _one_line(reason),
+                        _one_line(expected), [list(f) for f in flags],
+                        [[_one_line(text), metric or "", predicted, window, engine]
+                         for text, metric, predicted, window, engine in claims])
+
+
+def entry_fingerprint(entry):
+    return fingerprint_of(
+        effective_at=entry.effective_at, title=entry.title, kind=entry.kind,
+        engines=[e.name for e in entry.engines.all()], units=entry.units, body=entry.body_md, reason=entry.reason,
+        expected=entry.expected_effect, flags=[(f.flag, f.old, f.new) for f in entry.flags.all()],
+        claims=[(c.text, c.metric, c.predicted, c.window, c.engine.name if c.engine_id else None)
+                for c in entry.claims.all()])
+
+
+def _one_line(text):
+    """Titles, reasons, expected effects, claims and units are one line each in the Markdown log."""
+    return " ".join((text or "").split())
+
+
+def entry_snapshot(entry):
+    return {
+        "effective_at": entry.effective_at.isoformat(), "kind": entry.kind, "title": entry.title,
+        "engines": sorted(e.name for e in entry.engines.all()), "units": entry.units, "body_md": entry.body_md,
+        "reason": entry.reason, "expected_effect": entry.expected_effect,
+        "flags": [str(f) for f in entry.flags.all()], "claims": [c.text for c in entry.claims.all()],
+    }
+
+
+def _units(text):
+    return ", ".join(u.strip() for u in (text or "").split(",") if u.strip())
+
+
+def _body(text):
+    # Trailing spaces and CRLF would not survive a Markdown round trip byte for byte.
+    return "\n".join(line.rstrip() for line in (text or "").splitlines()).strip("\n")
+
+
+def _write_children(entry, *, flags, claims, evidence):
+    for pos, f in enumerate(flags):
+        FlagChange.objects.create(entry=entry, position=pos, flag=f.flag, old=f.old, new=f.new)
+    for pos, c in enumerate(claims):
+        Claim.objects.create(entry=entry, position=pos, **{**c, "text": _one_line(c["text"])})
+    for ev in evidence:
+        EvidenceLink.objects.create(entry=entry, **_evidence_fields(ev))
+
+
+def _evidence_fields(ev):
+    return {"kind": ev.kind, "url": ev.url, "ref_id": ev.ref_id, "window_start": ev.window_start,
+            "window_end": ev.window_end}
+
+
+@transaction.atomic
+def entry_create(*, author=None, author_name="", effective_at, title, kind, engines=(), units="", body_md="",
+                 reason="", expected_effect="", flags=(), claims=(), evidence=(), incidents=()):
+    """FLAGS: grammar.FlagLine list; CLAIMS: dicts of Claim fields; EVIDENCE: grammar.EvidenceLine list."""
+    entry = Entry.objects.create(
+        effective_at=effective_at, title=_one_line(title), kind=kind, units=_units(units), body_md=_body(body_md),
+        reason=_one_line(reason), expected_effect=_one_line(expected_effect), author=author,
+        author_name=author_name or _name(author))
+    entry.engines.set(engines)
+    entry.incidents.set(incidents)
+    _write_children(entry, flags=flags, claims=claims, evidence=evidence)
+    _refresh_fingerprint(entry)
+    _publish(entry)
+    return entry
+
+
+def _refresh_fingerprint(entry):
+    entry.fingerprint = entry_fingerprint(entry)
+    entry.save(update_fields=["fingerprint"])
+
+
+@transaction.atomic
+def entry_edit(*, entry, user, effective_at, title, kind, engines, units="", body_md="", reason="",
+               expected_effect="", flags=(), claims=()):
+    """Fix a typo inside the grace period; what it said before is kept as an EntryRevision."""
+    entry = Entry.objects.select_for_update().get(pk=entry.pk)
+    if entry.is_locked:
+        raise AppendOnlyError("This entry is past its grace period; it can only be corrected.")
+    EntryRevision.objects.create(entry=entry, revised_by=user, snapshot=entry_snapshot(entry))
+    entry.effective_at, entry.title, entry.kind, entry.units = effective_at, _one_line(title), kind, _units(units)
+    entry.body_md, entry.reason, entry.expected_effect = _body(body_md), _one_line(reason), _one_line(expected_effect)
+    entry.save()
+    entry.engines.set(engines)
+    _replace_flags(entry, flags)
+    _update_claims(entry, claims)
+    _refresh_fingerprint(entry)
+    _publish(entry)
+    return entry
+
+
+def _replace_flags(entry, flags):
+    for old in entry.flags.all():
+        old.delete()
+    _write_children(entry, flags=flags, claims=(), evidence=())
+
+
+def _update_claims(entry, claims):
+    """Keep claim rows (a correction may already point at one), change them in place."""
+    existing = list(entry.claims.all())
+    for pos, fields in enumerate(claims):
+        claim = existing[pos] if pos < len(existing) else Claim(entry=entry, position=pos)
+        for key, value in {**fields, "text": _one_line(fields["text"])}.items():
+            setattr(claim, key, value)
+        claim.save()
+    for extra in existing[len(claims):]:
+        if extra.corrections.exists():
+            raise AppendOnlyError(f"Claim {extra.position + 1} has a correction and cannot be removed.")
+        extra.delete()
+
+
+@transaction.atomic
+def correction_create(*, entry, author=None, author_name="", text_md, corrected_at=None, claim=None, mark="",
+                      evidence=()):
+    correction = Correction.objects.create(
+        entry=entry, claim=claim, text_md=_body(text_md).strip(), mark=mark or "",
+        corrected_at=corrected_at or timezone.now(), author=author, author_name=author_name or _name(author))
+    for ev in evidence:
+        EvidenceLink.objects.create(correction=correction, **_evidence_fields(ev))
+    _publish(entry, correction=correction)
+    return correction
+
+
+def entry_link_incidents(*, entry, incidents):
+    """Linking an incident to the entry that fixed it is about the incident; allowed at any age."""
+    entry.incidents.add(*incidents)
+
+
+def _publish(entry, correction=None):
+    payload = {"id": entry.pk, "time": entry.effective_at.isoformat(), "title": entry.title, "kind": entry.kind,
+               "url": entry.get_absolute_url(), "engines": sorted(e.name for e in entry.engines.all()),
+               "corrected": correction is not None or entry.corrections.exists()}
+    if correction is not None:
+        payload["correction"] = {"id": correction.pk, "time": correction.corrected_at.isoformat(),
+                                 "mark": correction.mark, "claim": correction.claim_id}
+    publish_on_commit(GROUP_ALL, LiveEvent(type="changelog.entry", payload=payload))

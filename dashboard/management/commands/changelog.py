@@ -1,0 +1,61 @@
+"""`sparkops changelog import FILE [--dry-run]` and `sparkops changelog export [--format md|json]`."""
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.changelog.markdown import LogSyntaxError, apply_import, export_json, export_markdown, plan_import
+
+
+class Command(BaseCommand):
+    help = "Import or export the config change log as Markdown (format: README, 'Change log')."
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        imp = sub.add_parser("import", help="import a Markdown change log")
+        imp.add_argument("file", help="path to the Markdown file, or - for stdin")
+        imp.add_argument("--dry-run", action="store_true", help="report what would be created; write nothing")
+        imp.add_argument("--author", default=None, help="username to record as the author (default: 'import')")
+        exp = sub.add_parser("export", help="write the log to stdout")
+        exp.add_argument("--format", choices=["md", "json"], default="md")
+
+    def handle(self, *args, action, **opts):
+        getattr(self, f"do_{action}")(**opts)
+
+    def do_import(self, *, file, dry_run, author, **_):
+        text = self._read(file)
+        user = self._user(author)
+        try:
+            plan = plan_import(text)
+        except LogSyntaxError as exc:
+            raise CommandError(f"{file}: {exc}; nothing imported") from None
+        for p in plan.new_entries:
+            self.stdout.write(f"  + entry  line {p.line}: {p.effective_at:%Y-%m-%d %H:%M} · {p.title}")
+        for _, c in plan.new_corrections:
+            self.stdout.write(f"  + correction  line {c.line}: {c.corrected_at:%Y-%m-%d}")
+        if dry_run:
+            self.stdout.write(f"dry run: would create {plan.summary()}")
+            return
+        apply_import(plan, author=user, author_name=user.get_username() if user else "import")
+        self.stdout.write(f"imported: {plan.summary()}")
+
+    def do_export(self, *, format, **_):
+        self.stdout.write(export_json() if format == "json" else export_markdown(), ending="")
+
+    def _read(self, file):
+        import sys
+
+        if file == "-":
+            return sys.stdin.read()
+        try:
+            return Path(file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CommandError(f"cannot read {file}: {exc}") from None
+
+    def _user(self, username):
+        if username is None:
+            return None
+        try:
+            return get_user_model().objects.get(username=username)
+        except get_user_model().DoesNotExist:
+            raise CommandError(f"no user {username!r}") from None
