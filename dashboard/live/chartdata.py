@@ -5,7 +5,10 @@ import re
 
 from django.db.models import Q
 
+from dashboard.alerts.models import AlertEvent
+from dashboard.changelog.selectors import chart_annotations
 from dashboard.models import KVPoolEntry, Series
+from dashboard.selectors.series import series_points_many
 
 MAX_POINTS = 2000
 GIB = 1024**3
@@ -36,15 +39,13 @@ GPU_PANELS = [
 _GPU_METRIC = re.compile(r"^gpu(\d+)\.")
 
 
-def _series_points(**kwargs):
-    from dashboard.selectors.series import series_points  # collectors' read API (contract 2)
+def fetch_points(obj, metrics, rng, max_points=MAX_POINTS):
+    """{metric: points} for one subject, in one query."""
+    kind = "engine" if obj._meta.model_name == "engine" else "host"
+    return series_points_many(metrics=list(metrics), **{kind: obj}, start=rng.start, end=rng.end, max_points=max_points)
 
-    return series_points(**kwargs)
 
-
-def _trace(subject, obj, metric, name, rng, scale):
-    kind = "engine" if subject.startswith("engine.") else "host"
-    data = _series_points(metric=metric, **{kind: obj}, start=rng.start, end=rng.end, max_points=MAX_POINTS)
+def trace(subject, data, metric, name, scale):
     scaled = lambda ys: [None if v is None else v * scale for v in ys or []]  # noqa: E731
     return {"name": name, "subject": subject, "metric": metric, "scale": scale, "t": data["t"],
             "y": scaled(data["y"]), "y_min": scaled(data.get("y_min")), "y_max": scaled(data.get("y_max")),
@@ -52,14 +53,13 @@ def _trace(subject, obj, metric, name, rng, scale):
 
 
 def _panels(specs, subject, obj, rng, prefix="", title_prefix=""):
+    data = fetch_points(obj, {f"{prefix}{m}" for *_, traces in specs for m, _ in traces}, rng)
     return [{"id": f"{prefix}{pid}", "title": f"{title_prefix}{title}", "tickformat": fmt,
-             "traces": [_trace(subject, obj, f"{prefix}{m}", name, rng, scale) for m, name in traces]}
+             "traces": [trace(subject, data[f"{prefix}{m}"], f"{prefix}{m}", name, scale) for m, name in traces]}
             for pid, title, fmt, scale, traces in specs]
 
 
 def alert_periods(*, rng, engine=None, host=None):
-    from dashboard.alerts.models import AlertEvent  # alerts engineer's model (contract 3)
-
     qs = AlertEvent.objects.exclude(state="pending").filter(started_at__lt=rng.end)
     qs = qs.filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=rng.start))
     qs = qs.filter(engine=engine) if engine is not None else qs.filter(host=host)
@@ -69,8 +69,6 @@ def alert_periods(*, rng, engine=None, host=None):
 
 
 def annotations(*, rng, engine=None, host=None):
-    from dashboard.changelog.selectors import chart_annotations  # changelog engineer (contract 4)
-
     return chart_annotations(engine=engine, host=host, start=rng.start, end=rng.end)
 
 
@@ -88,7 +86,7 @@ def restarts(*, engine, rng, up_trace=None):
 
 def engine_chart(*, engine, rng):
     subject = f"engine.{engine.id}"
-    up = _trace(subject, engine, "up", "up", rng, 1)
+    up = fetch_points(engine, ["up"], rng)["up"]
     return {"range": rng.as_dict(), "panels": _panels(ENGINE_PANELS, subject, engine, rng),
             "annotations": annotations(rng=rng, engine=engine), "alerts": alert_periods(rng=rng, engine=engine),
             "restarts": restarts(engine=engine, rng=rng, up_trace=up), "shaded": []}

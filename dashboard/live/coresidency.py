@@ -1,10 +1,10 @@
 """Co-residency: two engines' decode rates on one chart, with the periods when both were
 generating shaded and each engine's mean rate alone vs. together (the penalty)."""
 from bisect import bisect_right
-from datetime import datetime
+from datetime import datetime, timedelta
 from statistics import fmean
 
-from .chartdata import _trace
+from .chartdata import fetch_points, trace
 
 GENERATING_TOK_S = 1.0  # below this an engine is idle, not "slow"
 
@@ -16,7 +16,8 @@ def generating_intervals(trace, threshold=GENERATING_TOK_S):
     for i, y in enumerate(trace["y"]):
         if y is None or y < threshold:
             continue
-        end = ts[i + 1] if i + 1 < len(ts) else ts[i]
+        # The newest point holds for one more step, as every earlier point does.
+        end = ts[i + 1] if i + 1 < len(ts) else ts[i] + (ts[i] - ts[i - 1] if i else timedelta(0))
         if out and out[-1][1] >= ts[i]:
             out[-1] = (out[-1][0], end)
         else:
@@ -56,7 +57,8 @@ def rate_alone_vs_together(trace, both):
 
 
 def coresidency_chart(*, a, b, rng):
-    traces = [_trace(f"engine.{e.id}", e, "generation_tokens_per_s", e.name, rng, 1) for e in (a, b)]
+    metric = "generation_tokens_per_s"
+    traces = [trace(f"engine.{e.id}", fetch_points(e, [metric], rng)[metric], metric, e.name, 1) for e in (a, b)]
     both = intersect(generating_intervals(traces[0]), generating_intervals(traces[1]))
     panel = {"id": "coresidency", "title": "Decode tokens / s", "tickformat": "", "traces": traces}
     return {"range": rng.as_dict(), "panels": [panel], "annotations": [], "alerts": [], "restarts": [],

@@ -5,27 +5,26 @@ from django.utils import timezone
 
 from dashboard.models import Engine, Host
 
-from .chartdata import _series_points, gpu_indexes
+from .chartdata import fetch_points, gpu_indexes
+from .ranges import TimeRange
 
 SPARK_WINDOW = timedelta(minutes=15)
 SPARK_POINTS = 300
 
 
-def _spark(subject, obj, kind, metric, start, end):
-    data = _series_points(metric=metric, **{kind: obj}, start=start, end=end, max_points=SPARK_POINTS)
-    return f"{subject}|{metric}", {"t": data["t"], "y": data["y"]}
+def _sparks(subject, obj, metrics, rng):
+    data = fetch_points(obj, metrics, rng, max_points=SPARK_POINTS)
+    return {f"{subject}|{m}": {"t": data[m]["t"], "y": data[m]["y"]} for m in metrics}
 
 
 def overview_sparks(*, now=None):
+    """{"<subject>|<metric>": {"t": [...], "y": [...]}} for every card's sparkline."""
     end = now or timezone.now()
-    start = end - SPARK_WINDOW
+    rng = TimeRange(end - SPARK_WINDOW, end, "15m")
     out = {}
     for engine in Engine.objects.all():
-        key, val = _spark(f"engine.{engine.id}", engine, "engine", "generation_tokens_per_s", start, end)
-        out[key] = val
+        out.update(_sparks(f"engine.{engine.id}", engine, ["generation_tokens_per_s"], rng))
     for host in Host.objects.all():
         metrics = ["psi.memory.some.avg10"] + [f"gpu{i}.sm_clock_mhz" for i in gpu_indexes(host)]
-        for metric in metrics:
-            key, val = _spark(f"host.{host.id}", host, "host", metric, start, end)
-            out[key] = val
+        out.update(_sparks(f"host.{host.id}", host, metrics, rng))
     return out

@@ -1,0 +1,55 @@
+"""Live-view fixtures: sockets through the real ASGI stack (session cookie, Redis channel layer)."""
+import pytest
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+
+@pytest.fixture(autouse=True)
+def _no_persistent_connections():
+    """Consumers touch the DB from executor threads; with CONN_MAX_AGE those connections would
+    outlive the test and block dropping the test database."""
+    from django.db import connections
+
+    saved = connections.settings["default"]["CONN_MAX_AGE"]
+    connections.settings["default"]["CONN_MAX_AGE"] = 0
+    yield
+    connections.settings["default"]["CONN_MAX_AGE"] = saved
+
+
+@pytest.fixture
+def session_cookie():
+    """Cookie header of a real logged-in session for USER (what the browser would send)."""
+
+    def make(user):
+        client = Client()
+        client.force_login(user)
+        return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+    return make
+
+
+@pytest.fixture
+def open_socket(session_cookie):
+    """Open ws/live/ as USER (None: anonymous) on the project's ASGI application."""
+    from sparkops.asgi import application
+
+    async def make(user=None, groups=""):
+        headers = [(b"origin", b"http://127.0.0.1")]
+        if user is not None:
+            headers.append((b"cookie", await _cookie(session_cookie, user)))
+        comm = WebsocketCommunicator(application, f"/ws/live/?groups={groups}", headers=headers)
+        return comm
+
+    return make
+
+
+async def _cookie(session_cookie, user):
+    from channels.db import database_sync_to_async
+
+    return await database_sync_to_async(session_cookie)(user)
+
+
+@pytest.fixture
+def layer():
+    return get_channel_layer()

@@ -1,0 +1,97 @@
+"""The live socket through the real ASGI stack: login required, groups and payloads per role."""
+import pytest
+from channels.db import database_sync_to_async
+
+from dashboard.live.consumers import filter_event
+from dashboard.live.events import GROUP_ALL, GROUP_OVERVIEW, LiveEvent, engine_group
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ALERT_HTML = '<li>engine down <form action="/alerts/1/ack/"><button>Ack</button></form></li>'
+
+
+async def _connect(open_socket, user, groups=""):
+    comm = await open_socket(user, groups)
+    connected, _ = await comm.connect()
+    assert connected
+    hello = await comm.receive_json_from(timeout=3)
+    assert hello["type"] == "live.hello"
+    return comm, hello["payload"]
+
+
+async def test_anonymous_socket_is_refused(open_socket, fleet):
+    comm = await open_socket(None, "overview")
+    connected, code = await comm.connect()
+    assert not connected
+    assert code == 4401
+
+
+async def test_viewer_joins_only_groups_that_exist_and_are_public(open_socket, viewer, fleet):
+    llama = fleet["llama"]
+    comm, hello = await _connect(open_socket, viewer, f"overview,engine.{llama.id},engine.99999,sparkops.operators")
+    assert hello["role"] == "viewer"
+    assert sorted(hello["groups"]) == sorted([GROUP_ALL, GROUP_OVERVIEW, engine_group(llama.id)])
+    await comm.disconnect()
+
+
+async def test_engine_page_receives_its_engine_only(open_socket, viewer, fleet, layer):
+    vllm, llama = fleet["vllm"], fleet["llama"]
+    comm, _ = await _connect(open_socket, viewer, f"engine.{llama.id}")
+    other = LiveEvent(type="engine.sample", payload={"engine": vllm.name, "id": vllm.id})
+    await layer.group_send(engine_group(vllm.id), other.as_message())
+    assert await comm.receive_nothing(timeout=0.3)
+    mine = LiveEvent(type="engine.sample", payload={"engine": llama.name, "id": llama.id, "points": {"up": 0.0}})
+    await layer.group_send(engine_group(llama.id), mine.as_message())
+    got = await comm.receive_json_from(timeout=3)
+    assert got == {"type": "engine.sample", "payload": mine.payload}
+    await comm.disconnect()
+
+
+async def test_viewer_gets_no_operator_markup_operator_does(open_socket, viewer, operator, fleet, layer):
+    as_viewer, _ = await _connect(open_socket, viewer, "overview")
+    as_operator, _ = await _connect(open_socket, operator, "overview")
+    alert = LiveEvent(type="alert.changed", payload={"id": 1, "rule": "engine_down", "state": "firing", "html": ALERT_HTML})
+    secret = LiveEvent(type="bench.progress", payload={"run": 7}, min_role="operator")
+    for event in (secret, alert):
+        await layer.group_send(GROUP_OVERVIEW, event.as_message())
+    seen_by_viewer = await as_viewer.receive_json_from(timeout=3)
+    assert seen_by_viewer["type"] == "alert.changed"  # the operator-only event never arrived first
+    assert seen_by_viewer["payload"]["state"] == "firing" and "html" not in seen_by_viewer["payload"]
+    assert await as_viewer.receive_nothing(timeout=0.3)
+    first, second = await as_operator.receive_json_from(timeout=3), await as_operator.receive_json_from(timeout=3)
+    assert first["payload"] == {"run": 7}
+    assert "Ack" in second["payload"]["html"]
+    await as_viewer.disconnect()
+    await as_operator.disconnect()
+
+
+async def test_engine_polled_signal_pushes_card_and_numbers(open_socket, viewer, fleet):
+    from dashboard import signals
+
+    llama = fleet["llama"]
+    comm, _ = await _connect(open_socket, viewer, "overview")
+    reading = {"up": True, "status": "up", "models": ["qwen3-8b"], "generation_tokens_per_s": 61.5,
+               "kv_cache_usage": 0.42, "requests_running": 3, "prefix_cache_hit_rate": float("nan")}
+
+    def poll():
+        llama.status, llama.status_reason = "up", ""
+        llama.latest = {k: v for k, v in reading.items() if k != "prefix_cache_hit_rate"}
+        llama.save()
+        signals.engine_polled.send_robust(sender=None, engine=llama, reading=reading)
+
+    await database_sync_to_async(poll)()
+    got = await comm.receive_json_from(timeout=3)
+    assert got["type"] == "engine.sample" and got["payload"]["id"] == llama.id
+    assert got["payload"]["points"] == {"up": 1.0, "generation_tokens_per_s": 61.5, "kv_cache_usage": 0.42,
+                                        "requests_running": 3.0}
+    assert "qwen3-8b" in got["payload"]["html"] and "42 %" in got["payload"]["html"]
+    await comm.disconnect()
+
+
+def test_filter_event_overrides_per_role():
+    event = LiveEvent(type="x", payload={"html": "plain"}, by_role={"operator": {"html": "with buttons"}})
+    msg = event.as_message()["event"]
+    assert filter_event(msg, "viewer")["payload"]["html"] == "plain"
+    assert filter_event(msg, "operator")["payload"]["html"] == "with buttons"
+    assert filter_event(msg, "admin")["payload"]["html"] == "with buttons"
+    assert filter_event({**msg, "min_role": "admin"}, "operator") is None
