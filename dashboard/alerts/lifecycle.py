@@ -30,6 +30,7 @@ class Finding:
     severity: str | None = None
     for_s: float | None = None  # None: the rule's configured duration
     fire_now: bool = False  # the rule itself decided the condition is confirmed
+    renotify_on_cause: bool = False  # a cause learned after firing is worth a second page
 
 
 def note_add(event, kind, text, *, user=None, at=None):
@@ -88,6 +89,8 @@ def _refresh(event, finding):
     if changed:
         event.save(update_fields=changed)
         if event.state == AlertEvent.State.FIRING and "cause" in changed:
+            if finding.renotify_on_cause:
+                outbox.notify(event=event, transition="renotify")
             alert_changed(event)
 
 

@@ -240,3 +240,15 @@ class DeliveryAttempt(models.Model):
 
     class Meta:
         ordering = ["at", "id"]
+
+
+class RuleState(models.Model):
+    """A rule's memory of one subject between readings (restart times, counter samples, baselines)."""
+
+    rule = models.CharField(max_length=40)
+    subject = models.CharField(max_length=200)
+    data = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["rule", "subject"], name="rulestate_rule_subject")]

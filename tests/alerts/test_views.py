@@ -70,7 +70,7 @@ def test_firing_partial_buttons_only_for_operators(firing):
     assert reverse("alerts:ack", args=[firing.pk]) in html and reverse("alerts:silence", args=[firing.pk]) in html
 
 
-def test_channel_test_admin_only(viewer_client, admin_client_, fleet, django_user_model):
+def test_channel_test_admin_only(viewer_client, fleet):
     url = reverse("alerts:channel-test", args=[fleet["webhook"].pk])
     assert viewer_client.post(url).status_code == 403
     assert not Delivery.objects.exists()

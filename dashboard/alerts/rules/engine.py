@@ -1,1 +1,190 @@
-"""Engine rules."""
+"""Engine rules: down (liveness), restart loop, prefix-cache drop, KV saturated, queue growing, no-restart advisory."""
+import time
+
+from ..lifecycle import Finding
+from . import register
+from .base import Rule
+from .causes import DEFINITIVE, NO_RESTART_ON_CLEAN_EXIT, classify
+from .unitstate import unit_of, unit_state_now
+
+
+@register
+class EngineDown(Rule):
+    key = "engine_down"
+    title = "Engine down"
+    severity = "critical"
+    signal = "engine_liveness"
+    DEFAULTS = {"failures": 2, "activating_budget_s": 600}
+    help = ("An engine expected up fails its liveness probe twice in a row (the failed probe is re-checked at once). "
+            "The alert says why: exit 0 under Restart=on-failure, unit failed, activating too long, active but not "
+            "answering, process gone, refused or timeout; it quotes the last fatal journal line.")
+
+    def evaluate(self, *, settings, engine, up, reason="", rechecked=False, state, **_):
+        if up or not engine.expected_up:
+            state["failures"] = 0
+            return [Finding(subject=engine.name, engine=engine, active=False)]
+        state["failures"] = state.get("failures", 0) + (2 if rechecked else 1)
+        if state["failures"] < settings["failures"]:
+            return []
+        unit = unit_state_now(engine) or unit_of(engine)
+        activating_for = _activating_for(state, unit)
+        cause = classify(unit=unit, reason=reason, activating_for_s=activating_for,
+                         activating_budget_s=settings["activating_budget_s"])
+        message = f"{engine.name} is down: {cause.text}."
+        fatal = _last_fatal(engine)
+        if fatal:
+            message += f" Last fatal line: {fatal}"
+        # Starting or auto-restarting: wait out the activation budget before paging.
+        wait = max(0.0, settings["activating_budget_s"] - activating_for) if cause.coming_back else 0.0
+        return [Finding(subject=engine.name, engine=engine, active=True, cause=cause.key, message=message,
+                        details={"reason": reason, "unit": unit or None, "fatal_line": fatal},
+                        for_s=wait, fire_now=not cause.coming_back, renotify_on_cause=cause.key in DEFINITIVE)]
+
+
+def _activating_for(state, unit):
+    if not unit or unit.get("ActiveState") != "activating":
+        state.pop("activating_since", None)
+        return 0.0
+    state.setdefault("activating_since", time.time())
+    return time.time() - state["activating_since"]
+
+
+def _last_fatal(engine):
+    lines = (engine.latest or {}).get("fatal_lines") or []
+    if not lines:
+        return ""
+    line = lines[-1]
+    return (line.get("message") if isinstance(line, dict) else str(line))[:500]
+
+
+@register
+class RestartLoop(Rule):
+    key = "restart_loop"
+    title = "Restart loop"
+    severity = "warning"
+    signal = "engine_polled"
+    DEFAULTS = {"count": 3, "window_s": 3600}
+    help = "The unit restarted COUNT times within WINDOW_S (from NRestarts, or the engine's counters going down)."
+
+    def evaluate(self, *, settings, engine, reading, state, **_):
+        now = time.time()
+        unit = reading.get("unit") or {}
+        restarts = [t for t in state.get("restarts", []) if now - t <= settings["window_s"]]
+        n = _int(unit.get("NRestarts"))
+        if n is not None:
+            last = state.get("nrestarts")
+            if last is not None and n > last:
+                restarts += [now] * min(n - last, 50)
+            state["nrestarts"] = n
+        elif reading.get("restarted"):
+            restarts.append(now)
+        state["restarts"] = restarts[-100:]
+        active = len(restarts) >= settings["count"]
+        message = (f"{engine.name} restarted {len(restarts)} times in the last {int(settings['window_s'] / 60)} min"
+                   f" (NRestarts={n if n is not None else '?'}).")
+        return [Finding(subject=engine.name, engine=engine, active=active, cause="restart_loop", message=message)]
+
+
+def _int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+@register
+class PrefixCacheDrop(Rule):
+    key = "prefix_cache_drop"
+    title = "Prefix-cache hit-rate drop"
+    severity = "warning"
+    signal = "engine_polled"
+    DEFAULTS = {"window_s": 300, "min_queries": 1000, "drop_points": 20, "baseline_s": 3600, "for_s": 60}
+    help = ("The hit rate over WINDOW_S (hits/queries deltas, at least MIN_QUERIES queries) falls DROP_POINTS "
+            "percentage points below the engine's own trailing baseline.")
+
+    def evaluate(self, *, settings, engine, reading, state, **_):
+        queries, hits = reading.get("prefix_cache_queries_total"), reading.get("prefix_cache_hits_total")
+        if queries is None or hits is None:
+            return []
+        now = time.time()
+        samples = [s for s in state.get("samples", []) if s[1] <= queries and s[2] <= hits]  # a reset drops history
+        samples = [s for s in samples if now - s[0] <= settings["window_s"]] + [[now, queries, hits]]
+        state["samples"] = samples
+        dq, dh = queries - samples[0][1], hits - samples[0][2]
+        if dq < settings["min_queries"] or now - samples[0][0] < settings["window_s"] * 0.5:
+            return []
+        rate, baseline = dh / dq, state.get("baseline")
+        drop = None if baseline is None else (baseline - rate) * 100
+        active = drop is not None and drop >= settings["drop_points"]
+        if not active:  # the baseline learns only from normal windows, so a long drop cannot become "normal"
+            alpha = min(1.0, (now - state.get("baseline_at", now)) / settings["baseline_s"]) or 0.02
+            state["baseline"] = rate if baseline is None else baseline + alpha * (rate - baseline)
+            state["baseline_at"] = now
+        message = (f"{engine.name} prefix-cache hit rate {rate:.0%} over the last {int(settings['window_s'] / 60)} min, "
+                   f"{drop or 0:.0f} points below its baseline {baseline or rate:.0%}; latency climbs when the cache stops hitting.")
+        return [Finding(subject=engine.name, engine=engine, active=active, cause="hit_rate_drop", message=message,
+                        details={"rate": rate, "baseline": baseline, "queries": dq})]
+
+
+@register
+class KVSaturated(Rule):
+    key = "kv_saturated"
+    title = "KV cache saturated"
+    severity = "warning"
+    signal = "engine_polled"
+    DEFAULTS = {"usage_pct": 95, "for_s": 10}
+    help = "KV-cache usage at or above USAGE_PCT: new requests queue or get preempted."
+
+    def evaluate(self, *, settings, engine, reading, **_):
+        usage = reading.get("kv_cache_usage")
+        if usage is None:
+            return []
+        active = usage * 100 >= settings["usage_pct"]
+        message = (f"{engine.name} KV cache {usage:.0%} full ({reading.get('requests_running') or 0} running, "
+                   f"{reading.get('requests_waiting') or 0} waiting): requests will queue or be preempted.")
+        return [Finding(subject=engine.name, engine=engine, active=active, cause="kv_full", message=message)]
+
+
+@register
+class QueueGrowing(Rule):
+    key = "queue_growing"
+    title = "Queue growing"
+    severity = "warning"
+    signal = "engine_polled"
+    DEFAULTS = {"window_s": 60}
+    help = "Waiting requests rose without falling back for WINDOW_S: the engine takes less than it is given."
+
+    def evaluate(self, *, settings, engine, reading, state, **_):
+        waiting = reading.get("requests_waiting")
+        if waiting is None:
+            return []
+        now = time.time()
+        samples = [s for s in state.get("samples", []) if now - s[0] <= settings["window_s"] * 1.5] + [[now, waiting]]
+        state["samples"] = samples
+        values = [v for _, v in samples]
+        span = now - samples[0][0]
+        rising = all(b >= a for a, b in zip(values, values[1:])) and values[-1] > values[0]
+        active = rising and span >= settings["window_s"] and waiting > 0
+        message = f"{engine.name} has {waiting} requests waiting, up from {values[0]} over {int(span)} s and still rising."
+        return [Finding(subject=engine.name, engine=engine, active=active, cause="queue_rising", message=message)]
+
+
+@register
+class UnitNoRestart(Rule):
+    key = "unit_no_restart"
+    title = "Advisory: unit will not restart on a clean exit"
+    severity = "info"
+    signal = "engine_polled"
+    DEFAULTS = {}
+    help = ("A watched unit has Restart=on-failure or no: when the engine dies but exits 0 — as vLLM does when its "
+            "EngineCore crashes — systemd leaves it dark. Raised before anything dies.")
+
+    def evaluate(self, *, settings, engine, reading, **_):
+        unit = reading.get("unit")
+        if not unit or not engine.unit or "Restart" not in unit:
+            return []
+        restart = unit.get("Restart") or "no"
+        message = (f"{engine.unit} has Restart={restart}: an engine that dies with exit status 0 will not be restarted. "
+                   "Set Restart=always with RestartSec=5 and StartLimitIntervalSec=600 / StartLimitBurst=5 in [Unit].")
+        return [Finding(subject=engine.unit, engine=engine, active=restart in NO_RESTART_ON_CLEAN_EXIT,
+                        cause=f"restart_{restart}", message=message)]
