@@ -15,7 +15,13 @@ import time
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 
+import logging
+
 import httpx
+
+# httpx logs every request at INFO: at one probe a second per engine that is most of a
+# worker's log volume and a measurable share of its CPU.
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024  # a busy vLLM /metrics is ~200 KB; 4 MB is generous
 USER_AGENT = "sparkops/0.1"
@@ -111,7 +117,7 @@ def _timeout(timeout):
 def _translate(exc, url):
     if isinstance(exc, httpx.ConnectError):
         text = str(exc) or "connection failed"
-        if "refused" in text.lower() or "errno 111" in text.lower():
+        if _refused(exc) or "refused" in text.lower() or "errno 111" in text.lower():
             return Refused("connection refused", url=url)
         return Refused(f"cannot connect: {text[:160]}", url=url)
     if isinstance(exc, httpx.TimeoutException):
@@ -124,6 +130,21 @@ def _translate(exc, url):
 def _total(tmo):
     parts = [v for v in (tmo.connect, tmo.read, tmo.write, tmo.pool) if v]
     return max(parts) if parts else 30.0
+
+
+def _refused(exc):
+    """anyio hides the errno behind "All connection attempts failed": walk the chain."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, ConnectionRefusedError):
+            return True
+        if isinstance(exc, OSError) and exc.errno == 111:
+            return True
+        for inner in getattr(exc, "exceptions", ()) or ():  # ExceptionGroup from happy eyeballs
+            if _refused(inner):
+                return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def _check_status(resp, url, ok_statuses):

@@ -56,7 +56,7 @@ def http_server():
     servers = []
 
     def start(routes):
-        server = serve(Routes(routes))
+        server = serve(routes)  # the same dict: a test may change answers between polls
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}"
 

@@ -1,0 +1,157 @@
+"""GPUs through NVML (nvidia-ml-py), falling back to `nvidia-smi --query-gpu` CSV.
+
+"Not Supported" fields (unified-memory boxes report it for memory) are None, and a box
+without a GPU reads `state: "no_gpu"` — both are states, never errors."""
+import shutil
+import subprocess
+import time
+
+from django.conf import settings
+
+REASONS = {  # NVML clocks-event reason bits (pynvml "Clock Event Reasons defines")
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting", 0x200: "board_limit", 0x400: "reliability",
+}
+QUERY = ("index", "name", "pstate", "clocks.sm", "clocks.max.sm", "utilization.gpu", "power.draw", "power.limit",
+         "temperature.gpu", "clocks_event_reasons.active", "memory.used")
+NO_GPU_RECHECK_S = 300.0
+_backend = {"name": None, "checked": 0.0, "reason": ""}
+
+
+def decode_reasons(mask):
+    return [name for bit, name in REASONS.items() if mask & bit]
+
+
+def read_gpus():
+    """({"state": "ok"|"no_gpu"|"error", "reason": str, "backend": str}, [gpu dicts])."""
+    backend = _choose_backend()
+    if backend == "nvml":
+        return _guard(_read_nvml, "nvml")
+    if backend == "nvidia-smi":
+        return _guard(_read_smi, "nvidia-smi")
+    return {"state": "no_gpu", "reason": _backend["reason"], "backend": "none"}, []
+
+
+def _guard(fn, name):
+    try:
+        return {"state": "ok", "reason": "", "backend": name}, fn()
+    except GpuError as exc:
+        return {"state": "error", "reason": str(exc), "backend": name}, []
+
+
+class GpuError(Exception):
+    pass
+
+
+def _choose_backend():
+    wanted = settings.SPARKOPS_GPU_BACKEND
+    now = time.monotonic()
+    if _backend["name"] and (_backend["name"] != "none" or now - _backend["checked"] < NO_GPU_RECHECK_S):
+        return _backend["name"]
+    name, reason = "none", "SPARKOPS_GPU_BACKEND=none"
+    if wanted in ("auto", "nvml"):
+        name, reason = _try_nvml()
+    if name == "none" and wanted in ("auto", "nvidia-smi"):
+        found = shutil.which(settings.SPARKOPS_NVIDIA_SMI)
+        name, reason = ("nvidia-smi", "") if found else ("none", f"{reason}; no {settings.SPARKOPS_NVIDIA_SMI} on PATH")
+    _backend.update(name=name, checked=now, reason=f"no GPU here ({reason.strip('; ')})" if name == "none" else "")
+    return name
+
+
+def _try_nvml():
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        if pynvml.nvmlDeviceGetCount() < 1:
+            return "none", "NVML sees no device"
+        return "nvml", ""
+    except Exception as exc:  # NVMLError_LibraryNotFound / DriverNotLoaded: no GPU on this box
+        return "none", f"NVML: {exc}"
+
+
+def _read_nvml():
+    import pynvml
+
+    def field(fn, *args):
+        try:
+            return fn(*args)
+        except pynvml.NVMLError:  # Not Supported (unified memory), No Permission...: a missing value
+            return None
+
+    gpus = []
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+    except pynvml.NVMLError as exc:
+        raise GpuError(f"NVML: {exc}") from None
+    for i in range(count):
+        h = pynvml.nvmlDeviceGetHandleByIndex(i)
+        power, limit = field(pynvml.nvmlDeviceGetPowerUsage, h), field(pynvml.nvmlDeviceGetEnforcedPowerLimit, h)
+        util, mem = field(pynvml.nvmlDeviceGetUtilizationRates, h), field(pynvml.nvmlDeviceGetMemoryInfo, h)
+        pstate, mask = field(pynvml.nvmlDeviceGetPerformanceState, h), field(pynvml.nvmlDeviceGetCurrentClocksEventReasons, h)
+        gpus.append({
+            "index": i, "name": field(pynvml.nvmlDeviceGetName, h),
+            "sm_clock_mhz": field(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM),
+            "sm_clock_max_mhz": field(pynvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_SM),
+            "pstate": f"P{pstate}" if pstate is not None and pstate != 32 else None,
+            "utilization_pct": util.gpu if util else None,
+            "power_w": power / 1000 if power is not None else None,
+            "power_limit_w": limit / 1000 if limit is not None else None,
+            "temperature_c": field(pynvml.nvmlDeviceGetTemperature, h, pynvml.NVML_TEMPERATURE_GPU),
+            "clocks_event_reasons": decode_reasons(mask) if mask is not None else [],
+            "memory_used_bytes": mem.used if mem and mem.total else None,
+        })
+    return gpus
+
+
+def _run_smi(fields):
+    cmd = [settings.SPARKOPS_NVIDIA_SMI, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=5)
+    except FileNotFoundError:
+        raise GpuError(f"{settings.SPARKOPS_NVIDIA_SMI}: not found") from None
+    except subprocess.TimeoutExpired:
+        raise GpuError("nvidia-smi timed out after 5 s") from None
+    return done
+
+
+def _read_smi():
+    done = _run_smi(QUERY)
+    if done.returncode != 0 and "clocks_event_reasons" in (done.stdout + done.stderr):
+        # drivers before the rename only know the old "throttle" spelling
+        done = _run_smi([q.replace("clocks_event_reasons", "clocks_throttle_reasons") for q in QUERY])
+    if done.returncode != 0:
+        raise GpuError(f"nvidia-smi exit {done.returncode}: {(done.stderr or done.stdout).strip()[:200]}")
+    return [parse_smi_row(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+def _num(text, cast=float):
+    text = text.strip()
+    if not text or text.startswith("[") or text.upper() in ("N/A", "NOT SUPPORTED"):
+        return None
+    try:
+        return cast(float(text)) if cast is int else cast(text)
+    except ValueError:
+        return None
+
+
+def parse_smi_row(line):
+    cols = [c.strip() for c in line.split(",")]
+    if len(cols) != len(QUERY):
+        raise GpuError(f"nvidia-smi: expected {len(QUERY)} columns, got {len(cols)}: {line[:120]!r}")
+    mask_text = cols[9]
+    try:
+        mask = int(mask_text, 16)
+    except ValueError:
+        mask = None
+    mem = _num(cols[10])
+    return {"index": _num(cols[0], int), "name": cols[1], "pstate": cols[2] if cols[2].startswith("P") else None,
+            "sm_clock_mhz": _num(cols[3], int), "sm_clock_max_mhz": _num(cols[4], int),
+            "utilization_pct": _num(cols[5]), "power_w": _num(cols[6]), "power_limit_w": _num(cols[7]),
+            "temperature_c": _num(cols[8]), "clocks_event_reasons": decode_reasons(mask) if mask is not None else [],
+            "memory_used_bytes": int(mem * 1024 * 1024) if mem is not None else None}
+
+
+def reset_backend():
+    _backend.update(name=None, checked=0.0, reason="")

@@ -1,0 +1,112 @@
+"""One host reading: memory, PSI, GPUs, compiler processes, and the engines' units and
+journal. Runs on the host itself (queue host.<name>). Every source fails alone."""
+import time
+
+from dashboard.collectors import gpu, host as hostsrc, processes, systemd
+
+JOURNAL_EVERY_S = 10.0  # and at once when a unit's state moved: the journal says *why*
+KEEP_FATAL = 20
+
+
+def host_read(*, engines, state, now=None):
+    """Return (reading, values, unit_infos, new_state).
+
+    reading: {"host", "gpus", "gpu_state", "processes", "kernel_lines", "units"} (the
+    `poll --json` host part); values: {metric: number} for the sample store; unit_infos:
+    {engine_id: {"unit", "fatal_lines", "boot"}}."""
+    now = now or time.time()
+    new_state = dict(state)
+    host = _memory()
+    host["psi"], host["psi_error"] = hostsrc.read_psi()
+    stall, new_state["psi"] = hostsrc.psi_stall_rates(host["psi"], state.get("psi") or {}, now)
+    gpu_state, gpus = gpu.read_gpus()
+    procs = processes.read_compilers()
+    units = _units(engines)
+    unit_infos, kernel_lines = _journal(engines, units, state, new_state, now)
+    reading = {"host": host, "gpus": gpus, "gpu_state": gpu_state, "processes": procs,
+               "kernel_lines": kernel_lines, "units": units}
+    return reading, {**_values(host, gpus, procs), **stall}, unit_infos, new_state
+
+
+def _memory():
+    try:
+        return hostsrc.read_memory()
+    except (OSError, RuntimeError, ValueError) as exc:
+        return {"mem_total_bytes": None, "mem_available_bytes": None, "mem_used_bytes": None,
+                "swap_total_bytes": None, "swap_used_bytes": None, "mem_error": str(exc)[:200]}
+
+
+def _units(engines):
+    units = {}
+    for scope in ("system", "user"):
+        names = sorted({e.unit for e in engines if e.unit and e.unit_scope == scope})
+        for name, props in systemd.units_show(names, scope=scope).items():
+            if "error" not in props:
+                props["cgroup"] = hostsrc.read_cgroup(props.get("ControlGroup"))
+            units[name] = props
+    return units
+
+
+def _journal_due(units, state, now):
+    signature = {u: [p.get("ActiveState"), p.get("MainPID"), p.get("NRestarts")] for u, p in units.items()}
+    moved = signature != state.get("unit_signature")
+    return moved or now - state.get("journal_t", 0) >= JOURNAL_EVERY_S, signature
+
+
+def _journal(engines, units, state, new_state, now):
+    due, new_state["unit_signature"] = _journal_due(units, state, now)
+    infos = {e.pk: {"unit": units.get(e.unit), "fatal_lines": [], "boot": {}} for e in engines if e.unit}
+    previous = state.get("fatal") or {}
+    kernel_lines = list(state.get("kernel_lines") or [])
+    if due:
+        new_state["journal_t"] = now
+        for scope in ("system", "user"):
+            kernel_lines += _journal_scope(scope, engines, state, new_state, previous)
+    by_unit = {e.unit: e.pk for e in engines if e.unit}
+    for unit, lines in previous.items():
+        if by_unit.get(unit) in infos:
+            infos[by_unit[unit]]["fatal_lines"] = lines[-KEEP_FATAL:]
+    for unit, facts in (new_state.get("boot") or {}).items():
+        if by_unit.get(unit) in infos:
+            infos[by_unit[unit]]["boot"] = facts
+    new_state["fatal"] = {u: lines[-KEEP_FATAL:] for u, lines in previous.items()}
+    new_state["kernel_lines"] = kernel_lines[-KEEP_FATAL:]
+    return infos, new_state["kernel_lines"]
+
+
+def _journal_scope(scope, engines, state, new_state, fatal):
+    names = sorted({e.unit for e in engines if e.unit and e.unit_scope == scope})
+    if not names and scope == "user":
+        return []
+    key = f"cursor_{scope}"
+    try:
+        entries, new_state[key] = systemd.journal_read(names, scope=scope, cursor=state.get(key))
+    except systemd.CommandError as exc:
+        new_state[f"journal_error_{scope}"] = str(exc)
+        return []
+    new_state.pop(f"journal_error_{scope}", None)
+    boot, kernel = dict(new_state.get("boot") or {}), []
+    for entry in entries:
+        signature, facts = systemd.classify(entry)
+        unit = systemd.entry_unit(entry)
+        if facts and unit:
+            boot[unit] = {**boot.get(unit, {}), **facts}
+        if signature:
+            line = systemd.fatal_line(entry, signature)
+            (kernel if line["kernel"] else fatal.setdefault(unit or "?", [])).append(line)
+    new_state["boot"] = boot
+    return kernel
+
+
+def _values(host, gpus, procs):
+    values = {k: host.get(k) for k in ("mem_available_bytes", "mem_used_bytes", "swap_used_bytes")}
+    for res, kinds in (host.get("psi") or {}).items():
+        for kind, nums in kinds.items():
+            values[f"psi.{res}.{kind}.avg10"] = nums.get("avg10")
+            values[f"psi.{res}.{kind}.avg60"] = nums.get("avg60")
+    values["compilers"] = procs.get("compilers")
+    values["compilers_rss_bytes"] = procs.get("compilers_rss_bytes")
+    for g in gpus:
+        for key in ("sm_clock_mhz", "sm_clock_max_mhz", "utilization_pct", "power_w", "temperature_c"):
+            values[f"gpu{g['index']}.{key}"] = g.get(key)
+    return values

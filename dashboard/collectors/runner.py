@@ -1,0 +1,35 @@
+"""A long-lived event loop and HTTP client per worker thread.
+
+Polls run every second or two: reusing one loop and one keep-alive client per thread
+saves a TLS context and a TCP handshake per engine per poll (the poll-overhead bench)."""
+import asyncio
+import threading
+
+from dashboard import http
+
+_local = threading.local()
+
+
+def _loop_and_client():
+    if getattr(_local, "loop", None) is None or _local.loop.is_closed():
+        _local.loop = asyncio.new_event_loop()
+        _local.client = None
+    if _local.client is None:
+        asyncio.set_event_loop(_local.loop)
+        _local.client = http.async_client()
+    return _local.loop, _local.client
+
+
+def run(make_coro):
+    """Run `make_coro(client)` to completion on this thread's loop."""
+    loop, client = _loop_and_client()
+    return loop.run_until_complete(make_coro(client))
+
+
+def close():
+    loop = getattr(_local, "loop", None)
+    if loop and not loop.is_closed():
+        if _local.client is not None:
+            loop.run_until_complete(_local.client.aclose())
+        loop.close()
+    _local.loop = _local.client = None

@@ -1,0 +1,148 @@
+"""systemd: `systemctl show` for the engines' units (system and --user) and new journal
+lines since a kept cursor, matched against fatal signatures and vLLM's KV boot lines.
+
+One `systemctl show` per scope and one `journalctl` per scope per poll: spawning a
+process is the dearest thing a collector does, so units are batched."""
+import json
+import re
+import subprocess
+
+from django.conf import settings
+
+PROPERTIES = ("LoadState", "ActiveState", "SubState", "Result", "ExecMainStatus", "ExecMainCode", "MainPID",
+              "ExecMainPID", "NRestarts", "Restart", "ActiveEnterTimestamp", "InactiveEnterTimestamp",
+              "ExecMainStartTimestamp", "ExecMainExitTimestamp", "ControlGroup", "MemoryCurrent")
+INT_PROPS = ("ExecMainStatus", "ExecMainCode", "MainPID", "ExecMainPID", "NRestarts")
+CMD_TIMEOUT_S = 5
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+FATAL = (  # (name, pattern); engine-sources.md §1.11, §4.4, §6.5
+    ("cuda_illegal_instruction", re.compile(r"illegal instruction", re.I)),
+    ("cuda_illegal_memory_access", re.compile(r"illegal memory access", re.I)),
+    ("xid", re.compile(r"NVRM: (?:GPU\d+ )?Xid \([^)]*\): (\d+)")),
+    ("nv_err_no_memory", re.compile(r"NV_ERR_NO_MEMORY|\(0x00000051\)")),
+    ("oom_kill", re.compile(r"Out of memory: Killed process|oom-kill:|invoked oom-killer")),
+    ("engine_core_died", re.compile(r"EngineCore encountered a fatal error|engine core exited unexpectedly|"
+                                    r"Worker proc \S+ died unexpectedly")),
+)
+OOM_MESSAGE_ID = "fe6faa94e7774663a0da52717891d8ef"
+KV_SIZE = re.compile(r"(?:[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]+) tokens")
+KV_CONC = re.compile(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>[\d.]+)x")
+
+
+class CommandError(Exception):
+    pass
+
+
+def _run(argv):
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=CMD_TIMEOUT_S, errors="replace")
+    except FileNotFoundError:
+        raise CommandError(f"{argv[0]}: not found") from None
+    except subprocess.TimeoutExpired:
+        raise CommandError(f"{argv[0]}: no answer in {CMD_TIMEOUT_S} s") from None
+    except OSError as exc:
+        raise CommandError(f"{argv[0]}: {exc}") from None
+    if done.returncode != 0:
+        raise CommandError(f"{argv[0]} exit {done.returncode}: {(done.stderr or done.stdout).strip()[:200]}")
+    return done.stdout
+
+
+def parse_show(text):
+    """`systemctl show A B` prints one Name=value block per unit, blank-line separated."""
+    blocks, current = [], {}
+    for line in text.splitlines():
+        if not line.strip():
+            if current:
+                blocks.append(current)
+            current = {}
+            continue
+        key, sep, value = line.partition("=")
+        if sep:
+            current[key] = value
+    if current:
+        blocks.append(current)
+    return [_typed(b) for b in blocks]
+
+
+def _typed(props):
+    out = {k: props.get(k) or None for k in PROPERTIES}
+    for key in INT_PROPS:
+        try:
+            out[key] = int(out[key]) if out[key] is not None else None
+        except ValueError:
+            out[key] = None
+    return out
+
+
+def units_show(units, *, scope="system"):
+    """{unit: props or {"error": reason}} for the units of one scope, in one process."""
+    if not units:
+        return {}
+    argv = [settings.SPARKOPS_SYSTEMCTL, *(["--user"] if scope == "user" else []), "show", *units,
+            "-p", ",".join(PROPERTIES), "--no-pager"]
+    try:
+        blocks = parse_show(_run(argv))
+    except CommandError as exc:
+        return {u: {"error": str(exc)} for u in units}
+    if len(blocks) != len(units):
+        return {u: {"error": f"systemctl show gave {len(blocks)} blocks for {len(units)} units"} for u in units}
+    return dict(zip(units, blocks))
+
+
+def journal_read(units, *, scope="system", cursor=None, kernel=True, first_lines=200):
+    """New journal entries of the units (and the kernel) since `cursor`: (entries, cursor)."""
+    field = "_SYSTEMD_USER_UNIT" if scope == "user" else "_SYSTEMD_UNIT"
+    about = "USER_UNIT" if scope == "user" else "UNIT"
+    matches = []
+    for unit in units:
+        matches += [f"{field}={unit}", "+", f"{about}={unit}", "+"]
+    if kernel and scope == "system":
+        matches += ["_TRANSPORT=kernel", "+"]
+    if not matches:
+        return [], cursor
+    argv = [settings.SPARKOPS_JOURNALCTL, *(["--user"] if scope == "user" else []), "-o", "json", "--no-pager",
+            *([f"--after-cursor={cursor}"] if cursor else ["-n", str(first_lines)]), *matches[:-1]]
+    entries = []
+    for line in _run(argv).splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a torn line: skip it, the cursor of the next good one moves us on
+        if isinstance(entry, dict):
+            entries.append(entry)
+            cursor = entry.get("__CURSOR") or cursor
+    return entries, cursor
+
+
+def message(entry):
+    msg = entry.get("MESSAGE")
+    if isinstance(msg, list):  # non-UTF-8 messages come as byte arrays
+        msg = bytes(b for b in msg if isinstance(b, int) and 0 <= b < 256).decode("utf-8", "replace")
+    return ANSI.sub("", msg) if isinstance(msg, str) else ""
+
+
+def classify(entry):
+    """(signature name or None, boot facts dict) for one journal entry."""
+    text = message(entry)
+    facts = {}
+    size = KV_SIZE.search(text)
+    if size:
+        facts["pool_tokens"] = int(size["tokens"].replace(",", ""))
+    conc = KV_CONC.search(text)
+    if conc:
+        facts.update(window=int(conc["len"].replace(",", "")), concurrency=float(conc["x"]))
+    if entry.get("MESSAGE_ID") == OOM_MESSAGE_ID:
+        return "oom_kill", facts
+    for name, pattern in FATAL:
+        if pattern.search(text):
+            return name, facts
+    return None, facts
+
+
+def entry_unit(entry):
+    return entry.get("_SYSTEMD_UNIT") or entry.get("UNIT") or entry.get("_SYSTEMD_USER_UNIT") or entry.get("USER_UNIT")
+
+
+def fatal_line(entry, signature):
+    return {"time_us": entry.get("__REALTIME_TIMESTAMP"), "unit": entry_unit(entry),
+            "kernel": entry.get("_TRANSPORT") == "kernel", "signature": signature, "message": message(entry)[:500]}

@@ -1,0 +1,207 @@
+"""Polling services: engines (metrics), engine liveness probes, hosts — and storing it all.
+
+Every engine of a cycle is fetched concurrently with a timeout below the interval, so a
+hung engine costs its own poll, never the others'. Rows are written per engine in one
+transaction; `dashboard.signals` go out only after it commits."""
+import asyncio
+import logging
+import time
+from datetime import datetime, timezone as dt_timezone
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from dashboard import http, signals
+from dashboard.collectors import collector_for, runner, store
+from dashboard.collectors.base import describe
+from dashboard.collectors.derive import SAMPLE_METRICS, derive, kv_changed
+from dashboard.collectors.hostread import host_read
+from dashboard.models import CollectorState, Engine, Host, KVPoolEntry
+
+log = logging.getLogger(__name__)
+RECHECK_DELAY_S = 0.3
+
+
+def poll_timeout(engine=None):
+    """Below the interval, so a poll is over before the next one is due."""
+    interval = (engine.poll_interval_s if engine and engine.poll_interval_s else None) or settings.SPARKOPS_POLL_INTERVAL
+    return max(0.2, min(interval * 0.75, 5.0))
+
+
+def probe_timeout():
+    return max(0.2, min(settings.SPARKOPS_LIVENESS_INTERVAL * 0.6, 2.0))
+
+
+# --- engines: metrics ----------------------------------------------------------------
+
+def engines_poll(*, engines):
+    """Fetch every engine concurrently, then store each; returns the readings."""
+    engines = list(engines)
+    if not engines:
+        return []
+
+    async def fetch_all(client):
+        return await asyncio.gather(*(_fetch(client, e) for e in engines))
+
+    fetched = runner.run(fetch_all)
+    return [engine_store_poll(engine=e, snapshot=snap, fetched_at=t) for e, (snap, t) in zip(engines, fetched)]
+
+
+async def _fetch(client, engine):
+    coll = collector_for(engine.kind)
+    bodies = await coll.fetch(client, engine.base_url, timeout=poll_timeout(engine))
+    return coll.snapshot(bodies), time.time()
+
+
+def engine_poll(*, engine):
+    return engines_poll(engines=[engine])[0]
+
+
+def engines_due(*, now=None):
+    """Engines whose own interval has elapsed (a per-engine override may be longer than the tick)."""
+    now = now or timezone.now()
+    due = []
+    for engine in Engine.objects.select_related("host"):
+        interval = engine.poll_interval_s or settings.SPARKOPS_POLL_INTERVAL
+        # half a tick of slack: beat's jitter must not make a 2 s engine skip every other tick
+        if engine.last_poll_at is None or (now - engine.last_poll_at).total_seconds() >= interval - settings.SPARKOPS_POLL_INTERVAL / 2:
+            due.append(engine)
+    return due
+
+
+def engine_store_poll(*, engine, snapshot, fetched_at):
+    """Derive, store samples and ledger rows, update the engine; signal after commit."""
+    now = datetime.fromtimestamp(fetched_at, tz=dt_timezone.utc)
+    keys = (f"engine:{engine.pk}", f"unit:{engine.pk}")
+    states = dict(CollectorState.objects.filter(key__in=keys).values_list("key", "data"))
+    state, unit_info = states.get(keys[0]) or {}, states.get(keys[1]) or {}
+    reading, new_state = derive(snapshot, state, now=fetched_at, name=engine.name, kind=engine.kind)
+    reading["unit"], reading["fatal_lines"] = unit_info.get("unit"), unit_info.get("fatal_lines") or []
+    kv = {**(unit_info.get("boot") or {}), **{k: v for k, v in snapshot.kv.items() if v is not None}}
+    if reading["kv_pool_tokens"] is None and kv.get("pool_tokens"):
+        reading["kv_pool_tokens"] = kv["pool_tokens"]  # from vLLM's boot line when the metric lacks it
+    with transaction.atomic():
+        values = {m: reading.get(m) for m in SAMPLE_METRICS} if snapshot.up else {}
+        values["up"] = 1.0 if snapshot.up else 0.0
+        if reading["restarted"]:
+            values["restarts"] = 1.0
+            log.info("engine %s restarted (a counter went down)", engine.name)
+        store.samples_write(ts=now, engine=engine, values=values)
+        if snapshot.up:
+            new_state["kv"] = _kv_ledger(engine, kv, (state.get("kv") or {}), now)
+        store.state_put(keys[0], new_state)
+        _engine_update(engine, reading, now)
+        transaction.on_commit(lambda: signals.engine_polled.send_robust(sender=Engine, engine=engine, reading=reading))
+    return reading
+
+
+def _kv_ledger(engine, kv, before, now):
+    """Add a KV-pool ledger row when the pool, window or memory share changed (before → after)."""
+    facts = {k: kv.get(k) for k in ("pool_tokens", "window", "memory_share", "kv_memory_bytes", "concurrency")}
+    if not facts["pool_tokens"]:
+        return before
+    changed = kv_changed(before, facts)
+    first = not before and not KVPoolEntry.objects.filter(engine=engine).exists()
+    if changed or first:
+        previous = KVPoolEntry.objects.filter(engine=engine).order_by("-recorded_at").first()
+        note = "; ".join(f"{k}: {before[k]} → {facts[k]}" for k in changed) or "first pool seen by the collector"
+        KVPoolEntry.objects.create(engine=engine, recorded_at=now, previous=previous,
+                                   source=KVPoolEntry.Source.COLLECTOR, note=note,
+                                   **{k: v for k, v in facts.items() if v is not None})
+    return {**before, **{k: v for k, v in facts.items() if v is not None}}
+
+
+def _engine_update(engine, reading, now):
+    fields = {"latest": reading, "last_poll_at": now}
+    if reading["up"]:
+        fields["last_ok_at"] = now
+    reason = reading["error"] or ""
+    if engine.status != reading["status"]:
+        fields.update(status=reading["status"], status_changed_at=now)
+    fields["status_reason"] = reason
+    Engine.objects.filter(pk=engine.pk).update(**fields)
+    for key, value in fields.items():
+        setattr(engine, key, value)
+
+
+# --- engines: liveness ---------------------------------------------------------------
+
+def engines_probe(*, engines):
+    """Cheap liveness probe of every engine; a failed probe is re-checked ~0.3 s later."""
+    engines = list(engines)
+    if not engines:
+        return []
+
+    async def probe_all(client):
+        return await asyncio.gather(*(_probe_twice(client, e) for e in engines))
+
+    results = runner.run(probe_all)
+    return [engine_record_liveness(engine=e, **r) for e, r in zip(engines, results)]
+
+
+async def _probe_once(client, engine):
+    coll = collector_for(engine.kind)
+    try:
+        resp = await http.aget(client, engine.base_url + coll.liveness_path, timeout=probe_timeout(),
+                               ok_statuses=coll.probe_ok_statuses, max_bytes=256 * 1024)
+    except http.HttpError as exc:
+        return "down", f"{coll.liveness_path}: {describe(exc)}"
+    if resp.status in coll.probe_ok_statuses:
+        return "loading", f"{coll.liveness_path}: HTTP {resp.status} (loading)"
+    return "up", ""
+
+
+async def _probe_twice(client, engine):
+    status, reason = await _probe_once(client, engine)
+    rechecked = False
+    if status == "down":  # one lost packet or a busy accept queue must not page anyone
+        await asyncio.sleep(RECHECK_DELAY_S)
+        status, reason = await _probe_once(client, engine)
+        rechecked = True
+    return {"status": status, "reason": reason, "rechecked": rechecked, "checked_at": timezone.now()}
+
+
+def engine_record_liveness(*, engine, status, reason, rechecked, checked_at):
+    """Move Engine.status only when it changed (a conditional UPDATE); always signal."""
+    if engine.status != status:
+        with transaction.atomic():
+            Engine.objects.filter(pk=engine.pk).update(status=status, status_reason=reason, status_changed_at=checked_at)
+            engine.status, engine.status_reason, engine.status_changed_at = status, reason, checked_at
+    up = status == "up"
+    signals.engine_liveness.send_robust(sender=Engine, engine=engine, up=up, reason=reason, checked_at=checked_at,
+                                        rechecked=rechecked, status=status)
+    return {"engine": engine.name, "status": status, "up": up, "reason": reason, "rechecked": rechecked}
+
+
+# --- hosts ---------------------------------------------------------------------------
+
+def host_poll(*, host):
+    """Read every host-local source (must run on that host) and store it."""
+    engines = list(Engine.objects.filter(host=host))
+    key = f"host:{host.pk}"
+    state = store.state_get(key)
+    now = timezone.now()
+    reading, values, unit_infos, new_state = host_read(engines=engines, state=state, now=now.timestamp())
+    with transaction.atomic():
+        store.samples_write(ts=now, host=host, values=values)
+        store.state_put(key, new_state)
+        for engine_id, info in unit_infos.items():
+            store.state_put(f"unit:{engine_id}", info)
+        Host.objects.filter(pk=host.pk).update(latest=reading, last_report_at=now)
+        host.latest, host.last_report_at = reading, now
+        transaction.on_commit(lambda: signals.host_polled.send_robust(sender=Host, host=host, reading=reading))
+    return reading
+
+
+# --- everything once (sparkops poll --once) ----------------------------------------
+
+def poll_once(*, host_name=None):
+    """Run every collector once: this host's sources, then all engines; the `poll --json` object."""
+    host, _ = Host.objects.get_or_create(name=host_name or settings.SPARKOPS_HOST_NAME)
+    host_reading = host_poll(host=host)
+    readings = engines_poll(engines=Engine.objects.select_related("host"))
+    return {"time": timezone.now().isoformat(), "engines": readings, "host": host_reading["host"],
+            "gpus": host_reading["gpus"], "gpu_state": host_reading["gpu_state"],
+            "processes": host_reading["processes"], "kernel_lines": host_reading["kernel_lines"]}
+
