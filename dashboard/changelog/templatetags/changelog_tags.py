@@ -31,3 +31,12 @@ def gib(num_bytes):
 @register.filter
 def thousands(value):
     return "—" if value is None else f"{value:,}"
+
+
+@register.filter
+def num(value):
+    """10.6 → '10.6', 10.31 → '10.31', 2703604 → '2,703,604' (no trailing zeros)."""
+    if value is None:
+        return "—"
+    text = f"{value:,.2f}".rstrip("0").rstrip(".")
+    return text
