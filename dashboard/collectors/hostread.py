@@ -24,7 +24,8 @@ def host_read(*, engines, state, now=None):
     units = _units(engines)
     unit_infos, kernel_lines = _journal(engines, units, state, new_state, now)
     reading = {"host": host, "gpus": gpus, "gpu_state": gpu_state, "processes": procs,
-               "kernel_lines": kernel_lines, "units": units}
+               "kernel_lines": kernel_lines, "units": units,
+               "journal_errors": {k[14:]: v for k, v in new_state.items() if k.startswith("journal_error_")}}
     return reading, {**_values(host, gpus, procs), **stall}, unit_infos, new_state
 
 
@@ -60,8 +61,8 @@ def _journal(engines, units, state, new_state, now):
     kernel_lines = list(state.get("kernel_lines") or [])
     if due:
         new_state["journal_t"] = now
-        for scope in ("system", "user"):
-            kernel_lines += _journal_scope(scope, engines, state, new_state, previous)
+        for source in ("units", "kernel"):
+            kernel_lines += _journal_source(source, engines, state, new_state, previous)
     by_unit = {e.unit: e.pk for e in engines if e.unit}
     for unit, lines in previous.items():
         if by_unit.get(unit) in infos:
@@ -74,17 +75,19 @@ def _journal(engines, units, state, new_state, now):
     return infos, new_state["kernel_lines"]
 
 
-def _journal_scope(scope, engines, state, new_state, fatal):
-    names = sorted({e.unit for e in engines if e.unit and e.unit_scope == scope})
-    if not names and scope == "user":
-        return []
-    key = f"cursor_{scope}"
+def _journal_source(source, engines, state, new_state, fatal):
+    units = sorted({e.unit for e in engines if e.unit and e.unit_scope == "system"})
+    user_units = sorted({e.unit for e in engines if e.unit and e.unit_scope == "user"})
+    key = f"cursor_{source}"
     try:
-        entries, new_state[key] = systemd.journal_read(names, scope=scope, cursor=state.get(key))
+        if source == "kernel":
+            entries, new_state[key] = systemd.journal_read(kernel=True, cursor=state.get(key))
+        else:
+            entries, new_state[key] = systemd.journal_read(units=units, user_units=user_units, cursor=state.get(key))
     except systemd.CommandError as exc:
-        new_state[f"journal_error_{scope}"] = str(exc)
+        new_state[f"journal_error_{source}"] = str(exc)
         return []
-    new_state.pop(f"journal_error_{scope}", None)
+    new_state.pop(f"journal_error_{source}", None)
     boot, kernel = dict(new_state.get("boot") or {}), []
     for entry in entries:
         signature, facts = systemd.classify(entry)
@@ -93,7 +96,7 @@ def _journal_scope(scope, engines, state, new_state, fatal):
             boot[unit] = {**boot.get(unit, {}), **facts}
         if signature:
             line = systemd.fatal_line(entry, signature)
-            (kernel if line["kernel"] else fatal.setdefault(unit or "?", [])).append(line)
+            (kernel if source == "kernel" else fatal.setdefault(unit or "?", [])).append(line)
     new_state["boot"] = boot
     return kernel
 

@@ -89,19 +89,18 @@ def units_show(units, *, scope="system"):
     return dict(zip(units, blocks))
 
 
-def journal_read(units, *, scope="system", cursor=None, kernel=True, first_lines=200):
-    """New journal entries of the units (and the kernel) since `cursor`: (entries, cursor)."""
-    field = "_SYSTEMD_USER_UNIT" if scope == "user" else "_SYSTEMD_UNIT"
-    about = "USER_UNIT" if scope == "user" else "UNIT"
-    matches = []
-    for unit in units:
-        matches += [f"{field}={unit}", "+", f"{about}={unit}", "+"]
-    if kernel and scope == "system":
-        matches += ["_TRANSPORT=kernel", "+"]
-    if not matches:
-        return [], cursor
-    argv = [settings.SPARKOPS_JOURNALCTL, *(["--user"] if scope == "user" else []), "-o", "json", "--no-pager",
-            *([f"--after-cursor={cursor}"] if cursor else ["-n", str(first_lines)]), *matches[:-1]]
+def journal_read(*, units=(), user_units=(), kernel=False, cursor=None, first_lines=200):
+    """New journal entries since `cursor`: (entries, cursor). Either the units (system units
+    with -u, --user units with --user-unit: both ORed by journalctl) or the kernel (-k),
+    never both in one call — journalctl ANDs -k with unit matches."""
+    if kernel:
+        selection = ["-k"]
+    else:
+        selection = [*(f"--unit={u}" for u in units), *(f"--user-unit={u}" for u in user_units)]
+        if not selection:
+            return [], cursor
+    argv = [settings.SPARKOPS_JOURNALCTL, "-o", "json", "--no-pager", *selection,
+            *([f"--after-cursor={cursor}"] if cursor else ["-n", str(first_lines)])]
     entries = []
     for line in _run(argv).splitlines():
         try:
