@@ -1,5 +1,6 @@
 """Regression detection: a scheduled run slower than the median of the last five runs
-(same profile, same params hash, done and untainted) by more than max(5 %, 3 × their
+(same profile, same params hash, done, untainted and not themselves regressions, so a
+lasting slowdown keeps alerting instead of becoming the new normal) by more than max(5 %, 3 × their
 spread) fires the benchmark_regression alert. This also catches the slow GPU state
 whose clocks look normal."""
 import logging
@@ -22,7 +23,7 @@ def _median_of(run, metric):
 
 def baseline_runs(run):
     qs = Run.objects.filter(profile=run.profile, params_hash=run.params_hash, status=Run.Status.DONE,
-                            tainted=False, created_at__lt=run.created_at).exclude(pk=run.pk)
+                            tainted=False, regression=False, created_at__lt=run.created_at).exclude(pk=run.pk)
     return list(qs.order_by("-created_at")[:BASELINE_RUNS])
 
 

@@ -1,5 +1,124 @@
-from django.shortcuts import render
+"""Benchmark pages: profiles, a profile's trend, runs (live progress), compare, pairs."""
+from django.contrib import messages
+from django.db import transaction
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from dashboard.roles import role_required
+
+from .forms import PairForm, ProfileForm
+from .models import PairRun, Profile, Run
+from .pair import pair_create
+from .schedule import profile_cron, profile_set_schedule
+from .selectors import profile_trend, runs_for_compare
+from .services import run_enqueue, run_summary
+
+RECENT = 30
 
 
 def index(request):
-    return render(request, "dashboard/placeholder.html", {"section": "bench"})
+    profiles = Profile.objects.select_related("engine", "schedule", "schedule__crontab")
+    runs = Run.objects.select_related("engine", "profile")[:RECENT]
+    pairs = PairRun.objects.select_related("profile_a", "profile_b")[:10]
+    return render(request, "bench/index.html", {"profiles": profiles, "runs": runs, "pairs": pairs,
+                                                "pair_form": PairForm()})
+
+
+def _save_profile(request, form):
+    with transaction.atomic():
+        profile = form.save(commit=False)
+        if profile.created_by_id is None:
+            profile.created_by = request.user
+        profile.save()
+        profile_set_schedule(profile=profile, cron=form.cleaned_data["cron"],
+                             enabled=form.cleaned_data["schedule_enabled"])
+    return profile
+
+
+@role_required("operator")
+def profile_create(request):
+    form = ProfileForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        profile = _save_profile(request, form)
+        messages.success(request, f"Profile {profile.name} saved.")
+        return redirect("bench:profile", pk=profile.pk)
+    return render(request, "bench/profile_form.html", {"form": form})
+
+
+@role_required("operator")
+def profile_edit(request, pk):
+    profile = get_object_or_404(Profile, pk=pk)
+    enabled = profile.schedule.enabled if profile.schedule else True
+    form = ProfileForm(request.POST or None, instance=profile, cron=profile_cron(profile), schedule_enabled=enabled)
+    if request.method == "POST" and form.is_valid():
+        _save_profile(request, form)
+        messages.success(request, f"Profile {profile.name} saved.")
+        return redirect("bench:profile", pk=profile.pk)
+    return render(request, "bench/profile_form.html", {"form": form, "profile": profile})
+
+
+def profile_detail(request, pk):
+    profile = get_object_or_404(Profile.objects.select_related("engine", "schedule"), pk=pk)
+    runs = profile.runs.select_related("engine")[:50]
+    return render(request, "bench/profile_detail.html", {
+        "profile": profile, "runs": runs, "trend": profile_trend(profile=profile), "cron": profile_cron(profile)})
+
+
+@role_required("operator")
+@require_POST
+def profile_run(request, pk):
+    profile = get_object_or_404(Profile.objects.select_related("engine"), pk=pk)
+    run = run_enqueue(profile=profile, user=request.user)
+    messages.success(request, f"Run {run.pk} queued.")
+    return redirect("bench:run", pk=run.pk)
+
+
+def run_detail(request, pk):
+    run = get_object_or_404(Run.objects.select_related("engine", "profile", "created_by"), pk=pk)
+    return render(request, "bench/run_detail.html", {
+        "run": run, "reps": run.repetitions.all(), "summary": run_summary(run),
+        "live": run.status in (Run.Status.QUEUED, Run.Status.RUNNING)})
+
+
+def compare(request):
+    try:
+        a, b = int(request.GET.get("a", "")), int(request.GET.get("b", ""))
+    except ValueError:
+        return render(request, "bench/compare.html", {"error": "Pick two runs to compare (?a=RUN&b=RUN)."})
+    run_a, run_b = runs_for_compare(a=a, b=b)
+    if run_a is None or run_b is None:
+        raise Http404("no such run")
+    rows = _compare_rows(run_summary(run_a), run_summary(run_b))
+    same = run_a.params_hash == run_b.params_hash
+    return render(request, "bench/compare.html", {"a": run_a, "b": run_b, "rows": rows, "same_hash": same})
+
+
+def _compare_rows(sa, sb):
+    rows = []
+    for name in ("ttft_ms", "first_answer_ms", "decode_tokens_per_s", "prompt_tokens", "cached_tokens",
+                 "completion_tokens", "reasoning_tokens", "chunks"):
+        ma, mb = sa[name].get("median"), sb[name].get("median")
+        change = None if ma in (None, 0) or mb is None else 100.0 * (mb - ma) / ma
+        rows.append({"name": name, "a": sa[name], "b": sb[name], "change": change})
+    return rows
+
+
+@role_required("operator")
+@require_POST
+def pair_start(request):
+    form = PairForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "; ".join(e for errs in form.errors.values() for e in errs))
+        return redirect("bench:index")
+    pair = pair_create(profile_a=form.cleaned_data["profile_a"], profile_b=form.cleaned_data["profile_b"],
+                       user=request.user)
+    from .tasks import bench_pair_execute
+
+    transaction.on_commit(lambda: bench_pair_execute.delay(pair.pk))
+    return redirect("bench:pair", pk=pair.pk)
+
+
+def pair_detail(request, pk):
+    pair = get_object_or_404(PairRun.objects.select_related("profile_a__engine", "profile_b__engine"), pk=pk)
+    return render(request, "bench/pair_detail.html", {"pair": pair, "runs": pair.runs.select_related("engine")})

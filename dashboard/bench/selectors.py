@@ -1,0 +1,42 @@
+"""Read side: the trend of a profile and what the pages list."""
+from datetime import timedelta
+
+from .models import Run
+
+
+def profile_trend(*, profile):
+    """Done runs of the profile's current hash, oldest first, as chart series; plus annotations."""
+    runs = list(Run.objects.filter(profile=profile, params_hash=profile.params_hash, status=Run.Status.DONE)
+                .order_by("created_at").only("id", "created_at", "stats", "tainted", "regression"))
+    series = {"t": [], "run": [], "tainted": [], "regression": []}
+    for metric in ("decode_tokens_per_s", "ttft_ms"):
+        series[metric] = {"median": [], "min": [], "max": []}
+    for run in runs:
+        series["t"].append(run.created_at.isoformat())
+        series["run"].append(run.pk)
+        series["tainted"].append(run.tainted)
+        series["regression"].append(run.regression)
+        for metric in ("decode_tokens_per_s", "ttft_ms"):
+            stat = (run.stats or {}).get(metric) or {}
+            for key in ("median", "min", "max"):
+                series[metric][key].append(stat.get(key))
+    series["annotations"] = _annotations(profile, runs)
+    return series
+
+
+def _annotations(profile, runs):
+    if not runs:
+        return []
+    try:
+        from dashboard.changelog.selectors import chart_annotations
+    except ImportError:  # change log not installed
+        return []
+    start = runs[0].created_at - timedelta(days=1)
+    end = runs[-1].created_at + timedelta(days=1)
+    return chart_annotations(engine=profile.engine, start=start, end=end)
+
+
+def runs_for_compare(*, a, b):
+    qs = Run.objects.select_related("engine", "profile").filter(pk__in=[a, b])
+    found = {r.pk: r for r in qs}
+    return found.get(a), found.get(b)

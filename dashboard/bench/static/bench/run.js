@@ -1,0 +1,34 @@
+// Run page: the progress bar follows "bench.progress" events on the live WebSocket; the
+// page reloads once when the run ends, to show the server-rendered result. No polling.
+(function () {
+  "use strict";
+  var box = document.getElementById("run-status");
+  if (!box || box.dataset.live !== "1") return;
+  var runId = parseInt(box.dataset.run, 10), bar = document.getElementById("run-progress");
+  var text = document.getElementById("run-progress-text"), status = document.getElementById("run-status-text");
+  var retry = 0;
+  window.benchProgress = { events: 0 };  // inspected by the browser test
+
+  function apply(p) {
+    window.benchProgress.events += 1;
+    bar.max = p.total; bar.value = p.done;
+    text.textContent = p.done + " / " + p.total + " requests";
+    status.textContent = p.status; status.className = "run-" + p.status;
+    if (p.status !== "queued" && p.status !== "running") setTimeout(function () { location.reload(); }, 300);
+  }
+
+  function connect() {
+    var proto = location.protocol === "https:" ? "wss://" : "ws://";
+    var ws = new WebSocket(proto + location.host + "/ws/live/");
+    ws.onopen = function () { retry = 0; };
+    ws.onmessage = function (msg) {
+      var ev = JSON.parse(msg.data);
+      if (ev.type === "bench.progress" && ev.payload && ev.payload.run === runId) apply(ev.payload);
+    };
+    ws.onclose = function (ev) {
+      if (ev.code === 4401 || ev.code === 4403) return;
+      setTimeout(connect, Math.min(30000, 1000 * Math.pow(2, retry++)));
+    };
+  }
+  connect();
+})();

@@ -1,0 +1,103 @@
+"""Scheduling through django-celery-beat, and the benchmark regression alert."""
+import json
+
+import pytest
+from django_celery_beat.models import PeriodicTask
+
+from dashboard.alerts.models import AlertEvent
+from dashboard.bench.models import Profile, Run
+from dashboard.bench.regression import judge
+from dashboard.bench.schedule import parse_cron, profile_set_schedule, runs_sweep_stale, schedule_entries
+from dashboard.bench.tasks import bench_profile_scheduled
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_judge_uses_max_of_5_percent_and_3_spreads():
+    hit, d = judge(93.0, [100, 100, 101, 99, 100], +1)  # spread 2 -> threshold max(5, 6) = 6
+    assert hit and d["threshold"] == 6
+    assert not judge(94.5, [100, 100, 101, 99, 100], +1)[0]  # 5.5 < 6: inside the noise
+    assert not judge(96.0, [100] * 5, +1)[0]            # 4 % < 5 %
+    assert judge(115.0, [100] * 5, -1)[0]              # TTFT: higher is slower
+
+
+def test_cron_is_validated():
+    assert parse_cron("0 3 * * *")["hour"] == "3"
+    for bad in ("", "0 3 * *", "61 3 * * *"):
+        with pytest.raises(ValueError):
+            parse_cron(bad)
+
+
+def test_schedule_entries_expire():
+    for entry in schedule_entries().values():
+        assert entry["options"]["expires"] > 0
+
+
+def test_profile_schedule_creates_and_removes_periodic_task(fleet):
+    profile = Profile.objects.create(name="p", engine=fleet["vllm"])
+    task = profile_set_schedule(profile=profile, cron="30 4 * * 1", enabled=True)
+    assert task.task == "bench.profile_scheduled" and json.loads(task.args) == [profile.pk]
+    assert (task.crontab.minute, task.crontab.hour, task.crontab.day_of_week) == ("30", "4", "1")
+    profile_set_schedule(profile=profile, cron="0 5 * * *", enabled=False)
+    task.refresh_from_db()
+    assert task.crontab.hour == "5" and not task.enabled and PeriodicTask.objects.count() == 1
+    profile_set_schedule(profile=profile, cron="")
+    assert PeriodicTask.objects.count() == 0
+
+
+def test_scheduled_regression_fires_and_resolves(sim, make_engine):
+    eng = sim("vllm", rate=1000.0)
+    engine = make_engine(eng.url)
+    profile = Profile.objects.create(name="nightly", engine=engine, depth=64, output_tokens=64, reps=1)
+    for _ in range(5):
+        bench_profile_scheduled(profile.pk)  # the task beat calls; builds the baseline
+    runs = list(Run.objects.order_by("created_at"))
+    assert [r.status for r in runs] == ["done"] * 5 and not any(r.regression for r in runs)
+    assert "needed" in runs[-1].regression_detail["skipped"]
+
+    eng.cfg.rate = 600.0  # the slow state whose clocks look normal
+    bench_profile_scheduled(profile.pk)
+    slow = Run.objects.latest("created_at")
+    assert slow.regression and "decode_tokens_per_s" in slow.regression_detail["regressed"]
+    alert = AlertEvent.objects.get(rule="benchmark_regression")
+    assert alert.state == "firing" and alert.engine_id == engine.pk and "nightly" in alert.message
+
+    eng.cfg.rate = 1000.0
+    bench_profile_scheduled(profile.pk)
+    assert not Run.objects.latest("created_at").regression
+    alert.refresh_from_db()
+    assert alert.state == "resolved"
+
+
+def test_busy_engine_refuses_a_scheduled_run(fleet):
+    profile = Profile.objects.create(name="p", engine=fleet["vllm"])
+    Run.objects.create(engine=fleet["vllm"], params_hash="x", status="running")
+    bench_profile_scheduled(profile.pk)
+    run = Run.objects.filter(trigger="scheduled").get()
+    assert run.status == "refused" and "running on this engine" in run.reason
+
+
+def test_sweep_fails_runs_left_running(fleet):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    old = Run.objects.create(engine=fleet["vllm"], params_hash="x", status="running",
+                             started_at=timezone.now() - timedelta(days=1), config={"params": {"timeout_s": 1, "reps": 1}})
+    fresh = Run.objects.create(engine=fleet["vllm"], params_hash="x", status="running", started_at=timezone.now())
+    assert runs_sweep_stale() == 1
+    old.refresh_from_db()
+    fresh.refresh_from_db()
+    assert old.status == "failed" and fresh.status == "running"
+
+
+def test_tainted_when_a_neighbour_generates(sim, make_engine):
+    eng = sim("vllm")
+    engine = make_engine(eng.url)
+    make_engine("http://127.0.0.1:9", name="neighbour", requests_running=2, generation_tokens_per_s=40.0)
+    profile = Profile.objects.create(name="p", engine=engine, depth=0, output_tokens=8, reps=1)
+    bench_profile_scheduled(profile.pk)
+    run = Run.objects.get()
+    assert run.status == "done" and run.tainted
+    assert any("neighbour" in r for r in run.taint_reasons)
+    assert run.conditions["start"]["neighbours"][0]["generating"] is True
