@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from django.db import close_old_connections
+from django.db import connection
 from django.utils import timezone
 
 from dashboard import http
@@ -74,7 +74,7 @@ def _side(run, partner_engine_id, barrier, mine, theirs):
     try:
         asyncio.run(keep_busy(RunSpec.from_dict(run.config["params"]), theirs))
     finally:
-        close_old_connections()
+        connection.close()  # this thread's own connection; Django does not close it for us
 
 
 def _wait(barrier):
