@@ -1,0 +1,114 @@
+"""Engines answering garbage, against real servers on 127.0.0.1: every case is a failed
+reading with its reason stored, never an exception, and the next poll proceeds."""
+import socket
+import threading
+import time
+
+import pytest
+
+from dashboard import http
+from dashboard.models import Engine
+from dashboard.services import polling
+from tests.collectors.conftest import fixture_bytes
+
+pytestmark = pytest.mark.django_db(transaction=True)
+MODELS = fixture_bytes("vllm", "0.33.0_v1_models.json")
+GOOD = fixture_bytes("vllm", "0.33.0_metrics_busy.txt")
+
+
+def routes_with(metrics_route):
+    return {"/health": (200, b"", {}), "/v1/models": (200, MODELS, {}), "/metrics": metrics_route}
+
+
+def truncated(handler):
+    """Promise 10 kB, send a torn line, close."""
+    handler.send_response(200)
+    handler.send_header("Content-Length", "10000")
+    handler.end_headers()
+    handler.wfile.write(GOOD[:700])
+    handler.wfile.flush()
+    handler.close_connection = True
+
+
+def hang(handler):
+    time.sleep(3)
+
+
+def junk_10mb(handler):
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/plain")
+    handler.end_headers()  # no Content-Length: the cap must stop the stream itself
+    try:
+        for _ in range(160):
+            handler.wfile.write(b"x" * 65536)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    handler.close_connection = True
+
+
+CASES = {
+    "html": ((200, b"<!DOCTYPE html><html><head><title>Sign in</title></head></html>", {}), "not Prometheus"),
+    "truncated_text": ((200, GOOD[: GOOD.index(b"engine=") + 9], {}), "not Prometheus"),
+    "truncated_transfer": (truncated, "broken HTTP answer"),
+    "invalid_utf8": ((200, b"vllm:num_requests_running{engine=\"0\"} 1.0\n\xff\xfe\xfa", {}), "not UTF-8"),
+    "junk_10mb": (junk_10mb, "too large"),
+    "hang": (hang, "timed out"),
+    "http_500": ((500, b"Internal Server Error", {}), "HTTP 500"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_garbage_is_a_failed_reading_and_the_next_poll_proceeds(case, fleet, http_server, settings):
+    settings.SPARKOPS_POLL_INTERVAL = 1.0  # timeout 0.75 s
+    route, reason = CASES[case]
+    routes = routes_with(route)
+    engine = fleet["vllm"]
+    Engine.objects.filter(pk=engine.pk).update(url=http_server(routes))
+    engine.refresh_from_db()
+    started = time.monotonic()
+    reading = polling.engine_poll(engine=engine)
+    assert time.monotonic() - started < 2.5
+    assert reading["up"] is False and reason in reading["error"], reading["error"]
+    engine.refresh_from_db()
+    assert engine.status == "down" and reason in engine.status_reason
+    routes["/metrics"] = (200, GOOD, {})
+    assert polling.engine_poll(engine=engine)["up"] is True
+
+
+def test_nan_values_are_absent_not_zero(fleet, http_server):
+    nan_body = GOOD.replace(b'vllm:kv_cache_usage_perc{engine="0",model_name="Qwen/Qwen3-8B"} 0.0412',
+                            b'vllm:kv_cache_usage_perc{engine="0",model_name="Qwen/Qwen3-8B"} NaN')
+    assert nan_body != GOOD
+    engine = fleet["vllm"]
+    Engine.objects.filter(pk=engine.pk).update(url=http_server(routes_with((200, nan_body, {}))))
+    engine.refresh_from_db()
+    reading = polling.engine_poll(engine=engine)
+    assert reading["up"] is True and reading["kv_cache_usage"] is None and reading["requests_running"] == 2.0
+
+
+def test_one_hung_engine_does_not_delay_the_others(fleet, http_server, settings):
+    settings.SPARKOPS_POLL_INTERVAL = 1.0
+    Engine.objects.filter(pk=fleet["vllm"].pk).update(url=http_server(routes_with((200, GOOD, {}))))
+    Engine.objects.filter(pk=fleet["llama"].pk).update(
+        kind="vllm", url=http_server({"/health": hang, "/metrics": hang, "/v1/models": hang}))
+    started = time.monotonic()
+    readings = {r["name"]: r for r in polling.engines_poll(engines=Engine.objects.all())}
+    assert time.monotonic() - started < 1.5
+    assert readings["vllm-main"]["up"] and "timed out" in readings["llama-side"]["error"]
+
+
+def test_silent_socket_that_accepts_but_never_answers():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/metrics"
+    started = time.monotonic()
+    with pytest.raises(http.Timeout):
+        http.get(url, timeout=0.3)
+    assert time.monotonic() - started < 1.0
+    sock.close()
+
+
+def test_timeout_is_required():
+    with pytest.raises(TypeError):
+        http.get("http://127.0.0.1:9/", timeout=None)

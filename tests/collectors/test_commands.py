@@ -1,0 +1,47 @@
+"""`sparkops poll --once --json` prints the contract keys; the beat entries name real tasks."""
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from dashboard.collectors import gpu, schedule, store
+from dashboard.models import Engine
+from tests.collectors.conftest import fixture_bytes
+
+ENGINE_KEYS = {"name", "kind", "up", "error", "models", "requests_running", "requests_waiting", "kv_cache_usage",
+               "kv_pool_tokens", "prefix_cache_queries_total", "prefix_cache_hits_total", "prefix_cache_hit_rate",
+               "prompt_tokens_total", "generation_tokens_total", "unit"}
+GPU_KEYS = {"index", "name", "sm_clock_mhz", "sm_clock_max_mhz", "pstate", "utilization_pct", "power_w",
+            "temperature_c", "clocks_event_reasons"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_poll_once_json(fleet, http_server, settings, tmp_path):
+    store.clear_series_cache()
+    settings.SPARKOPS_GPU_BACKEND = "none"
+    gpu.reset_backend()
+    url = http_server({"/health": (200, b"", {}), "/metrics": (200, fixture_bytes("vllm", "0.33.0_metrics_busy.txt"), {}),
+                       "/v1/models": (200, fixture_bytes("vllm", "0.33.0_v1_models.json"), {})})
+    Engine.objects.filter(pk=fleet["vllm"].pk).update(url=url)
+    out = StringIO()
+    call_command("poll", "--once", "--json", "--host", "spark-1", stdout=out)
+    data = json.loads(out.getvalue())
+    assert {"time", "engines", "host", "gpus", "processes"} <= set(data)
+    engines = {e["name"]: e for e in data["engines"]}
+    assert ENGINE_KEYS <= set(engines["vllm-main"])
+    assert engines["vllm-main"]["up"] is True and engines["vllm-main"]["kv_pool_tokens"] == 766464
+    assert engines["llama-side"]["up"] is False and "refused" in engines["llama-side"]["error"]
+    assert {"mem_total_bytes", "mem_available_bytes", "swap_used_bytes", "psi"} <= set(data["host"])
+    assert {"compilers", "compilers_rss_bytes"} <= set(data["processes"])
+    assert all(GPU_KEYS <= set(g) for g in data["gpus"])
+    gpu.reset_backend()
+
+
+def test_every_beat_entry_expires_and_names_a_registered_task():
+    from sparkops.celery import app
+
+    app.loader.import_default_modules()
+    for name, entry in schedule.schedule_entries().items():
+        assert entry["options"]["expires"] > 0, name
+        assert entry["task"] in app.tasks, name
