@@ -30,7 +30,8 @@ class Finding:
     severity: str | None = None
     for_s: float | None = None  # None: the rule's configured duration
     fire_now: bool = False  # the rule itself decided the condition is confirmed
-    renotify_on_cause: bool = False  # a cause learned after firing is worth a second page
+    # A definitive cause (systemd will not bring it back) learned after firing is worth a second page, once.
+    renotify_on_cause: bool = False
 
 
 def note_add(event, kind, text, *, user=None, at=None):
@@ -75,7 +76,7 @@ def _create(rule, finding, severity, now):
 
 def _refresh(event, finding):
     """Keep the newest explanation; a cause learned later (e.g. the unit state arrived) goes on the timeline."""
-    changed = []
+    changed, was_definitive = [], bool(event.details.get("definitive"))
     if finding.cause and finding.cause != event.cause:
         note_add(event, "cause", f"cause now {finding.cause}: {finding.message}")
         event.cause = finding.cause
@@ -89,7 +90,7 @@ def _refresh(event, finding):
     if changed:
         event.save(update_fields=changed)
         if event.state == AlertEvent.State.FIRING and "cause" in changed:
-            if finding.renotify_on_cause:
+            if finding.renotify_on_cause and not was_definitive:
                 outbox.notify(event=event, transition="renotify")
             alert_changed(event)
 

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 # Restart= values under which systemd leaves a clean exit (status 0) alone.
 NO_RESTART_ON_CLEAN_EXIT = {"no", "on-failure", "on-abnormal", "on-abort", "on-watchdog"}
 # Causes that say systemd will not bring the engine back: worth a second notification if learned late.
-DEFINITIVE = {"exit0_no_restart", "unit_failed", "process_gone"}
+DEFINITIVE = {"exit0_no_restart", "fatal_no_restart", "unit_failed", "process_gone"}
 
 
 @dataclass
@@ -21,20 +21,21 @@ def _int(value, default=None):
         return default
 
 
-def classify(*, unit, reason, activating_for_s=0.0, activating_budget_s=600.0):
-    """Classify a failed liveness probe. UNIT: systemctl-show properties or None; REASON: the probe's error."""
+def classify(*, unit, reason, activating_for_s=0.0, activating_budget_s=600.0, fatal=""):
+    """Classify a failed liveness probe. UNIT: systemctl-show properties or None; REASON: the probe's error;
+    FATAL: the last fatal journal line of the unit, if any."""
     if unit:
-        cause = _from_unit(unit, reason, activating_for_s, activating_budget_s)
+        cause = _from_unit(unit, reason, activating_for_s, activating_budget_s, fatal)
         if cause:
             return cause
     return _from_probe(reason)
 
 
-def _from_unit(unit, reason, activating_for_s, budget):
-    active, sub = unit.get("ActiveState", ""), unit.get("SubState", "")
-    status, restart = _int(unit.get("ExecMainStatus")), unit.get("Restart", "")
-    code = unit.get("ExecMainCode", "")
-    if active in ("inactive", "deactivating") and status == 0 and code in ("", "1", "exited") and restart in NO_RESTART_ON_CLEAN_EXIT:
+def _from_unit(unit, reason, activating_for_s, budget, fatal):
+    active, sub = unit.get("ActiveState") or "", unit.get("SubState") or ""
+    status, restart = _int(unit.get("ExecMainStatus")), unit.get("Restart") or ""
+    code = str(unit.get("ExecMainCode") or "")
+    if active in ("inactive", "deactivating") and status == 0 and code in ("", "0", "1", "exited") and restart in NO_RESTART_ON_CLEAN_EXIT:
         return Cause("exit0_no_restart", f"exited with status 0 while the unit has Restart={restart}, "
                                          "so systemd will not restart it")
     if active == "failed":
@@ -48,6 +49,11 @@ def _from_unit(unit, reason, activating_for_s, budget):
             return Cause("activating_too_long", f"the unit has been activating for {int(activating_for_s)} s, "
                                                 f"longer than its {int(budget)} s budget: the readiness gate is stuck")
         return Cause("starting", "the unit is starting", coming_back=True)
+    if active == "active" and fatal and restart in NO_RESTART_ON_CLEAN_EXIT:
+        # vLLM after an EngineCore death: the API fails at once and exits 0 seconds later.
+        return Cause("fatal_no_restart", f"the engine hit a fatal error and is shutting down; the unit has "
+                                         f"Restart={restart}, so when it exits with status 0 (as vLLM does after its "
+                                         "EngineCore dies) systemd will not restart it")
     if active == "active" and _int(unit.get("MainPID"), 1) == 0:
         return Cause("process_gone", "the unit is active but its main process is gone")
     if active == "active":

@@ -5,7 +5,7 @@ from ..lifecycle import Finding
 from . import register
 from .base import Rule
 from .causes import DEFINITIVE, NO_RESTART_ON_CLEAN_EXIT, classify
-from .unitstate import unit_of, unit_state_now
+from .unitstate import fatal_line_now, unit_of, unit_state_now
 
 
 @register
@@ -27,17 +27,18 @@ class EngineDown(Rule):
         if state["failures"] < settings["failures"]:
             return []
         unit = unit_state_now(engine) or unit_of(engine)
+        fatal = fatal_line_now(engine) or _last_fatal(engine)
         activating_for = _activating_for(state, unit)
         cause = classify(unit=unit, reason=reason, activating_for_s=activating_for,
-                         activating_budget_s=settings["activating_budget_s"])
+                         activating_budget_s=settings["activating_budget_s"], fatal=fatal)
         message = f"{engine.name} is down: {cause.text}."
-        fatal = _last_fatal(engine)
         if fatal:
             message += f" Last fatal line: {fatal}"
         # Starting or auto-restarting: wait out the activation budget before paging.
         wait = max(0.0, settings["activating_budget_s"] - activating_for) if cause.coming_back else 0.0
         return [Finding(subject=engine.name, engine=engine, active=True, cause=cause.key, message=message,
-                        details={"reason": reason, "unit": unit or None, "fatal_line": fatal},
+                        details={"reason": reason, "unit": unit or None, "fatal_line": fatal,
+                                 "definitive": cause.key in DEFINITIVE},
                         for_s=wait, fire_now=not cause.coming_back, renotify_on_cause=cause.key in DEFINITIVE)]
 
 

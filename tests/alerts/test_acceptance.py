@@ -1,0 +1,132 @@
+"""End to end: simulated engines with faults, the real collectors, a real webhook receiver and SMTP server.
+
+The collectors' services (dashboard.services.polling) send the signals; the alerts receivers
+evaluate in the same process and the outbox sends after commit (Celery in eager mode here;
+tests/alerts/test_worker_restart.py runs a real worker)."""
+import json
+import time
+
+import pytest
+from django.conf import settings as django_settings
+
+from dashboard.alerts.models import AlertEvent, Delivery, MaintenanceWindow
+from dashboard.models import Engine, Host
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def sim(tmp_path, settings, monkeypatch):
+    from dashboard.simulator.client import Simulation
+
+    with Simulation(engines=["vllm:sim-vllm,exit_delay=1.5"], state_dir=tmp_path / "sim") as s:
+        monkeypatch.setenv("SPARKOPS_SIM_STATE_DIR", str(s.state_dir))
+        settings.SPARKOPS_SYSTEMCTL = str(s.bin_dir / "sim-systemctl")
+        settings.SPARKOPS_JOURNALCTL = str(s.bin_dir / "sim-journalctl")
+        settings.SPARKOPS_NVIDIA_SMI = str(s.bin_dir / "sim-nvidia-smi")
+        settings.SPARKOPS_GPU_BACKEND = "nvidia-smi"
+        settings.SPARKOPS_PROC_ROOT = str(s.state_dir / "proc")
+        yield s
+
+
+@pytest.fixture
+def eager():
+    from sparkops.celery import app
+
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
+
+
+@pytest.fixture
+def watched(sim, eager, receiver, smtp):
+    from dashboard.alerts.models import NotificationChannel
+
+    host = Host.objects.create(name=django_settings.SPARKOPS_HOST_NAME)
+    engine = Engine.objects.create(name="sim-vllm", kind="vllm", url=sim.url("sim-vllm"), host=host,
+                                   unit=sim.unit("sim-vllm"), status="up")
+    NotificationChannel.objects.create(name="hook", kind="webhook", config={"url": receiver.url, "format": "sparkops"},
+                                       secret="k3y")
+    NotificationChannel.objects.create(name="mail", kind="email", config={"address": "oncall@example.test"})
+    return engine
+
+
+def probe_until(engine, predicate, timeout=10.0, interval=None):
+    from dashboard.services.polling import engines_probe
+
+    interval = interval or django_settings.SPARKOPS_LIVENESS_INTERVAL
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        engines_probe(engines=[Engine.objects.select_related("host").get(pk=engine.pk)])
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False
+
+
+def bodies(receiver):
+    return [body for _, body in receiver.accepted()]
+
+
+def test_exit0_death_pages_within_two_seconds_and_says_why(sim, watched, receiver, smtp):
+    probe_until(watched, lambda: False, timeout=1.1)
+    assert not receiver.requests
+    t0 = time.time()
+    sim.fault("sim-vllm", "exit0")
+    assert probe_until(watched, lambda: receiver.accepted(), timeout=5)
+    latency = receiver.requests[0]["at"] - t0
+    assert latency < 2.0, f"webhook after {latency:.2f} s"
+    first = bodies(receiver)[0]
+    assert first["rule"] == "engine_down" and first["severity"] == "critical" and first["subject"] == "sim-vllm"
+    assert "Restart=on-failure" in first["message"] and "will not restart it" in first["message"]
+    assert "illegal instruction" in first["message"]
+    # Once the unit has exited 0 the alert says so (one more page: the cause is now certain).
+    sim.wait_for_unit("sim-vllm", ActiveState="inactive")
+    assert probe_until(watched, lambda: AlertEvent.objects.filter(cause="exit0_no_restart").exists(), timeout=5)
+    event = AlertEvent.objects.get(rule="engine_down")
+    assert event.state == "firing" and event.incident is not None
+    assert "exited with status 0 while the unit has Restart=on-failure" in event.message
+    # It does not come back by itself; an operator starts it; the resolve notification follows.
+    sim.start("sim-vllm")
+    sim.wait_ready("sim-vllm")
+    assert probe_until(watched, lambda: any(b["transition"] == "resolved" for b in bodies(receiver)), timeout=5)
+    assert AlertEvent.objects.get(pk=event.pk).state == "resolved"
+    assert len({key for key, _ in receiver.accepted()}) == len(receiver.accepted())  # no duplicates
+    assert any("RESOLVED" in m["data"].decode() for m in smtp.messages)
+
+
+def test_second_death_pages_again(sim, watched, receiver):
+    for death in range(2):
+        t0 = time.time()
+        sim.fault("sim-vllm", "exit0")
+        assert probe_until(watched, lambda: len([b for b in bodies(receiver) if b["transition"] == "firing"]) > death,
+                           timeout=5)
+        firing = [r for r in receiver.requests if json.loads(r["body"])["transition"] == "firing"]
+        assert firing[-1]["at"] - t0 < 2.0
+        sim.wait_for_unit("sim-vllm", ActiveState="inactive")
+        sim.start("sim-vllm")
+        sim.wait_ready("sim-vllm")
+        assert probe_until(watched, lambda: not AlertEvent.objects.filter(state="firing").exists(), timeout=5)
+    assert AlertEvent.objects.filter(rule="engine_down", state="resolved").count() == 2
+
+
+def test_silence_suppresses_notification_but_records(sim, watched, receiver, operator):
+    from dashboard.alerts.services import silence_create
+
+    silence_create(engine=watched, rule="engine_down", hours=1, user=operator)
+    sim.fault("sim-vllm", "exit0")
+    assert probe_until(watched, lambda: AlertEvent.objects.filter(state="firing").exists(), timeout=5)
+    event = AlertEvent.objects.get(rule="engine_down")
+    assert not Delivery.objects.exists() and not receiver.requests
+    assert event.notes.filter(kind="suppressed").exists()
+
+
+def test_maintenance_window_suppresses(sim, watched, receiver):
+    from django.utils import timezone
+    from datetime import timedelta
+
+    MaintenanceWindow.objects.create(starts_at=timezone.now() - timedelta(minutes=1),
+                                     ends_at=timezone.now() + timedelta(hours=1), host=watched.host, reason="driver upgrade")
+    sim.fault("sim-vllm", "exit0")
+    assert probe_until(watched, lambda: AlertEvent.objects.filter(state="firing").exists(), timeout=5)
+    assert not Delivery.objects.exists() and not receiver.requests
