@@ -99,11 +99,10 @@ class Entry(models.Model):
         return reverse("changelog:entry", args=[self.pk])
 
 
-def _guard_child(obj, entry):
+def _guard_child(entry):
     """Flags, claims and evidence belong to the entry's text: frozen with it."""
     if entry is not None and entry.pk and entry.is_locked:
         raise AppendOnlyError(f"{entry} is past its grace period; write a correction instead.")
-    del obj
 
 
 class FlagChange(models.Model):
@@ -122,11 +121,11 @@ class FlagChange(models.Model):
         return f"{self.flag}: {self.old} → {self.new}"
 
     def save(self, *args, **kwargs):
-        _guard_child(self, self.entry)
+        _guard_child(self.entry)
         super().save(*args, **kwargs)
 
     def delete(self, *args, **kwargs):
-        _guard_child(self, self.entry)
+        _guard_child(self.entry)
         return super().delete(*args, **kwargs)
 
 
@@ -161,11 +160,11 @@ class Claim(models.Model):
         return bool(self.metric) and self.predicted is not None
 
     def save(self, *args, **kwargs):
-        _guard_child(self, self.entry)
+        _guard_child(self.entry)
         super().save(*args, **kwargs)
 
     def delete(self, *args, **kwargs):
-        _guard_child(self, self.entry)
+        _guard_child(self.entry)
         return super().delete(*args, **kwargs)
 
 
@@ -241,7 +240,7 @@ class EvidenceLink(models.Model):
     def save(self, *args, **kwargs):
         if self.correction_id and self.pk and not self._state.adding:
             raise AppendOnlyError("A correction's evidence is never edited.")
-        _guard_child(self, self.entry if self.entry_id else None)
+        _guard_child(self.entry if self.entry_id else None)
         super().save(*args, **kwargs)
 
 
