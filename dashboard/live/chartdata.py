@@ -76,6 +76,7 @@ def restarts(*, engine, rng, up_trace=None):
     """Restarts: the collector's KV-pool rows (written after each restart) and up 0→1 edges."""
     marks = [{"time": row.recorded_at.isoformat(), "title": "restart (KV pool re-read)"}
              for row in KVPoolEntry.objects.filter(engine=engine, source=KVPoolEntry.Source.COLLECTOR,
+                                                   previous__isnull=False,  # the first row is no restart
                                                    recorded_at__range=(rng.start, rng.end))]
     if up_trace:
         ys, ts = up_trace["y"], up_trace["t"]

@@ -90,7 +90,11 @@
     state.alertsDirty = false;
     fetch(root.dataset.alerts, { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
-      .then(function (html) { box.innerHTML = html; })
+      .then(function (html) {
+        box.innerHTML = html;
+        // The partial was rendered for /live/alerts/; after an Ack, come back to this page.
+        box.querySelectorAll('input[name="next"]').forEach(function (i) { i.value = location.pathname; });
+      })
       .catch(function () { state.alertsDirty = true; });
   }
 
@@ -156,21 +160,20 @@
     (data.annotations || []).forEach(function (a) {
       shapes.push({ type: "line", xref: "x", yref: "paper", x0: a.time, x1: a.time, y0: 0, y1: 1,
                     line: { color: accent, width: 1.5, dash: a.corrected ? "dot" : "solid" } });
-      annotations.push({ x: a.time, xref: "x", y: 1, yref: "paper", yanchor: "bottom", showarrow: false,
+      annotations.push({ x: a.time, xref: "x", y: 1, yref: "paper", yanchor: "top", xanchor: "left", showarrow: false,
                          text: "✎", hovertext: a.title + (a.corrected ? " (corrected)" : ""), captureevents: true,
                          font: { color: accent, size: 13 }, name: "changelog:" + a.url });
     });
     (data.restarts || []).forEach(function (r) {
       shapes.push({ type: "line", xref: "x", yref: "paper", x0: r.time, x1: r.time, y0: 0, y1: 1,
                     line: { color: cssVar("--warn"), width: 1, dash: "dash" } });
-      annotations.push({ x: r.time, xref: "x", y: 1, yref: "paper", yanchor: "bottom", showarrow: false,
+      annotations.push({ x: r.time, xref: "x", y: 1, yref: "paper", yanchor: "top", xanchor: "right", showarrow: false,
                          text: "↻", hovertext: r.title, font: { color: cssVar("--warn"), size: 13 }, name: "restart" });
     });
     return { title: { text: panel.title, font: { size: 13, color: fg }, x: 0.01 }, height: 230,
              margin: { l: 50, r: 12, t: 34, b: 30 }, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
-             font: { color: fg, size: 11 }, showlegend: true, legend: { orientation: "h", x: 1, xanchor: "right", y: 1.12 },
-             xaxis: data.range.key === "custom" ? { type: "date", gridcolor: line, range: [data.range.start, data.range.end] }
-                                                : { type: "date", gridcolor: line, autorange: true },
+             font: { color: fg, size: 11 }, showlegend: true, legend: { orientation: "h", x: 1, xanchor: "right", y: 1.02, yanchor: "bottom" },
+             xaxis: { type: "date", gridcolor: line, range: [data.range.start, data.range.end] },
              yaxis: { gridcolor: line, tickformat: panel.tickformat || "", rangemode: "tozero", fixedrange: false },
              shapes: shapes, annotations: annotations, hovermode: "x unified" };
   }
@@ -208,7 +211,7 @@
         div.id = "chart-" + panel.id.replace(/\W/g, "_"); div.className = "chart-panel";
         chartsEl.appendChild(div);
       }
-      window.Plotly.react(div, tracesFor(panel), layoutFor(panel, data), { responsive: true, displaylogo: false });
+      window.Plotly.react(div, tracesFor(panel), layoutFor(panel, data), { responsive: true, displaylogo: false, displayModeBar: false });
       if (!div.dataset.bound) { bindChart(div); div.dataset.bound = "1"; }
       panel.traces.forEach(function (tr, i) {
         var key = tr.subject + "|" + tr.metric;
@@ -219,6 +222,12 @@
   }
 
   function bindChart(div) {
+    // A zoom by the user pins the view; a double-click (autorange) hands it back to the live window.
+    div.on("plotly_relayout", function (ev) {
+      if (div._sliding) return;
+      if (ev["xaxis.range[0]"] !== undefined || ev["xaxis.range"]) div._userZoom = true;
+      if (ev["xaxis.autorange"]) { div._userZoom = false; slide(div); }
+    });
     div.on("plotly_clickannotation", function (ev) {
       var name = (ev.annotation && ev.annotation.name) || "";
       if (name.indexOf("changelog:") === 0) window.location.href = name.slice("changelog:".length);
@@ -235,7 +244,20 @@
         byDiv.set(ref.div, e);
       });
     });
-    byDiv.forEach(function (e, div) { window.Plotly.extendTraces(div, { x: e.x, y: e.y }, e.idx, MAX_LIVE_POINTS); });
+    byDiv.forEach(function (e, div) {
+      window.Plotly.extendTraces(div, { x: e.x, y: e.y }, e.idx, MAX_LIVE_POINTS);
+      slide(div);
+    });
+  }
+
+  // Preset ranges are "the last N": keep the window ending now unless the user zoomed.
+  function slide(div) {
+    var r = state.chartData && state.chartData.range;
+    if (!r || r.key === "custom" || div._userZoom) return;
+    var span = Date.parse(r.end) - Date.parse(r.start), now = Date.now();
+    div._sliding = true;
+    window.Plotly.relayout(div, { "xaxis.range": [new Date(now - span).toISOString(), new Date(now).toISOString()] })
+      .then(function () { div._sliding = false; }, function () { div._sliding = false; });
   }
 
   function fillStats(stats) {

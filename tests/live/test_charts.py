@@ -28,7 +28,9 @@ def test_engine_chart_carries_samples_annotations_alerts_and_restarts(viewer_cli
     AlertEvent.objects.create(rule="engine_down", severity="critical", state="resolved", engine=vllm, subject="vllm-main",
                               message="exit 0", started_at=now - timedelta(minutes=30), fired_at=now - timedelta(minutes=29),
                               resolved_at=now - timedelta(minutes=25))
-    KVPoolEntry.objects.create(engine=vllm, recorded_at=now - timedelta(minutes=24), pool_tokens=400000, source="collector")
+    first = KVPoolEntry.objects.create(engine=vllm, recorded_at=now - timedelta(minutes=50), pool_tokens=400000, source="collector")
+    KVPoolEntry.objects.create(engine=vllm, recorded_at=now - timedelta(minutes=24), pool_tokens=360000, source="collector",
+                               previous=first)
 
     body = viewer_client.get(reverse("chart-engine", args=["vllm-main"]), {"range": "1h"}).json()
 

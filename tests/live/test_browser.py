@@ -1,0 +1,185 @@
+"""The live view in real headless Chromium against uvicorn (HTTP + WebSocket), the test
+database, simulated engines and the real polling services. Screenshots go to
+artifacts/screenshots/ (one is copied to docs/ for the README)."""
+import shutil
+from datetime import timedelta
+from pathlib import Path
+from types import SimpleNamespace
+
+import httpx
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from dashboard.changelog.models import Entry
+from dashboard.models import Engine, Host
+
+from .helpers import add_minute_rollups, add_samples
+from .stack import ROOT, Poller, sim_settings, start_simulator, start_web, stop
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+SHOTS = ROOT / "artifacts" / "screenshots"
+
+if not Path(CHROMIUM).exists():
+    pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
+
+
+def _seed_history(engines, host):
+    """Twenty minutes of plausible history so the charts have a shape before the first poll."""
+    now = timezone.now() - timedelta(seconds=30)
+    for k, engine in enumerate(engines):
+        rate = [55 + 8 * ((i // 40 + k) % 2) for i in range(600)]
+        add_samples(metric="generation_tokens_per_s", values=rate, end=now, engine=engine)
+        add_samples(metric="kv_cache_usage", values=[0.2 + (i % 120) / 400 for i in range(600)], end=now, engine=engine)
+        add_samples(metric="prefix_cache_hit_rate", values=[0.92] * 600, end=now, engine=engine)
+    add_samples(metric="psi.memory.some.avg10", values=[(i % 90) / 10 for i in range(600)], end=now, host=host)
+    add_samples(metric="gpu0.sm_clock_mhz", values=[2400 - (i % 50) for i in range(600)], end=now, host=host)
+
+
+@pytest.fixture
+def stack(tmp_path, settings, monkeypatch, viewer, operator):
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
+    sim, state, specs = start_simulator(tmp_path)
+    monkeypatch.setenv("SPARKOPS_SIM_STATE_DIR", str(state))
+    for key, value in sim_settings(state).items():
+        setattr(settings, key, value)
+    host = Host.objects.create(name="spark-sim")
+    engines = [Engine.objects.create(name=s["name"], kind=s["kind"], url=s["url"], unit=s.get("unit", ""), host=host)
+               for s in specs]
+    _seed_history(engines, host)
+    web = poller = None
+    try:
+        web, base = start_web(db_name=connection.settings_dict["NAME"], log_path=tmp_path / "web.log")
+        poller = Poller(host=host, engines=engines)
+        poller.start()
+        yield SimpleNamespace(base=base, host=host, engines={e.name: e for e in engines}, poller=poller,
+                              log=tmp_path / "web.log")
+    finally:
+        if poller:
+            poller.stop()
+        stop(web)
+        stop(sim)
+
+
+@pytest.fixture
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+class Session:
+    """One logged-in browser context that records every console error and page error."""
+
+    def __init__(self, browser, base, user, *, dark=False):
+        self.context = browser.new_context(viewport={"width": 1280, "height": 800},
+                                           color_scheme="dark" if dark else "light")
+        self.page, self.base, self.errors = self.context.new_page(), base, []
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("response", lambda r: r.status >= 400 and self.errors.append(f"HTTP {r.status} {r.url}"))
+        self.page.goto(base + "/login/")
+        self.page.fill("#id_username", user.username)
+        self.page.fill("#id_password", f"{user.username}-password-123")
+        self.page.click("button[type=submit]")
+        self.page.wait_for_url(base + "/")
+
+    def shot(self, name):
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        path = SHOTS / f"{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+
+def _live(page):
+    page.wait_for_function("window.sparkopsLive && window.sparkopsLive.connected", timeout=10000)
+
+
+def test_engine_death_reaches_the_open_overview_and_only_operators_can_ack(stack, browser, viewer, operator):
+    vllm = stack.engines["sim-vllm"]
+    ops = Session(browser, stack.base, operator)
+    page = ops.page
+    _live(page)
+    card = page.locator(f"#engine-card-{vllm.id}")
+    card.and_(page.locator(".status-up")).wait_for(timeout=15000)
+    page.wait_for_selector(".spark svg polyline", timeout=10000)
+    page.evaluate("window.__sameDocument = true")
+    ops.shot("overview")
+    (ROOT / "docs").mkdir(exist_ok=True)
+    shutil.copyfile(SHOTS / "overview.png", ROOT / "docs" / "screenshot-overview.png")
+
+    assert httpx.post(vllm.url.rstrip("/") + "/_sim/fault", json={"kind": "exit0"}, timeout=5).status_code == 200
+
+    card.and_(page.locator(".status-down")).wait_for(timeout=10000)
+    assert card.locator("[data-field=status]").text_content() == "down"
+    assert card.locator("[data-field=reason]").inner_text().strip(), "the card must say why it is down"
+    row = page.locator("#firing-alerts .alert-row", has_text="sim-vllm").first
+    row.wait_for(timeout=10000)
+    assert page.evaluate("window.__sameDocument") is True, "the page reloaded"
+    ops.shot("overview-engine-down")
+
+    viewer_session = Session(browser, stack.base, viewer)
+    viewer_row = viewer_session.page.locator("#firing-alerts .alert-row", has_text="sim-vllm").first
+    viewer_row.wait_for(timeout=5000)
+    assert viewer_row.locator("button", has_text="Ack").count() == 0
+    assert viewer_session.page.locator("form[action*='/ack']").count() == 0
+
+    row.locator("button", has_text="Ack").click()
+    page.wait_for_load_state()
+    page.locator("#firing-alerts .alert-row.acked", has_text="sim-vllm").first.wait_for(timeout=10000)
+    assert not ops.errors and not viewer_session.errors, ops.errors + viewer_session.errors
+    assert not stack.poller.errors, stack.poller.errors
+
+
+def test_detail_pages_draw_annotations_and_render_a_week_fast(stack, browser, operator):
+    vllm, llama = stack.engines["sim-vllm"], stack.engines["sim-llama"]
+    entry = Entry.objects.create(effective_at=timezone.now() - timedelta(minutes=10), kind="flag_change",
+                                 title="--max-num-seqs 8 -> 16")
+    entry.engines.add(vllm)
+    week_ago = timezone.now() - timedelta(days=7)
+    for metric in ("prompt_tokens_per_s", "requests_running", "ttft_p50_s"):
+        add_minute_rollups(metric=metric, start=week_ago, minutes=7 * 1440 - 30, value=1.0, engine=vllm)
+    ops = Session(browser, stack.base, operator)
+    page = ops.page
+
+    page.goto(f"{stack.base}/engines/{vllm.name}/")
+    page.wait_for_selector("#chart-tokens .annotation", timeout=10000)
+    hover = page.evaluate("document.getElementById('chart-tokens').layout.annotations.map(a => a.hovertext)")
+    assert "--max-num-seqs 8 -> 16" in hover
+    _live(page)
+    ops.shot("engine-detail")
+
+    page.click("button[data-range='7d']")
+    page.wait_for_function("window.sparkopsLive.chartData.range.key === '7d'", timeout=10000)
+    render_ms = page.evaluate("window.sparkopsLive.renderMs")
+    points = page.evaluate("Math.max(...window.sparkopsLive.chartData.panels.flatMap(p => p.traces.map(t => t.t.length)))")
+    print(f"7-day engine charts: fetched and drawn in {render_ms:.0f} ms, at most {points} points per series")
+    assert points <= 2000 and render_ms < 1000
+
+    page.click("button[data-range='1h']")
+    page.wait_for_selector("#chart-tokens .annotation", timeout=10000)
+    page.locator("#chart-tokens g.annotation").first.click()
+    page.wait_for_url(f"**{entry.get_absolute_url()}", timeout=10000)
+
+    page.goto(f"{stack.base}/hosts/{stack.host.name}/")
+    page.wait_for_selector("#chart-psi .main-svg", timeout=10000)
+    ops.shot("host-detail")
+    page.goto(f"{stack.base}/coresidency/?a={vllm.name}&b={llama.name}")
+    page.wait_for_selector("#chart-coresidency .main-svg", timeout=10000)
+    page.wait_for_selector("#coresidency-stats tbody tr", timeout=10000)
+    ops.shot("coresidency")
+
+    page.click("#theme-toggle")
+    page.goto(f"{stack.base}/engines/{vllm.name}/")
+    page.wait_for_selector("#chart-tokens .annotation", timeout=10000)
+    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+    ops.shot("engine-detail-dark")
+    page.goto(stack.base + "/")
+    _live(page)
+    ops.shot("overview-dark")
+    assert not ops.errors, ops.errors
