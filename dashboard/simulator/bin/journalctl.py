@@ -1,0 +1,76 @@
+"""`journalctl [-u UNIT]... [-k] [-o json|short|cat] [--after-cursor C] [-n N] [--no-pager]`
+over the simulator's journal files. Cursors are global across units like journald's:
+`--after-cursor` returns only entries written after that one."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from ..systemd import cursor_seq, read_entries
+from . import state_dir, unit_name
+
+
+def entries(args) -> list[dict]:
+    jdir = state_dir() / "journal"
+    if args.dmesg:
+        files = [jdir / "kernel.jsonl"]
+    elif args.unit or args.user_unit:
+        files = [jdir / f"{unit_name(u)}.jsonl" for u in args.unit + args.user_unit]
+    else:
+        files = sorted(jdir.glob("*.jsonl"))
+    out = [e for f in files for e in read_entries(f)]
+    out.sort(key=lambda e: cursor_seq(e["__CURSOR"]))
+    return out
+
+
+def short(e: dict) -> str:
+    t = time.localtime(int(e["__REALTIME_TIMESTAMP"]) / 1e6)
+    ident = e.get("SYSLOG_IDENTIFIER", "")
+    pid = f"[{e['_PID']}]" if "_PID" in e else ""
+    return f"{time.strftime('%b %d %H:%M:%S', t)} {e.get('_HOSTNAME', '')} {ident}{pid}: {e['MESSAGE']}"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="journalctl")
+    p.add_argument("-u", "--unit", action="append", default=[])
+    p.add_argument("--user-unit", action="append", default=[])
+    p.add_argument("-k", "--dmesg", action="store_true")
+    p.add_argument("-o", "--output", default="short")
+    p.add_argument("--after-cursor")
+    p.add_argument("--cursor")
+    p.add_argument("-n", "--lines", type=int)
+    p.add_argument("-b", "--boot", nargs="?", const="0")
+    p.add_argument("--since")
+    p.add_argument("--show-cursor", action="store_true")
+    for flag in ("--no-pager", "--user", "--system", "-q", "--quiet", "--all", "--utc", "--no-hostname"):
+        p.add_argument(flag, action="store_true")
+    args = p.parse_args(argv)
+    if args.output not in ("json", "short", "cat"):
+        print(f"sim-journalctl: unsupported output mode {args.output!r} (json, short, cat)", file=sys.stderr)
+        return 1
+    items = entries(args)
+    for flag, strict in ((args.after_cursor, True), (args.cursor, False)):
+        if flag is not None:
+            try:
+                seq = cursor_seq(flag)
+            except ValueError:
+                print("Failed to seek to cursor: Invalid argument", file=sys.stderr)
+                return 1
+            items = [e for e in items if cursor_seq(e["__CURSOR"]) > seq or (not strict and cursor_seq(e["__CURSOR"]) == seq)]
+    if args.lines is not None:
+        items = items[-args.lines:] if args.lines > 0 else []
+    render = {"json": lambda e: json.dumps(e, ensure_ascii=False, separators=(",", ":")),
+              "short": short, "cat": lambda e: e["MESSAGE"]}[args.output]
+    out = [render(e) for e in items]
+    if not items and args.output == "short" and not args.quiet:
+        out.append("-- No entries --")
+    if args.show_cursor and items:
+        out.append(f"-- cursor: {items[-1]['__CURSOR']}")
+    sys.stdout.write("".join(line + "\n" for line in out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

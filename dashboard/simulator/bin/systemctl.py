@@ -1,0 +1,59 @@
+"""`systemctl show UNIT... [-p A,B]... [--value] [--all] [--user]` and `is-active` over the
+simulator's state dir. Output is systemctl's: KEY=VALUE per line, units separated by a
+blank line, empty values suppressed unless requested with -p or --all, unknown units
+shown as the LoadState=not-found stub. `--user` reads the same units."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..systemd import SHOW_KEYS, not_found_properties, parse_show
+from . import state_dir, unit_name
+
+
+def load(unit: str) -> dict:
+    path = state_dir() / "units" / f"{unit}.show"
+    try:
+        return parse_show(path.read_text())
+    except FileNotFoundError:
+        return not_found_properties(unit)
+
+
+def show_text(props: dict, wanted: list[str] | None, all_: bool, value_only: bool) -> str:
+    order = list(SHOW_KEYS) + [k for k in props if k not in SHOW_KEYS]
+    keys = [k for k in order if k in props and (wanted is None or k in wanted)]
+    if wanted is None and not all_:
+        keys = [k for k in keys if props[k] != ""]
+    return "".join((f"{props[k]}\n" if value_only else f"{k}={props[k]}\n") for k in keys)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="systemctl")
+    p.add_argument("verb", choices=["show", "is-active", "status"])
+    p.add_argument("units", nargs="*")
+    p.add_argument("-p", "--property", action="append", default=[])
+    p.add_argument("-P", dest="value_property", action="append", default=[])
+    p.add_argument("--value", action="store_true")
+    p.add_argument("-a", "--all", action="store_true")
+    for flag in ("--user", "--system", "--no-pager", "--no-legend", "--quiet", "-q"):
+        p.add_argument(flag, action="store_true")
+    p.add_argument("--timestamp", default=None)
+    args = p.parse_args(argv)
+    units = [unit_name(u) for u in args.units]
+    if args.verb == "is-active":
+        states = [load(u)["ActiveState"] for u in units]
+        if not args.quiet:
+            print("\n".join(states))
+        return 0 if states and all(s == "active" for s in states) else 3
+    if args.verb == "status":
+        print("sim-systemctl supports 'show' and 'is-active' only", file=sys.stderr)
+        return 1
+    wanted = [w for spec in args.property + args.value_property for w in spec.split(",") if w] or None
+    value_only = args.value or bool(args.value_property)
+    texts = [show_text(load(u), wanted, args.all, value_only) for u in units]
+    sys.stdout.write("\n".join(texts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

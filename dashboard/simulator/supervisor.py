@@ -1,0 +1,272 @@
+"""A small systemd for the simulated engines.
+
+Each engine is a child process (`python -m dashboard.simulator.engine ...`) run as a
+`Type=simple` service with a Restart= policy (default `on-failure`: exit 0 is *not*
+restarted, non-zero is, after RestartSec, with StartLimitBurst/IntervalSec). Its unit
+properties are rewritten atomically into `<state_dir>/units/<unit>.show` on every change;
+its stdout lines and the manager's own messages go to `<state_dir>/journal/<unit>.jsonl`.
+A loopback control API drives it (see `ControlAPI`).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import systemd as sd
+from .host import HostState
+
+RESTART_POLICIES = ("no", "on-success", "on-failure", "on-abnormal", "on-abort", "always")
+UNIT_OPTIONS = {"restart": str, "restart_sec": float, "start_limit_burst": int, "start_limit_interval": float}
+IDENT = {"vllm": "vllm", "llamacpp": "llama-server", "sglang": "python3", "openai": "python3"}
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class UnitSpec:
+    kind: str
+    name: str
+    port: int = 0
+    engine_opts: dict = field(default_factory=dict)
+    restart: str = "on-failure"
+    restart_sec: float = 0.5
+    start_limit_burst: int = 5
+    start_limit_interval: float = 10.0
+
+    @classmethod
+    def parse(cls, text: str) -> "UnitSpec":
+        """`KIND:NAME[:PORT][,key=value...]`; keys are unit options or engine options."""
+        head, *opts = text.split(",")
+        parts = head.split(":")
+        if len(parts) not in (2, 3) or not parts[1]:
+            raise ValueError(f"engine spec {text!r} is not KIND:NAME[:PORT][,key=value...]")
+        spec = cls(parts[0], parts[1], int(parts[2]) if len(parts) == 3 and parts[2] else 0)
+        for opt in opts:
+            key, sep, value = opt.partition("=")
+            if not sep:
+                raise ValueError(f"engine option {opt!r} is not key=value")
+            spec.set_option(key.strip().replace("-", "_"), value.strip())
+        spec.validate()
+        return spec
+
+    def set_option(self, key: str, value) -> None:
+        if key in UNIT_OPTIONS:
+            setattr(self, key, UNIT_OPTIONS[key](value))
+        else:
+            self.engine_opts[key] = value
+
+    def validate(self) -> None:
+        from .core import EngineConfig
+        if self.restart not in RESTART_POLICIES:
+            raise ValueError(f"Restart= must be one of {', '.join(RESTART_POLICIES)}")
+        EngineConfig.from_options({"kind": self.kind, "name": self.name, **self.engine_opts})
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def shall_restart(policy: str, result: str, code: str, status: int) -> bool:
+    """systemd.service(5) restart table."""
+    clean = result == "success"
+    return {"no": False, "always": True, "on-success": clean, "on-failure": not clean,
+            "on-abnormal": code in ("killed", "dumped") and not clean,
+            "on-abort": code == "dumped" or (code == "killed" and status not in sd.CLEAN_SIGNALS)}[policy]
+
+
+class Unit:
+    def __init__(self, spec: UnitSpec, sup: "Supervisor"):
+        self.spec, self.sup = spec, sup
+        self.id = f"{spec.name}.service"
+        self.description = f"SparkOps simulated {spec.kind} engine {spec.name}"
+        self.proc: asyncio.subprocess.Process | None = None
+        self.stop_requested = False
+        self.restart_task: asyncio.Task | None = None
+        self.start_times: list[float] = []
+        self.p = {"Type": "simple", "Restart": spec.restart, "NotifyAccess": "none",
+                  "RestartUSec": sd.fmt_timespan(spec.restart_sec), "TimeoutStartUSec": "1min 30s",
+                  "TimeoutStopUSec": "1min 30s", "MainPID": "0", "ControlPID": "0", "Result": "success",
+                  "NRestarts": "0", "ExecMainStartTimestamp": "", "ExecMainExitTimestamp": "", "ExecMainPID": "0",
+                  "ExecMainCode": "0", "ExecMainStatus": "0", "ControlGroup": f"/system.slice/{self.id}",
+                  "MemoryCurrent": "[not set]", "Id": self.id, "Names": self.id, "Description": self.description,
+                  "LoadState": "loaded", "ActiveState": "inactive", "SubState": "dead",
+                  "FragmentPath": f"/etc/systemd/system/{self.id}", "UnitFileState": "enabled",
+                  "StateChangeTimestamp": "", "InactiveExitTimestamp": "", "ActiveEnterTimestamp": "",
+                  "ActiveExitTimestamp": "", "InactiveEnterTimestamp": "",
+                  "StartLimitIntervalUSec": sd.fmt_timespan(spec.start_limit_interval),
+                  "StartLimitBurst": str(spec.start_limit_burst), "InvocationID": ""}
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.spec.port}"
+
+    def set_state(self, active: str, sub: str, **props) -> None:
+        now = sd.fmt_timestamp(time.time())
+        old = self.p["ActiveState"]
+        if old != active:
+            if active == "active":
+                self.p["ActiveEnterTimestamp"] = now
+            if old == "active":
+                self.p["ActiveExitTimestamp"] = now
+            if active in ("inactive", "failed"):
+                self.p["InactiveEnterTimestamp"] = now
+            if old in ("inactive", "failed"):
+                self.p["InactiveExitTimestamp"] = now
+            self.p["StateChangeTimestamp"] = now
+        self.p.update(ActiveState=active, SubState=sub, **{k: str(v) for k, v in props.items()})
+        self.write()
+
+    def write(self) -> None:
+        text = "".join(f"{k}={self.p[k]}\n" for k in sd.SHOW_KEYS)
+        sd.write_atomic(self.sup.units_dir / f"{self.id}.show", text)
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "dashboard.simulator.engine", "--kind", self.spec.kind,
+               "--name", self.spec.name, "--port", str(self.spec.port)]
+        for key, value in self.spec.engine_opts.items():
+            cmd += [f"--{key.replace('_', '-')}", str(value)]
+        return cmd
+
+    def info(self) -> dict:
+        return {"name": self.spec.name, "kind": self.spec.kind, "url": self.url, "unit": self.id,
+                "port": self.spec.port, "pid": int(self.p["MainPID"]), "state": self.p["ActiveState"],
+                "sub_state": self.p["SubState"], "result": self.p["Result"], "n_restarts": int(self.p["NRestarts"]),
+                "restart": self.spec.restart}
+
+
+class Supervisor:
+    def __init__(self, specs: list[UnitSpec], state_dir: str | Path):
+        self.state_dir = Path(state_dir)
+        self.units_dir = self.state_dir / "units"
+        self.units_dir.mkdir(parents=True, exist_ok=True)
+        self.journal = sd.Journal(self.state_dir)
+        self.host = HostState(self.state_dir)
+        for spec in specs:
+            spec.port = spec.port or free_port()
+        self.units = {s.name: Unit(s, self) for s in specs}
+        self._tasks: list[asyncio.Task] = []
+
+    async def start(self) -> None:
+        self.host.tick(0.0)
+        self._tasks.append(asyncio.create_task(self._host_loop()))
+        for unit in self.units.values():
+            unit.write()
+            await self.start_unit(unit)
+
+    async def shutdown(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*(self.stop_unit(u) for u in self.units.values()))
+
+    async def _host_loop(self) -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(1.0)
+            now = time.monotonic()
+            self.host.tick(now - last)
+            last = now
+
+    # ---- start / stop ----------------------------------------------------------------------
+    async def start_unit(self, unit: Unit, *, manual: bool = True) -> None:
+        if unit.proc is not None:
+            return
+        if unit.restart_task and manual:
+            unit.restart_task.cancel()
+        if manual:
+            unit.p["NRestarts"] = "0"
+            unit.start_times = []
+        unit.stop_requested = False
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+        unit.proc = await asyncio.create_subprocess_exec(*unit.command(), stdout=asyncio.subprocess.PIPE,
+                                                         stderr=asyncio.subprocess.STDOUT, env=env, cwd=REPO_ROOT)
+        unit.start_times.append(time.monotonic())
+        pid = unit.proc.pid
+        unit.set_state("active", "running", MainPID=pid, ExecMainPID=pid, ExecMainCode=0, ExecMainStatus=0,
+                       ExecMainStartTimestamp=sd.fmt_timestamp(time.time()), ExecMainExitTimestamp="",
+                       Result="success", InvocationID=uuid.uuid4().hex)
+        self.journal.manager(unit.id, f"Started {unit.description}.", MESSAGE_ID=sd.MSG_STARTED, JOB_TYPE="start", JOB_RESULT="done")
+        self._tasks.append(asyncio.create_task(self._watch(unit, unit.proc)))
+
+    async def _watch(self, unit: Unit, proc) -> None:
+        ident = IDENT.get(unit.spec.kind, "python3")
+        async for raw in proc.stdout:
+            self.journal.process_line(unit.id, proc.pid, ident, raw.decode(errors="replace").rstrip("\n"))
+        rc = await proc.wait()
+        unit.proc = None
+        self.on_exit(unit, rc)
+
+    def on_exit(self, unit: Unit, rc: int) -> None:
+        code, status = ("exited", rc) if rc >= 0 else ("killed", -rc)
+        name = sd.EXIT_STATUS_NAMES.get(status, str(status)) if code == "exited" else sd.signal_name(status)
+        clean = (code == "exited" and status == 0) or (code == "killed" and status in sd.CLEAN_SIGNALS)
+        result = "success" if clean or unit.stop_requested else ("exit-code" if code == "exited" else "signal")
+        self.journal.manager(unit.id, f"Main process exited, code={code}, status={status}/{name}",
+                             priority=7 if clean else 5, MESSAGE_ID=sd.MSG_PROCESS_EXIT, EXIT_CODE=code, EXIT_STATUS=status)
+        exit_props = dict(MainPID=0, ExecMainCode=1 if code == "exited" else 2, ExecMainStatus=status,
+                          ExecMainExitTimestamp=sd.fmt_timestamp(time.time()), Result=result)
+        if result == "success":
+            unit.set_state("inactive", "dead", **exit_props)
+            self.journal.manager(unit.id, "Deactivated successfully.", MESSAGE_ID=sd.MSG_SUCCESS)
+        else:
+            unit.set_state("failed", "failed", **exit_props)
+            self.journal.manager(unit.id, f"Failed with result '{result}'.", priority=4, MESSAGE_ID=sd.MSG_FAILURE, UNIT_RESULT=result)
+        if unit.stop_requested:
+            self.journal.manager(unit.id, f"Stopped {unit.description}.", MESSAGE_ID=sd.MSG_STOPPED, JOB_TYPE="stop", JOB_RESULT="done")
+        elif shall_restart(unit.spec.restart, result, code, status):
+            unit.set_state("activating", "auto-restart")
+            unit.restart_task = asyncio.create_task(self._auto_restart(unit, result))
+
+    async def _auto_restart(self, unit: Unit, result: str) -> None:
+        await asyncio.sleep(unit.spec.restart_sec)
+        window = time.monotonic() - unit.spec.start_limit_interval
+        if sum(1 for t in unit.start_times if t > window) >= unit.spec.start_limit_burst:
+            unit.set_state("failed", "failed", Result="start-limit-hit")
+            self.journal.manager(unit.id, "Start request repeated too quickly.", priority=3)
+            self.journal.manager(unit.id, "Failed with result 'start-limit-hit'.", priority=4,
+                                 MESSAGE_ID=sd.MSG_FAILURE, UNIT_RESULT="start-limit-hit")
+            return
+        n = int(unit.p["NRestarts"]) + 1
+        unit.p["NRestarts"] = str(n)
+        self.journal.manager(unit.id, f"Scheduled restart job, restart counter is at {n}.", MESSAGE_ID=sd.MSG_RESTART, N_RESTARTS=n)
+        self.journal.manager(unit.id, f"Stopped {unit.description}.", MESSAGE_ID=sd.MSG_STOPPED, JOB_TYPE="restart", JOB_RESULT="done")
+        unit.restart_task = None
+        await self.start_unit(unit, manual=False)
+
+    async def stop_unit(self, unit: Unit) -> None:
+        if unit.restart_task:
+            unit.restart_task.cancel()
+            unit.restart_task = None
+            if unit.proc is None:
+                unit.set_state("inactive", "dead")
+        proc = unit.proc
+        if proc is None:
+            return
+        unit.stop_requested = True
+        self.journal.manager(unit.id, f"Stopping {unit.description}...", MESSAGE_ID=sd.MSG_STOPPING, JOB_TYPE="stop")
+        unit.set_state("deactivating", "stop-sigterm")
+        proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), 5.0)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+        while unit.proc is proc:  # let _watch record the exit
+            await asyncio.sleep(0.01)
+
+    async def restart_unit(self, unit: Unit) -> None:
+        await self.stop_unit(unit)
+        await self.start_unit(unit)
+
+    def signal_unit(self, unit: Unit, sig: int) -> bool:
+        if unit.proc is None:
+            return False
+        unit.proc.send_signal(sig)
+        return True
