@@ -103,7 +103,10 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [_redis], "prefix": env_str("SPARKOPS_CHANNEL_PREFIX", "sparkops")},
+        # redis-py 8 reads with a 5 s socket timeout by default, which races channels_redis'
+        # 5 s blocking pop and drops every idle WebSocket (django/channels_redis#422).
+        "CONFIG": {"hosts": [{"address": _redis, "socket_timeout": None}],
+                   "prefix": env_str("SPARKOPS_CHANNEL_PREFIX", "sparkops")},
     }
 }
 

@@ -95,3 +95,14 @@ def test_filter_event_overrides_per_role():
     assert filter_event(msg, "operator")["payload"]["html"] == "with buttons"
     assert filter_event(msg, "admin")["payload"]["html"] == "with buttons"
     assert filter_event({**msg, "min_role": "admin"}, "operator") is None
+
+
+async def test_an_idle_socket_stays_subscribed(open_socket, viewer, fleet, layer):
+    """redis-py 8's default 5 s read timeout used to kill every socket idle for 5 s."""
+    import asyncio
+
+    comm, _ = await _connect(open_socket, viewer, "overview")
+    await asyncio.sleep(6)
+    await layer.group_send(GROUP_OVERVIEW, LiveEvent(type="engine.sample", payload={"id": 1}).as_message())
+    assert (await comm.receive_json_from(timeout=3))["payload"] == {"id": 1}
+    await comm.disconnect()
