@@ -1,0 +1,100 @@
+"""The supervisor plays systemd: unit state files, journal, restart policy, CLI stand-ins."""
+import json
+import subprocess
+
+import httpx
+import pytest
+
+from dashboard.simulator import Simulation
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    engines = ["vllm:v,load_seconds=0.2,exit_delay=0.3,restart_sec=0.2",
+               {"kind": "llamacpp", "name": "l", "load_seconds": 0.2, "restart_sec": 0.2}]
+    with Simulation(engines=engines, state_dir=tmp_path_factory.mktemp("sim")) as s:
+        yield s
+
+
+def run(sim, tool, *args):
+    out = subprocess.run([str(sim.bin_dir / tool), *args], env=sim.env(), capture_output=True, text=True, timeout=20)
+    return out.returncode, out.stdout
+
+
+def journal(sim, *args):
+    code, out = run(sim, "sim-journalctl", "-o", "json", "--no-pager", *args)
+    assert code == 0
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_units_listed_and_running(sim):
+    units = {u["name"]: u for u in sim.units()}
+    assert units["v"]["state"] == "active" and units["v"]["unit"] == "v.service" and units["v"]["pid"] > 0
+    code, out = run(sim, "sim-systemctl", "show", "v.service", "-p", "ActiveState,SubState", "-p", "MainPID")
+    assert code == 0 and sorted(out.splitlines()) == sorted(
+        ["ActiveState=active", "SubState=running", f"MainPID={units['v']['pid']}"])
+    code, out = run(sim, "sim-systemctl", "show", "ghost.service", "-p", "LoadState,ActiveState,SubState")
+    assert sorted(out.splitlines()) == ["ActiveState=inactive", "LoadState=not-found", "SubState=dead"]
+
+
+def test_startup_lines_in_journal(sim):
+    messages = [e["MESSAGE"] for e in journal(sim, "-u", "v")]
+    assert any("GPU KV cache size: 766,464 tokens, Maximum concurrency for 32,768 tokens per request: 23.39x" in m
+               for m in messages)
+
+
+def test_crash_restarts_and_counts(sim):
+    before = journal(sim, "-u", "l")[-1]["__CURSOR"]
+    sim.fault("l", "crash")
+    props = sim.wait_for_unit("l", NRestarts=1, ActiveState="active")
+    assert props["SubState"] == "running"
+    newer = journal(sim, "-u", "l", "--after-cursor", before)
+    assert before not in [e["__CURSOR"] for e in newer]
+    msgs = [e["MESSAGE"] for e in newer]
+    assert "CUDA error: an illegal instruction was encountered" in msgs
+    assert "Main process exited, code=exited, status=1/FAILURE" in msgs
+    assert "Scheduled restart job, restart counter is at 1." in msgs
+    assert journal(sim, "-u", "l", "--after-cursor", journal(sim, "-u", "l")[-1]["__CURSOR"]) == []
+    sim.wait_ready("l")
+
+
+def test_exit0_is_not_restarted_under_on_failure(sim):
+    sim.fault("v", "exit0")
+    props = sim.wait_for_unit("v", ActiveState="inactive")
+    assert props["Result"] == "success" and props["ExecMainStatus"] == "0" and props["ExecMainCode"] == "1"
+    assert props["SubState"] == "dead" and props["MainPID"] == "0" and props["NRestarts"] == "0"
+    msgs = [e["MESSAGE"] for e in journal(sim, "-u", "v")]
+    assert msgs[-2:] == ["Main process exited, code=exited, status=0/SUCCESS", "Deactivated successfully."]
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(sim.url("v") + "/health")
+    sim.start("v")
+    sim.wait_ready("v")
+    assert sim.show("v")["ActiveState"] == "active"
+
+
+def test_gpu_nvidia_smi_csv(sim):
+    q = "--query-gpu=name,pstate,clocks.sm,clocks.max.sm,utilization.gpu,clocks_event_reasons.active,memory.used"
+    code, out = run(sim, "sim-nvidia-smi", q, "--format=csv,noheader,nounits")
+    name, pstate, sm, smax, util, reasons, mem = out.strip().split(", ")
+    assert (name, pstate, util, reasons, mem) == ("NVIDIA GB10", "P0", "96", "0x0000000000000000", "[N/A]")
+    assert 2400 <= int(sm) <= 2500 and smax == "2500"
+    sim.gpu("clock_stuck_low")
+    _, out = run(sim, "sim-nvidia-smi", q, "--format=csv,noheader,nounits")
+    assert 790 <= int(out.split(", ")[2]) <= 810
+    _, header = run(sim, "sim-nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv")
+    assert header.splitlines()[0] == "clocks.current.sm [MHz], power.draw [W]"
+    assert run(sim, "sim-nvidia-smi", "--query-gpu=bogus", "--format=csv")[0] == 2
+    sim.gpu("clear")
+
+
+def test_psi_kernel_and_bad_input(sim):
+    text = (sim.state_dir / "proc/pressure/memory").read_text().splitlines()
+    assert text[0].startswith("some avg10=") and text[1].startswith("full avg10=") and " total=" in text[0]
+    sim.kernel("NVRM: Xid (PCI:0000:01:00): 79, pid=1122, GPU has fallen off the bus.")
+    k = journal(sim, "-k")
+    assert k[-1]["MESSAGE"].startswith("NVRM: Xid") and k[-1]["_TRANSPORT"] == "kernel" and "_PID" not in k[-1]
+    r = httpx.post(sim.control + "/_sim/units/v/fault", json={"kind": "nope"})
+    assert r.status_code == 400
+    assert httpx.post(sim.control + "/_sim/gpu", json={"fault": "melt"}).status_code == 400
+    sim.host("memory_pressure")
+    sim.host("clear")
