@@ -54,11 +54,14 @@ class EngineCollector:
     # name -> path; "metrics" (or whatever `required` names) failing means the engine is down.
     endpoints = {}
     required = ()
+    # Endpoints whose answers change only on a restart (model list, props): fetched when
+    # `refresh` is asked for, their facts carried between polls — a third fewer requests.
+    slow = frozenset()
     # Statuses that are answers for the liveness probe, not errors (llama.cpp 503 = loading).
     probe_ok_statuses = frozenset()
 
-    async def fetch(self, client, base_url, *, timeout):
-        names = list(self.endpoints)
+    async def fetch(self, client, base_url, *, timeout, refresh=True):
+        names = [n for n in self.endpoints if refresh or n not in self.slow]
         results = await asyncio.gather(
             *(http.aget(client, base_url + self.endpoints[n], timeout=timeout, ok_statuses=self.ok_statuses(n))
               for n in names),

@@ -45,6 +45,7 @@ class LlamaCppCollector(EngineCollector):
     endpoints = {"health": "/health", "metrics": "/metrics", "slots": "/slots", "props": "/props",
                  "models": "/v1/models"}
     required = ("health",)
+    slow = frozenset({"props", "models"})
     probe_ok_statuses = frozenset({503})
 
     def ok_statuses(self, name):

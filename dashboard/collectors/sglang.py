@@ -27,6 +27,7 @@ class SglangCollector(EngineCollector):
     liveness_path = "/health"
     endpoints = {"health": "/health", "metrics": "/metrics", "info": "/get_server_info"}
     required = ("health", "metrics")
+    slow = frozenset({"info"})
 
     def parse(self, bodies):
         samples = prom.parse(bodies["metrics"].text, NAMES)

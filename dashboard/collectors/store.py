@@ -60,6 +60,26 @@ def samples_write(*, ts, values, engine=None, host=None):
     return len(rows)
 
 
+def samples_write_many(*, rows):
+    """rows: [(ts, engine_or_None, values)] for engines — one INSERT for a whole poll cycle."""
+    objs = []
+    for ts, engine, values in rows:
+        for metric, value in values.items():
+            if isinstance(value, bool):
+                value = float(value)
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                objs.append(Sample(series_id=series_id(metric=metric, engine=engine), ts=ts, value=float(value)))
+    Sample.objects.bulk_create(objs, batch_size=5000)
+    return len(objs)
+
+
+def states_put(states):
+    """Upsert many collector states ({key: data}) in one statement."""
+    now = timezone.now()
+    CollectorState.objects.bulk_create([CollectorState(key=k, data=v, updated_at=now) for k, v in states.items()],
+                                       update_conflicts=True, unique_fields=["key"], update_fields=["data", "updated_at"])
+
+
 def state_get(key):
     return CollectorState.objects.filter(key=key).values_list("data", flat=True).first() or {}
 

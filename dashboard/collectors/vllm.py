@@ -41,6 +41,7 @@ class VllmCollector(EngineCollector):
     liveness_path = "/health"
     endpoints = {"health": "/health", "metrics": "/metrics", "models": "/v1/models"}
     required = ("health", "metrics")
+    slow = frozenset({"models"})
 
     def parse(self, bodies):
         samples = prom.parse(bodies["metrics"].text, NAMES)

@@ -34,24 +34,39 @@ def probe_timeout():
 
 
 # --- engines: metrics ----------------------------------------------------------------
+STATIC_REFRESH_S = 60.0  # model list / props: re-read at least this often, and after any outage
+
 
 def engines_poll(*, engines):
-    """Fetch every engine concurrently, then store each; returns the readings."""
+    """Fetch every engine concurrently, then store all readings in one transaction."""
     engines = list(engines)
     if not engines:
         return []
+    states = _states(engines)
+    refresh = {e.pk: _needs_refresh(e, states.get(f"engine:{e.pk}") or {}) for e in engines}
 
     async def fetch_all(client):
-        return await asyncio.gather(*(_fetch(client, e) for e in engines))
+        return await asyncio.gather(*(_fetch(client, e, refresh[e.pk]) for e in engines))
 
-    fetched = runner.run(fetch_all)
-    return [engine_store_poll(engine=e, snapshot=snap, fetched_at=t) for e, (snap, t) in zip(engines, fetched)]
+    return engines_store(engines=engines, fetched=runner.run(fetch_all), states=states)
 
 
-async def _fetch(client, engine):
+async def _fetch(client, engine, refresh=True):
     coll = collector_for(engine.kind)
-    bodies = await coll.fetch(client, engine.base_url, timeout=poll_timeout(engine))
-    return coll.snapshot(bodies), time.time()
+    bodies = await coll.fetch(client, engine.base_url, timeout=poll_timeout(engine), refresh=refresh)
+    snap = coll.snapshot(bodies)
+    snap.info["refreshed"] = refresh
+    return snap, time.time()
+
+
+def _states(engines):
+    keys = [f"{prefix}:{e.pk}" for e in engines for prefix in ("engine", "unit")]
+    return dict(CollectorState.objects.filter(key__in=keys).values_list("key", "data"))
+
+
+def _needs_refresh(engine, state):
+    static = state.get("static") or {}
+    return engine.status != "up" or time.time() - static.get("t", 0) >= STATIC_REFRESH_S
 
 
 def engine_poll(*, engine):
@@ -71,29 +86,64 @@ def engines_due(*, now=None):
 
 
 def engine_store_poll(*, engine, snapshot, fetched_at):
-    """Derive, store samples and ledger rows, update the engine; signal after commit."""
-    now = datetime.fromtimestamp(fetched_at, tz=dt_timezone.utc)
-    keys = (f"engine:{engine.pk}", f"unit:{engine.pk}")
-    states = dict(CollectorState.objects.filter(key__in=keys).values_list("key", "data"))
-    state, unit_info = states.get(keys[0]) or {}, states.get(keys[1]) or {}
+    return engines_store(engines=[engine], fetched=[(snapshot, fetched_at)], states=_states([engine]))[0]
+
+
+def engines_store(*, engines, fetched, states):
+    """Derive, store samples, states and ledger rows, update the engines; signal after commit."""
+    readings, samples, new_states = [], [], {}
+    with transaction.atomic():
+        for engine, (snapshot, fetched_at) in zip(engines, fetched):
+            now = datetime.fromtimestamp(fetched_at, tz=dt_timezone.utc)
+            reading, new_state, values = _engine_reading(engine, snapshot, fetched_at, now, states)
+            readings.append(reading)
+            samples.append((now, engine, values))
+            new_states[f"engine:{engine.pk}"] = new_state
+            _engine_apply(engine, reading, now)
+        store.samples_write_many(rows=samples)
+        store.states_put(new_states)
+        Engine.objects.bulk_update(engines, ENGINE_FIELDS)
+        transaction.on_commit(lambda: _signal_polled(engines, readings))
+    return readings
+
+
+def _signal_polled(engines, readings):
+    for engine, reading in zip(engines, readings):
+        signals.engine_polled.send_robust(sender=Engine, engine=engine, reading=reading)
+
+
+def _carry_static(snapshot, state):
+    """Models and window from the last refresh when this poll skipped the slow endpoints."""
+    static = state.get("static") or {}
+    if snapshot.info.get("refreshed"):
+        return {"t": time.time(), "models": snapshot.models, "kv": {k: v for k, v in snapshot.kv.items() if v is not None}}
+    if not snapshot.models:
+        snapshot.models = static.get("models") or []
+    for key, value in (static.get("kv") or {}).items():
+        if snapshot.kv.get(key) is None:
+            snapshot.kv[key] = value
+    return static
+
+
+def _engine_reading(engine, snapshot, fetched_at, now, states):
+    state = states.get(f"engine:{engine.pk}") or {}
+    unit_info = states.get(f"unit:{engine.pk}") or {}
+    static = _carry_static(snapshot, state) if snapshot.up else {}
     reading, new_state = derive(snapshot, state, now=fetched_at, name=engine.name, kind=engine.kind)
     reading["unit"], reading["fatal_lines"] = unit_info.get("unit"), unit_info.get("fatal_lines") or []
     kv = {**(unit_info.get("boot") or {}), **{k: v for k, v in snapshot.kv.items() if v is not None}}
     if reading["kv_pool_tokens"] is None and kv.get("pool_tokens"):
         reading["kv_pool_tokens"] = kv["pool_tokens"]  # from vLLM's boot line when the metric lacks it
-    with transaction.atomic():
-        values = {m: reading.get(m) for m in SAMPLE_METRICS} if snapshot.up else {}
-        values["up"] = 1.0 if snapshot.up else 0.0
-        if reading["restarted"]:
-            values["restarts"] = 1.0
-            log.info("engine %s restarted (a counter went down)", engine.name)
-        store.samples_write(ts=now, engine=engine, values=values)
-        if snapshot.up:
-            new_state["kv"] = _kv_ledger(engine, kv, (state.get("kv") or {}), now)
-        store.state_put(keys[0], new_state)
-        _engine_update(engine, reading, now)
-        transaction.on_commit(lambda: signals.engine_polled.send_robust(sender=Engine, engine=engine, reading=reading))
-    return reading
+    values = {m: reading.get(m) for m in SAMPLE_METRICS} if snapshot.up else {}
+    values["up"] = 1.0 if snapshot.up else 0.0
+    if reading["restarted"]:
+        values["restarts"] = 1.0
+        static = {}  # a restart may change the model list and window: re-read them next poll
+        log.info("engine %s restarted (a counter went down)", engine.name)
+    if snapshot.up:
+        new_state["kv"] = _kv_ledger(engine, kv, (state.get("kv") or {}), now)
+        new_state["static"] = static
+    return reading, new_state, values
 
 
 def _kv_ledger(engine, kv, before, now):
@@ -112,17 +162,16 @@ def _kv_ledger(engine, kv, before, now):
     return {**before, **{k: v for k, v in facts.items() if v is not None}}
 
 
-def _engine_update(engine, reading, now):
-    fields = {"latest": reading, "last_poll_at": now}
+ENGINE_FIELDS = ["latest", "last_poll_at", "last_ok_at", "status", "status_reason", "status_changed_at"]
+
+
+def _engine_apply(engine, reading, now):
+    engine.latest, engine.last_poll_at = reading, now
     if reading["up"]:
-        fields["last_ok_at"] = now
-    reason = reading["error"] or ""
+        engine.last_ok_at = now
     if engine.status != reading["status"]:
-        fields.update(status=reading["status"], status_changed_at=now)
-    fields["status_reason"] = reason
-    Engine.objects.filter(pk=engine.pk).update(**fields)
-    for key, value in fields.items():
-        setattr(engine, key, value)
+        engine.status, engine.status_changed_at = reading["status"], now
+    engine.status_reason = reading["error"] or ""
 
 
 # --- engines: liveness ---------------------------------------------------------------

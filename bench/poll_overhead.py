@@ -1,0 +1,122 @@
+"""CPU and memory of the background processes (Celery worker + beat) watching three engines
+(vLLM, llama.cpp, SGLang from the simulator) plus host, GPU, systemd and process sources,
+with liveness probes every second and metrics every 2 s. Target over 5 minutes: average
+CPU ≤ 0.8 % of one core and ≤ 200 MB PSS for worker + beat together.
+
+Host-local commands are the simulator's work-alikes (sim-systemctl, sim-journalctl,
+sim-nvidia-smi). They are Python scripts, far dearer than the real C binaries, so their
+CPU (children of the worker) is printed apart from the worker's and beat's own.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/sparkops_bench REDIS_URL=redis://127.0.0.1:6379/2 \\
+        .venv/bin/python bench/poll_overhead.py [--seconds 300]
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sparkops.settings")
+BIN = os.path.join(ROOT, "dashboard", "simulator", "bin")
+FIX = os.path.join(ROOT, "tests", "fixtures")
+SERVE = """
+import asyncio, json, sys
+from dashboard.simulator.fleet import serve_many
+async def main():
+    fleets = [await serve_many(1, kind, name_prefix=kind) for kind in ("vllm", "llamacpp", "sglang")]
+    print(json.dumps([(k, f.urls[0]) for k, f in zip(("vllm", "llamacpp", "sglang"), fleets)]), flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+asyncio.run(main())
+"""
+
+
+def sim_state():
+    state = tempfile.mkdtemp(prefix="sparkops-overhead-")
+    os.makedirs(os.path.join(state, "units"))
+    os.makedirs(os.path.join(state, "journal"))
+    for kind in ("vllm", "llamacpp", "sglang"):
+        shutil.copy(os.path.join(FIX, "systemd", "252_llama-side_running.show"),
+                    os.path.join(state, "units", f"bench-{kind}.service.show"))
+    shutil.copy(os.path.join(FIX, "nvidia_smi", "580_gb10_stuck_low_clock_unified_memory.json"),
+                os.path.join(state, "gpu.json"))
+    open(os.path.join(state, "journal", "kernel.jsonl"), "w").close()
+    return state
+
+
+def sample(procs):
+    cpu = children = pss = 0.0
+    for p in procs:
+        t = p.cpu_times()
+        cpu += t.user + t.system
+        children += t.children_user + t.children_system
+        pss += p.memory_full_info().pss
+    return cpu, children, pss
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=300)
+    parser.add_argument("--warmup", type=float, default=20)
+    args = parser.parse_args()
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from dashboard.models import Engine, Host
+
+    call_command("migrate", verbosity=0)
+    server = subprocess.Popen([sys.executable, "-c", SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT, text=True)
+    engines = json.loads(server.stdout.readline())
+    host, _ = Host.objects.get_or_create(name="bench-box")
+    Engine.objects.all().delete()
+    for kind, url in engines:
+        Engine.objects.create(name=f"bench-{kind}", kind=kind, url=url, host=host, unit=f"bench-{kind}.service")
+    env = {**os.environ, "SPARKOPS_HOST_NAME": "bench-box", "SPARKOPS_SIM_STATE_DIR": sim_state(),
+           "SPARKOPS_SYSTEMCTL": f"{BIN}/sim-systemctl", "SPARKOPS_JOURNALCTL": f"{BIN}/sim-journalctl",
+           "SPARKOPS_NVIDIA_SMI": f"{BIN}/sim-nvidia-smi", "SPARKOPS_GPU_BACKEND": "nvidia-smi", "LOG_LEVEL": "WARNING"}
+    py = sys.executable
+    worker = subprocess.Popen([py, "manage.py", "worker", "--host", "bench-box", "--loglevel", "WARNING"], cwd=ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    beat = subprocess.Popen([py, "-m", "celery", "-A", "sparkops", "beat", "--loglevel", "WARNING",
+                             "--pidfile", ""], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(args.warmup)
+        procs = [psutil.Process(worker.pid), psutil.Process(beat.pid)]
+        polls0 = Engine.objects.filter(last_poll_at__isnull=False).count()
+        cpu0, child0, _ = sample(procs)
+        t0 = time.monotonic()
+        pss_max = 0.0
+        while time.monotonic() - t0 < args.seconds:
+            time.sleep(5)
+            pss_max = max(pss_max, sample(procs)[2])
+        cpu1, child1, pss = sample(procs)
+        elapsed = time.monotonic() - t0
+        host.refresh_from_db()
+        fresh = [e.name for e in Engine.objects.all() if e.last_poll_at and time.time() - e.last_poll_at.timestamp() < 10]
+        print(f"window: {elapsed:.0f} s after {args.warmup:.0f} s warm-up; engines polled in the last 10 s: {fresh} (of {polls0})")
+        print(f"host reading fresh: {host.last_report_at is not None and time.time() - host.last_report_at.timestamp() < 10}")
+        print(f"worker + beat CPU: {(cpu1 - cpu0) / elapsed * 100:.2f} % of one core (target ≤ 0.8 %)")
+        print(f"simulated systemctl/journalctl/nvidia-smi children: {(child1 - child0) / elapsed * 100:.2f} % of one core")
+        print(f"worker + beat PSS: {pss / 2**20:.0f} MB now, {pss_max / 2**20:.0f} MB peak (target ≤ 200 MB)")
+    finally:
+        for p in (worker, beat):
+            p.terminate()
+        for p in (worker, beat):
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        server.stdin.close()
+        server.wait(timeout=15)
+
+
+if __name__ == "__main__":
+    main()
