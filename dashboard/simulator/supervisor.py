@@ -152,18 +152,20 @@ class Supervisor:
         for spec in specs:
             spec.port = spec.port or free_port()
         self.units = {s.name: Unit(s, self) for s in specs}
-        self._tasks: list[asyncio.Task] = []
+        self._watchers: set[asyncio.Task] = set()
+        self._host_task: asyncio.Task | None = None
 
     async def start(self) -> None:
         self.host.tick(0.0)
-        self._tasks.append(asyncio.create_task(self._host_loop()))
+        self._host_task = asyncio.create_task(self._host_loop())
         for unit in self.units.values():
             unit.write()
             await self.start_unit(unit)
 
     async def shutdown(self) -> None:
-        for t in self._tasks:
-            t.cancel()
+        # watchers keep running: stop_unit needs them to record each child's exit
+        if self._host_task:
+            self._host_task.cancel()
         await asyncio.gather(*(self.stop_unit(u) for u in self.units.values()))
 
     async def _host_loop(self) -> None:
@@ -193,7 +195,9 @@ class Supervisor:
                        ExecMainStartTimestamp=sd.fmt_timestamp(time.time()), ExecMainExitTimestamp="",
                        Result="success", InvocationID=uuid.uuid4().hex)
         self.journal.manager(unit.id, f"Started {unit.description}.", MESSAGE_ID=sd.MSG_STARTED, JOB_TYPE="start", JOB_RESULT="done")
-        self._tasks.append(asyncio.create_task(self._watch(unit, unit.proc)))
+        task = asyncio.create_task(self._watch(unit, unit.proc))
+        self._watchers.add(task)
+        task.add_done_callback(self._watchers.discard)
 
     async def _watch(self, unit: Unit, proc) -> None:
         ident = IDENT.get(unit.spec.kind, "python3")

@@ -37,3 +37,37 @@ def reference_dir():
     if not path.exists():
         pytest.skip("reference captures not available")
     return path
+
+
+@pytest.fixture
+def engine_process():
+    """A simulated engine in its own process (no GIL sharing with the test client)."""
+    import subprocess
+    import sys
+    import time as _time
+
+    import httpx
+
+    from dashboard.simulator.supervisor import REPO_ROOT, free_port
+    procs = []
+
+    def start(**opts):
+        port = free_port()
+        cmd = [sys.executable, "-m", "dashboard.simulator.engine", "--port", str(port), "--load-seconds", "0"]
+        for k, v in opts.items():
+            cmd += [f"--{k.replace('_', '-')}", str(v)]
+        procs.append(subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL))
+        url = f"http://127.0.0.1:{port}"
+        deadline = _time.monotonic() + 10
+        while _time.monotonic() < deadline:
+            try:
+                httpx.get(url + "/_sim/state", timeout=0.5)
+                return url
+            except httpx.HTTPError:
+                _time.sleep(0.05)
+        raise TimeoutError("engine did not start")
+
+    yield start
+    for p in procs:
+        p.terminate()
+        p.wait(10)
