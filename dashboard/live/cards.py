@@ -16,10 +16,18 @@ def _last_error(reading):
     return reading.get("error") or (lines[-1] if lines else "")
 
 
+def _worst_alert(engine):
+    """The firing alert that explains this engine's state best (critical first, newest first)."""
+    from dashboard.alerts.models import AlertEvent
+
+    firing = AlertEvent.objects.filter(engine=engine, state="firing").exclude(severity="info")
+    return firing.order_by("severity", "-fired_at").first()  # "critical" sorts before "warning"
+
+
 def engine_card_context(engine):
     reading = engine.latest or {}
     return {"engine": engine, "r": reading, "unit": reading.get("unit") or None,
-            "last_error": _last_error(reading)}
+            "last_error": _last_error(reading), "alert": _worst_alert(engine)}
 
 
 def engine_card_html(engine):

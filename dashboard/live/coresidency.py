@@ -4,7 +4,7 @@ from bisect import bisect_right
 from datetime import datetime, timedelta
 from statistics import fmean
 
-from .chartdata import fetch_points, trace
+from .chartdata import annotations, fetch_points, trace
 
 GENERATING_TOK_S = 1.0  # below this an engine is idle, not "slow"
 
@@ -61,6 +61,8 @@ def coresidency_chart(*, a, b, rng):
     traces = [trace(f"engine.{e.id}", fetch_points(e, [metric], rng)[metric], metric, e.name, 1) for e in (a, b)]
     both = intersect(generating_intervals(traces[0]), generating_intervals(traces[1]))
     panel = {"id": "coresidency", "title": "Decode tokens / s", "tickformat": "", "traces": traces}
-    return {"range": rng.as_dict(), "panels": [panel], "annotations": [], "alerts": [], "restarts": [],
+    notes = {n["id"]: n for e in (a, b) for n in annotations(rng=rng, engine=e)}
+    return {"range": rng.as_dict(), "panels": [panel], "annotations": sorted(notes.values(), key=lambda n: n["time"]),
+            "alerts": [], "restarts": [],
             "shaded": [{"start": s.isoformat(), "end": e.isoformat(), "title": "both generating"} for s, e in both],
             "stats": {e.name: rate_alone_vs_together(tr, both) for e, tr in zip((a, b), traces)}}

@@ -54,7 +54,7 @@ def stack(tmp_path, settings, monkeypatch, viewer, operator):
         web, base = start_web(db_name=connection.settings_dict["NAME"], log_path=tmp_path / "web.log")
         poller = Poller(host=host, engines=engines)
         poller.start()
-        yield SimpleNamespace(base=base, host=host, engines={e.name: e for e in engines}, poller=poller,
+        yield SimpleNamespace(base=base, web=web, host=host, engines={e.name: e for e in engines}, poller=poller,
                               log=tmp_path / "web.log")
     finally:
         if poller:
@@ -117,6 +117,7 @@ def test_engine_death_reaches_the_open_overview_and_only_operators_can_ack(stack
 
     card.and_(page.locator(".status-down")).wait_for(timeout=10000)
     assert card.locator("[data-field=status]").text_content() == "down"
+    card.locator("[data-field=alert]", has_text="engine_down").wait_for(timeout=10000)
     assert card.locator("[data-field=reason]").inner_text().strip(), "the card must say why it is down"
     row = page.locator("#firing-alerts .alert-row", has_text="sim-vllm").first
     row.wait_for(timeout=10000)
@@ -134,6 +135,21 @@ def test_engine_death_reaches_the_open_overview_and_only_operators_can_ack(stack
     page.locator("#firing-alerts .alert-row.acked", has_text="sim-vllm").first.wait_for(timeout=10000)
     assert not ops.errors and not viewer_session.errors, ops.errors + viewer_session.errors
     assert not stack.poller.errors, stack.poller.errors
+
+    # A hidden tab holds its updates and applies them on return.
+    llama = stack.engines["sim-llama"]
+    page.evaluate("""() => { Object.defineProperty(document, 'hidden', {value: true, configurable: true});
+                             document.dispatchEvent(new Event('visibilitychange')); }""")
+    page.wait_for_function(f"Object.keys(window.sparkopsLive.pendingCards).includes('engine-card-{llama.id}')", timeout=10000)
+    page.evaluate("""() => { Object.defineProperty(document, 'hidden', {value: false, configurable: true});
+                             document.dispatchEvent(new Event('visibilitychange')); }""")
+    assert page.evaluate("Object.keys(window.sparkopsLive.pendingCards).length") == 0
+
+    # The server goes away: the page says so instead of showing stale numbers as live.
+    stop(stack.web)
+    page.locator("#live-banner", has_text="Connection lost").wait_for(timeout=10000)
+    assert "data stale since" in page.locator("#live-banner").inner_text()
+    ops.shot("overview-connection-lost")
 
 
 def test_detail_pages_draw_annotations_and_render_a_week_fast(stack, browser, operator):
