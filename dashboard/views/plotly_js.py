@@ -1,12 +1,11 @@
 """plotly.js from the plotly Python package's own bundle: no CDN, the version pinned with the package.
 
 Read once per process; browsers revalidate with an ETag (the package version) and otherwise
-cache it for a day. It is a public library, so it needs no login (the login page may preload it)."""
+cache it for a day (privately: like every page but login and /healthz, it needs a login)."""
 from functools import lru_cache
 from pathlib import Path
 
 import plotly
-from django.contrib.auth.decorators import login_not_required
 from django.http import HttpResponse, HttpResponseNotModified
 from django.views.decorators.http import require_GET
 
@@ -20,7 +19,6 @@ def plotly_bundle():
     return path.read_bytes(), f'"plotly-{plotly.__version__}"'
 
 
-@login_not_required
 @require_GET
 def plotly_js(request):
     body, etag = plotly_bundle()
@@ -29,5 +27,5 @@ def plotly_js(request):
     else:
         response = HttpResponse(body, content_type="text/javascript; charset=utf-8")
     response["ETag"] = etag
-    response["Cache-Control"] = f"public, max-age={MAX_AGE_S}"
+    response["Cache-Control"] = f"private, max-age={MAX_AGE_S}"
     return response
