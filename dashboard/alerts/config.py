@@ -20,15 +20,17 @@ def rule_row(key):
     return row
 
 
-def rule_settings(rule, *, engine=None, host=None, row=None):
-    """RULE is a rule class or instance (dashboard.alerts.rules); returns what applies to this subject."""
+def rule_settings(rule, *, engine=None, host=None, row=None, override=None):
+    """RULE is a rule class or instance (dashboard.alerts.rules); returns what applies to this subject.
+    ROW / OVERRIDE may be passed in when already loaded (OVERRIDE=False: known to be absent)."""
     row = row or AlertRule.objects.filter(key=rule.key).first()
     params = dict(rule.DEFAULTS)
     enabled, severity = True, rule.severity
     if row:
         params.update(row.params or {})
         enabled, severity = row.enabled, row.severity or rule.severity
-    override = _override(row, engine, host)
+    if override is None:
+        override = _override(row, engine, host)
     if override:
         params.update(override.params or {})
         if override.enabled is not None:
