@@ -78,7 +78,10 @@ except ValueError as exc:
     raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL + a busy timeout so the worker, beat and web can write the same file.
-    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"}
+    # IMMEDIATE: take the write lock at BEGIN, so concurrent writers wait for it (timeout)
+    # instead of failing mid-transaction with "database is locked".
+    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;",
+                                       "transaction_mode": "IMMEDIATE"}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 # Lets several test runs share one PostgreSQL server without clashing on "test_<name>".

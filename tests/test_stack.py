@@ -64,7 +64,10 @@ def test_up_demo_serves_polled_engines_and_stops_every_child(tmp_path):
         client = _login(base)
         engine = _polled_demo_engine(client, timeout=10)
         assert engine["latest"]["up"] is True and engine["latest"]["models"]
-        assert client.get("/").status_code == 200
+        page = client.get("/")
+        if page.status_code != 200:
+            proc.send_signal(signal.SIGINT)
+            raise AssertionError(proc.communicate(timeout=60)[0][-6000:])
         children = psutil.Process(proc.pid).children(recursive=True)
         names = " ".join(" ".join(c.cmdline()) for c in children)
         for part in ("uvicorn", "worker", "beat", "simulate", "redis-server"):

@@ -46,17 +46,30 @@ def engines_poll(*, engines):
     refresh = {e.pk: _needs_refresh(e, states.get(f"engine:{e.pk}") or {}) for e in engines}
 
     async def fetch_all(client):
-        return await asyncio.gather(*(_fetch(client, e, refresh[e.pk]) for e in engines))
+        return await asyncio.gather(*(_fetch(client, e, refresh[e.pk], _static_kv(states, e)) for e in engines))
 
     return engines_store(engines=engines, fetched=runner.run(fetch_all), states=states)
 
 
-async def _fetch(client, engine, refresh=True):
+async def _fetch(client, engine, refresh=True, static_kv=None):
     coll = collector_for(engine.kind)
     bodies = await coll.fetch(client, engine.base_url, timeout=poll_timeout(engine), refresh=refresh)
     snap = coll.snapshot(bodies)
+    if not refresh and snap.up and _static_stale(snap.kv, static_kv or {}):
+        # The pool changed between two polls: the engine restarted faster than the probe saw,
+        # so the window and models carried from before may be wrong too. Re-read them now.
+        refresh = True
+        snap = coll.snapshot(await coll.fetch(client, engine.base_url, timeout=poll_timeout(engine), refresh=True))
     snap.info["refreshed"] = refresh
     return snap, time.time()
+
+
+def _static_kv(states, engine):
+    return ((states.get(f"engine:{engine.pk}") or {}).get("static") or {}).get("kv") or {}
+
+
+def _static_stale(fresh_kv, static_kv):
+    return any(value is not None and key in static_kv and static_kv[key] != value for key, value in fresh_kv.items())
 
 
 def _states(engines):

@@ -59,7 +59,8 @@ class Command(BaseCommand):
         py = sys.executable
         sup.start(Child("web", [py, "-m", "uvicorn", "sparkops.asgi:application", "--host", bind,
                                 "--port", str(port), "--no-access-log"]), env)
-        sup.start(Child("worker", [py, "-m", "sparkops.cli", "worker", "--host", settings.SPARKOPS_HOST_NAME]), env)
+        sup.start(Child("worker", [py, "-m", "sparkops.cli", "worker", "--host", settings.SPARKOPS_HOST_NAME,
+                                   "--loglevel", "WARNING"]), env)
         if beat:
             sup.start(Child("beat", [py, "-m", "celery", "-A", "sparkops", "beat", "--loglevel", "WARNING",
                                      "--pidfile="]), env)
