@@ -128,7 +128,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+# Only for `collectstatic` (the Docker image); a checkout serves static/ through the finders.
+STATIC_ROOT = env_str("STATIC_ROOT") or None
 # Serve straight from the finders: no collectstatic step for a single-box install.
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG

@@ -50,6 +50,20 @@ def _polled_demo_engine(client, timeout):
     raise AssertionError(f"no demo engine polled up within {timeout} s: {engines}")
 
 
+def _cmdline(process):
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:  # short-lived children (a collector's systemctl call) come and go
+        return ""
+
+
+def _alive(process):
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def test_up_demo_serves_polled_engines_and_stops_every_child(tmp_path):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "SPARKOPS_TEST_DB_NAME")}
@@ -69,7 +83,7 @@ def test_up_demo_serves_polled_engines_and_stops_every_child(tmp_path):
             proc.send_signal(signal.SIGINT)
             raise AssertionError(proc.communicate(timeout=60)[0][-6000:])
         children = psutil.Process(proc.pid).children(recursive=True)
-        names = " ".join(" ".join(c.cmdline()) for c in children)
+        names = " ".join(_cmdline(c) for c in children)
         for part in ("uvicorn", "worker", "beat", "simulate", "redis-server"):
             assert part in names, f"{part} is not running under sparkops up: {names}"
     finally:
@@ -77,6 +91,6 @@ def test_up_demo_serves_polled_engines_and_stops_every_child(tmp_path):
         output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, output[-3000:]
     time.sleep(0.5)
-    alive = [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
-    assert not alive, f"still running after stop: {[c.cmdline() for c in alive]}"
+    alive = [_cmdline(c) for c in children if _alive(c)]
+    assert not alive, f"still running after stop: {alive}"
     assert "stopped web" in output and "stopped redis-server" in output
