@@ -32,11 +32,9 @@ def engine_factory():
 
 @pytest.fixture
 def reference_dir():
+    """Verbatim llama-server captures (copied from the project's reference material)."""
     from pathlib import Path
-    path = Path("/work/shared/reference")
-    if not path.exists():
-        pytest.skip("reference captures not available")
-    return path
+    return Path(__file__).resolve().parent.parent / "fixtures" / "reference"
 
 
 @pytest.fixture
