@@ -92,6 +92,7 @@ def main():
         procs = [psutil.Process(worker.pid), psutil.Process(beat.pid)]
         polls0 = Engine.objects.filter(last_poll_at__isnull=False).count()
         cpu0, child0, _ = sample(procs)
+        w0, b0 = (sum(p.cpu_times()[:2]) for p in procs)
         t0 = time.monotonic()
         pss_max = 0.0
         while time.monotonic() - t0 < args.seconds:
@@ -104,6 +105,9 @@ def main():
         print(f"window: {elapsed:.0f} s after {args.warmup:.0f} s warm-up; engines polled in the last 10 s: {fresh} (of {polls0})")
         print(f"host reading fresh: {host.last_report_at is not None and time.time() - host.last_report_at.timestamp() < 10}")
         print(f"worker + beat CPU: {(cpu1 - cpu0) / elapsed * 100:.2f} % of one core (target ≤ 0.8 %)")
+        for name, proc, before in (("worker", procs[0], w0), ("beat", procs[1], b0)):
+            t = proc.cpu_times()
+            print(f"  {name}: {(t.user + t.system - before) / elapsed * 100:.2f} %")
         print(f"simulated systemctl/journalctl/nvidia-smi children: {(child1 - child0) / elapsed * 100:.2f} % of one core")
         print(f"worker + beat PSS: {pss / 2**20:.0f} MB now, {pss_max / 2**20:.0f} MB peak (target ≤ 200 MB)")
     finally:

@@ -6,7 +6,8 @@ from django.dispatch import Signal
 
 # kwargs: engine (Engine), reading (dict: one engine object as `poll --json` prints it)
 engine_polled = Signal()
-# kwargs: engine (Engine), up (bool), reason (str), checked_at (datetime), rechecked (bool)
+# kwargs: engine (Engine), up (bool), reason (str), checked_at (datetime), rechecked (bool),
+# status ("up"|"loading"|"down"), changed (bool: Engine.status moved with this probe)
 engine_liveness = Signal()
 # kwargs: host (Host), reading (dict: {"host": ..., "gpus": [...], "processes": {...}, "units": {...}})
 host_polled = Signal()

@@ -2,6 +2,8 @@
 
 engine_liveness is evaluated right here, in the probing worker, so a confirmed death is an
 outbox row at once and a webhook task the moment the transaction commits (well under 2 s)."""
+import time
+
 from django.dispatch import receiver
 
 from dashboard.signals import engine_liveness, engine_polled, host_polled
@@ -9,9 +11,27 @@ from dashboard.signals import engine_liveness, engine_polled, host_polled
 from .evaluate import evaluate
 
 
+# A probe that finds an engine still up, as it was, changes nothing: skip the rule queries
+# (one probe per engine per second is most of the watcher's work). Still evaluate such a
+# probe now and then, so nothing left open by a lost evaluation outlives a restart for long.
+STEADY_UP_EVERY_S = 30.0
+_last_steady_eval = {}
+
+
+def _worth_evaluating(engine, up, changed):
+    if not up or changed:
+        return True
+    now = time.monotonic()
+    if now - _last_steady_eval.get(engine.pk, float("-inf")) >= STEADY_UP_EVERY_S:
+        _last_steady_eval[engine.pk] = now
+        return True
+    return False
+
+
 @receiver(engine_liveness, dispatch_uid="alerts.engine_liveness")
-def on_engine_liveness(sender, *, engine, up, reason="", checked_at=None, rechecked=False, **kwargs):
-    evaluate("engine_liveness", engine=engine, up=up, reason=reason, rechecked=rechecked)
+def on_engine_liveness(sender, *, engine, up, reason="", checked_at=None, rechecked=False, changed=True, **kwargs):
+    if _worth_evaluating(engine, up, changed):
+        evaluate("engine_liveness", engine=engine, up=up, reason=reason, rechecked=rechecked)
 
 
 @receiver(engine_polled, dispatch_uid="alerts.engine_polled")

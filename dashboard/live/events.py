@@ -8,11 +8,13 @@ Groups: every page joins `GROUP_OVERVIEW` or the subject groups it shows
 routing key, not a permission: what a role may see is decided per event by `min_role`
 (drop the event below that role) and `by_role` (payload overrides for a role and up,
 e.g. the alert row with its Ack button for operators), applied by the consumer."""
+import asyncio
 import logging
+import threading
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import TypedDict
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
@@ -71,14 +73,45 @@ class LiveEvent:
         return {"type": "live.event", "event": asdict(self)}
 
 
+class _Publisher:
+    """One event loop per process, on its own thread, for every group_send.
+
+    async_to_sync per event would build a new loop and a new Redis connection each time —
+    most of a poll's cost at one probe per engine per second. Sends are fire-and-forget
+    from the caller's view (the poll never waits on Redis), in order, on a kept connection."""
+
+    def __init__(self):
+        self._loop = None
+        self._lock = threading.Lock()
+
+    def _ensure_loop(self):
+        with self._lock:
+            if self._loop is None or self._loop.is_closed():
+                self._loop = asyncio.new_event_loop()
+                threading.Thread(target=self._loop.run_forever, name="live-publisher", daemon=True).start()
+            return self._loop
+
+    def submit(self, layer, group, message):
+        future = asyncio.run_coroutine_threadsafe(layer.group_send(group, message), self._ensure_loop())
+        future.add_done_callback(partial(_log_failure, group))
+        return future
+
+
+def _log_failure(group, future):
+    exc = future.exception()
+    if exc is not None:  # Redis down must never fail a poll; the page shows "stale".
+        log.warning("live publish to %s failed: %s", group, exc)
+
+
+_publisher = _Publisher()
+
+
 def publish(group, event: LiveEvent):
+    """Send EVENT to GROUP; returns a concurrent Future (tests may wait on it), or None."""
     layer = get_channel_layer()
     if layer is None:
-        return
-    try:
-        async_to_sync(layer.group_send)(group, event.as_message())
-    except Exception as exc:  # Redis down must never fail a poll; the page shows "stale".
-        log.warning("live publish to %s failed: %s", group, exc)
+        return None
+    return _publisher.submit(layer, group, event.as_message())
 
 
 def publish_on_commit(group, event: LiveEvent):

@@ -74,8 +74,11 @@ def on_engine_polled(sender, engine, reading, **kwargs):
 
 
 @receiver(signals.engine_liveness, dispatch_uid="live.engine_liveness")
-def on_engine_liveness(sender, engine, up, reason="", checked_at=None, **kwargs):
+def on_engine_liveness(sender, engine, up, reason="", checked_at=None, changed=True, **kwargs):
     # The fast path for "it died": the card turns within a probe, not a metrics poll.
+    # An unchanged probe says nothing the last card did not (metrics polls refresh it).
+    if not changed:
+        return
     publish_engine(engine, points={"up": 1.0 if up else 0.0}, t=_iso(checked_at))
 
 

@@ -225,14 +225,16 @@ async def _probe_twice(client, engine):
 
 
 def engine_record_liveness(*, engine, status, reason, rechecked, checked_at):
-    """Move Engine.status only when it changed (a conditional UPDATE); always signal."""
-    if engine.status != status:
+    """Move Engine.status only when it changed (a conditional UPDATE); always signal, saying
+    whether it changed so receivers can skip the common "still up" case cheaply."""
+    changed = engine.status != status
+    if changed:
         with transaction.atomic():
             Engine.objects.filter(pk=engine.pk).update(status=status, status_reason=reason, status_changed_at=checked_at)
             engine.status, engine.status_reason, engine.status_changed_at = status, reason, checked_at
     up = status == "up"
     signals.engine_liveness.send_robust(sender=Engine, engine=engine, up=up, reason=reason, checked_at=checked_at,
-                                        rechecked=rechecked, status=status)
+                                        rechecked=rechecked, status=status, changed=changed)
     return {"engine": engine.name, "status": status, "up": up, "reason": reason, "rechecked": rechecked}
 
 
