@@ -15,7 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-DEFAULT_ENGINES = ("vllm:demo-vllm", "llamacpp:demo-llama")
+# The demo should look alive: synthetic traffic moves the counters, rates and hit rates.
+DEFAULT_ENGINES = ("vllm:demo-vllm,background_rps=0.5", "llamacpp:demo-llama,background_rps=0.3")
 
 
 def build_parser(prog="sparkops simulate") -> argparse.ArgumentParser:

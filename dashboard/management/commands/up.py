@@ -58,7 +58,7 @@ class Command(BaseCommand):
             env.update(self._start_demo(sup, env))
         py = sys.executable
         sup.start(Child("web", [py, "-m", "uvicorn", "sparkops.asgi:application", "--host", bind,
-                                "--port", str(port), "--no-access-log"]), env)
+                                "--port", str(port), "--no-access-log", "--lifespan", "off"]), env)
         sup.start(Child("worker", [py, "-m", "sparkops.cli", "worker", "--host", settings.SPARKOPS_HOST_NAME,
                                    "--loglevel", "WARNING"]), env)
         if beat:
