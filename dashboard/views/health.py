@@ -36,6 +36,16 @@ def _latest_poll():
     return max(times) if times else None
 
 
+def _stale_hosts(limit):
+    """Hosts whose own worker has not reported within LIMIT (the collector-stale condition)."""
+    now = timezone.now()
+    for name, reported in Host.objects.values_list("name", "last_report_at"):
+        if reported is None:
+            yield f"host {name}: its worker has never reported"
+        elif now - reported > limit:
+            yield f"host {name}: its worker has not reported for {int((now - reported).total_seconds())} s"
+
+
 @login_not_required
 @require_GET
 def healthz(request):
@@ -55,6 +65,7 @@ def healthz(request):
             problems.append("poll: no poll has completed yet")
         elif timezone.now() - latest > limit:
             problems.append(f"poll: the latest poll is {int((timezone.now() - latest).total_seconds())} s old")
+        problems.extend(_stale_hosts(limit))
     body["status"] = "ok" if not problems else "unhealthy"
     body["problems"] = problems
     return JsonResponse(body, status=200 if not problems else 503)
