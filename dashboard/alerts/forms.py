@@ -1,7 +1,10 @@
+from datetime import timedelta
+
 from django import forms
 from django.core.validators import URLValidator, validate_email
+from django.utils import timezone
 
-from .models import NotificationChannel
+from .models import NotificationChannel, Severity
 
 
 class ChannelForm(forms.Form):
@@ -70,3 +73,108 @@ class RuleForm(forms.Form):
         params = {name: data[f"p_{name}"] for name in self.rule.DEFAULTS if data.get(f"p_{name}") is not None}
         return {"enabled": data["enabled"], "severity": data["severity"] or None, "params": params,
                 "renotify_s": data.get("renotify_s")}
+
+
+SCOPE_EVERYTHING = "all"
+MAINTENANCE_MAX = timedelta(days=90)
+# A form filled in slowly still means "starting now"; anything older is a typo, not a plan.
+START_GRACE = timedelta(minutes=10)
+
+
+def scope_choices():
+    """'all', 'host:<pk>', 'engine:<pk>' — one select instead of two fields that could both be set."""
+    from dashboard.models import Engine, Host
+
+    hosts = [(f"host:{h.pk}", f"host {h.name} (all its engines)") for h in Host.objects.order_by("name")]
+    engines = [(f"engine:{e.pk}", f"engine {e.name}") for e in Engine.objects.order_by("name")]
+    return [(SCOPE_EVERYTHING, "everything"), *hosts, *engines]
+
+
+class MaintenanceForm(forms.Form):
+    scope = forms.ChoiceField(help_text="What the window covers")
+    starts_at = forms.DateTimeField(required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
+                                    help_text="Blank: now")
+    ends_at = forms.DateTimeField(widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    reason = forms.CharField(max_length=500, widget=forms.TextInput(attrs={"size": 50}),
+                             help_text="Shown to whoever wonders why nobody was paged")
+
+    def __init__(self, *args, now=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.now = now or timezone.now()
+        self.fields["scope"].choices = scope_choices()
+
+    def clean_scope(self):
+        from dashboard.models import Engine, Host
+
+        value = self.cleaned_data["scope"]
+        if value == SCOPE_EVERYTHING:
+            return {}
+        kind, pk = value.split(":")
+        model = Engine if kind == "engine" else Host
+        try:
+            return {kind: model.objects.get(pk=pk)}
+        except model.DoesNotExist:
+            raise forms.ValidationError(f"that {kind} no longer exists") from None
+
+    def clean(self):
+        data = super().clean()
+        start, end = data.get("starts_at") or self.now, data.get("ends_at")
+        data["starts_at"] = start
+        if start < self.now - START_GRACE:
+            self.add_error("starts_at", "The start is in the past; leave it blank to start now.")
+        if end is None:
+            return data
+        if end <= self.now:
+            self.add_error("ends_at", "The end is in the past; a window must end in the future.")
+        elif end <= start:
+            self.add_error("ends_at", "The end must be after the start.")
+        elif end - start > MAINTENANCE_MAX:
+            self.add_error("ends_at", f"A window may last at most {MAINTENANCE_MAX.days} days.")
+        return data
+
+    def create_kwargs(self):
+        data = self.cleaned_data
+        return {"starts_at": data["starts_at"], "ends_at": data["ends_at"], "reason": data["reason"], **data["scope"]}
+
+
+class RouteForm(forms.Form):
+    """One Route row: a rule (blank: every rule) and the minimum severity the channel receives."""
+
+    rule = forms.ChoiceField(required=False)
+    min_severity = forms.ChoiceField(choices=Severity.choices, initial=Severity.INFO)
+
+    def __init__(self, *args, rules=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["rule"].choices = [("", "every rule"), *((r, r) for r in rules)]
+
+
+class BaseRouteFormSet(forms.BaseFormSet):
+    def clean(self):
+        if any(self.errors):
+            return
+        seen = set()
+        for form in self._kept():
+            rule = form.cleaned_data.get("rule", "")
+            if rule in seen:
+                raise forms.ValidationError(f"{rule or 'every rule'} appears twice; keep one row per rule.")
+            seen.add(rule)
+
+    def _kept(self):
+        # Existing routes stay unless ticked for deletion; the blank extra row counts only once filled in.
+        for i, form in enumerate(self.forms):
+            if (i < self.initial_form_count() or form.has_changed()) and not self._should_delete_form(form):
+                yield form
+
+    def routes(self):
+        """The (rule, min_severity) pairs the channel should have after this submit."""
+        return [(f.cleaned_data["rule"], f.cleaned_data["min_severity"]) for f in self._kept()]
+
+
+RouteFormSet = forms.formset_factory(RouteForm, formset=BaseRouteFormSet, extra=1, can_delete=True)
+
+
+def route_formset(channel, *, rules, data=None):
+    """The routing form of CHANNEL; prefixed by its id so every channel's form can share one page."""
+    initial = [{"rule": r.rule, "min_severity": r.min_severity} for r in channel.routes.all()]
+    rules = sorted(set(rules) | {i["rule"] for i in initial if i["rule"]})
+    return RouteFormSet(data, initial=initial, prefix=f"routes-{channel.pk}", form_kwargs={"rules": rules})

@@ -37,7 +37,9 @@ def active_silences(*, now=None):
 
 
 def maintenance_windows(*, now=None):
-    return list(MaintenanceWindow.objects.filter(ends_at__gt=now or timezone.now()).select_related("engine", "host"))
+    """Active and upcoming windows, soonest first."""
+    return list(MaintenanceWindow.objects.filter(ends_at__gt=now or timezone.now())
+                .select_related("engine", "host", "created_by").order_by("starts_at", "pk"))
 
 
 def channels_with_recent(*, per_channel=5):

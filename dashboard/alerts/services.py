@@ -1,4 +1,4 @@
-"""Services of the alerts app: channels, external alerts, acks, silences, maintenance, tests, rules."""
+"""Services of the alerts app: channels, routes, external alerts, acks, silences, maintenance, tests, rules."""
 from datetime import timedelta
 
 from django.core.exceptions import ValidationError
@@ -10,7 +10,7 @@ from dashboard.services.fleet import form_errors_text
 from . import lifecycle, outbox
 from .forms import ChannelForm
 from .lifecycle import Finding, alert_observe, note_add
-from .models import SEVERITY_RANK, AlertEvent, Delivery, MaintenanceWindow, NotificationChannel, Silence
+from .models import SEVERITY_RANK, AlertEvent, Delivery, MaintenanceWindow, NotificationChannel, Route, Silence
 from .publish import alert_changed
 
 
@@ -91,8 +91,55 @@ def silence_create(*, user=None, until=None, hours=None, engine=None, host=None,
 def maintenance_create(*, starts_at, ends_at, engine=None, host=None, reason="", user=None):
     if ends_at <= starts_at:
         raise ValidationError("a maintenance window must end after it starts")
+    if ends_at <= timezone.now():
+        raise ValidationError("a maintenance window must end in the future")
+    if engine is not None and host is not None:
+        raise ValidationError("a maintenance window covers one engine, one host or everything, not both")
     return MaintenanceWindow.objects.create(starts_at=starts_at, ends_at=ends_at, engine=engine, host=host,
                                             reason=reason, created_by=user)
+
+
+def _ended_note(reason, user, now):
+    # The models keep no "ended by"; the reason is what people read, so the early end goes there.
+    return f"{reason} (ended early by {user or 'someone'} at {now:%Y-%m-%d %H:%M} UTC)".strip()
+
+
+@transaction.atomic
+def maintenance_end(*, window, user=None, now=None):
+    """End a window now. One that has not started yet is cancelled (deleted): it never suppressed anything."""
+    now = now or timezone.now()
+    window = MaintenanceWindow.objects.select_for_update().get(pk=window.pk)
+    if window.ends_at <= now:
+        raise ValidationError("that maintenance window is already over")
+    if window.starts_at > now:
+        window.delete()
+        return None
+    window.ends_at, window.reason = now, _ended_note(window.reason, user, now)
+    window.save(update_fields=["ends_at", "reason"])
+    return window
+
+
+@transaction.atomic
+def silence_end(*, silence, user=None, now=None):
+    now = now or timezone.now()
+    silence = Silence.objects.select_for_update().get(pk=silence.pk)
+    if silence.until <= now:
+        raise ValidationError("that silence is already over")
+    silence.until, silence.reason = now, _ended_note(silence.reason, user, now)
+    silence.save(update_fields=["until", "reason"])
+    return silence
+
+
+@transaction.atomic
+def channel_routes_set(*, channel, routes):
+    """Replace CHANNEL's routes with ROUTES [(rule or "", min_severity)]; an empty list means everything."""
+    rules = [rule for rule, _ in routes]
+    if len(set(rules)) != len(rules):
+        raise ValidationError("one route per rule")
+    for _, severity in routes:
+        _check_severity(severity)
+    channel.routes.all().delete()
+    return Route.objects.bulk_create(Route(channel=channel, rule=rule, min_severity=sev) for rule, sev in routes)
 
 
 def rule_update(*, key, enabled=None, severity=None, params=None, renotify_s=None, engine=None):

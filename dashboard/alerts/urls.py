@@ -10,6 +10,11 @@ urlpatterns = [
     path("<int:pk>/silence", views.silence, name="silence"),
     path("channels/", views.channels, name="channels"),
     path("channels/<int:pk>/test", views.channel_test, name="channel-test"),
+    path("channels/<int:pk>/routes", views.channel_routes, name="channel-routes"),
+    path("silences/", views.silences, name="silences"),
+    path("silences/<int:pk>/end", views.silence_end, name="silence-end"),
+    path("maintenance/new", views.maintenance_new, name="maintenance-new"),
+    path("maintenance/<int:pk>/end", views.maintenance_end, name="maintenance-end"),
     path("rules/", views.rules, name="rules"),
     path("rules/<str:key>/", views.rule_edit, name="rule-edit"),
 ]

@@ -1,17 +1,19 @@
-"""Alert pages: list, one alert (timeline + deliveries), channels, rules; ack/silence/test/edit POSTs."""
+"""Alert pages: list, one alert (timeline + deliveries), silences & maintenance, channels (with routing), rules;
+ack/silence/end/maintenance/test/route/edit POSTs."""
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.models import Engine
-from dashboard.roles import role_required
+from dashboard.roles import has_role, role_required
 
 from . import selectors, services
-from .forms import RuleForm, SilenceForm
-from .models import AlertEvent, NotificationChannel
+from .forms import MaintenanceForm, RuleForm, SilenceForm, route_formset
+from .models import AlertEvent, MaintenanceWindow, NotificationChannel, Silence
 from .rules import REGISTRY
 
 
@@ -72,9 +74,89 @@ def silence(request, pk):
     return _back(request, event)
 
 
+def _suppressions_page(request, form=None, status=200):
+    context = {"silences": selectors.active_silences(), "windows": selectors.maintenance_windows(),
+               "now": timezone.now(), "form": form or MaintenanceForm()}
+    return render(request, "alerts/silences.html", context, status=status)
+
+
+@require_GET
+def silences(request):
+    return _suppressions_page(request)
+
+
+@require_POST
+@role_required("operator")
+def maintenance_new(request):
+    form = MaintenanceForm(request.POST)
+    if not form.is_valid():
+        return _suppressions_page(request, form, status=400)
+    try:
+        window = services.maintenance_create(user=request.user, **form.create_kwargs())
+    except ValidationError as exc:
+        form.add_error(None, exc)
+        return _suppressions_page(request, form, status=400)
+    messages.success(request, f"Maintenance window set: {window}.")
+    return redirect("alerts:silences")
+
+
+@require_POST
+@role_required("operator")
+def maintenance_end(request, pk):
+    window = get_object_or_404(MaintenanceWindow, pk=pk)
+    try:
+        ended = services.maintenance_end(window=window, user=request.user)
+        messages.success(request, f"Ended {window} early." if ended else f"Cancelled {window} before it started.")
+    except ValidationError as exc:
+        messages.error(request, "; ".join(exc.messages))
+    return redirect("alerts:silences")
+
+
+@require_POST
+@role_required("operator")
+def silence_end(request, pk):
+    silence = get_object_or_404(Silence, pk=pk)
+    try:
+        services.silence_end(silence=silence, user=request.user)
+        covers = silence.engine or silence.host or "everything"
+        messages.success(request, f"Ended the {silence.rule or 'all-rules'} silence on {covers}.")
+    except ValidationError as exc:
+        messages.error(request, "; ".join(exc.messages))
+    return redirect("alerts:silences")
+
+
+def _route_rules():
+    # Keys seen in events too: external_alert_fire accepts any rule key, not only registered ones.
+    return sorted(set(REGISTRY) | set(selectors.rule_keys_seen()))
+
+
+def _channels_page(request, bound=None, status=200):
+    """The channels; for admins each carries its routing form (BOUND replaces one after a failed submit)."""
+    channels = selectors.channels_with_recent()
+    if has_role(request.user, "admin"):
+        rules = _route_rules()
+        for channel in channels:
+            failed = bound is not None and bound.prefix == f"routes-{channel.pk}"
+            channel.route_form = bound if failed else route_formset(channel, rules=rules)
+    return render(request, "alerts/channels.html", {"channels": channels}, status=status)
+
+
 @require_GET
 def channels(request):
-    return render(request, "alerts/channels.html", {"channels": selectors.channels_with_recent()})
+    return _channels_page(request)
+
+
+@require_POST
+@role_required("admin")
+def channel_routes(request, pk):
+    channel = get_object_or_404(NotificationChannel, pk=pk)
+    formset = route_formset(channel, rules=_route_rules(), data=request.POST)
+    if not formset.is_valid():
+        return _channels_page(request, bound=formset, status=400)
+    routes = services.channel_routes_set(channel=channel, routes=formset.routes())
+    summary = ", ".join(f"{r.rule or 'every rule'} ≥ {r.min_severity}" for r in routes) or "everything"
+    messages.success(request, f"{channel.name} now receives {summary}.")
+    return redirect("alerts:channels")
 
 
 @require_POST
