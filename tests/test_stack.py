@@ -50,6 +50,16 @@ def _polled_demo_engine(client, timeout):
     raise AssertionError(f"no demo engine polled up within {timeout} s: {engines}")
 
 
+def _children(pid, tries=10):
+    """The process tree under PID; a collector's short-lived subprocess may vanish mid-walk."""
+    for _ in range(tries):
+        try:
+            return psutil.Process(pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            time.sleep(0.05)
+    raise AssertionError(f"could not list the children of {pid}")
+
+
 def _cmdline(process):
     try:
         return " ".join(process.cmdline())
@@ -82,7 +92,7 @@ def test_up_demo_serves_polled_engines_and_stops_every_child(tmp_path):
         if page.status_code != 200:
             proc.send_signal(signal.SIGINT)
             raise AssertionError(proc.communicate(timeout=60)[0][-6000:])
-        children = psutil.Process(proc.pid).children(recursive=True)
+        children = _children(proc.pid)
         names = " ".join(_cmdline(c) for c in children)
         for part in ("uvicorn", "worker", "beat", "simulate", "redis-server"):
             assert part in names, f"{part} is not running under sparkops up: {names}"
