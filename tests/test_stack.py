@@ -50,14 +50,18 @@ def _polled_demo_engine(client, timeout):
     raise AssertionError(f"no demo engine polled up within {timeout} s: {engines}")
 
 
-def _children(pid, tries=10):
-    """The process tree under PID; a collector's short-lived subprocess may vanish mid-walk."""
-    for _ in range(tries):
-        try:
-            return psutil.Process(pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            time.sleep(0.05)
-    raise AssertionError(f"could not list the children of {pid}")
+def _children(pid):
+    """The process tree under PID, built from one process_iter pass (which skips processes
+    that vanish mid-walk, unlike Process.children on a busy machine)."""
+    by_parent = {}
+    for process in psutil.process_iter(["ppid"]):
+        by_parent.setdefault(process.info["ppid"], []).append(process)
+    tree, todo = [], [pid]
+    while todo:
+        for child in by_parent.get(todo.pop(), []):
+            tree.append(child)
+            todo.append(child.pid)
+    return tree
 
 
 def _cmdline(process):
@@ -81,7 +85,6 @@ def test_up_demo_serves_polled_engines_and_stops_every_child(tmp_path):
                 "SPARKOPS_HOST_NAME": "stack-test"})
     proc = subprocess.Popen([sys.executable, "manage.py", "up", "--demo", "--port", str(port)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    children = []
     try:
         base = f"http://127.0.0.1:{port}"
         _wait_http(base + "/healthz", proc, timeout=90)
@@ -89,16 +92,16 @@ def test_up_demo_serves_polled_engines_and_stops_every_child(tmp_path):
         engine = _polled_demo_engine(client, timeout=10)
         assert engine["latest"]["up"] is True and engine["latest"]["models"]
         page = client.get("/")
-        if page.status_code != 200:
-            proc.send_signal(signal.SIGINT)
-            raise AssertionError(proc.communicate(timeout=60)[0][-6000:])
+        assert page.status_code == 200, page.text[-2000:]
         children = _children(proc.pid)
         names = " ".join(_cmdline(c) for c in children)
         for part in ("uvicorn", "worker", "beat", "simulate", "redis-server"):
             assert part in names, f"{part} is not running under sparkops up: {names}"
-    finally:
+    except BaseException as exc:
         proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=60)
+        raise AssertionError(f"{exc}\n--- sparkops up said:\n{proc.communicate(timeout=60)[0][-8000:]}") from exc
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, output[-3000:]
     time.sleep(0.5)
     alive = [_cmdline(c) for c in children if _alive(c)]

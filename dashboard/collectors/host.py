@@ -3,6 +3,8 @@
 Absent sources are states, not errors: a container or old kernel without PSI reads
 `psi: null` with the reason kept, and the rest of the host reading goes on."""
 import os
+import threading
+from contextlib import contextmanager
 
 import psutil
 from django.conf import settings
@@ -10,9 +12,27 @@ from django.conf import settings
 PSI_RESOURCES = ("cpu", "memory", "io")
 
 
+_PROCFS_LOCK = threading.Lock()
+
+
+@contextmanager
+def _procfs(root):
+    """psutil reads one global PROCFS_PATH: point it at ROOT (the simulator's fake /proc in the
+    demo and tests) only for this read, so process scans elsewhere still see the real /proc."""
+    if root == psutil.PROCFS_PATH:
+        yield
+        return
+    with _PROCFS_LOCK:
+        saved, psutil.PROCFS_PATH = psutil.PROCFS_PATH, root
+        try:
+            yield
+        finally:
+            psutil.PROCFS_PATH = saved
+
+
 def read_memory():
-    psutil.PROCFS_PATH = settings.SPARKOPS_PROC_ROOT  # the simulator's fake /proc in tests and demo
-    vm, sw = psutil.virtual_memory(), psutil.swap_memory()
+    with _procfs(settings.SPARKOPS_PROC_ROOT):
+        vm, sw = psutil.virtual_memory(), psutil.swap_memory()
     return {"mem_total_bytes": vm.total, "mem_available_bytes": vm.available, "mem_used_bytes": vm.total - vm.available,
             "swap_total_bytes": sw.total, "swap_used_bytes": sw.used}
 

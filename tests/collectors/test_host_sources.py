@@ -164,3 +164,16 @@ def test_host_read_survives_every_source_failing(settings, tmp_path, fleet):
     assert reading["gpu_state"]["state"] == "no_gpu"
     assert infos[fleet["vllm"].pk]["unit"]["error"]
     gpu.reset_backend()
+
+
+def test_reading_a_fake_proc_root_leaves_psutil_on_the_real_one(settings, tmp_path):
+    """The demo's fake /proc must not leak into every other psutil call of the worker."""
+    import psutil
+
+    from dashboard.collectors.host import read_memory
+
+    (tmp_path / "meminfo").write_text("MemTotal: 1000 kB\nMemFree: 10 kB\nMemAvailable: 100 kB\n"
+                                      "SwapTotal: 0 kB\nSwapFree: 0 kB\n")
+    settings.SPARKOPS_PROC_ROOT = str(tmp_path)
+    assert read_memory()["mem_total_bytes"] == 1000 * 1024
+    assert psutil.PROCFS_PATH == "/proc" and psutil.pids()
