@@ -7,7 +7,5 @@ class DashboardConfig(AppConfig):
 
     def ready(self):
         from sparkops import checks  # noqa: F401  (registers system checks)
-        from . import roles
 
-        roles.connect_signals()
         from .live import receivers  # noqa: F401  (collector signals -> WebSocket pushes)

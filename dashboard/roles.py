@@ -71,7 +71,3 @@ def set_role(user, role):
     user.groups.remove(*Group.objects.filter(name__in=ROLES))
     if role != "admin":
         user.groups.add(Group.objects.get_or_create(name=role)[0])
-
-
-def connect_signals():
-    """Nothing to connect yet; kept so ready() has one place for role wiring."""

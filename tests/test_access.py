@@ -65,6 +65,7 @@ def test_login_and_healthz_are_public(client):
 @pytest.mark.django_db
 def test_viewer_gets_403_on_every_write_view(viewer_client):
     write_views = [(route, name) for route, name, cb in _app_patterns() if _required_role(cb) in ("operator", "admin")]
+    assert len(write_views) >= 10, f"expected the write views to carry required_role, found {write_views}"
     for route, name in write_views:
         path = _sample_path(route)
         response = viewer_client.post(path, {})

@@ -78,9 +78,9 @@ class Command(BaseCommand):
         state_dir, ports_file = demo_dir / "state", demo_dir / "engines.json"
         demo_dir.mkdir(parents=True, exist_ok=True)
         ports_file.unlink(missing_ok=True)
-        sup.start(Child("simulator", [sys.executable, "-m", "sparkops.cli", "simulate", "--state-dir",
-                                      str(state_dir), "--ports-file", str(ports_file)]), env)
-        engines = _wait_for_ports(ports_file, sup)
+        simulator = sup.start(Child("simulator", [sys.executable, "-m", "sparkops.cli", "simulate", "--state-dir",
+                                                  str(state_dir), "--ports-file", str(ports_file)]), env)
+        engines = _wait_for_ports(ports_file, simulator)
         for spec in engines:
             _register_demo_engine(spec)
             self.stdout.write(f"demo engine {spec['name']} ({spec['kind']}) at {spec['url']}\n")
@@ -93,6 +93,10 @@ class Command(BaseCommand):
         User = get_user_model()
         if User.objects.filter(is_superuser=True).exists():
             return
+        if User.objects.filter(username="admin").exists():
+            self.stdout.write("no admin yet, and the name 'admin' is taken: add one with "
+                              "`sparkops user add NAME --role admin`\n")
+            return
         given = os.environ.get("SPARKOPS_ADMIN_PASSWORD")
         password = given or secrets.token_urlsafe(12)
         user = User.objects.create_user(username="admin", password=password)
@@ -101,10 +105,9 @@ class Command(BaseCommand):
         self.stdout.write(f"created the admin user: admin / {shown}  — shown once; change it after logging in\n")
 
 
-def _wait_for_ports(ports_file, sup, timeout=30.0):
+def _wait_for_ports(ports_file, simulator, timeout=30.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        simulator = sup.children[-1]
         if simulator.exited():
             raise CommandError(f"the simulator exited with status {simulator.proc.returncode}")
         if ports_file.exists():
