@@ -107,3 +107,25 @@ def test_up_demo_serves_polled_engines_and_stops_every_child(tmp_path):
     alive = [_cmdline(c) for c in children if _alive(c)]
     assert not alive, f"still running after stop: {alive}"
     assert "stopped web" in output and "stopped redis-server" in output
+
+
+def test_a_child_that_dies_is_reported_and_stops_the_stack(tmp_path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "SPARKOPS_TEST_DB_NAME")}
+    env.update({"SPARKOPS_VAR_DIR": str(tmp_path), "SPARKOPS_ADMIN_PASSWORD": ADMIN_PASSWORD})
+    proc = subprocess.Popen([sys.executable, "manage.py", "up", "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/healthz", proc, timeout=90)
+        children = _children(proc.pid)
+        beat = next(c for c in children if "beat" in _cmdline(c))
+        beat.kill()
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode != 0
+    assert f"beat (pid {beat.pid}) exited with status -9; stopping the stack" in output, output[-3000:]
+    assert "stopped web" in output and "stopped redis-server" in output
+    assert not [_cmdline(c) for c in children if _alive(c)]
