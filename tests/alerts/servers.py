@@ -55,8 +55,17 @@ class WebhookReceiver:
 
 
 class MailSink:
+    """Records every message; `rcpt_replies` is a list of replies to RCPT TO in turn (then 250 OK)."""
+
     def __init__(self):
         self.messages = []
+        self.rcpt_replies = []
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if self.rcpt_replies:
+            return self.rcpt_replies.pop(0)
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):
         self.messages.append({"from": envelope.mail_from, "to": envelope.rcpt_tos, "data": envelope.content})

@@ -55,6 +55,23 @@ def test_email_has_text_and_html(fleet, channels, smtp):
     assert "text/plain" in raw and "text/html" in raw and "exit0_no_restart" in raw
 
 
+def test_email_greylisted_retries_and_rejected_fails(fleet, channels, smtp, fast_retry):
+    NotificationChannel.objects.filter(pk=channels["webhook"].pk).update(enabled=False)
+    smtp.rcpt_replies = ["450 4.2.0 greylisted, try again later"]
+    fire(fleet)
+    send_all()
+    mail = Delivery.objects.get(channel=channels["email"])
+    assert mail.status == "pending" and "450" in mail.last_error and not smtp.messages
+    make_due(); send_all()
+    assert Delivery.objects.get(pk=mail.pk).status == "sent" and len(smtp.messages) == 1
+    smtp.rcpt_replies = ["550 5.1.1 no such user"]
+    external_alert_resolve(rule="engine_down", engine=fleet["vllm"], subject="vllm-main")
+    send_all()
+    resolved = Delivery.objects.get(channel=channels["email"], transition="resolved")
+    assert resolved.status == "failed" and resolved.attempt_log.get().permanent
+    assert NotificationChannel.objects.get(pk=channels["email"].pk).health == "failing"
+
+
 def test_retry_500_then_200(fleet, channels, receiver, fast_retry):
     receiver.script = [500, 503]
     fire(fleet)

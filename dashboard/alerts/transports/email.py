@@ -1,6 +1,5 @@
 """Email through Django's mail framework: a plain-text body and an HTML alternative."""
 import smtplib
-import socket
 
 from django.core.mail import EmailMultiAlternatives
 from django.template.loader import render_to_string
@@ -27,9 +26,11 @@ class EmailTransport(Transport):
         try:
             self.message(delivery).send(fail_silently=False)
         except smtplib.SMTPRecipientsRefused as exc:
-            raise TransportError(f"recipient refused: {exc.recipients}", permanent=True) from None
+            # Greylisting and full mailboxes answer RCPT with 4xx: only 5xx for every recipient is final.
+            codes = [code for code, _ in exc.recipients.values()]
+            raise TransportError(f"recipient refused: {exc.recipients}", permanent=all(c >= 500 for c in codes)) from None
         except smtplib.SMTPResponseException as exc:
             # 5xx SMTP replies are permanent, 4xx are "try again later".
             raise TransportError(f"SMTP {exc.smtp_code}: {exc.smtp_error!r}", permanent=exc.smtp_code >= 500) from None
-        except (smtplib.SMTPException, OSError, socket.timeout) as exc:
+        except (smtplib.SMTPException, OSError) as exc:  # OSError covers refused and timed-out sockets
             raise TransportError(f"SMTP: {exc or type(exc).__name__}") from None
