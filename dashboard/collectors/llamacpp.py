@@ -59,7 +59,9 @@ class LlamaCppCollector(EngineCollector):
             return Snapshot(status="down", error=f"metrics: {describe(metrics)}")
         samples = prom.parse(metrics.text, NAMES)
         models, _ = self.openai_models(self.json_of(bodies, "models", {}))
-        snap = Snapshot(status="up", models=models, info={"build": (self.json_of(bodies, "props", {}) or {}).get("build_info")})
+        props = self.json_of(bodies, "props")
+        snap = Snapshot(status="up", models=models,
+                        info={"build": props.get("build_info") if isinstance(props, dict) else None})
         usage = prom.total(samples, "llamacpp:kv_cache_usage_ratio")  # older builds only
         snap.gauges = {
             "requests_running": prom.total(samples, "llamacpp:requests_processing"),
@@ -77,5 +79,5 @@ class LlamaCppCollector(EngineCollector):
             "spec_draft_tokens_total": prom.total(samples, "llamacpp:spec_decode_num_draft_tokens_total"),
             "spec_accepted_tokens_total": prom.total(samples, "llamacpp:spec_decode_num_accepted_tokens_total"),
         }
-        snap.kv = props_kv(self.json_of(bodies, "props"))
+        snap.kv = props_kv(props)
         return snap

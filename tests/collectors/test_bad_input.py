@@ -112,3 +112,17 @@ def test_silent_socket_that_accepts_but_never_answers():
 def test_timeout_is_required():
     with pytest.raises(TypeError):
         http.get("http://127.0.0.1:9/", timeout=None)
+
+
+@pytest.mark.parametrize("props", [b"[1]", b'"ok"', b"42", b"<html>props</html>"])
+def test_optional_llamacpp_endpoint_with_the_wrong_json_type_is_ignored(props, fleet, http_server):
+    def llama(name):
+        return (200, fixture_bytes("llamacpp", f"b0-0c1e570_{name}"), {})
+
+    engine = fleet["llama"]
+    Engine.objects.filter(pk=engine.pk).update(url=http_server({
+        "/health": llama("health_ok.json"), "/metrics": llama("metrics.txt"), "/slots": llama("slots_one_busy.json"),
+        "/v1/models": llama("v1_models.json"), "/props": (200, props, {})}))
+    engine.refresh_from_db()
+    reading = polling.engine_poll(engine=engine)
+    assert reading["up"] is True and reading["models"] == ["tiny-llama"] and reading["window"] is None
