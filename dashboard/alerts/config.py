@@ -45,6 +45,8 @@ def _override(row, engine, host):
     return qs.filter(engine=engine).first() if engine is not None else qs.filter(host=host).first()
 
 
-def rule_renotify_s(key):
-    row = AlertRule.objects.filter(key=key).only("renotify_s").first()
-    return (row.renotify_s if row and row.renotify_s else None) or conf.renotify_s()
+def renotify_interval_s():
+    """A function rule key → seconds between re-notifications (the rule's row, else the default), rows read once."""
+    rows = dict(AlertRule.objects.exclude(renotify_s=None).values_list("key", "renotify_s"))
+    default = conf.renotify_s()
+    return lambda key: rows.get(key) or default

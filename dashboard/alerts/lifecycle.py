@@ -147,16 +147,30 @@ def alert_acknowledge(*, event, user, now=None):
 
 def renotify_due(*, now=None):
     """Re-notify firing, unacknowledged critical alerts whose last notification is older than their interval."""
-    from .config import rule_renotify_s
+    from .config import renotify_interval_s
 
     now = now or timezone.now()
+    interval_s = renotify_interval_s()
     count = 0
-    for event in AlertEvent.objects.filter(state="firing", severity="critical", acknowledged_at__isnull=True):
-        last = event.last_notified_at or event.fired_at
-        if last and now - last >= timedelta(seconds=rule_renotify_s(event.rule)):
-            with transaction.atomic():
-                if outbox.notify(event=event, transition="renotify", now=now):
-                    count += 1
-                else:
-                    AlertEvent.objects.filter(pk=event.pk).update(last_notified_at=now)
+    for event in AlertEvent.objects.filter(**_RENOTIFIABLE):
+        if not _renotify_is_due(event, interval_s, now):
+            continue
+        with transaction.atomic():
+            # Lock and look again: it may have been acked, resolved or re-notified (a cause learned
+            # late) since the list was read; _refresh holds the same lock when it re-notifies.
+            event = AlertEvent.objects.select_for_update().filter(pk=event.pk, **_RENOTIFIABLE).first()
+            if event is None or not _renotify_is_due(event, interval_s, now):
+                continue
+            if outbox.notify(event=event, transition="renotify", now=now):
+                count += 1
+            else:
+                AlertEvent.objects.filter(pk=event.pk).update(last_notified_at=now)
     return count
+
+
+_RENOTIFIABLE = {"state": "firing", "severity": "critical", "acknowledged_at__isnull": True}
+
+
+def _renotify_is_due(event, interval_s, now):
+    last = event.last_notified_at or event.fired_at
+    return last is not None and now - last >= timedelta(seconds=interval_s(event.rule))

@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from dashboard.alerts import outbox
 from dashboard.alerts.models import AlertEvent, Delivery, NotificationChannel
-from dashboard.alerts.services import external_alert_fire, external_alert_resolve
+from dashboard.alerts.lifecycle import renotify_due
+from dashboard.alerts.services import alert_ack, external_alert_fire, external_alert_resolve, rule_update
 from dashboard.models import Incident
 
 pytestmark = pytest.mark.django_db
@@ -172,3 +173,18 @@ def test_alertmanager_format(fleet, channels, receiver):
     assert body["version"] == "4" and body["status"] == "firing"
     assert body["alerts"][0]["labels"]["alertname"] == "engine_down"
     assert body["alerts"][0]["annotations"]["summary"] == "vllm-main is down"
+
+
+def test_renotify_unacknowledged_critical_at_its_interval(fleet, channels, operator):
+    event = fire(fleet)
+    external_alert_fire(rule="kernel_fault", severity="warning", host=fleet["host"], subject="spark-1", message="Xid 13")
+    rule_update(key="engine_down", renotify_s=600)
+    start = timezone.now()
+    assert renotify_due(now=start) == 0
+    assert renotify_due(now=start + timedelta(seconds=601)) == 1  # the critical one only
+    assert renotify_due(now=start + timedelta(seconds=602)) == 0  # its clock restarted
+    assert renotify_due(now=start + timedelta(seconds=1202)) == 1
+    keys = list(Delivery.objects.filter(transition="renotify").values_list("idempotency_key", flat=True))
+    assert len(keys) == 4 == len(set(keys)) and Delivery.objects.filter(event__rule="kernel_fault", transition="renotify").count() == 0
+    alert_ack(event=event, user=operator)
+    assert renotify_due(now=start + timedelta(hours=5)) == 0
