@@ -16,18 +16,23 @@ def _last_error(reading):
     return reading.get("error") or (lines[-1] if lines else "")
 
 
-def _worst_alert(engine):
-    """The firing alert that explains this engine's state best (critical first, newest first)."""
+def worst_alerts(engines):
+    """{engine id: the firing alert that explains its state best} (critical first, newest first), in one query."""
     from dashboard.alerts.models import AlertEvent
 
-    firing = AlertEvent.objects.filter(engine=engine, state="firing").exclude(severity="info")
-    return firing.order_by("severity", "-fired_at").first()  # "critical" sorts before "warning"
+    firing = AlertEvent.objects.filter(engine__in=engines, state="firing").exclude(severity="info")
+    worst = {}
+    for event in firing.order_by("severity", "-fired_at"):  # "critical" sorts before "warning"
+        worst.setdefault(event.engine_id, event)
+    return worst
 
 
-def engine_card_context(engine):
+def engine_card_context(engine, *, alerts=None):
+    """ALERTS: worst_alerts() of many engines, when a list page fetched them in one go."""
     reading = engine.latest or {}
+    alerts = worst_alerts([engine]) if alerts is None else alerts
     return {"engine": engine, "r": reading, "unit": reading.get("unit") or None,
-            "last_error": _last_error(reading), "alert": _worst_alert(engine)}
+            "last_error": _last_error(reading), "alert": alerts.get(engine.id)}
 
 
 def engine_card_html(engine):

@@ -3,7 +3,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from dashboard.alerts.selectors import firing_alerts
-from dashboard.live.cards import engine_card_context, host_card_context
+from dashboard.live.cards import engine_card_context, host_card_context, worst_alerts
 from dashboard.models import Engine, Host
 
 
@@ -14,7 +14,9 @@ def firing_alerts_context(request):
 
 @require_GET
 def overview(request):
-    engines = [engine_card_context(e) for e in Engine.objects.select_related("host")]
+    engines = list(Engine.objects.select_related("host"))
+    alerts = worst_alerts(engines)
+    engines = [engine_card_context(e, alerts=alerts) for e in engines]
     hosts = [host_card_context(h) for h in Host.objects.all()]
     return render(request, "dashboard/overview.html",
                   {"engine_cards": engines, "host_cards": hosts, **firing_alerts_context(request)})

@@ -1,10 +1,13 @@
 """The live pages render from real rows; write controls only for operators."""
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.alerts.models import AlertEvent
+from dashboard.models import Engine
 
 pytestmark = pytest.mark.django_db
 
@@ -43,7 +46,26 @@ def test_overview_shows_cause_systemd_host_gpu_and_alert(viewer_client, fleet_wi
     assert "82.0 %" in html and "21 alive" in html
     assert "800 / 2,500 MHz" in html and 'class="bad"' in html  # busy P0 at a third of max: stuck low clock
     assert "exited 0" in html
+    # The first render draws the card exactly as a pushed update would: with the alert that explains it.
+    assert 'class="card-alert sev-critical" data-field="alert"><strong>engine_down</strong>' in html
     assert "js/live.js" in html and "cdn" not in html.lower()
+
+
+def _overview_queries(client):
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(reverse("overview")).status_code == 200
+    return len(queries)
+
+
+def test_overview_queries_do_not_grow_with_engines(viewer_client, fleet_with_readings):
+    before = _overview_queries(viewer_client)
+    now = timezone.now()
+    for i in range(3):
+        engine = Engine.objects.create(name=f"extra-{i}", kind="vllm", url=f"http://127.0.0.1:1810{i}",
+                                       host=fleet_with_readings["host"], status="down")
+        AlertEvent.objects.create(rule="engine_down", severity="critical", state="firing", engine=engine,
+                                  subject=engine.name, message="gone", started_at=now, fired_at=now)
+    assert _overview_queries(viewer_client) == before
 
 
 def _client(user):
