@@ -3,10 +3,11 @@
 "Not Supported" fields (unified-memory boxes report it for memory) are None, and a box
 without a GPU reads `state: "no_gpu"` — both are states, never errors."""
 import shutil
-import subprocess
 import time
 
 from django.conf import settings
+
+from dashboard.collectors import command
 
 REASONS = {  # NVML clocks-event reason bits (pynvml "Clock Event Reasons defines")
     0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
@@ -86,7 +87,10 @@ def _read_nvml():
     except pynvml.NVMLError as exc:
         raise GpuError(f"NVML: {exc}") from None
     for i in range(count):
-        h = pynvml.nvmlDeviceGetHandleByIndex(i)
+        try:
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+        except pynvml.NVMLError as exc:  # GPU fallen off the bus, driver reloading
+            raise GpuError(f"NVML: GPU {i}: {exc}") from None
         power, limit = field(pynvml.nvmlDeviceGetPowerUsage, h), field(pynvml.nvmlDeviceGetEnforcedPowerLimit, h)
         util, mem = field(pynvml.nvmlDeviceGetUtilizationRates, h), field(pynvml.nvmlDeviceGetMemoryInfo, h)
         pstate, mask = field(pynvml.nvmlDeviceGetPerformanceState, h), field(pynvml.nvmlDeviceGetCurrentClocksEventReasons, h)
@@ -108,12 +112,9 @@ def _read_nvml():
 def _run_smi(fields):
     cmd = [settings.SPARKOPS_NVIDIA_SMI, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=5)
-    except FileNotFoundError:
-        raise GpuError(f"{settings.SPARKOPS_NVIDIA_SMI}: not found") from None
-    except subprocess.TimeoutExpired:
-        raise GpuError("nvidia-smi timed out after 5 s") from None
-    return done
+        return command.run(cmd, timeout=5)
+    except command.CommandError as exc:
+        raise GpuError(str(exc)) from None
 
 
 def _read_smi():

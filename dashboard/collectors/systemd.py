@@ -5,9 +5,10 @@ One `systemctl show` per scope and one `journalctl` per scope per poll: spawning
 process is the dearest thing a collector does, so units are batched."""
 import json
 import re
-import subprocess
 
 from django.conf import settings
+
+from dashboard.collectors.command import CommandError, output
 
 PROPERTIES = ("LoadState", "ActiveState", "SubState", "Result", "ExecMainStatus", "ExecMainCode", "MainPID",
               "ExecMainPID", "NRestarts", "Restart", "ActiveEnterTimestamp", "InactiveEnterTimestamp",
@@ -27,24 +28,6 @@ FATAL = (  # (name, pattern); engine-sources.md §1.11, §4.4, §6.5
 OOM_MESSAGE_ID = "fe6faa94e7774663a0da52717891d8ef"
 KV_SIZE = re.compile(r"(?:[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]+) tokens")
 KV_CONC = re.compile(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>[\d.]+)x")
-
-
-class CommandError(Exception):
-    pass
-
-
-def _run(argv):
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=CMD_TIMEOUT_S, errors="replace")
-    except FileNotFoundError:
-        raise CommandError(f"{argv[0]}: not found") from None
-    except subprocess.TimeoutExpired:
-        raise CommandError(f"{argv[0]}: no answer in {CMD_TIMEOUT_S} s") from None
-    except OSError as exc:
-        raise CommandError(f"{argv[0]}: {exc}") from None
-    if done.returncode != 0:
-        raise CommandError(f"{argv[0]} exit {done.returncode}: {(done.stderr or done.stdout).strip()[:200]}")
-    return done.stdout
 
 
 def parse_show(text):
@@ -81,7 +64,7 @@ def units_show(units, *, scope="system"):
     argv = [settings.SPARKOPS_SYSTEMCTL, *(["--user"] if scope == "user" else []), "show", *units,
             "-p", ",".join(PROPERTIES), "--no-pager"]
     try:
-        blocks = parse_show(_run(argv))
+        blocks = parse_show(output(argv, timeout=CMD_TIMEOUT_S))
     except CommandError as exc:
         return {u: {"error": str(exc)} for u in units}
     if len(blocks) != len(units):
@@ -102,7 +85,7 @@ def journal_read(*, units=(), user_units=(), kernel=False, cursor=None, first_li
     argv = [settings.SPARKOPS_JOURNALCTL, "-o", "json", "--no-pager", *selection,
             *([f"--after-cursor={cursor}"] if cursor else ["-n", str(first_lines)])]
     entries = []
-    for line in _run(argv).splitlines():
+    for line in output(argv, timeout=CMD_TIMEOUT_S).splitlines():
         try:
             entry = json.loads(line)
         except ValueError:

@@ -129,6 +129,21 @@ def test_no_gpu_is_a_state(settings, tmp_path):
     gpu.reset_backend()
 
 
+def test_nvidia_smi_garbage_or_unrunnable_is_an_error_state(settings, tmp_path):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_bytes(b"#!/bin/sh\nprintf '\\377\\376 not csv\\n'\n")  # invalid UTF-8, wrong column count
+    smi.chmod(0o755)
+    settings.SPARKOPS_GPU_BACKEND = "nvidia-smi"
+    settings.SPARKOPS_NVIDIA_SMI = str(smi)
+    gpu.reset_backend()
+    state, gpus = gpu.read_gpus()
+    assert state["state"] == "error" and "expected 11 columns" in state["reason"] and gpus == []
+    smi.chmod(0o644)  # the backend was chosen while it ran; now it cannot be executed
+    state, gpus = gpu.read_gpus()
+    assert state["state"] == "error" and "Permission denied" in state["reason"] and gpus == []
+    gpu.reset_backend()
+
+
 def _proc(root, pid, name, ppid, rss_pages, cgroup="0::/system.slice/vllm-main.service\n"):
     d = root / str(pid)
     d.mkdir()
