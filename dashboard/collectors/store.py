@@ -6,7 +6,7 @@ workers gives the same rows."""
 import math
 from datetime import timedelta
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Avg, Count, Max, Min
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
@@ -47,28 +47,27 @@ def clear_series_cache():
     _series_cache.clear()
 
 
-def samples_write(*, ts, values, engine=None, host=None):
-    """Store one sample per finite numeric value ({metric: number}); returns how many."""
-    rows = []
+def _samples(ts, values, engine=None, host=None):
+    out = []
     for metric, value in values.items():
         if isinstance(value, bool):
             value = float(value)
-        if not isinstance(value, (int, float)) or not math.isfinite(value):
-            continue  # None (not measured), NaN: absent, never a fake zero
-        rows.append(Sample(series_id=series_id(metric=metric, engine=engine, host=host), ts=ts, value=float(value)))
+        # None (not measured), NaN: absent, never a fake zero
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            out.append(Sample(series_id=series_id(metric=metric, engine=engine, host=host), ts=ts, value=float(value)))
+    return out
+
+
+def samples_write(*, ts, values, engine=None, host=None):
+    """Store one sample per finite numeric value ({metric: number}); returns how many."""
+    rows = _samples(ts, values, engine, host)
     Sample.objects.bulk_create(rows)
     return len(rows)
 
 
 def samples_write_many(*, rows):
-    """rows: [(ts, engine_or_None, values)] for engines — one INSERT for a whole poll cycle."""
-    objs = []
-    for ts, engine, values in rows:
-        for metric, value in values.items():
-            if isinstance(value, bool):
-                value = float(value)
-            if isinstance(value, (int, float)) and math.isfinite(value):
-                objs.append(Sample(series_id=series_id(metric=metric, engine=engine), ts=ts, value=float(value)))
+    """rows: [(ts, engine, values)] for engines — one INSERT for a whole poll cycle."""
+    objs = [sample for ts, engine, values in rows for sample in _samples(ts, values, engine)]
     Sample.objects.bulk_create(objs, batch_size=5000)
     return len(objs)
 
@@ -82,10 +81,6 @@ def states_put(states):
 
 def state_get(key):
     return CollectorState.objects.filter(key=key).values_list("data", flat=True).first() or {}
-
-
-def state_put(key, data):
-    CollectorState.objects.update_or_create(key=key, defaults={"data": data})
 
 
 def rollups_minute(*, end=None, lookback=timedelta(minutes=5)):
@@ -140,6 +135,3 @@ def _floor(ts, seconds):
     epoch = ts.timestamp()
     return ts - timedelta(seconds=epoch % seconds)
 
-
-def vendor():
-    return connection.vendor

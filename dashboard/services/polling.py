@@ -98,10 +98,6 @@ def engines_due(*, now=None):
     return due
 
 
-def engine_store_poll(*, engine, snapshot, fetched_at):
-    return engines_store(engines=[engine], fetched=[(snapshot, fetched_at)], states=_states([engine]))[0]
-
-
 def engines_store(*, engines, fetched, states):
     """Derive, store samples, states and ledger rows, update the engines; signal after commit."""
     readings, samples, new_states = [], [], {}
@@ -249,9 +245,7 @@ def host_poll(*, host):
     reading, values, unit_infos, new_state = host_read(engines=engines, state=state, now=now.timestamp())
     with transaction.atomic():
         store.samples_write(ts=now, host=host, values=values)
-        store.state_put(key, new_state)
-        for engine_id, info in unit_infos.items():
-            store.state_put(f"unit:{engine_id}", info)
+        store.states_put({key: new_state, **{f"unit:{engine_id}": info for engine_id, info in unit_infos.items()}})
         Host.objects.filter(pk=host.pk).update(latest=reading, last_report_at=now)
         host.latest, host.last_report_at = reading, now
         transaction.on_commit(lambda: signals.host_polled.send_robust(sender=Host, host=host, reading=reading))

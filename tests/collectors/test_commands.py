@@ -31,6 +31,7 @@ def test_poll_once_json(fleet, http_server, settings, tmp_path):
     engines = {e["name"]: e for e in data["engines"]}
     assert ENGINE_KEYS <= set(engines["vllm-main"])
     assert engines["vllm-main"]["up"] is True and engines["vllm-main"]["kv_pool_tokens"] == 766464
+    assert isinstance(engines["vllm-main"]["unit"], dict)  # the host poll's unit state, read by the engine poll
     assert engines["llama-side"]["up"] is False and "refused" in engines["llama-side"]["error"]
     assert {"mem_total_bytes", "mem_available_bytes", "swap_used_bytes", "psi"} <= set(data["host"])
     assert {"compilers", "compilers_rss_bytes"} <= set(data["processes"])
