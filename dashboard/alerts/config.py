@@ -22,8 +22,9 @@ def rule_row(key):
 
 def rule_settings(rule, *, engine=None, host=None, row=None, override=None):
     """RULE is a rule class or instance (dashboard.alerts.rules); returns what applies to this subject.
-    ROW / OVERRIDE may be passed in when already loaded (OVERRIDE=False: known to be absent)."""
-    row = row or AlertRule.objects.filter(key=rule.key).first()
+    ROW / OVERRIDE may be passed in when already loaded (False: known to be absent)."""
+    if row is None:
+        row = AlertRule.objects.filter(key=rule.key).first()
     params = dict(rule.DEFAULTS)
     enabled, severity = True, rule.severity
     if row:
@@ -39,7 +40,7 @@ def rule_settings(rule, *, engine=None, host=None, row=None, override=None):
 
 
 def _override(row, engine, host):
-    if row is None or (engine is None and host is None):
+    if not row or (engine is None and host is None):
         return None
     qs = AlertRuleOverride.objects.filter(rule=row)
     return qs.filter(engine=engine).first() if engine is not None else qs.filter(host=host).first()

@@ -24,7 +24,7 @@ class _Snapshot:
         self.overrides = {o.rule.key: o for o in overrides}
         self.subject = engine.name if engine is not None else host.name if host is not None else "*"
         self.states = {s.rule: s for s in RuleState.objects.filter(rule__in=keys, subject=self.subject)}
-        self.open = set(AlertEvent.objects.filter(rule__in=keys, state__in=AlertEvent.OPEN_STATES)
+        self.open = set(AlertEvent.objects.filter(rule__in=keys, state__in=AlertEvent.OPEN_STATES).order_by()
                         .values_list("rule", "subject"))
 
 
@@ -44,10 +44,10 @@ def evaluate(signal, *, engine=None, host=None, **context):
 
 
 def _evaluate_rule(rule, snap, *, engine, host, **context):
-    settings = rule_settings(rule, engine=engine, host=host, row=snap.rows.get(rule.key),
+    settings = rule_settings(rule, engine=engine, host=host, row=snap.rows.get(rule.key, False),
                              override=snap.overrides.get(rule.key, False))
-    if not settings.enabled:
-        return _resolve_all(rule, engine=engine, host=host)
+    if not settings.enabled:  # nothing open under this rule (the usual case): no query at all
+        return _resolve_all(rule, engine=engine, host=host) if any(r == rule.key for r, _ in snap.open) else []
     state_row = snap.states.get(rule.key) or RuleState(rule=rule.key, subject=snap.subject)
     before = repr(state_row.data)
     findings = rule.evaluate(settings=settings, engine=engine, host=host, state=state_row.data, **context)

@@ -229,3 +229,14 @@ def test_disabled_rule_resolves_and_stays_quiet(fleet):
 def test_broken_reading_never_raises(fleet):
     evaluate("engine_polled", engine=fleet["vllm"], reading={"kv_cache_usage": "junk", "unit": "x", "requests_waiting": None})
     evaluate("host_polled", host=fleet["host"], reading={"gpus": [{"index": 0, "sm_clock_mhz": "?"}], "host": None})
+
+
+def test_steady_probe_and_disabled_rules_cost_only_the_snapshot(fleet, django_assert_num_queries):
+    vllm = fleet["vllm"]
+    evaluate("engine_liveness", engine=vllm, up=True)  # the first probe creates the rule's memory
+    with django_assert_num_queries(4):  # rule rows, overrides, rule memories, open events
+        evaluate("engine_liveness", engine=vllm, up=True)
+    for key in ("restart_loop", "prefix_cache_drop", "kv_saturated", "queue_growing", "unit_no_restart"):
+        rule_update(key=key, enabled=False)
+    with django_assert_num_queries(4):
+        evaluate("engine_polled", engine=vllm, reading={"kv_cache_usage": 0.99, "requests_waiting": 3})
