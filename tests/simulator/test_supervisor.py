@@ -1,6 +1,7 @@
 """The supervisor plays systemd: unit state files, journal, restart policy, CLI stand-ins."""
 import json
 import subprocess
+import time
 
 import httpx
 import pytest
@@ -101,4 +102,16 @@ def test_psi_kernel_and_bad_input(sim):
     assert r.status_code == 400
     assert httpx.post(sim.control + "/_sim/gpu", json={"fault": "melt"}).status_code == 400
     sim.host("memory_pressure")
+    assert wait_meminfo(sim, lambda kb: kb < 3 * 2**20)  # the field report's ~2.1 GiB available
     sim.host("clear")
+    assert wait_meminfo(sim, lambda kb: kb > 3 * 2**20)
+
+
+def wait_meminfo(sim, ok, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = dict(line.split(":", 1) for line in (sim.state_dir / "proc/meminfo").read_text().splitlines())
+        if ok(int(rows["MemAvailable"].split()[0])):
+            return True
+        time.sleep(0.05)
+    return False

@@ -103,4 +103,7 @@ def test_exit0_ends_inflight_stream_with_vllm_error_chunk(engine_factory):
     err = json.loads(data[-2][6:])["error"]
     assert err["code"] == 500
     assert httpx.get(e.url + "/health").status_code == 503
-    assert e.exit_code.result() == 0 if e.exit_code.done() else True
+    deadline = time.monotonic() + 5  # the process "exits" exit_delay after the fault
+    while not e.exit_code.done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert e.exit_code.done() and e.exit_code.result() == 0
