@@ -142,13 +142,11 @@
   }
 
   // ---------- Plotly charts ----------
-  var chartsEl = document.getElementById("charts");
-
-  function cssVar(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
+  var chartsEl = document.getElementById("charts"), charts = window.sparkopsCharts, cssVar = charts && charts.cssVar;
 
   function layoutFor(panel, data) {
-    var fg = cssVar("--fg"), line = cssVar("--line"), bad = cssVar("--bad"), accent = cssVar("--accent");
-    var shapes = [], annotations = [];
+    var fg = cssVar("--fg"), line = cssVar("--line"), bad = cssVar("--bad");
+    var marks = charts.changelogMarks(data.annotations), shapes = marks.shapes, annotations = marks.annotations;
     (data.alerts || []).forEach(function (a) {
       shapes.push({ type: "rect", xref: "x", yref: "paper", x0: a.start, x1: a.end, y0: 0, y1: 1, layer: "below",
                     fillcolor: bad, opacity: a.severity === "critical" ? 0.16 : 0.09, line: { width: 0 } });
@@ -157,25 +155,17 @@
       shapes.push({ type: "rect", xref: "x", yref: "paper", x0: s.start, x1: s.end, y0: 0, y1: 1, layer: "below",
                     fillcolor: cssVar("--warn"), opacity: 0.15, line: { width: 0 } });
     });
-    (data.annotations || []).forEach(function (a) {
-      shapes.push({ type: "line", xref: "x", yref: "paper", x0: a.time, x1: a.time, y0: 0, y1: 1,
-                    line: { color: accent, width: 1.5, dash: a.corrected ? "dot" : "solid" } });
-      annotations.push({ x: a.time, xref: "x", y: 1, yref: "paper", yanchor: "top", xanchor: "left", showarrow: false,
-                         text: "✎", hovertext: a.title + (a.corrected ? " (corrected)" : ""), captureevents: true,
-                         font: { color: accent, size: 13 }, name: "changelog:" + a.url });
-    });
     (data.restarts || []).forEach(function (r) {
       shapes.push({ type: "line", xref: "x", yref: "paper", x0: r.time, x1: r.time, y0: 0, y1: 1,
                     line: { color: cssVar("--warn"), width: 1, dash: "dash" } });
       annotations.push({ x: r.time, xref: "x", y: 1, yref: "paper", yanchor: "top", xanchor: "right", showarrow: false,
                          text: "↻", hovertext: r.title, font: { color: cssVar("--warn"), size: 13 }, name: "restart" });
     });
-    return { title: { text: panel.title, font: { size: 13, color: fg }, x: 0.01 }, height: 230,
-             margin: { l: 50, r: 12, t: 34, b: 30 }, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
-             font: { color: fg, size: 11 }, showlegend: true, legend: { orientation: "h", x: 1, xanchor: "right", y: 1.02, yanchor: "bottom" },
+    return charts.baseLayout({ title: { text: panel.title, font: { size: 13, color: fg }, x: 0.01 }, height: 230,
+             margin: { l: 50, r: 12, t: 34, b: 30 }, showlegend: true, legend: { orientation: "h", x: 1, xanchor: "right", y: 1.02, yanchor: "bottom" },
              xaxis: { type: "date", gridcolor: line, range: [data.range.start, data.range.end] },
              yaxis: { gridcolor: line, tickformat: panel.tickformat || "", rangemode: "tozero", fixedrange: false },
-             shapes: shapes, annotations: annotations, hovermode: "x unified" };
+             shapes: shapes, annotations: annotations, hovermode: "x unified" });
   }
 
   function tracesFor(panel) {
@@ -228,10 +218,7 @@
       if (ev["xaxis.range[0]"] !== undefined || ev["xaxis.range"]) div._userZoom = true;
       if (ev["xaxis.autorange"]) { div._userZoom = false; slide(div); }
     });
-    div.on("plotly_clickannotation", function (ev) {
-      var name = (ev.annotation && ev.annotation.name) || "";
-      if (name.indexOf("changelog:") === 0) window.location.href = name.slice("changelog:".length);
-    });
+    charts.bindChangelogClicks(div);
   }
 
   function extendCharts(subject, p) {
@@ -296,7 +283,7 @@
 
   // ---------- start ----------
   loadSparks();
-  if (chartsEl && window.Plotly) { bindRangeBar(); loadCharts(); }
+  if (chartsEl && window.Plotly && charts) { bindRangeBar(); loadCharts(); }
   else if (chartsEl) setStatus("plotly.js did not load");
   connect();
 })();
