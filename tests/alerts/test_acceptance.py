@@ -80,7 +80,7 @@ def test_exit0_death_pages_within_two_seconds_and_says_why(sim, watched, receive
     assert first["rule"] == "engine_down" and first["severity"] == "critical" and first["subject"] == "sim-vllm"
     assert "Restart=on-failure" in first["message"] and "will not restart it" in first["message"]
     assert "illegal instruction" in first["message"]
-    # Once the unit has exited 0 the alert says so (one more page: the cause is now certain).
+    # Once the unit has exited 0 the alert says so; no second page, the first already said it will not come back.
     sim.wait_for_unit("sim-vllm", ActiveState="inactive")
     assert probe_until(watched, lambda: AlertEvent.objects.filter(cause="exit0_no_restart").exists(), timeout=5)
     event = AlertEvent.objects.get(rule="engine_down")

@@ -38,6 +38,11 @@ def wait(predicate, timeout=30.0):
     return False
 
 
+def swept_and_sent():
+    outbox.sweep()  # beat's sweep, run by hand: re-queues the row once its backoff is over
+    return Delivery.objects.filter(status="sent").exists()
+
+
 @pytest.mark.skipif(not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"),
                     reason="a worker subprocess needs a database server")
 def test_worker_killed_mid_retry_delivers_exactly_once(fleet, receiver, tmp_path):
@@ -56,9 +61,7 @@ def test_worker_killed_mid_retry_delivers_exactly_once(fleet, receiver, tmp_path
     assert len(receiver.requests) == 1 and receiver.requests[0]["status"] == 500
     second = start_worker(tmp_path, "second")
     try:
-        # beat's sweep, run by hand: re-queues the row once its backoff is over
-        assert wait(lambda: outbox.sweep() is None or Delivery.objects.filter(status="sent").exists(), 40), \
-            (tmp_path / "second.log").read_text()
+        assert wait(swept_and_sent, 40), (tmp_path / "second.log").read_text()
         time.sleep(1.0)
         outbox.sweep()
         time.sleep(1.0)
