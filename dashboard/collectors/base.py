@@ -109,7 +109,7 @@ class EngineCollector:
             return [], None
         models = [str(card.get("id")) for card in data if isinstance(card, dict) and card.get("id")]
         windows = [card.get("max_model_len") for card in data if isinstance(card, dict)]
-        windows = [w for w in windows if isinstance(w, int) and w > 0]
+        windows = [w for w in windows if type(w) is int and w > 0]  # JSON true is an int to isinstance
         return models, (windows[0] if windows else None)
 
 

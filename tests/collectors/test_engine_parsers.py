@@ -94,3 +94,9 @@ def test_html_instead_of_metrics_is_down_with_reason():
     bodies["metrics"] = http.Response(200, {}, b"<!doctype html><html><body>login</body></html>", "x")
     snap = collector_for("vllm").snapshot(bodies)
     assert snap.status == "down" and "not Prometheus" in snap.error
+
+
+def test_openai_model_list_with_odd_cards():
+    body = b'{"data": [1, null, {"id": "a", "max_model_len": true}, {"id": "b", "max_model_len": "4096"}]}'
+    snap = collector_for("openai").snapshot({"models": http.Response(200, {}, body, "x")})
+    assert snap.status == "up" and snap.models == ["a", "b"] and snap.kv["window"] is None
