@@ -22,7 +22,7 @@ def index(request):
     filters = {k: request.GET.get(k, "").strip() for k in ("state", "rule", "engine")}
     context = {
         "alerts": selectors.alert_list(**filters), "filters": filters,
-        "states": ["open", *AlertEvent.State.values], "rules": sorted(set(REGISTRY) | set(selectors.rule_keys_seen())),
+        "states": ["open", *AlertEvent.State.values], "rules": _rule_keys(),
         "engines": Engine.objects.values_list("name", flat=True), "silences": selectors.active_silences(),
         "maintenance": selectors.maintenance_windows(), "firing": selectors.firing_alerts(request.user),
     }
@@ -125,7 +125,7 @@ def silence_end(request, pk):
     return redirect("alerts:silences")
 
 
-def _route_rules():
+def _rule_keys():
     # Keys seen in events too: external_alert_fire accepts any rule key, not only registered ones.
     return sorted(set(REGISTRY) | set(selectors.rule_keys_seen()))
 
@@ -134,7 +134,7 @@ def _channels_page(request, bound=None, status=200):
     """The channels; for admins each carries its routing form (BOUND replaces one after a failed submit)."""
     channels = selectors.channels_with_recent()
     if has_role(request.user, "admin"):
-        rules = _route_rules()
+        rules = _rule_keys()
         for channel in channels:
             failed = bound is not None and bound.prefix == f"routes-{channel.pk}"
             channel.route_form = bound if failed else route_formset(channel, rules=rules)
@@ -150,7 +150,7 @@ def channels(request):
 @role_required("admin")
 def channel_routes(request, pk):
     channel = get_object_or_404(NotificationChannel, pk=pk)
-    formset = route_formset(channel, rules=_route_rules(), data=request.POST)
+    formset = route_formset(channel, rules=_rule_keys(), data=request.POST)
     if not formset.is_valid():
         return _channels_page(request, bound=formset, status=400)
     routes = services.channel_routes_set(channel=channel, routes=formset.routes())

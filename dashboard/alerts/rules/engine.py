@@ -4,7 +4,7 @@ import time
 from ..lifecycle import Finding
 from . import register
 from .base import Rule
-from .causes import DEFINITIVE, NO_RESTART_ON_CLEAN_EXIT, classify
+from .causes import DEFINITIVE, NO_RESTART_ON_CLEAN_EXIT, _int, classify
 from .unitstate import fatal_line_now, unit_of, unit_state_now
 
 
@@ -84,13 +84,6 @@ class RestartLoop(Rule):
         message = (f"{engine.name} restarted {len(restarts)} times in the last {int(settings['window_s'] / 60)} min"
                    f" (NRestarts={n if n is not None else '?'}).")
         return [Finding(subject=engine.name, engine=engine, active=active, cause="restart_loop", message=message)]
-
-
-def _int(value):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
 
 
 @register
