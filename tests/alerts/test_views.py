@@ -100,3 +100,16 @@ def test_ack_resolved_is_refused(operator_client, firing, fleet):
     operator_client.post(reverse("alerts:ack", args=[firing.pk]))
     firing.refresh_from_db()
     assert firing.acknowledged_at is None
+
+
+def test_channels_page_queries_do_not_grow_with_channels(admin_client_, fleet, django_assert_max_num_queries):
+    from dashboard.alerts.models import NotificationChannel
+    from dashboard.alerts.services import channel_send_test
+
+    for n in range(4):
+        channel = NotificationChannel.objects.create(name=f"extra-{n}", kind="webhook", config={"url": "http://127.0.0.1:9/"})
+        for _ in range(7):
+            channel_send_test(channel=channel)
+    with django_assert_max_num_queries(8):
+        page = admin_client_.get(reverse("alerts:channels")).content.decode()
+    assert page.count("test: pending") == 4 * 5 and page.count("7 waiting") == 4
