@@ -1,7 +1,5 @@
-"""Formatting for the live cards, and an include that tolerates a partial not written yet."""
+"""Formatting for the live cards."""
 from django import template
-from django.template.loader import select_template
-from django.template import TemplateDoesNotExist
 
 register = template.Library()
 GIB = 1024**3
@@ -46,13 +44,3 @@ def ratio(value, whole):
     """value/whole as a 0–100 width for a bar; 0 when either is missing."""
     a, b = _number(value), _number(whole)
     return 0 if not a or not b else max(0, min(100, round(a / b * 100)))
-
-
-@register.simple_tag(takes_context=True)
-def include_optional(context, name):
-    """Render NAME with the current context, or nothing when another module has not shipped it yet."""
-    try:
-        tpl = select_template([name])
-    except TemplateDoesNotExist:
-        return ""
-    return tpl.render(context.flatten(), context.get("request"))
