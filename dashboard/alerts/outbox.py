@@ -8,7 +8,8 @@ import time
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from . import conf
@@ -151,8 +152,9 @@ def backoff_s(attempts):
 
 
 def channel_mark_failing(*, channel, error, now):
-    NotificationChannel.objects.filter(pk=channel.pk).update(health="failing", last_error=error[:2000])
-    NotificationChannel.objects.filter(pk=channel.pk, failing_since__isnull=True).update(failing_since=now)
+    # failing_since keeps the first failure of a run of them.
+    NotificationChannel.objects.filter(pk=channel.pk).update(health="failing", last_error=error[:2000],
+                                                             failing_since=Coalesce("failing_since", Value(now)))
 
 
 def sweep(*, now=None):

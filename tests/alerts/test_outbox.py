@@ -96,6 +96,9 @@ def test_permanent_4xx_marks_channel_failing(fleet, channels, receiver):
     channel = NotificationChannel.objects.get(pk=channels["webhook"].pk)
     assert hook.status == "failed" and hook.attempt_log.get().permanent
     assert channel.health == "failing" and "404" in channel.last_error and channel.failing_since
+    outbox.channel_mark_failing(channel=channel, error="HTTP 410", now=channel.failing_since + timedelta(hours=1))
+    channel.refresh_from_db()
+    assert channel.last_error == "HTTP 410" and channel.failing_since < timezone.now()  # the first failure is kept
 
 
 def test_429_and_refused_are_transient(fleet, channels, receiver):
