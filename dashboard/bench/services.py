@@ -34,11 +34,13 @@ def run_create(*, engine, spec: RunSpec, profile=None, trigger=Run.Trigger.MANUA
 
 
 def run_enqueue(*, profile, user=None, trigger=Run.Trigger.MANUAL):
-    """Queue a run of PROFILE on a worker (after commit)."""
+    """Queue a run of PROFILE on the worker of the engine's own box (after commit): measured
+    over loopback there, TTFT is the engine's, not the network's."""
     from .tasks import bench_run_execute
 
     run = run_create(engine=profile.engine, spec=profile.spec(), profile=profile, trigger=trigger, user=user)
-    transaction.on_commit(lambda: bench_run_execute.delay(run.pk))
+    queue = profile.engine.host.queue
+    transaction.on_commit(lambda: bench_run_execute.apply_async(args=[run.pk], queue=queue))
     return run
 
 

@@ -115,7 +115,8 @@ def pair_start(request):
                        user=request.user)
     from .tasks import bench_pair_execute
 
-    transaction.on_commit(lambda: bench_pair_execute.delay(pair.pk))
+    queue = pair.profile_a.engine.host.queue  # both engines of a pair share one box
+    transaction.on_commit(lambda: bench_pair_execute.apply_async(args=[pair.pk], queue=queue))
     return redirect("bench:pair", pk=pair.pk)
 
 
