@@ -60,6 +60,8 @@ def test_engine_not_expected_up_is_quiet(fleet):
 @pytest.mark.parametrize("unit,reason,cause", [
     (EXIT0, "connection refused", "exit0_no_restart"),
     ({**EXIT0, "ActiveState": "failed", "Result": "exit-code", "ExecMainStatus": "1"}, "refused", "unit_failed"),
+    ({**EXIT0, "ActiveState": "failed", "Result": "start-limit-hit", "Restart": "always", "NRestarts": "5"},
+     "refused", "start_limit_hit"),
     ({**EXIT0, "ActiveState": "active", "SubState": "running", "MainPID": "42"}, "timed out", "active_not_answering"),
     ({**EXIT0, "ActiveState": "active", "MainPID": "0"}, "refused", "process_gone"),
     ({**EXIT0, "ActiveState": "activating", "SubState": "auto-restart"}, "refused", "restarting"),

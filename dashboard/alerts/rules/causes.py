@@ -4,7 +4,7 @@ from dataclasses import dataclass
 # Restart= values under which systemd leaves a clean exit (status 0) alone.
 NO_RESTART_ON_CLEAN_EXIT = {"no", "on-failure", "on-abnormal", "on-abort", "on-watchdog"}
 # Causes that say systemd will not bring the engine back: worth a second notification if learned late.
-DEFINITIVE = {"exit0_no_restart", "fatal_no_restart", "unit_failed", "process_gone"}
+DEFINITIVE = {"exit0_no_restart", "fatal_no_restart", "unit_failed", "start_limit_hit", "process_gone"}
 
 
 @dataclass
@@ -38,6 +38,10 @@ def _from_unit(unit, reason, activating_for_s, budget, fatal):
     if active in ("inactive", "deactivating") and status == 0 and code in ("", "0", "1", "exited") and restart in NO_RESTART_ON_CLEAN_EXIT:
         return Cause("exit0_no_restart", f"exited with status 0 while the unit has Restart={restart}, "
                                          "so systemd will not restart it")
+    if active == "failed" and unit.get("Result") == "start-limit-hit":
+        return Cause("start_limit_hit", f"systemd gave up restarting it: the start limit was hit after "
+                                        f"{unit.get('NRestarts', '?')} restarts, and it stays down until someone runs "
+                                        "`systemctl reset-failed` and starts it")
     if active == "failed":
         result = unit.get("Result", "")
         return Cause("unit_failed", f"the unit failed (Result={result or '?'}, exit status {status if status is not None else '?'})"
