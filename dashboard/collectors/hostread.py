@@ -75,17 +75,28 @@ def _journal(engines, units, state, new_state, now):
     return infos, new_state["kernel_lines"]
 
 
+def _reanchor(which, key, state, new_state):
+    """A cursor journalctl rejects (a rotated or vacuumed journal) would fail every poll from
+    now on: resume at the newest entry instead. Re-reading from the start would repeat fatal
+    lines already reported; what was logged in between is lost either way."""
+    if not state.get(key):
+        return ""
+    try:
+        _, new_state[key] = systemd.journal_read(**which, first_lines=1)
+    except systemd.CommandError:
+        return ""
+    return "; the kept cursor was dropped, reading resumes at the newest entry"
+
+
 def _journal_source(source, engines, state, new_state, fatal):
     units = sorted({e.unit for e in engines if e.unit and e.unit_scope == "system"})
     user_units = sorted({e.unit for e in engines if e.unit and e.unit_scope == "user"})
     key = f"cursor_{source}"
+    which = {"kernel": True} if source == "kernel" else {"units": units, "user_units": user_units}
     try:
-        if source == "kernel":
-            entries, new_state[key] = systemd.journal_read(kernel=True, cursor=state.get(key))
-        else:
-            entries, new_state[key] = systemd.journal_read(units=units, user_units=user_units, cursor=state.get(key))
+        entries, new_state[key] = systemd.journal_read(**which, cursor=state.get(key))
     except systemd.CommandError as exc:
-        new_state[f"journal_error_{source}"] = str(exc)
+        new_state[f"journal_error_{source}"] = str(exc) + _reanchor(which, key, state, new_state)
         return []
     new_state.pop(f"journal_error_{source}", None)
     boot, kernel = dict(new_state.get("boot") or {}), []

@@ -192,3 +192,19 @@ def test_reading_a_fake_proc_root_leaves_psutil_on_the_real_one(settings, tmp_pa
     settings.SPARKOPS_PROC_ROOT = str(tmp_path)
     assert read_memory()["mem_total_bytes"] == 1000 * 1024
     assert psutil.PROCFS_PATH == "/proc" and psutil.pids()
+
+
+def test_a_rejected_journal_cursor_is_dropped_once_not_forever(sim_state, fleet):
+    """journalctl refuses a cursor from a vacuumed journal; the next poll must read again."""
+    src = (FIXTURES / "journal" / "vllm-0.33_engine_death_exit0.jsonl").read_text().splitlines(keepends=True)
+    (sim_state / "journal" / "vllm-main.service.jsonl").write_text("".join(src[:2]))  # boot lines only
+    stale = {"cursor_units": "not-a-cursor-of-this-journal"}
+    reading, _, _, state = host_read(engines=[fleet["vllm"]], state=stale)
+    assert "cursor was dropped" in reading["journal_errors"]["units"]
+    assert state["cursor_units"] != stale["cursor_units"]
+    (sim_state / "journal" / "vllm-main.service.jsonl").write_text("".join(src))
+    more, _, _, state = host_read(engines=[fleet["vllm"]], state={**state, "journal_t": 0})  # journal due
+    assert "units" not in more["journal_errors"]
+    # Resumed right after the newest entry: the CUDA line written since is read, once.
+    fatal = [line["message"] for line in state["fatal"]["vllm-main.service"]]
+    assert len([m for m in fatal if "illegal instruction" in m]) == 1
