@@ -12,7 +12,8 @@ up: install redis-server
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); \
+	  echo "$(PYTHON) -m venv failed: install it with 'sudo apt-get install python3-venv' (Debian/Ubuntu)"; exit 1; }
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
 	@touch $(STAMP)
