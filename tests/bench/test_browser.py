@@ -1,5 +1,6 @@
 """Real headless Chromium draws a profile's trend with the shared chart helpers (static/js/charts.js):
-both panels, the change-log entry as a ✎ line, and a theme switch redraws without errors."""
+both panels, the change-log entry as a ✎ line, and a theme switch redraws without errors; and a
+run page's progress bar follows each repetition live over the WebSocket, then shows the result."""
 from datetime import timedelta
 from pathlib import Path
 
@@ -8,6 +9,8 @@ from django.utils import timezone
 
 from dashboard.bench.models import Profile, Run
 from dashboard.changelog.models import Entry
+from tests.live.stack import start_web, stop
+from tests.live.test_browser import Session, browser  # noqa: F401  (browser: the shared Chromium fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 CHROMIUM = "/usr/bin/chromium"
@@ -56,3 +59,112 @@ def test_profile_trend_draws_runs_and_change_log_entries(live_server, operator, 
                                "getComputedStyle(document.documentElement).getPropertyValue('--fg').trim()", timeout=5000)
         browser.close()
     assert errors == []
+
+
+# The run page's live progress bar, end to end: uvicorn (HTTP + WebSocket) on the test database,
+# the Redis channel layer, a simulated vLLM engine, and the run executed by the very service the
+# Celery task calls (dashboard/bench/tasks.py is a thin wrapper around run_execute).
+
+# Every change of the progress box, with the document it happened in (a reload starts a new one).
+OBSERVE_PROGRESS = """
+document.addEventListener("DOMContentLoaded", () => {
+  const box = document.getElementById("run-status");
+  if (!box) return;
+  const doc = String(performance.timeOrigin), bar = document.getElementById("run-progress");
+  const snap = () => window.benchSeen({doc, live: box.dataset.live, value: bar.value, max: bar.max,
+    status: document.getElementById("run-status-text").textContent.trim(),
+    text: document.getElementById("run-progress-text").textContent.trim()});
+  snap();
+  new MutationObserver(snap).observe(box, {subtree: true, childList: true, characterData: true, attributes: true});
+});
+"""
+
+
+def _until(page, predicate, timeout, what):
+    """Let Playwright deliver its events (socket frames, bindings) until PREDICATE holds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        page.wait_for_timeout(50)
+
+
+def test_run_page_follows_each_repetition_live_then_shows_the_result(sim, make_engine, operator, browser, tmp_path,
+                                                                     monkeypatch):
+    import json
+    import threading
+
+    from django.db import connection
+
+    from dashboard.bench.services import run_create, run_execute
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
+    eng = sim("vllm", rate=40.0, ttft=0.05)  # 32 tokens at 40 tok/s: ~0.8 s per repetition
+    engine = make_engine(eng.url, name="sim-vllm")
+    profile = Profile.objects.create(name="live-bar", engine=engine, depth=256, output_tokens=32, reps=3)
+    run = run_create(engine=engine, spec=profile.spec(), profile=profile)  # queued, as run_enqueue leaves it
+    assert run.status == "queued" and run.total_reps == 3
+
+    web, base = start_web(db_name=connection.settings_dict["NAME"], log_path=tmp_path / "web.log")
+    worker, failure = None, []
+    try:
+        ops = Session(browser, base, operator)
+        page, seen, frames = ops.page, [], []
+        page.expose_function("benchSeen", lambda state: seen.append(state))
+        page.add_init_script(OBSERVE_PROGRESS)
+        page.on("websocket", lambda ws: ws.on("framereceived", lambda data: frames.append(json.loads(data))))
+        page.goto(f"{base}/bench/runs/{run.pk}/")
+        assert page.locator("#run-status-text").inner_text() == "queued"
+        # The page's socket has joined its groups (the server says hello after group_add): start the worker.
+        _until(page, lambda: any(f["type"] == "live.hello" for f in frames), 10, "the run page's socket never opened")
+
+        def work():
+            try:
+                run_execute(run=Run.objects.select_related("engine", "profile").get(pk=run.pk))
+            except Exception as exc:  # surfaced below
+                failure.append(repr(exc))
+            finally:
+                connection.close()
+
+        worker = threading.Thread(target=work, daemon=True)
+        worker.start()
+        _until(page, lambda: not worker.is_alive(), 60, "the run did not finish")
+        assert not failure, failure
+        # When the run ends the page reloads once to show the server-rendered result.
+        page.wait_for_function("document.getElementById('run-status').dataset.live === '0'", timeout=10000)
+
+        progress = [(f["payload"]["done"], f["payload"]["total"], f["payload"]["status"])
+                    for f in frames if f["type"] == "bench.progress" and f["payload"]["run"] == run.pk]
+        assert progress == [(0, 3, "running"), (1, 3, "running"), (2, 3, "running"), (3, 3, "running"), (3, 3, "done")]
+
+        # Every state, queued to done, drawn in the document first opened: no reload until the end.
+        first = seen[0]["doc"]
+        assert page.evaluate("String(performance.timeOrigin)") != first, "the finished run was not reloaded"
+        states = []
+        for s in seen:
+            if s["doc"] == first:
+                state = (s["value"], s["max"], s["status"], s["text"])
+                if not states or states[-1] != state:
+                    states.append(state)
+        assert states == [(0, 3, "queued", "0 / 3 requests"), (0, 3, "running", "0 / 3 requests"),
+                          (1, 3, "running", "1 / 3 requests"), (2, 3, "running", "2 / 3 requests"),
+                          (3, 3, "running", "3 / 3 requests"), (3, 3, "done", "3 / 3 requests")]
+
+        # The result, rendered by the server after the reload: done, every repetition, the figures.
+        assert page.locator("#run-status-text").inner_text() == "done"
+        assert page.locator("#run-progress-text").inner_text() == "3 / 3 requests"
+        rows = page.locator("#run-reps tbody tr")
+        assert rows.count() == 3 and all(rows.nth(i).locator("td").nth(2).inner_text() == "ok" for i in range(3))
+        decode = page.locator("#run-stats tbody tr", has_text="decode_tokens_per_s")
+        assert decode.locator("td").nth(1).inner_text() == "3"
+        run.refresh_from_db()
+        assert abs(float(decode.locator("td").nth(2).inner_text()) - run.stats["decode_tokens_per_s"]["median"]) <= 0.006
+        assert ops.errors == []
+    finally:
+        if worker is not None:
+            worker.join(30)
+        stop(web)
+        # Under Playwright's greenlets this body has its own DB connection (asgiref's context-local
+        # connections); left open, it would block dropping the test database at the end.
+        connection.close()
