@@ -1,7 +1,7 @@
 """Benchmark pages: profiles, a profile's trend, runs (live progress), compare, pairs."""
 from django.contrib import messages
 from django.db import transaction
-from django.http import Http404
+from django.http import JsonResponse, Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -76,6 +76,8 @@ def profile_run(request, pk):
 
 def run_detail(request, pk):
     run = get_object_or_404(Run.objects.select_related("engine", "profile", "created_by"), pk=pk)
+    if request.GET.get("format") == "progress":  # run.js catches up with this when its socket (re)opens
+        return JsonResponse({"run": run.pk, "done": run.done_reps, "total": run.total_reps, "status": run.status})
     return render(request, "bench/run_detail.html", {
         "run": run, "reps": run.repetitions.all(), "summary": run_summary(run),
         "live": run.status in (Run.Status.QUEUED, Run.Status.RUNNING)})

@@ -111,3 +111,11 @@ def test_pair_page_shows_the_table(viewer_client, fleet):
         "combined_both_decode": 39.5, "best_solo_decode": 77.5, "combined_vs_best_solo_pct": -49.0})
     html = viewer_client.get(reverse("bench:pair", args=[pair.pk])).content.decode()
     assert "77.5" in html and "28.2" in html and "-64 %" in html and "39.5" in html
+
+
+def test_run_progress_json_for_the_pages_catch_up(viewer_client, fleet):
+    """run.js asks for this when its socket (re)opens: events sent before then are gone."""
+    run = _run(fleet["vllm"])
+    Run.objects.filter(pk=run.pk).update(done_reps=2, total_reps=3, status="running")
+    got = viewer_client.get(reverse("bench:run", args=[run.pk]), {"format": "progress"}).json()
+    assert got == {"run": run.pk, "done": 2, "total": 3, "status": "running"}

@@ -17,12 +17,21 @@
     if (p.status !== "queued" && p.status !== "running") setTimeout(function () { location.reload(); }, 300);
   }
 
+  // Events sent before the socket joined its groups (or while it was down) are gone: ask once.
+  function catchUp() {
+    fetch(location.pathname + "?format=progress", { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (p) { if (p && (p.done !== bar.value || p.status !== status.textContent)) apply(p); })
+      .catch(function () {});
+  }
+
   function connect() {
     var proto = location.protocol === "https:" ? "wss://" : "ws://";
     var ws = new WebSocket(proto + location.host + "/ws/live/");
     ws.onopen = function () { retry = 0; };
     ws.onmessage = function (msg) {
       var ev = JSON.parse(msg.data);
+      if (ev.type === "live.hello") catchUp();  // subscribed now: fetch what happened before
       if (ev.type === "bench.progress" && ev.payload && ev.payload.run === runId) apply(ev.payload);
     };
     ws.onclose = function (ev) {
