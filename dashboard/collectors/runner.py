@@ -16,7 +16,7 @@ def _loop_and_client():
         _local.client = None
     if _local.client is None:
         asyncio.set_event_loop(_local.loop)
-        _local.client = http.async_client()
+        _local.client = http.OriginClients()
     return _local.loop, _local.client
 
 
