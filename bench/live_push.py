@@ -3,8 +3,11 @@ to EVERY client having received its "engine.sample" update. Target: p95 ≤ 250 
 
 It runs the real path: uvicorn serving sparkops.asgi (subprocess), the Redis channel layer,
 the live consumer, and in this process a transaction that stores a reading and then sends
-`engine_polled` after commit, exactly as the collectors do (the live receiver renders the
+`engines_polled` after commit, exactly as the collectors do (the live receiver renders the
 card and publishes). The clock starts in the transaction's on_commit hook.
+
+Samples are pushed only while a viewer is present (dashboard/live/presence.py): the clients'
+sockets mark it in Redis on connect, before their hello, so every measured poll is pushed.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/sparkops_bench REDIS_URL=redis://127.0.0.1:6379/0 \\
         .venv/bin/python bench/live_push.py [--clients 20] [--polls 200] [--gap-ms 100]
@@ -137,7 +140,7 @@ def one_poll(engine, seq):
         engine.latest, engine.last_poll_at = reading, timezone.now()
         engine.save(update_fields=["latest", "last_poll_at"])
         transaction.on_commit(lambda: committed.setdefault("t", time.perf_counter()))
-        transaction.on_commit(lambda: signals.engine_polled.send_robust(sender=Engine, engine=engine, reading=reading))
+        transaction.on_commit(lambda: signals.engines_polled.send_robust(sender=Engine, polled=[(engine, reading)]))
     return committed["t"]
 
 

@@ -35,8 +35,8 @@ def engine_card_context(engine, *, alerts=None):
             "last_error": _last_error(reading), "alert": alerts.get(engine.id)}
 
 
-def engine_card_html(engine):
-    return render_to_string("dashboard/partials/_engine_card.html", engine_card_context(engine))
+def engine_card_html(engine, *, alerts=None):
+    return render_to_string("dashboard/partials/_engine_card.html", engine_card_context(engine, alerts=alerts))
 
 
 def _psi_rows(psi):

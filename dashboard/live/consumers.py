@@ -3,7 +3,12 @@
 Anonymous sockets are refused. A signed-in socket joins `GROUP_ALL` plus the groups its
 page names in the query string (`?groups=overview,engine.3`); nothing else can be joined.
 Each event is filtered for the socket's role (see events.py: `min_role`, `by_role`), so a
-viewer never receives operator-only markup such as Ack/Silence buttons."""
+viewer never receives operator-only markup such as Ack/Silence buttons.
+
+While open, a socket keeps the viewer-presence key alive (presence.py): with no socket open
+anywhere, the poller renders and sends no samples at all."""
+import asyncio
+import contextlib
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -12,6 +17,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from dashboard.roles import ROLES, role_of
 
 from .events import GROUP_ALL, GROUP_OVERVIEW, engine_group, host_group
+from .presence import presence, refresh_s
 
 _RANK = {role: rank for rank, role in enumerate(ROLES)}
 # Events whose plain "html" may carry write controls; a lower role gets the data without it
@@ -53,6 +59,7 @@ def filter_event(event, role):
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):
     groups_joined = ()
+    _presence_task = None
 
     async def connect(self):
         user = self.scope.get("user")
@@ -68,12 +75,27 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         self.groups_joined = [GROUP_ALL, *await _subject_groups(names)]
         for group in self.groups_joined:
             await self.channel_layer.group_add(group, self.channel_name)
+        # Marked before the hello: a page told it is live gets samples within the poller's presence
+        # cache (2 s) plus a poll interval; a poller in this process sees it at once.
+        await asyncio.to_thread(presence.mark, opened=True)
+        self._presence_task = asyncio.ensure_future(self._keep_present())
         await self.accept()
         await self.send_json({"type": "live.hello", "payload": {"groups": self.groups_joined, "role": self.role}})
 
     async def disconnect(self, code):
+        if self._presence_task is not None:
+            self._presence_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._presence_task
+            self._presence_task = None
+            presence.forget()
         for group in self.groups_joined:
             await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def _keep_present(self):
+        while True:
+            await asyncio.sleep(refresh_s())
+            await asyncio.to_thread(presence.mark)
 
     async def receive_json(self, content, **kwargs):
         """The socket is one-way; a ping gets a pong so the client can detect a dead link."""

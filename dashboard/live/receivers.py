@@ -1,16 +1,22 @@
 """Collector signals -> live events. Runs in the worker right after a poll commits.
 
 Each event goes to the subject's own group (its detail page) and to the overview group,
-carrying numbers for Plotly's extendTraces and the card pre-rendered."""
+carrying numbers for Plotly's extendTraces and the card pre-rendered.
+
+Samples are pushed only while a live socket is open somewhere (presence.py): with no viewer,
+a poll renders no card and sends nothing (`stats` counts both cases). Alert and change-log
+events are not gated."""
 import logging
+from collections import Counter
 
 from django.dispatch import receiver
 from django.utils import timezone
 
 from dashboard import signals
 
-from .cards import engine_card_html, host_card_html
+from .cards import engine_card_html, host_card_html, worst_alerts
 from .events import GROUP_OVERVIEW, LiveEvent, engine_group, host_group, publish_on_commit
+from .presence import viewers_present
 
 log = logging.getLogger(__name__)
 
@@ -18,6 +24,9 @@ ENGINE_METRICS = ("requests_running", "requests_waiting", "kv_cache_usage", "pre
                   "prompt_tokens_per_s", "generation_tokens_per_s", "ttft_p50_s", "ttft_p95_s",
                   "itl_p50_s", "itl_p95_s", "kv_pool_tokens")
 GPU_METRICS = ("sm_clock_mhz", "sm_clock_max_mhz", "utilization_pct", "power_w", "temperature_c")
+# "engine.sample" / "host.sample": events built (each renders a card); "skipped": samples not
+# built because no viewer was present. For tests and benchmarks; never reset here.
+stats = Counter()
 
 
 def _finite(value):
@@ -56,36 +65,55 @@ def _iso(value):
     return (value or timezone.now()).isoformat()
 
 
-def engine_event(engine, *, points, t):
+def engine_event(engine, *, points, t, alerts=None):
     payload = {"engine": engine.name, "id": engine.id, "status": engine.status, "reason": engine.status_reason,
-               "t": t, "points": points, "html": engine_card_html(engine)}
+               "t": t, "points": points, "html": engine_card_html(engine, alerts=alerts)}
+    stats["engine.sample"] += 1
     return LiveEvent(type="engine.sample", payload=payload)
 
 
-def publish_engine(engine, *, points, t):
-    event = engine_event(engine, points=points, t=t)
+def publish_engine(engine, *, points, t, alerts=None):
+    event = engine_event(engine, points=points, t=t, alerts=alerts)
     publish_on_commit(engine_group(engine.id), event)
     publish_on_commit(GROUP_OVERVIEW, event)
 
 
-@receiver(signals.engine_polled, dispatch_uid="live.engine_polled")
-def on_engine_polled(sender, engine, reading, **kwargs):
-    publish_engine(engine, points=engine_points(reading or {}), t=_iso(engine.last_poll_at))
+def _nobody_watching(samples=1):
+    if viewers_present():
+        return False
+    stats["skipped"] += samples
+    return True
+
+
+@receiver(signals.engines_polled, dispatch_uid="live.engines_polled")
+def on_engines_polled(sender, polled, **kwargs):
+    polled = list(polled or ())
+    if not polled or _nobody_watching(len(polled)):
+        return
+    alerts = worst_alerts([engine for engine, _ in polled])  # one query for every card
+    for engine, reading in polled:
+        try:  # one engine's bad reading must not cost the others their push
+            publish_engine(engine, points=engine_points(reading or {}), t=_iso(engine.last_poll_at), alerts=alerts)
+        except Exception:
+            log.exception("live push of engine %s failed", engine.pk)
 
 
 @receiver(signals.engine_liveness, dispatch_uid="live.engine_liveness")
 def on_engine_liveness(sender, engine, up, reason="", checked_at=None, changed=True, **kwargs):
     # The fast path for "it died": the card turns within a probe, not a metrics poll.
     # An unchanged probe says nothing the last card did not (metrics polls refresh it).
-    if not changed:
+    if not changed or _nobody_watching():
         return
     publish_engine(engine, points={"up": 1.0 if up else 0.0}, t=_iso(checked_at))
 
 
 @receiver(signals.host_polled, dispatch_uid="live.host_polled")
 def on_host_polled(sender, host, reading, **kwargs):
+    if _nobody_watching():
+        return
     payload = {"host": host.name, "id": host.id, "t": _iso(host.last_report_at),
                "points": host_points(reading or {}), "html": host_card_html(host)}
+    stats["host.sample"] += 1
     event = LiveEvent(type="host.sample", payload=payload)
     publish_on_commit(host_group(host.id), event)
     publish_on_commit(GROUP_OVERVIEW, event)

@@ -17,6 +17,41 @@ def _no_persistent_connections():
     connections.settings["default"]["CONN_MAX_AGE"] = saved
 
 
+@pytest.fixture(autouse=True)
+def _no_viewer_yet():
+    """Each test starts with no viewer anywhere: no presence key in Redis (under this run's
+    channel prefix) and nothing remembered by this process."""
+    from dashboard.live.presence import presence
+
+    def clear():
+        presence.reset()
+        client, key = presence._client()
+        if client is not None:
+            try:
+                client.delete(key)
+            except Exception:  # noqa: BLE001 — the tests that need Redis will say so themselves
+                pass
+
+    clear()
+    yield
+    clear()
+
+
+@pytest.fixture
+def sent(layer, monkeypatch):
+    """Every group_send this process makes from now on, as (group, event type) — a spy on the
+    channel layer the publisher uses (the sends still happen)."""
+    calls = []
+    original = layer.group_send
+
+    def spy(group, message):
+        calls.append((group, message.get("event", {}).get("type")))
+        return original(group, message)
+
+    monkeypatch.setattr(layer, "group_send", spy)
+    return calls
+
+
 @pytest.fixture
 def session_cookie():
     """Cookie header of a real logged-in session for USER (what the browser would send)."""

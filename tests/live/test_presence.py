@@ -1,0 +1,136 @@
+"""Viewer presence gates the sample pushes: with no live socket open anywhere a poll renders
+no card and sends nothing; a socket opening brings them back; its closing (after the TTL)
+stops them again. Alert events are never gated; a broken presence check fails open."""
+import asyncio
+import time
+
+import pytest
+from channels.db import database_sync_to_async
+from django.conf import settings as django_settings
+from django.utils import timezone
+
+from dashboard import signals
+from dashboard.live import receivers
+from dashboard.live.presence import DEFAULT_CACHE_S, DEFAULT_TTL_S, presence, viewers_present
+from dashboard.models import Engine, Host
+from sparkops.redisproc import free_port
+
+pytestmark = pytest.mark.django_db(transaction=True)
+SAMPLES = {"engine.sample", "host.sample"}
+READING = {"up": True, "status": "up", "models": ["qwen3-8b"], "generation_tokens_per_s": 42.0}
+HOST_READING = {"host": {"mem_total_bytes": 8 << 30, "mem_available_bytes": 2 << 30}, "gpus": [], "processes": {}}
+
+
+def samples(sent):
+    return [call for call in sent if call[1] in SAMPLES]
+
+
+def poll_everything(fleet):
+    """One metrics cycle's worth of signals, as the poller sends them after its commit."""
+    vllm, llama, host = fleet["vllm"], fleet["llama"], fleet["host"]
+    for engine in (vllm, llama):
+        engine.latest, engine.last_poll_at = READING, timezone.now()
+    signals.engines_polled.send_robust(sender=Engine, polled=[(vllm, READING), (llama, READING)])
+    signals.host_polled.send_robust(sender=Host, host=host, reading=HOST_READING)
+    signals.engine_liveness.send_robust(sender=Engine, engine=llama, up=False, reason="connection refused",
+                                        checked_at=timezone.now(), rechecked=True, status="down", changed=True)
+
+
+async def _connect(open_socket, user, groups="overview"):
+    comm = await open_socket(user, groups)
+    connected, _ = await comm.connect()
+    assert connected
+    assert (await comm.receive_json_from(timeout=3))["type"] == "live.hello"
+    return comm
+
+
+def test_with_no_socket_open_a_poll_renders_and_sends_no_samples(fleet, sent):
+    before = receivers.stats.copy()
+    for _ in range(5):
+        poll_everything(fleet)
+    assert samples(sent) == []
+    assert receivers.stats["engine.sample"] == before["engine.sample"]  # no card rendered
+    assert receivers.stats["host.sample"] == before["host.sample"]
+    assert receivers.stats["skipped"] - before["skipped"] == 5 * (2 + 1 + 1)
+    assert presence.lookups == 1  # five cycles, one Redis read: the answer is cached
+
+
+def test_alert_events_go_out_without_a_viewer(fleet, sent):
+    from dashboard.alerts.models import AlertEvent
+    from dashboard.alerts.publish import alert_changed
+
+    event = AlertEvent.objects.create(rule="engine_down", severity="critical", state="firing", engine=fleet["llama"],
+                                      subject="engine llama-side", message="down", started_at=timezone.now())
+    assert not viewers_present()
+    alert_changed(event)
+    assert ("sparkops.all", "alert.changed") in sent
+
+
+async def test_an_open_socket_gets_samples_again(open_socket, viewer, fleet, sent):
+    await database_sync_to_async(poll_everything)(fleet)
+    assert samples(sent) == []
+    comm = await _connect(open_socket, viewer)
+    await database_sync_to_async(poll_everything)(fleet)
+    got = [await comm.receive_json_from(timeout=3) for _ in range(4)]
+    assert sorted(e["type"] for e in got) == ["engine.sample"] * 3 + ["host.sample"]
+    assert {e["payload"]["engine"] for e in got if e["type"] == "engine.sample"} == {"vllm-main", "llama-side"}
+    await comm.disconnect()
+
+
+async def test_pushes_stop_once_the_last_socket_closed_and_the_ttl_passed(open_socket, viewer, fleet, sent, settings):
+    settings.SPARKOPS_LIVE_PRESENCE_TTL = 1.0
+    settings.SPARKOPS_LIVE_PRESENCE_CACHE = 0.2
+    comm = await _connect(open_socket, viewer)
+    await comm.disconnect()
+    await database_sync_to_async(poll_everything)(fleet)  # the key outlives the socket by up to the TTL
+    assert len(samples(sent)) == 2 * 3 + 2
+    await asyncio.sleep(1.5)
+    sent.clear()
+    await database_sync_to_async(poll_everything)(fleet)
+    assert samples(sent) == []
+
+
+async def test_an_open_socket_keeps_its_presence_alive(open_socket, viewer, fleet, settings):
+    settings.SPARKOPS_LIVE_PRESENCE_TTL = 0.6  # refreshed every 0.2 s while the socket is open
+    client, key = presence._client()
+    comm = await _connect(open_socket, viewer)
+    await asyncio.sleep(1.5)
+    assert client.pttl(key) > 0, "the open socket let its presence key expire"
+    await comm.disconnect()
+    await asyncio.sleep(0.9)
+    assert not client.exists(key)
+
+
+def test_a_socket_in_another_process_is_seen_within_the_cache_time(fleet, sent, settings):
+    """The worker's poller and the web server's sockets live in different processes: Redis joins them."""
+    settings.SPARKOPS_LIVE_PRESENCE_CACHE = 0.3
+    assert not viewers_present()
+    client, key = presence._client()
+    client.set(key, "1", px=5000)  # what a socket in the web server does on connect
+    deadline = time.monotonic() + 1.0
+    while not viewers_present():
+        assert time.monotonic() < deadline, "a viewer elsewhere was not seen"
+        time.sleep(0.05)
+    poll_everything(fleet)
+    assert len(samples(sent)) == 2 * 3 + 2
+
+
+def test_defaults_bring_a_new_page_its_samples_within_a_poll_or_two():
+    assert DEFAULT_CACHE_S <= django_settings.SPARKOPS_POLL_INTERVAL
+    assert DEFAULT_TTL_S >= 30  # three refreshes per TTL: a slow refresh does not blink the pushes
+
+
+def test_unreachable_redis_fails_open(fleet, sent, monkeypatch):
+    # Only the presence check loses its Redis (changing CHANNEL_LAYERS would rebuild the layer too).
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    monkeypatch.setattr("dashboard.live.presence._redis_target", lambda: (dead, "sp-dead"))
+    assert viewers_present() is True
+    presence.mark(opened=True)  # a socket's mark does not raise either
+    presence.forget()
+    poll_everything(fleet)
+    assert len(samples(sent)) == 2 * 3 + 2
+
+
+def test_a_layer_that_is_not_redis_counts_as_present(settings):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    assert viewers_present() is True
