@@ -2,7 +2,7 @@
 
 The engines (dashboard.simulator.fleet, one port each) run in a separate process so
 their CPU is not charged to the poller. The cycle is `engines_poll` exactly as the
-`collectors.tick` task runs it: concurrent fetch of /health, /metrics, /v1/models of
+resident poller runs it each metrics tick: concurrent fetch of /metrics (and on refresh /v1/models) of
 every engine, then derive + store each reading (PostgreSQL or SQLite per DATABASE_URL).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/sparkops_bench .venv/bin/python bench/fleet_poll.py [--engines 150] [--cycles 5]
@@ -67,15 +67,15 @@ def main():
         engines = [Engine.objects.create(name=f"bench-fleet-{i}", kind="vllm", url=url, host=host)
                    for i, url in enumerate(urls)]
         print(f"database: {connection.vendor}; engines: {len(engines)}; cycles: {args.cycles}")
-        receivers = signals.engine_polled.receivers
-        signals.engine_polled.receivers = []  # first the collector's own cycle, then with receivers
-        signals.engine_polled.sender_receivers_cache.clear()
+        receivers = signals.engines_polled.receivers
+        signals.engines_polled.receivers = []  # first the collector's own cycle, then with receivers
+        signals.engines_polled.sender_receivers_cache.clear()
         try:
             cycles(polling, engines, args.cycles, "collector only (fetch + derive + store)")
         finally:
-            signals.engine_polled.receivers = receivers
-            signals.engine_polled.sender_receivers_cache.clear()
-        cycles(polling, engines, args.cycles, f"with the {len(receivers)} engine_polled receivers (alerts, live view)")
+            signals.engines_polled.receivers = receivers
+            signals.engines_polled.sender_receivers_cache.clear()
+        cycles(polling, engines, args.cycles, f"with the {len(receivers)} engines_polled receivers (alerts, live view)")
         Engine.objects.filter(host=host).delete()
         host.delete()
     finally:

@@ -1,4 +1,7 @@
-"""The static Celery beat schedule, composed from each concern's `schedule_entries()`.
+"""The static Celery beat schedule, composed from each concern's `schedule_entries()`, and
+the resident duties: sub-minute upkeep each concern asks of the fleet's leading worker
+(`resident_duties()`: name -> (interval s, callable)), run by dashboard/services/resident.py
+without a Celery task per run.
 
 Each entry: one commented line, and `expires` on every poll so a stalled worker drops
 stale polls instead of piling them up (tests/test_schedule.py checks both). Benchmark
@@ -17,3 +20,14 @@ def beat_schedule():
             raise ValueError(f"duplicate beat entries: {sorted(clash)}")
         schedule.update(entries)
     return schedule
+
+
+def resident_duties():
+    duties = {}
+    for module_name in SCHEDULE_MODULES:
+        entries = getattr(import_module(module_name), "resident_duties", dict)()
+        clash = set(duties) & set(entries)
+        if clash:
+            raise ValueError(f"duplicate resident duties: {sorted(clash)}")
+        duties.update(entries)
+    return duties

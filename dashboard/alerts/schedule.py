@@ -1,14 +1,28 @@
-"""Beat entries of this concern (merged by dashboard/schedule.py)."""
+"""Beat entries and resident duties of this concern (merged by dashboard/schedule.py)."""
 from . import conf
+
+BACKSTOP_S = 30.0
+
+
+def resident_duties():
+    """Run by the fleet's leading worker between its polls (dashboard/services/resident.py):
+    a Celery task every 2 s cost more CPU than the polls themselves."""
+    from .evaluate import evaluate_beat
+    from .outbox import sweep
+
+    return {
+        # Re-queue deliveries whose enqueue was lost or whose worker died, and retries now due.
+        "alerts-sweep-outbox": (conf.sweep_interval_s(), sweep),
+        # Collector-stale check: on the leader's box, apart from the other boxes it watches.
+        "alerts-check-stale": (2.0, evaluate_beat),
+    }
 
 
 def schedule_entries():
-    sweep = conf.sweep_interval_s()
     return {
-        # Re-queue deliveries whose enqueue was lost or whose worker died, and retries now due.
-        "alerts-sweep-outbox": {"task": "alerts.sweep_outbox", "schedule": sweep, "options": {"expires": sweep}},
-        # Collector-stale check, run apart from the host workers it watches.
-        "alerts-check-stale": {"task": "alerts.check_stale", "schedule": 2.0, "options": {"expires": 2.0}},
+        # Backstops of the resident duties above, should the leading worker's poller hang.
+        "alerts-sweep-outbox": {"task": "alerts.sweep_outbox", "schedule": BACKSTOP_S, "options": {"expires": BACKSTOP_S}},
+        "alerts-check-stale": {"task": "alerts.check_stale", "schedule": BACKSTOP_S, "options": {"expires": BACKSTOP_S}},
         # Re-notify unacknowledged critical alerts whose interval has passed.
         "alerts-renotify": {"task": "alerts.renotify", "schedule": 30.0, "options": {"expires": 30.0}},
     }

@@ -86,18 +86,6 @@ def engine_poll(*, engine):
     return engines_poll(engines=[engine])[0]
 
 
-def engines_due(*, now=None):
-    """Engines whose own interval has elapsed (a per-engine override may be longer than the tick)."""
-    now = now or timezone.now()
-    due = []
-    for engine in Engine.objects.select_related("host"):
-        interval = engine.poll_interval_s or settings.SPARKOPS_POLL_INTERVAL
-        # half a tick of slack: beat's jitter must not make a 2 s engine skip every other tick
-        if engine.last_poll_at is None or (now - engine.last_poll_at).total_seconds() >= interval - settings.SPARKOPS_POLL_INTERVAL / 2:
-            due.append(engine)
-    return due
-
-
 def engines_store(*, engines, fetched, states):
     """Derive, store samples, states and ledger rows, update the engines; signal after commit."""
     readings, samples, new_states = [], [], {}
@@ -117,8 +105,7 @@ def engines_store(*, engines, fetched, states):
 
 
 def _signal_polled(engines, readings):
-    for engine, reading in zip(engines, readings):
-        signals.engine_polled.send_robust(sender=Engine, engine=engine, reading=reading)
+    signals.engines_polled.send_robust(sender=Engine, polled=list(zip(engines, readings)))
 
 
 def _carry_static(snapshot, state):

@@ -12,7 +12,7 @@ import zlib
 from .base import request_id
 from .chat import OpenAIChatEngine, dumps
 from .core import Plan, completion_length, prompt_words, thinking_requested
-from .http import Request, Response, json_response
+from .http import Response, json_response
 
 JSON = "application/json; charset=utf-8"
 FINGERPRINT = "b0-unknown"

@@ -32,10 +32,10 @@ def caught():
     def receiver(sender, **kwargs):
         got.append(kwargs)
 
-    signals.engine_polled.connect(receiver)
+    signals.engines_polled.connect(receiver)
     signals.engine_liveness.connect(receiver)
     yield got
-    signals.engine_polled.disconnect(receiver)
+    signals.engines_polled.disconnect(receiver)
     signals.engine_liveness.disconnect(receiver)
 
 
@@ -49,7 +49,8 @@ def test_poll_stores_reading_and_signals(fleet, http_server, caught):
     assert reading["models"] == ["Qwen/Qwen3-8B"] and reading["requests_running"] == 2.0
     assert latest_value(metric="requests_running", engine=engine) == 2.0
     assert latest_value(metric="up", engine=engine) == 1.0
-    assert caught and caught[0]["reading"]["name"] == "vllm-main"
+    [(polled_engine, polled_reading)] = caught[0]["polled"]  # one batch signal for the cycle
+    assert polled_engine.pk == engine.pk and polled_reading["name"] == "vllm-main"
     entry = KVPoolEntry.objects.get(engine=engine)
     assert entry.pool_tokens == 766464 and entry.source == "collector" and entry.memory_share == 0.92
 

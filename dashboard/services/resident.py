@@ -1,0 +1,177 @@
+"""The resident poller: the per-second work of a box's worker, without a Celery task per poll.
+
+Liveness probes every second and metrics every 2 s are nearly all SparkOps does. Sent by beat
+as Celery tasks, each poll paid a beat tick, a broker round trip, a task trace and a database
+reconnect: 4.5 % of a core for three engines, five times the budget of
+bench/poll_overhead.py. Here one thread in each `sparkops worker` keeps one event loop, one
+HTTP pool per engine and one database connection, and runs on the clock:
+
+- every poll interval: read this host's sources (PSI, GPU, systemd, journal, processes),
+  then poll the metrics of the owned engines that are due (each at its own interval);
+- every liveness interval: probe the owned engines (one cheap request each).
+
+Ownership: a worker owns the engines of its own host. Engines of a host with no live worker
+(none reported within `ORPHAN_AFTER_INTERVALS` poll intervals: a remote OpenAI-compatible
+endpoint, a box whose worker is down) are adopted by the live worker whose host name sorts
+first, so in a steady fleet every engine is polled by exactly one worker; during a hand-over
+an engine may be polled twice for a few seconds, which is harmless.
+
+A tick that comes due while the previous one still runs is skipped, never queued: a stale
+poll is worth less than none. No exception ends the thread; the next tick proceeds."""
+import logging
+import threading
+import time
+from datetime import timedelta
+
+from celery import bootsteps
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.db.models import Q
+from django.utils import timezone
+
+from dashboard.collectors import runner
+from dashboard.models import Engine, Host
+from dashboard.services import polling
+
+log = logging.getLogger(__name__)
+ORPHAN_AFTER_INTERVALS = 5
+
+
+def fleet_roles(*, host, now=None):
+    """(engines HOST's worker polls, whether it leads the fleet's upkeep).
+
+    It polls its own host's engines, plus every orphan's when it is the leader: the live
+    worker whose host name sorts first. The leader also runs the upkeep duties (alert
+    outbox sweep, collector-stale check), so they run once per fleet, on a box other than
+    the one they watch for every box but the leader's own."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * ORPHAN_AFTER_INTERVALS)
+    hosts = list(Host.objects.only("pk", "name", "last_report_at"))
+    live = [h for h in hosts if h.pk == host.pk or (h.last_report_at is not None and h.last_report_at >= cutoff)]
+    leader = host.name == min(h.name for h in live)
+    orphans = [h.pk for h in hosts if h not in live]
+    query = Q(host=host) | Q(host__in=orphans) if leader and orphans else Q(host=host)
+    return list(Engine.objects.select_related("host").filter(query).order_by("pk")), leader
+
+
+def engines_due(engines, *, now=None):
+    """Those of ENGINES whose own metrics interval has elapsed (half a tick of slack, so a
+    2 s engine polled a few ms early never skips a tick)."""
+    now = now or timezone.now()
+    tick = settings.SPARKOPS_POLL_INTERVAL
+    return [e for e in engines if e.last_poll_at is None
+            or (now - e.last_poll_at).total_seconds() >= (e.poll_interval_s or tick) - tick / 2]
+
+
+class Clock:
+    """Next due time of one periodic duty; a missed tick is skipped, not made up."""
+
+    def __init__(self, interval, start):
+        self.interval, self.next = interval, start
+
+    def due(self, now):
+        return now >= self.next
+
+    def advance(self, now):
+        self.next += self.interval
+        if self.next <= now:  # the duty overran one or more ticks: skip them
+            self.next = now + self.interval
+
+
+class ResidentPoller:
+    """One daemon thread polling HOST's sources and owned engines until `stop()`.
+
+    The engine list and the fleet roles are read once per metrics cycle and reused by the
+    probes in between, so a steady probe costs its HTTP requests and no query; an engine
+    added or removed is picked up within one poll interval."""
+
+    def __init__(self, host_name, *, poll_interval=None, liveness_interval=None, duties=None):
+        from dashboard.schedule import resident_duties
+
+        self.host_name = host_name
+        self.poll_interval = poll_interval or settings.SPARKOPS_POLL_INTERVAL
+        self.liveness_interval = liveness_interval or settings.SPARKOPS_LIVENESS_INTERVAL
+        self.duties = resident_duties() if duties is None else duties  # name -> (interval, fn): leader only
+        self.host, self.engines, self.leader = None, [], False
+        self.cycles = {"metrics": 0, "probe": 0, "failed": 0, **{name: 0 for name in self.duties}}
+        self._stop = threading.Event()
+        self._thread = None
+
+    def start(self):
+        self._thread = threading.Thread(target=self.run, name=f"sparkops-poller-{self.host_name}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout=10.0):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run(self):
+        start = time.monotonic()
+        clocks = {"metrics": Clock(self.poll_interval, start), "probe": Clock(self.liveness_interval, start),
+                  **{name: Clock(interval, start + interval) for name, (interval, _) in self.duties.items()}}
+        try:
+            while not self._stop.is_set():
+                for duty, clock in clocks.items():
+                    if clock.due(time.monotonic()) and not self._stop.is_set():
+                        self.run_duty(duty)
+                        clock.advance(time.monotonic())
+                self._stop.wait(max(0.0, min(c.next for c in clocks.values()) - time.monotonic()))
+        finally:
+            runner.close()
+            connection.close()
+
+    def run_duty(self, duty):
+        """Run one duty now; an exception is logged and counted, never raised."""
+        try:
+            if duty == "metrics":
+                self.metrics_cycle()
+            elif duty == "probe":
+                self.probe_cycle()
+            elif self.leader:
+                self.duties[duty][1]()
+            else:
+                return
+            self.cycles[duty] += 1
+        except Exception:
+            self.cycles["failed"] += 1
+            self.host = None  # re-read it: it may have been deleted and recreated
+            log.exception("resident poller (%s): %s failed; the next tick proceeds", self.host_name, duty)
+            connection.close()  # a broken connection must not fail every later cycle
+        finally:
+            close_old_connections()  # honours CONN_MAX_AGE and drops connections left unusable
+
+    def metrics_cycle(self):
+        if self.host is None:
+            self.host, _ = Host.objects.get_or_create(name=self.host_name)
+        polling.host_poll(host=self.host)
+        self.engines, self.leader = fleet_roles(host=self.host)
+        due = engines_due(self.engines)
+        if due:
+            polling.engines_poll(engines=due)
+
+    def probe_cycle(self):
+        if self.engines:
+            polling.engines_probe(engines=self.engines)
+
+
+class PollerStep(bootsteps.StartStopStep):
+    """Runs a ResidentPoller for `app.conf.sparkops_poller_host` alongside the worker: it
+    starts when the worker starts and stops on the worker's warm shutdown."""
+
+    label = "SparkOps resident poller"
+
+    def __init__(self, worker, **kwargs):
+        super().__init__(worker, **kwargs)
+        self.poller = None
+
+    def start(self, worker):
+        self.poller = ResidentPoller(worker.app.conf.sparkops_poller_host).start()
+
+    def stop(self, worker):
+        if self.poller is not None:
+            self.poller.stop()
+            self.poller = None
+
+    shutdown = stop

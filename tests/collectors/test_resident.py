@@ -1,0 +1,139 @@
+"""The resident poller: who polls which engine, the clock, and a real poller thread against
+simulated engines on 127.0.0.1 (its own database connection, so transactional tests)."""
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from dashboard.collectors import store
+from dashboard.models import Engine, Host, Sample
+from dashboard.services.resident import Clock, ResidentPoller, engines_due, fleet_roles
+from dashboard.simulator.fleet import FleetThread
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _series_cache():
+    store.clear_series_cache()  # series ids cached by an earlier test's (flushed) database
+    yield
+    store.clear_series_cache()
+
+
+def wait_for(predicate, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def three_boxes():
+    now = timezone.now()
+    boxes = {name: Host.objects.create(name=name, last_report_at=report)
+             for name, report in (("a-box", now), ("b-box", now), ("remote", None))}
+    engines = {name: Engine.objects.create(name=f"{name}-engine", kind="openai", url=f"http://127.0.0.1:9/{name}", host=host)
+               for name, host in boxes.items()}
+    return boxes, engines
+
+
+def test_each_worker_polls_its_own_box_and_the_leader_adopts_orphans(three_boxes):
+    boxes, engines = three_boxes
+    a_engines, a_leads = fleet_roles(host=boxes["a-box"])
+    b_engines, b_leads = fleet_roles(host=boxes["b-box"])
+    assert a_leads and not b_leads
+    assert {e.name for e in a_engines} == {"a-box-engine", "remote-engine"}  # "remote" has no worker
+    assert {e.name for e in b_engines} == {"b-box-engine"}
+
+
+def test_a_box_whose_worker_went_quiet_is_adopted_and_given_back(three_boxes):
+    boxes, _ = three_boxes
+    quiet = timezone.now() - timedelta(minutes=5)
+    Host.objects.filter(name="b-box").update(last_report_at=quiet)
+    assert {e.name for e in fleet_roles(host=boxes["a-box"])[0]} == {"a-box-engine", "b-box-engine", "remote-engine"}
+    Host.objects.filter(name="b-box").update(last_report_at=timezone.now())  # its worker is back
+    assert {e.name for e in fleet_roles(host=boxes["a-box"])[0]} == {"a-box-engine", "remote-engine"}
+
+
+def test_the_leader_goes_quiet_and_the_next_box_leads():
+    now = timezone.now()
+    Host.objects.create(name="a-box", last_report_at=now - timedelta(minutes=5))
+    b_box = Host.objects.create(name="b-box", last_report_at=now)
+    assert fleet_roles(host=b_box)[1]
+
+
+def test_engines_due_honours_a_longer_per_engine_interval(fleet, settings):
+    settings.SPARKOPS_POLL_INTERVAL = 2.0
+    now = timezone.now()
+    vllm, llama = fleet["vllm"], fleet["llama"]
+    vllm.last_poll_at, llama.last_poll_at, llama.poll_interval_s = now - timedelta(seconds=1.9), now - timedelta(seconds=4), 10
+    assert engines_due([vllm, llama], now=now) == [vllm]  # 1.9 s is within half a tick of 2 s; 4 s < 10 s
+    llama.last_poll_at = now - timedelta(seconds=9.5)
+    assert engines_due([vllm, llama], now=now) == [vllm, llama]
+
+
+def test_a_clock_skips_the_ticks_a_slow_duty_overran():
+    clock = Clock(2.0, 100.0)
+    clock.advance(100.1)
+    assert clock.next == 102.0
+    clock.advance(107.3)  # the duty took 5 s: the ticks at 104 and 106 are dropped, not queued
+    assert clock.next == pytest.approx(109.3)
+
+
+def test_a_steady_probe_costs_no_query(fleet):
+    with FleetThread(1, "vllm") as sims:
+        Engine.objects.filter(pk=fleet["vllm"].pk).update(url=sims.urls[0])
+        Engine.objects.filter(pk=fleet["llama"].pk).delete()
+        poller = ResidentPoller("spark-1", duties={})
+        poller.metrics_cycle()
+        poller.probe_cycle()  # the first probe moves the status and evaluates the liveness rules
+        with CaptureQueriesContext(connection) as queries:
+            poller.probe_cycle()
+        assert Engine.objects.get(pk=fleet["vllm"].pk).status == "up"
+    assert [q["sql"] for q in queries.captured_queries] == []
+
+
+def test_the_poller_thread_polls_on_the_clock_and_survives_a_failing_duty(fleet):
+    calls = []
+
+    def flaky():
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+
+    with FleetThread(1, "llamacpp") as sims:
+        Engine.objects.filter(pk=fleet["llama"].pk).update(url=sims.urls[0])
+        Engine.objects.filter(pk=fleet["vllm"].pk).delete()
+        poller = ResidentPoller("spark-1", poll_interval=0.5, liveness_interval=0.25, duties={"flaky": (0.3, flaky)})
+        poller.start()
+        try:
+            assert wait_for(lambda: poller.cycles["metrics"] >= 3 and len(calls) >= 3), poller.cycles
+        finally:
+            poller.stop()
+        assert not poller._thread.is_alive()
+    llama = Engine.objects.get(pk=fleet["llama"].pk)
+    host = Host.objects.get(name="spark-1")
+    assert llama.status == "up" and llama.last_poll_at is not None
+    assert host.last_report_at is not None  # the host sources were read by the same thread
+    assert Sample.objects.filter(series__engine=llama).exists()
+    assert poller.cycles["failed"] >= 1 and poller.cycles["flaky"] >= 2  # it raised once, then ran on
+    assert poller.cycles["probe"] >= poller.cycles["metrics"]
+
+
+def test_a_worker_that_does_not_lead_skips_the_upkeep_duties(fleet):
+    Host.objects.create(name="aaa-first", last_report_at=timezone.now())
+    ran = []
+    poller = ResidentPoller("spark-1", duties={"upkeep": (0.1, lambda: ran.append(1))})
+    Engine.objects.all().delete()
+    poller.metrics_cycle()
+    poller.run_duty("upkeep")
+    assert not poller.leader and ran == []
+    Host.objects.filter(name="aaa-first").delete()
+    poller.metrics_cycle()
+    poller.run_duty("upkeep")
+    assert poller.leader and ran == [1]
