@@ -6,9 +6,9 @@ import time
 
 from django.dispatch import receiver
 
-from dashboard.signals import engine_liveness, engine_polled, host_polled
+from dashboard.signals import engine_liveness, engines_polled, host_polled
 
-from .evaluate import evaluate
+from .evaluate import evaluate, evaluate_many
 
 
 # A probe that finds an engine still up, as it was, changes nothing: skip the rule queries
@@ -34,9 +34,11 @@ def on_engine_liveness(sender, *, engine, up, reason="", checked_at=None, rechec
         evaluate("engine_liveness", engine=engine, up=up, reason=reason, rechecked=rechecked)
 
 
-@receiver(engine_polled, dispatch_uid="alerts.engine_polled")
-def on_engine_polled(sender, *, engine, reading, **kwargs):
-    evaluate("engine_polled", engine=engine, reading=reading or {})
+@receiver(engines_polled, dispatch_uid="alerts.engines_polled")
+def on_engines_polled(sender, *, polled, **kwargs):
+    # One metrics cycle, all its engines in one batch: the same few queries for 1 engine as for 150.
+    # The rules keep their trigger's name, "engine_polled".
+    evaluate_many("engine_polled", [{"engine": engine, "reading": reading or {}} for engine, reading in polled])
 
 
 @receiver(host_polled, dispatch_uid="alerts.host_polled")

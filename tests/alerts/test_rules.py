@@ -238,9 +238,14 @@ def test_one_broken_rule_never_stops_the_others(fleet, caplog):
 def test_steady_probe_and_disabled_rules_cost_only_the_snapshot(fleet, django_assert_num_queries):
     vllm = fleet["vllm"]
     evaluate("engine_liveness", engine=vllm, up=True)  # the first probe creates the rule's memory
-    with django_assert_num_queries(4):  # rule rows, overrides, rule memories, open events
+    with django_assert_num_queries(3):  # rule rows (and whether any is overridden), rule memories, open events
         evaluate("engine_liveness", engine=vllm, up=True)
     for key in ("restart_loop", "prefix_cache_drop", "kv_saturated", "queue_growing", "unit_no_restart"):
         rule_update(key=key, enabled=False)
-    with django_assert_num_queries(4):
+    with django_assert_num_queries(3):
         evaluate("engine_polled", engine=vllm, reading={"kv_cache_usage": 0.99, "requests_waiting": 3})
+    rule_update(key="kv_saturated", engine=fleet["llama"], params={"usage_pct": 50})
+    with django_assert_num_queries(3):  # another engine's override is not read
+        evaluate("engine_polled", engine=vllm, reading={"kv_cache_usage": 0.99, "requests_waiting": 3})
+    with django_assert_num_queries(4):  # this engine's is, in one more query
+        evaluate("engine_polled", engine=fleet["llama"], reading={"kv_cache_usage": 0.99, "requests_waiting": 3})
