@@ -1,15 +1,42 @@
 """The beat scheduler: django-celery-beat's database scheduler (benchmark schedules are
-edited in the UI), asking the database whether the schedule changed at most every 10 s
-instead of on every tick — with 1 s liveness ticks that query was most of beat's CPU."""
+edited in the UI), with two changes:
+
+- it asks the database whether the schedule changed at most every 10 s instead of on every
+  tick (with 1 s ticks that query was most of beat's CPU);
+- at start it deletes the rows of static entries that `dashboard/schedule.py` no longer
+  declares. django-celery-beat copies the static schedule into PeriodicTask rows and never
+  removes one, so an entry dropped from the code (the 1 s probe and 2 s tick that moved to
+  the resident poller) would go on being sent for ever, to a task that may not exist."""
 import time
 
 from django_celery_beat.schedulers import DatabaseScheduler
 
 CHANGE_CHECK_S = 10.0
+# Static entries are named "<concern>-…" (dashboard/schedule.py); UI-made rows are not.
+STATIC_PREFIXES = ("collectors-", "alerts-", "bench-")
+
+
+def retired_static_entries(current):
+    """Delete PeriodicTask rows named like static entries but absent from CURRENT; their names."""
+    from django.db.models import Q
+    from django_celery_beat.models import PeriodicTask
+
+    named = Q()
+    for prefix in STATIC_PREFIXES:
+        named |= Q(name__startswith=prefix)
+    retired = PeriodicTask.objects.filter(named).exclude(name__in=list(current))
+    names = sorted(retired.values_list("name", flat=True))
+    if names:
+        retired.delete()
+    return names
 
 
 class SparkOpsScheduler(DatabaseScheduler):
     _next_change_check = 0.0
+
+    def setup_schedule(self):
+        retired_static_entries(self.app.conf.beat_schedule)
+        super().setup_schedule()
 
     def schedule_changed(self):
         now = time.monotonic()

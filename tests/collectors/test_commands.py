@@ -46,3 +46,27 @@ def test_every_beat_entry_expires_and_names_a_registered_task():
     for name, entry in schedule.schedule_entries().items():
         assert entry["options"]["expires"] > 0, name
         assert entry["task"] in app.tasks, name
+
+
+@pytest.mark.django_db(transaction=True)  # the scheduler closes and reopens its connection
+def test_beat_drops_static_entries_the_code_no_longer_declares():
+    """django-celery-beat copies the static schedule into rows and never deletes one: an entry
+    removed from the code (the old 1 s probe) must not go on being sent."""
+    from celery import Celery
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+    from dashboard.beat import STATIC_PREFIXES, SparkOpsScheduler
+    from dashboard.schedule import beat_schedule
+
+    current = beat_schedule()
+    assert all(name.startswith(STATIC_PREFIXES) for name in current)  # the convention the cleanup relies on
+    every_s = IntervalSchedule.objects.create(every=1, period="seconds")
+    for name, task in (("collectors-probe", "collectors.probe"), ("bench profile 3", "bench.profile_scheduled")):
+        PeriodicTask.objects.create(name=name, task=task, interval=every_s)
+    app = Celery("beat-test", set_as_current=False)
+    app.conf.beat_schedule = current
+    scheduler = SparkOpsScheduler(app=app, lazy=False)
+    assert "collectors-probe" not in scheduler.schedule
+    assert not PeriodicTask.objects.filter(name="collectors-probe").exists()
+    assert PeriodicTask.objects.filter(name="bench profile 3").exists()  # made in the UI: kept
+    assert set(current) <= set(PeriodicTask.objects.values_list("name", flat=True))
