@@ -36,7 +36,8 @@ def renotify_s():
 
 
 def sweep_interval_s():
-    return _setting("SPARKOPS_ALERT_SWEEP_S", 2.0, minimum=0.2)
+    """How often the leading worker re-queues due retries and lapsed claims (and checks for stale collectors)."""
+    return _setting("SPARKOPS_ALERT_SWEEP_S", 5.0, minimum=0.2)
 
 
 def http_timeout_s():

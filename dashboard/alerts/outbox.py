@@ -160,7 +160,10 @@ def channel_mark_failing(*, channel, error, now):
 def sweep(*, now=None):
     """Re-queue what was lost: lapsed claims back to pending, then enqueue every due pending row."""
     now = now or timezone.now()
-    Delivery.objects.filter(status="sending", claimed_until__lt=now).update(status="pending", claimed_until=None)
+    lapsed = Q(status="sending", claimed_until__lt=now)
+    if not Delivery.objects.filter(lapsed | Q(status="pending", next_attempt_at__lte=now)).exists():
+        return []  # the usual case, every few seconds: one indexed query
+    Delivery.objects.filter(lapsed).update(status="pending", claimed_until=None)
     due = list(Delivery.objects.filter(status="pending", next_attempt_at__lte=now).values_list("pk", flat=True)[:500])
     enqueue(due)
     return due

@@ -11,18 +11,21 @@ from dashboard.signals import engine_liveness, engines_polled, host_polled
 from .evaluate import evaluate, evaluate_many
 
 
-# A probe that finds an engine still up, as it was, changes nothing: skip the rule queries
-# (one probe per engine per second is most of the watcher's work). Still evaluate such a
-# probe now and then, so nothing left open by a lost evaluation outlives a restart for long.
+# A probe that finds an engine up, as this process last evaluated it, changes nothing: skip
+# the rule queries (one probe per engine per second is most of the watcher's work). The
+# first "up" after a "down" is always evaluated, whoever moved Engine.status (a metrics poll
+# may see the recovery before the probe does, so `changed` alone would miss it). Still
+# evaluate a steady "up" now and then, so nothing left open by a lost evaluation outlives a
+# restart for long.
 STEADY_UP_EVERY_S = 30.0
 _last_steady_eval = {}
+_last_up = {}  # engine pk -> the liveness last evaluated in this process
 
 
 def _worth_evaluating(engine, up, changed):
-    if not up or changed:
-        return True
+    was_up, _last_up[engine.pk] = _last_up.get(engine.pk), up
     now = time.monotonic()
-    if now - _last_steady_eval.get(engine.pk, float("-inf")) >= STEADY_UP_EVERY_S:
+    if not up or changed or was_up is not True or now - _last_steady_eval.get(engine.pk, float("-inf")) >= STEADY_UP_EVERY_S:
         _last_steady_eval[engine.pk] = now
         return True
     return False

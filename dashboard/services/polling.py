@@ -223,11 +223,13 @@ def engine_record_liveness(*, engine, status, reason, rechecked, checked_at):
 
 # --- hosts ---------------------------------------------------------------------------
 
-def host_poll(*, host):
-    """Read every host-local source (must run on that host) and store it."""
-    engines = list(Engine.objects.filter(host=host))
+def host_poll(*, host, state=None, with_state=False):
+    """Read every host-local source (must run on that host) and store it. STATE: the host's
+    collector state as the last poll left it, when the caller kept it (else it is read);
+    WITH_STATE: return the new state instead of the reading."""
+    engines = list(Engine.objects.filter(host=host).only("pk", "name", "unit", "unit_scope", "host_id"))
     key = f"host:{host.pk}"
-    state = store.state_get(key)
+    state = store.state_get(key) if state is None else state
     now = timezone.now()
     reading, values, unit_infos, new_state = host_read(engines=engines, state=state, now=now.timestamp())
     with transaction.atomic():
@@ -236,7 +238,7 @@ def host_poll(*, host):
         Host.objects.filter(pk=host.pk).update(latest=reading, last_report_at=now)
         host.latest, host.last_report_at = reading, now
         transaction.on_commit(lambda: signals.host_polled.send_robust(sender=Host, host=host, reading=reading))
-    return reading
+    return new_state if with_state else reading
 
 
 # --- everything once (sparkops poll --once) ----------------------------------------

@@ -93,6 +93,8 @@ class ResidentPoller:
         self.liveness_interval = liveness_interval or settings.SPARKOPS_LIVENESS_INTERVAL
         self.duties = resident_duties() if duties is None else duties  # name -> (interval, fn): leader only
         self.host, self.engines, self.leader = None, [], False
+        self.host_state = None  # this host's collector state, kept here between polls (one query fewer)
+        self.answered = {}  # engine pk -> (monotonic, poll time) of its last metrics poll that answered
         self.cycles = {"metrics": 0, "probe": 0, "failed": 0, **{name: 0 for name in self.duties}}
         self._stop = threading.Event()
         self._thread = None
@@ -136,7 +138,7 @@ class ResidentPoller:
             self.cycles[duty] += 1
         except Exception:
             self.cycles["failed"] += 1
-            self.host = None  # re-read it: it may have been deleted and recreated
+            self.host = self.host_state = None  # re-read both: the host may have been deleted and recreated
             log.exception("resident poller (%s): %s failed; the next tick proceeds", self.host_name, duty)
             connection.close()  # a broken connection must not fail every later cycle
         finally:
@@ -145,15 +147,28 @@ class ResidentPoller:
     def metrics_cycle(self):
         if self.host is None:
             self.host, _ = Host.objects.get_or_create(name=self.host_name)
-        polling.host_poll(host=self.host)
+        self.host_state = polling.host_poll(host=self.host, state=self.host_state, with_state=True)
         self.engines, self.leader = fleet_roles(host=self.host)
         due = engines_due(self.engines)
         if due:
-            polling.engines_poll(engines=due)
+            for engine, reading in zip(due, polling.engines_poll(engines=due)):
+                if reading.get("up"):
+                    self.answered[engine.pk] = (time.monotonic(), engine.last_poll_at)
 
     def probe_cycle(self):
-        if self.engines:
-            polling.engines_probe(engines=self.engines)
+        """Probe every owned engine, except those whose metrics poll answered within the last
+        half liveness interval: a full /metrics answer is proof of life, so that probe would
+        only repeat it (the metrics tick and every other probe tick coincide). Their liveness
+        is recorded from the poll, so the liveness signal still goes out every tick."""
+        now = time.monotonic()
+        answered = {pk: at for pk, (t, at) in self.answered.items() if now - t < self.liveness_interval / 2}
+        probe = [e for e in self.engines if e.pk not in answered]
+        if probe:
+            polling.engines_probe(engines=probe)
+        for engine in self.engines:
+            if engine.pk in answered:
+                polling.engine_record_liveness(engine=engine, status="up", reason="", rechecked=False,
+                                               checked_at=answered[engine.pk])
 
 
 class PollerStep(bootsteps.StartStopStep):

@@ -137,3 +137,35 @@ def test_a_worker_that_does_not_lead_skips_the_upkeep_duties(fleet):
     poller.metrics_cycle()
     poller.run_duty("upkeep")
     assert poller.leader and ran == [1]
+
+
+def test_a_probe_right_after_a_metrics_answer_is_not_sent_but_its_liveness_is(fleet, http_server):
+    from dashboard import signals
+    from tests.collectors.test_polling import vllm_routes
+
+    routes = vllm_routes("0.33.0_metrics_busy.txt")
+    health_hits = []
+    status, body, headers = routes["/health"]
+
+    def health(handler):
+        health_hits.append(time.monotonic())
+        handler.send_response(status)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    routes["/health"] = health
+    Engine.objects.filter(pk=fleet["vllm"].pk).update(url=http_server(routes))
+    Engine.objects.filter(pk=fleet["llama"].pk).delete()
+    liveness = []
+    signals.engine_liveness.connect(receiver := lambda sender, **kw: liveness.append(kw["status"]))
+    try:
+        poller = ResidentPoller("spark-1", liveness_interval=1.0, duties={})
+        poller.metrics_cycle()
+        polled_hits = len(health_hits)  # the metrics poll itself may read /health
+        poller.probe_cycle()  # the same tick: the engine just answered its metrics poll
+        assert len(health_hits) == polled_hits and liveness == ["up"]
+        time.sleep(0.6)  # past half the liveness interval: the next probe is a real one
+        poller.probe_cycle()
+        assert len(health_hits) == polled_hits + 1 and liveness == ["up", "up"]
+    finally:
+        signals.engine_liveness.disconnect(receiver)
