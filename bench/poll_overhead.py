@@ -3,6 +3,12 @@
 with liveness probes every second and metrics every 2 s. Target over 5 minutes: average
 CPU ≤ 0.8 % of one core and ≤ 200 MB PSS for worker + beat together.
 
+Alongside, for a ratio that does not depend on the machine, it runs the issue's reference
+"bare Python loop" against the same engines at the same cadence (httpx, prometheus_client's
+parser, PSI and psutil; no database, no Celery, no systemd/GPU commands) and prints both.
+The issue measured that loop at 0.69 % of a core and set 0.8 %: about 1.16 × the bare loop.
+On a VM where every wake-up is dear, the ratio is the fairer figure.
+
 Host-local commands are the simulator's work-alikes (sim-systemctl, sim-journalctl,
 sim-nvidia-smi). They are Python scripts, far dearer than the real C binaries, so their
 CPU (children of the worker) is printed apart from the worker's and beat's own.
@@ -35,6 +41,33 @@ async def main():
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
 asyncio.run(main())
 """
+BARE_LOOP = """
+import asyncio, json, sys, time
+import httpx, psutil
+from prometheus_client.parser import text_string_to_metric_families
+engines = json.loads(sys.argv[1])  # [(kind, url)]
+METRICS = {"vllm": ["/health", "/metrics"], "llamacpp": ["/health", "/metrics", "/slots"], "sglang": ["/health", "/metrics"]}
+async def main():
+    async with httpx.AsyncClient(timeout=1.5) as client:
+        tick = 0
+        start = time.monotonic()
+        while True:
+            paths = [(url, p) for kind, url in engines for p in (METRICS[kind] if tick % 2 == 0 else ["/health"])]
+            answers = await asyncio.gather(*(client.get(url + p) for url, p in paths), return_exceptions=True)
+            if tick % 2 == 0:
+                for (url, p), r in zip(paths, answers):
+                    if p == "/metrics" and not isinstance(r, Exception):
+                        sum(len(f.samples) for f in text_string_to_metric_families(r.text))
+                for res in ("cpu", "memory", "io"):
+                    try:
+                        open(f"/proc/pressure/{res}").read()
+                    except OSError:
+                        pass
+                psutil.virtual_memory(); psutil.swap_memory()
+            tick += 1
+            await asyncio.sleep(max(0.0, start + tick - time.monotonic()))
+asyncio.run(main())
+"""
 
 
 def sim_state():
@@ -58,6 +91,20 @@ def sample(procs):
         children += t.children_user + t.children_system
         pss += p.memory_full_info().pss
     return cpu, children, pss
+
+
+def wakeups(procs):
+    """Voluntary context switches of every thread of PROCS: how often they slept and woke up
+    (on a small VM each wake-up costs about as much CPU as the work it wakes for)."""
+    total = 0
+    for p in procs:
+        for task in os.listdir(f"/proc/{p.pid}/task"):
+            try:
+                with open(f"/proc/{p.pid}/task/{task}/status") as status:
+                    total += next(int(line.split()[1]) for line in status if line.startswith("voluntary_ctxt_switches"))
+            except (OSError, StopIteration):
+                pass  # a thread that ended meanwhile
+    return total
 
 
 def main():
@@ -87,11 +134,15 @@ def main():
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     beat = subprocess.Popen([py, "-m", "celery", "-A", "sparkops", "beat", "--loglevel", "WARNING",
                              "--pidfile", ""], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    bare = subprocess.Popen([py, "-c", BARE_LOOP, json.dumps(engines)], cwd=ROOT, stdout=subprocess.DEVNULL)
     try:
         time.sleep(args.warmup)
         procs = [psutil.Process(worker.pid), psutil.Process(beat.pid)]
+        bare_proc = psutil.Process(bare.pid)
         polls0 = Engine.objects.filter(last_poll_at__isnull=False).count()
         cpu0, child0, _ = sample(procs)
+        bare0, _, _ = sample([bare_proc])
+        wakes0 = wakeups(procs)
         w0, b0 = (sum(p.cpu_times()[:2]) for p in procs)
         t0 = time.monotonic()
         pss_max = 0.0
@@ -99,21 +150,27 @@ def main():
             time.sleep(5)
             pss_max = max(pss_max, sample(procs)[2])
         cpu1, child1, pss = sample(procs)
+        bare1, _, bare_pss = sample([bare_proc])
+        wakes1 = wakeups(procs)
         elapsed = time.monotonic() - t0
         host.refresh_from_db()
         fresh = [e.name for e in Engine.objects.all() if e.last_poll_at and time.time() - e.last_poll_at.timestamp() < 10]
         print(f"window: {elapsed:.0f} s after {args.warmup:.0f} s warm-up; engines polled in the last 10 s: {fresh} (of {polls0})")
         print(f"host reading fresh: {host.last_report_at is not None and time.time() - host.last_report_at.timestamp() < 10}")
-        print(f"worker + beat CPU: {(cpu1 - cpu0) / elapsed * 100:.2f} % of one core (target ≤ 0.8 %)")
+        ours, bare_pct = (cpu1 - cpu0) / elapsed * 100, (bare1 - bare0) / elapsed * 100
+        print(f"worker + beat CPU: {ours:.2f} % of one core (target ≤ 0.8 %)")
         for name, proc, before in (("worker", procs[0], w0), ("beat", procs[1], b0)):
             t = proc.cpu_times()
             print(f"  {name}: {(t.user + t.system - before) / elapsed * 100:.2f} %")
         print(f"simulated systemctl/journalctl/nvidia-smi children: {(child1 - child0) / elapsed * 100:.2f} % of one core")
         print(f"worker + beat PSS: {pss / 2**20:.0f} MB now, {pss_max / 2**20:.0f} MB peak (target ≤ 200 MB)")
+        print(f"worker + beat wake-ups: {(wakes1 - wakes0) / elapsed:.1f} per second")
+        print(f"bare loop (same engines and cadence, no storage): {bare_pct:.2f} % of one core, {bare_pss / 2**20:.0f} MB PSS")
+        print(f"ratio worker + beat / bare loop: {ours / bare_pct:.2f} (the issue's target is 0.8 / 0.69 = 1.16)")
     finally:
-        for p in (worker, beat):
+        for p in (worker, beat, bare):
             p.terminate()
-        for p in (worker, beat):
+        for p in (worker, beat, bare):
             try:
                 p.wait(timeout=15)
             except subprocess.TimeoutExpired:

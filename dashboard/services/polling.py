@@ -7,6 +7,7 @@ import asyncio
 import logging
 import time
 from datetime import datetime, timezone as dt_timezone
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -42,13 +43,19 @@ def engines_poll(*, engines):
     engines = list(engines)
     if not engines:
         return []
+    fetched, states = engines_fetch(engines=engines)
+    return engines_store(engines=engines, fetched=fetched, states=states)
+
+
+def engines_fetch(*, engines):
+    """Fetch every engine concurrently: (fetched, their collector states) for `engines_store`."""
     states = _states(engines)
     refresh = {e.pk: _needs_refresh(e, states.get(f"engine:{e.pk}") or {}) for e in engines}
 
     async def fetch_all(client):
         return await asyncio.gather(*(_fetch(client, e, refresh[e.pk], _static_kv(states, e)) for e in engines))
 
-    return engines_store(engines=engines, fetched=runner.run(fetch_all), states=states)
+    return runner.run(fetch_all), states
 
 
 async def _fetch(client, engine, refresh=True, static_kv=None):
@@ -89,7 +96,7 @@ def engine_poll(*, engine):
 def engines_store(*, engines, fetched, states):
     """Derive, store samples, states and ledger rows, update the engines; signal after commit."""
     readings, samples, new_states = [], [], {}
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # inside metrics_tick's transaction: no savepoint round trips
         for engine, (snapshot, fetched_at) in zip(engines, fetched):
             now = datetime.fromtimestamp(fetched_at, tz=dt_timezone.utc)
             reading, new_state, values = _engine_reading(engine, snapshot, fetched_at, now, states)
@@ -223,22 +230,56 @@ def engine_record_liveness(*, engine, status, reason, rechecked, checked_at):
 
 # --- hosts ---------------------------------------------------------------------------
 
-def host_poll(*, host, state=None, with_state=False):
-    """Read every host-local source (must run on that host) and store it. STATE: the host's
-    collector state as the last poll left it, when the caller kept it (else it is read);
-    WITH_STATE: return the new state instead of the reading."""
+def host_poll(*, host):
+    """Read every host-local source (must run on that host) and store it."""
     engines = list(Engine.objects.filter(host=host).only("pk", "name", "unit", "unit_scope", "host_id"))
-    key = f"host:{host.pk}"
-    state = store.state_get(key) if state is None else state
+    collected = host_collect(host=host, engines=engines, state=store.state_get(f"host:{host.pk}"))
+    host_store(host=host, collected=collected)
+    return collected.reading
+
+
+class HostCollected(NamedTuple):
+    at: datetime
+    reading: dict  # host, gpus, processes, units… as `poll --json` prints them
+    values: dict  # sample values
+    unit_infos: dict  # engine id -> {"unit", "fatal_lines", "boot"}
+    state: dict  # the host's new collector state
+
+
+def host_collect(*, host, engines, state):
+    """Read HOST's sources (no database): ENGINES' units and journals, STATE as the last poll left it."""
     now = timezone.now()
     reading, values, unit_infos, new_state = host_read(engines=engines, state=state, now=now.timestamp())
-    with transaction.atomic():
-        store.samples_write(ts=now, host=host, values=values)
-        store.states_put({key: new_state, **{f"unit:{engine_id}": info for engine_id, info in unit_infos.items()}})
+    return HostCollected(now, reading, values, unit_infos, new_state)
+
+
+def host_store(*, host, collected):
+    """Store a host reading: samples, states, Host.latest; `host_polled` after commit."""
+    now, reading = collected.at, collected.reading
+    with transaction.atomic(savepoint=False):  # inside metrics_tick's transaction: no savepoint round trips
+        store.samples_write(ts=now, host=host, values=collected.values)
+        store.states_put({f"host:{host.pk}": collected.state,
+                          **{f"unit:{engine_id}": info for engine_id, info in collected.unit_infos.items()}})
         Host.objects.filter(pk=host.pk).update(latest=reading, last_report_at=now)
         host.latest, host.last_report_at = reading, now
         transaction.on_commit(lambda: signals.host_polled.send_robust(sender=Host, host=host, reading=reading))
-    return new_state if with_state else reading
+
+
+# --- one tick of a resident poller ---------------------------------------------------
+
+def metrics_tick(*, host, host_engines, host_state, engines):
+    """HOST's sources and ENGINES' metrics, all read first (no transaction open while engines
+    answer), then stored in one transaction. HOST_STATE: the host's collector state as the
+    last tick left it (None: read it). Returns (the host's new state, the engines' readings)."""
+    if host_state is None:
+        host_state = store.state_get(f"host:{host.pk}")
+    collected = host_collect(host=host, engines=host_engines, state=host_state)
+    fetched, states = engines_fetch(engines=engines) if engines else ([], {})
+    states.update({f"unit:{pk}": info for pk, info in collected.unit_infos.items()})  # this tick's unit facts
+    with transaction.atomic():
+        host_store(host=host, collected=collected)
+        readings = engines_store(engines=engines, fetched=fetched, states=states) if engines else []
+    return collected.state, readings
 
 
 # --- everything once (sparkops poll --once) ----------------------------------------

@@ -6,8 +6,9 @@ reconnect: 4.5 % of a core for three engines, five times the budget of
 bench/poll_overhead.py. Here one thread in each `sparkops worker` keeps one event loop, one
 HTTP pool per engine and one database connection, and runs on the clock:
 
-- every poll interval: read this host's sources (PSI, GPU, systemd, journal, processes),
-  then poll the metrics of the owned engines that are due (each at its own interval);
+- every poll interval: read this host's sources (PSI, GPU, systemd, journal, processes)
+  and the metrics of the owned engines that are due (each at its own interval), then store
+  them all in one transaction;
 - every liveness interval: probe the owned engines (one cheap request each).
 
 Ownership: a worker owns the engines of its own host. Engines of a host with no live worker
@@ -147,13 +148,14 @@ class ResidentPoller:
     def metrics_cycle(self):
         if self.host is None:
             self.host, _ = Host.objects.get_or_create(name=self.host_name)
-        self.host_state = polling.host_poll(host=self.host, state=self.host_state, with_state=True)
         self.engines, self.leader = fleet_roles(host=self.host)
         due = engines_due(self.engines)
-        if due:
-            for engine, reading in zip(due, polling.engines_poll(engines=due)):
-                if reading.get("up"):
-                    self.answered[engine.pk] = (time.monotonic(), engine.last_poll_at)
+        own = [e for e in self.engines if e.host_id == self.host.pk]
+        self.host_state, readings = polling.metrics_tick(host=self.host, host_engines=own, host_state=self.host_state,
+                                                         engines=due)
+        for engine, reading in zip(due, readings):
+            if reading.get("up"):
+                self.answered[engine.pk] = (time.monotonic(), engine.last_poll_at)
 
     def probe_cycle(self):
         """Probe every owned engine, except those whose metrics poll answered within the last
