@@ -1,7 +1,7 @@
 """Sustained sample inserts through the collectors' write path (dashboard.collectors.store).
 
-Each transaction is one fleet poll cycle: N engines × 14 values, written with one
-`samples_write_many` call exactly as `polling.engines_store` does. Target: ≥ 10,000 samples/s on PostgreSQL.
+Each transaction is one fleet poll cycle: N engines × 14 values, gathered in one
+`store.WriteBatch` and flushed exactly as a poller's metrics tick does. Target: ≥ 10,000 samples/s on PostgreSQL.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/sparkops_bench .venv/bin/python bench/ingest.py [--seconds 10] [--engines 150]
 """
@@ -42,13 +42,17 @@ def main():
     started = time.perf_counter()
     while time.perf_counter() - started < args.seconds:
         ts = timezone.now()
+        batch = store.WriteBatch()
+        for engine in engines:
+            batch.add_samples(ts=ts, engine=engine, values=values)
+        written += len(batch.samples)
         with transaction.atomic():
-            written += store.samples_write_many(rows=[(ts, engine, values) for engine in engines])
+            batch.flush()
         cycles += 1
     elapsed = time.perf_counter() - started
     assert Sample.objects.count() - start_rows == written
     print(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
-    print(f"write path: samples_write_many, {len(values)} values per engine, one transaction per cycle of {len(engines)} engines")
+    print(f"write path: store.WriteBatch, {len(values)} values per engine, one transaction per cycle of {len(engines)} engines")
     print(f"cycles: {cycles}  samples: {written}  seconds: {elapsed:.2f}")
     print(f"ingest: {written / elapsed:,.0f} samples/s  ({elapsed / cycles * 1000:.1f} ms per {len(engines)}-engine cycle)")
     Engine.objects.filter(host=host).delete()  # cascades to series and samples

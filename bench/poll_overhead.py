@@ -142,7 +142,7 @@ def main():
         polls0 = Engine.objects.filter(last_poll_at__isnull=False).count()
         cpu0, child0, _ = sample(procs)
         bare0, _, _ = sample([bare_proc])
-        wakes0 = wakeups(procs)
+        wakes0, bare_wakes0 = wakeups(procs), wakeups([bare_proc])
         w0, b0 = (sum(p.cpu_times()[:2]) for p in procs)
         t0 = time.monotonic()
         pss_max = 0.0
@@ -151,7 +151,7 @@ def main():
             pss_max = max(pss_max, sample(procs)[2])
         cpu1, child1, pss = sample(procs)
         bare1, _, bare_pss = sample([bare_proc])
-        wakes1 = wakeups(procs)
+        wakes1, bare_wakes1 = wakeups(procs), wakeups([bare_proc])
         elapsed = time.monotonic() - t0
         host.refresh_from_db()
         fresh = [e.name for e in Engine.objects.all() if e.last_poll_at and time.time() - e.last_poll_at.timestamp() < 10]
@@ -165,7 +165,8 @@ def main():
         print(f"simulated systemctl/journalctl/nvidia-smi children: {(child1 - child0) / elapsed * 100:.2f} % of one core")
         print(f"worker + beat PSS: {pss / 2**20:.0f} MB now, {pss_max / 2**20:.0f} MB peak (target ≤ 200 MB)")
         print(f"worker + beat wake-ups: {(wakes1 - wakes0) / elapsed:.1f} per second")
-        print(f"bare loop (same engines and cadence, no storage): {bare_pct:.2f} % of one core, {bare_pss / 2**20:.0f} MB PSS")
+        print(f"bare loop (same engines and cadence, no storage): {bare_pct:.2f} % of one core, {bare_pss / 2**20:.0f} MB PSS, "
+              f"{(bare_wakes1 - bare_wakes0) / elapsed:.1f} wake-ups per second")
         print(f"ratio worker + beat / bare loop: {ours / bare_pct:.2f} (the issue's target is 0.8 / 0.69 = 1.16)")
     finally:
         for p in (worker, beat, bare):

@@ -65,11 +65,25 @@ def samples_write(*, ts, values, engine=None, host=None):
     return len(rows)
 
 
-def samples_write_many(*, rows):
-    """rows: [(ts, engine, values)] for engines — one INSERT for a whole poll cycle."""
-    objs = [sample for ts, engine, values in rows for sample in _samples(ts, values, engine)]
-    Sample.objects.bulk_create(objs, batch_size=5000)
-    return len(objs)
+class WriteBatch:
+    """Samples and collector states gathered from several stores (a tick's host and engines)
+    and written with one INSERT and one upsert; `flush()` inside the caller's transaction."""
+
+    def __init__(self):
+        self.samples, self.states = [], {}
+
+    def add_samples(self, *, ts, values, engine=None, host=None):
+        self.samples += _samples(ts, values, engine, host)
+
+    def put_states(self, states):
+        self.states.update(states)
+
+    def flush(self):
+        if self.samples:
+            Sample.objects.bulk_create(self.samples, batch_size=5000)
+        if self.states:
+            states_put(self.states)
+        self.samples, self.states = [], {}
 
 
 def states_put(states):

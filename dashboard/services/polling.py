@@ -93,19 +93,21 @@ def engine_poll(*, engine):
     return engines_poll(engines=[engine])[0]
 
 
-def engines_store(*, engines, fetched, states):
-    """Derive, store samples, states and ledger rows, update the engines; signal after commit."""
-    readings, samples, new_states = [], [], {}
+def engines_store(*, engines, fetched, states, batch=None):
+    """Derive, store samples, states and ledger rows, update the engines; signal after commit.
+    BATCH: a store.WriteBatch the caller flushes (samples and states go there, not to the database)."""
+    readings, own = [], batch is None
+    batch = store.WriteBatch() if own else batch
     with transaction.atomic(savepoint=False):  # inside metrics_tick's transaction: no savepoint round trips
         for engine, (snapshot, fetched_at) in zip(engines, fetched):
             now = datetime.fromtimestamp(fetched_at, tz=dt_timezone.utc)
             reading, new_state, values = _engine_reading(engine, snapshot, fetched_at, now, states)
             readings.append(reading)
-            samples.append((now, engine, values))
-            new_states[f"engine:{engine.pk}"] = new_state
+            batch.add_samples(ts=now, engine=engine, values=values)
+            batch.put_states({f"engine:{engine.pk}": new_state})
             _engine_apply(engine, reading, now)
-        store.samples_write_many(rows=samples)
-        store.states_put(new_states)
+        if own:
+            batch.flush()
         Engine.objects.bulk_update(engines, ENGINE_FIELDS)
         transaction.on_commit(lambda: _signal_polled(engines, readings))
     return readings
@@ -253,13 +255,17 @@ def host_collect(*, host, engines, state):
     return HostCollected(now, reading, values, unit_infos, new_state)
 
 
-def host_store(*, host, collected):
-    """Store a host reading: samples, states, Host.latest; `host_polled` after commit."""
-    now, reading = collected.at, collected.reading
+def host_store(*, host, collected, batch=None):
+    """Store a host reading: samples, states, Host.latest; `host_polled` after commit.
+    BATCH: a store.WriteBatch the caller flushes (samples and states go there)."""
+    now, reading, own = collected.at, collected.reading, batch is None
+    batch = store.WriteBatch() if own else batch
     with transaction.atomic(savepoint=False):  # inside metrics_tick's transaction: no savepoint round trips
-        store.samples_write(ts=now, host=host, values=collected.values)
-        store.states_put({f"host:{host.pk}": collected.state,
+        batch.add_samples(ts=now, host=host, values=collected.values)
+        batch.put_states({f"host:{host.pk}": collected.state,
                           **{f"unit:{engine_id}": info for engine_id, info in collected.unit_infos.items()}})
+        if own:
+            batch.flush()
         Host.objects.filter(pk=host.pk).update(latest=reading, last_report_at=now)
         host.latest, host.last_report_at = reading, now
         transaction.on_commit(lambda: signals.host_polled.send_robust(sender=Host, host=host, reading=reading))
@@ -276,9 +282,11 @@ def metrics_tick(*, host, host_engines, host_state, engines):
     collected = host_collect(host=host, engines=host_engines, state=host_state)
     fetched, states = engines_fetch(engines=engines) if engines else ([], {})
     states.update({f"unit:{pk}": info for pk, info in collected.unit_infos.items()})  # this tick's unit facts
+    batch = store.WriteBatch()  # one INSERT of samples and one upsert of states for the whole tick
     with transaction.atomic():
-        host_store(host=host, collected=collected)
-        readings = engines_store(engines=engines, fetched=fetched, states=states) if engines else []
+        host_store(host=host, collected=collected, batch=batch)
+        readings = engines_store(engines=engines, fetched=fetched, states=states, batch=batch) if engines else []
+        batch.flush()
     return collected.state, readings
 
 
