@@ -36,23 +36,32 @@ from dashboard.services import polling
 
 log = logging.getLogger(__name__)
 ORPHAN_AFTER_INTERVALS = 5
+HOSTS_REFRESH_S = 10.0  # who leads and who is orphaned may be this stale; the engine list is read every tick
 
 
-def fleet_roles(*, host, now=None):
+def fleet_hosts():
+    """Every host with its last report: (the rows, when they were read)."""
+    return list(Host.objects.only("pk", "name", "last_report_at")), timezone.now()
+
+
+def fleet_roles(*, host, hosts=None):
     """(engines HOST's worker polls, whether it leads the fleet's upkeep).
 
     It polls its own host's engines, plus every orphan's when it is the leader: the live
     worker whose host name sorts first. The leader also runs the upkeep duties (alert
     outbox sweep, collector-stale check), so they run once per fleet, on a box other than
     the one they watch for every box but the leader's own."""
-    now = now or timezone.now()
-    cutoff = now - timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * ORPHAN_AFTER_INTERVALS)
-    hosts = list(Host.objects.only("pk", "name", "last_report_at"))
+    hosts, read_at = hosts or fleet_hosts()
+    cutoff = read_at - timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * ORPHAN_AFTER_INTERVALS)
     live = [h for h in hosts if h.pk == host.pk or (h.last_report_at is not None and h.last_report_at >= cutoff)]
     leader = host.name == min(h.name for h in live)
     orphans = [h.pk for h in hosts if h not in live]
     query = Q(host=host) | Q(host__in=orphans) if leader and orphans else Q(host=host)
-    return list(Engine.objects.select_related("host").filter(query).order_by("pk")), leader
+    # The JSON of the last readings stays in the database: parsing it for every engine (and
+    # its host's, through the join) each tick was most of this query's cost. Every polled
+    # engine gets a fresh `latest` anyway; the rare reader of a deferred one loads it.
+    engines = Engine.objects.select_related("host").defer("latest", "host__latest").filter(query).order_by("pk")
+    return list(engines), leader
 
 
 def engines_due(engines, *, now=None):
@@ -95,6 +104,7 @@ class ResidentPoller:
         self.duties = resident_duties() if duties is None else duties  # name -> (interval, fn): leader only
         self.host, self.engines, self.leader = None, [], False
         self.host_state = None  # this host's collector state, kept here between polls (one query fewer)
+        self.hosts, self.hosts_at = None, 0.0  # fleet_hosts(), re-read every HOSTS_REFRESH_S
         self.answered = {}  # engine pk -> (monotonic, poll time) of its last metrics poll that answered
         self.cycles = {"metrics": 0, "probe": 0, "failed": 0, **{name: 0 for name in self.duties}}
         self._stop = threading.Event()
@@ -139,7 +149,7 @@ class ResidentPoller:
             self.cycles[duty] += 1
         except Exception:
             self.cycles["failed"] += 1
-            self.host = self.host_state = None  # re-read both: the host may have been deleted and recreated
+            self.host = self.host_state = self.hosts = None  # re-read: the host may have been deleted and recreated
             log.exception("resident poller (%s): %s failed; the next tick proceeds", self.host_name, duty)
             connection.close()  # a broken connection must not fail every later cycle
         finally:
@@ -148,7 +158,9 @@ class ResidentPoller:
     def metrics_cycle(self):
         if self.host is None:
             self.host, _ = Host.objects.get_or_create(name=self.host_name)
-        self.engines, self.leader = fleet_roles(host=self.host)
+        if self.hosts is None or time.monotonic() - self.hosts_at >= HOSTS_REFRESH_S:
+            self.hosts, self.hosts_at = fleet_hosts(), time.monotonic()
+        self.engines, self.leader = fleet_roles(host=self.host, hosts=self.hosts)
         due = engines_due(self.engines)
         own = [e for e in self.engines if e.host_id == self.host.pk]
         self.host_state, readings = polling.metrics_tick(host=self.host, host_engines=own, host_state=self.host_state,
