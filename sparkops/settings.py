@@ -107,13 +107,15 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 10.0}
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULER = "dashboard.beat:SparkOpsScheduler"
 
+# Namespace of this install's keys in Redis (channel layer, live presence, poller leases).
+SPARKOPS_CHANNEL_PREFIX = env_str("SPARKOPS_CHANNEL_PREFIX", "sparkops")
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         # redis-py 8 reads with a 5 s socket timeout by default, which races channels_redis'
         # 5 s blocking pop and drops every idle WebSocket (django/channels_redis#422).
         "CONFIG": {"hosts": [{"address": _redis, "socket_timeout": None}],
-                   "prefix": env_str("SPARKOPS_CHANNEL_PREFIX", "sparkops")},
+                   "prefix": SPARKOPS_CHANNEL_PREFIX},
     }
 }
 

@@ -17,11 +17,19 @@ endpoint, a box whose worker is down) are adopted by the live worker whose host 
 first, so in a steady fleet every engine is polled by exactly one worker; during a hand-over
 an engine may be polled twice for a few seconds, which is harmless.
 
+One poller per box: a second worker started for the same host (a scaled compose service,
+`sparkops up` beside a hand-started worker) finds the box's lease taken in Redis and polls
+nothing until the holder is gone (`PollerLease`), so no engine is sampled twice. Extra
+task-only workers: `sparkops worker --no-poller`.
+
 A tick that comes due while the previous one still runs is skipped, never queued: a stale
 poll is worth less than none. No exception ends the thread; the next tick proceeds."""
 import logging
+import os
+import socket
 import threading
 import time
+import uuid
 from datetime import timedelta
 
 from celery import bootsteps
@@ -88,6 +96,53 @@ class Clock:
             self.next = now + self.interval
 
 
+class PollerLease:
+    """The right to poll one host, held in Redis by one poller at a time.
+
+    Taken with SET NX and renewed (only by its holder) every `RENEW_S` for `TTL_S`, so a
+    poller that dies frees the box within TTL_S. Redis unreachable: poll anyway (a box
+    polled twice for a while is better than a box not watched)."""
+
+    TTL_S, RENEW_S = 15.0, 5.0
+    _RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
+    _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+
+    def __init__(self, host_name, url=None):
+        import redis
+
+        self.key = f"{settings.SPARKOPS_CHANNEL_PREFIX}:poller:{host_name}"
+        self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.client = redis.Redis.from_url(url or settings.CELERY_BROKER_URL, socket_timeout=1.0, socket_connect_timeout=1.0)
+        self.held, self.checked_at, self.warned = False, float("-inf"), False
+
+    def holds(self):
+        """Whether this poller may poll now (asks Redis at most every RENEW_S)."""
+        now = time.monotonic()
+        if now - self.checked_at < self.RENEW_S:
+            return self.held
+        self.checked_at = now
+        ttl_ms = int(self.TTL_S * 1000)
+        try:
+            if self.held:
+                self.held = bool(self.client.eval(self._RENEW, 1, self.key, self.token, ttl_ms))
+            if not self.held:
+                self.held = bool(self.client.set(self.key, self.token, nx=True, px=ttl_ms))
+                if not self.held and not self.warned:
+                    log.warning("another poller holds %s (%s): this worker polls nothing until it is gone; "
+                                "run extra workers with --no-poller", self.key, self.client.get(self.key))
+                    self.warned = True
+        except Exception as exc:  # Redis down: fail open
+            log.warning("poller lease %s unknown (%s): polling anyway", self.key, exc)
+            self.held = True
+        return self.held
+
+    def release(self):
+        try:
+            self.client.eval(self._RELEASE, 1, self.key, self.token)
+        except Exception:
+            pass  # it expires on its own
+
+
 class ResidentPoller:
     """One daemon thread polling HOST's sources and owned engines until `stop()`.
 
@@ -95,7 +150,7 @@ class ResidentPoller:
     probes in between, so a steady probe costs its HTTP requests and no query; an engine
     added or removed is picked up within one poll interval."""
 
-    def __init__(self, host_name, *, poll_interval=None, liveness_interval=None, duties=None):
+    def __init__(self, host_name, *, poll_interval=None, liveness_interval=None, duties=None, lease=None):
         from dashboard.schedule import resident_duties
 
         self.host_name = host_name
@@ -106,6 +161,7 @@ class ResidentPoller:
         self.host_state = None  # this host's collector state, kept here between polls (one query fewer)
         self.hosts, self.hosts_at = None, 0.0  # fleet_hosts(), re-read every HOSTS_REFRESH_S
         self.answered = {}  # engine pk -> (monotonic, poll time) of its last metrics poll that answered
+        self.lease = lease  # a PollerLease, or None: poll unconditionally (tests, `poll --once`)
         self.cycles = {"metrics": 0, "probe": 0, "failed": 0, **{name: 0 for name in self.duties}}
         self._stop = threading.Event()
         self._thread = None
@@ -132,12 +188,16 @@ class ResidentPoller:
                         clock.advance(time.monotonic())
                 self._stop.wait(max(0.0, min(c.next for c in clocks.values()) - time.monotonic()))
         finally:
+            if self.lease is not None:
+                self.lease.release()
             runner.close()
             connection.close()
 
     def run_duty(self, duty):
         """Run one duty now; an exception is logged and counted, never raised."""
         try:
+            if self.lease is not None and not self.lease.holds():
+                return
             if duty == "metrics":
                 self.metrics_cycle()
             elif duty == "probe":
@@ -196,7 +256,8 @@ class PollerStep(bootsteps.StartStopStep):
         self.poller = None
 
     def start(self, worker):
-        self.poller = ResidentPoller(worker.app.conf.sparkops_poller_host).start()
+        host_name = worker.app.conf.sparkops_poller_host
+        self.poller = ResidentPoller(host_name, lease=PollerLease(host_name)).start()
 
     def stop(self, worker):
         if self.poller is not None:

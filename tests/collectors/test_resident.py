@@ -170,3 +170,26 @@ def test_a_probe_right_after_a_metrics_answer_is_not_sent_but_its_liveness_is(fl
         assert len(health_hits) == polled_hits + 1 and liveness == ["up", "up"]
     finally:
         signals.engine_liveness.disconnect(receiver)
+
+
+def test_one_poller_per_box_a_second_waits_for_the_lease(settings):
+    from dashboard.services.resident import PollerLease
+
+    settings.SPARKOPS_CHANNEL_PREFIX = f"lease-test-{time.monotonic_ns()}"
+    first, second = PollerLease("spark-1"), PollerLease("spark-1")
+    assert first.holds() and not second.holds()
+    assert PollerLease("spark-2").holds()  # another box: its own lease
+    idle = ResidentPoller("spark-1", duties={}, lease=second)
+    idle.run_duty("metrics")
+    assert idle.cycles["metrics"] == 0 and not Host.objects.filter(name="spark-1").exists()  # polled nothing
+    first.release()
+    second.checked_at -= PollerLease.RENEW_S  # it asks Redis again only every RENEW_S
+    assert second.holds()
+    first.checked_at -= PollerLease.RENEW_S
+    assert not first.holds()  # the renewal is the holder's alone
+
+
+def test_a_lease_that_cannot_reach_redis_polls_anyway():
+    from dashboard.services.resident import PollerLease
+
+    assert PollerLease("spark-1", url="redis://127.0.0.1:1/0").holds()
