@@ -154,6 +154,10 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "sparkops@localhost")
 # Polling
 SPARKOPS_POLL_INTERVAL = env_number("SPARKOPS_POLL_INTERVAL", 2.0, cast=float, minimum=0.5)
 SPARKOPS_LIVENESS_INTERVAL = env_number("SPARKOPS_LIVENESS_INTERVAL", 1.0, cast=float, minimum=0.2)
+# Live view: an open socket keeps its presence key this long (refreshed every third of it);
+# the poller asks whether anyone watches at most this often before rendering cards.
+SPARKOPS_LIVE_PRESENCE_TTL = env_number("SPARKOPS_LIVE_PRESENCE_TTL", 60.0, cast=float, minimum=3)
+SPARKOPS_LIVE_PRESENCE_CACHE = env_number("SPARKOPS_LIVE_PRESENCE_CACHE", 2.0, cast=float, minimum=0)
 SPARKOPS_HOST_NAME = env_str("SPARKOPS_HOST_NAME", "") or __import__("socket").gethostname()
 # Commands and paths the host collectors read; overridable for --user units, odd
 # installs, or the simulator (which ships systemctl/journalctl/nvidia-smi work-alikes).
