@@ -7,7 +7,9 @@ Alongside, for a ratio that does not depend on the machine, it runs the issue's 
 "bare Python loop" against the same engines at the same cadence (httpx, prometheus_client's
 parser, PSI and psutil; no database, no Celery, no systemd/GPU commands) and prints both.
 The issue measured that loop at 0.69 % of a core and set 0.8 %: about 1.16 × the bare loop.
-On a VM where every wake-up is dear, the ratio is the fairer figure.
+On a VM where every wake-up is dear, the ratio is the fairer figure. It also runs an idle
+Celery worker with the same settings (no poller, a queue nobody sends to) and prints the
+floor no Celery-based watcher can go under: bare loop + idle worker + beat.
 
 Host-local commands are the simulator's work-alikes (sim-systemctl, sim-journalctl,
 sim-nvidia-smi). They are Python scripts, far dearer than the real C binaries, so their
@@ -135,13 +137,20 @@ def main():
     beat = subprocess.Popen([py, "-m", "celery", "-A", "sparkops", "beat", "--loglevel", "WARNING",
                              "--pidfile", ""], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     bare = subprocess.Popen([py, "-c", BARE_LOOP, json.dumps(engines)], cwd=ROOT, stdout=subprocess.DEVNULL)
+    # The framework's own floor: a Celery worker with our settings and nothing to do (a queue
+    # nobody sends to), next to the bare loop. Worker + beat cannot cost less than both.
+    idle = subprocess.Popen([py, "-m", "celery", "-A", "sparkops", "worker", "--pool=threads", "--concurrency=4",
+                             "--queues=bench.idle", "--hostname=idle@bench", "--without-gossip", "--without-mingle",
+                             "--without-heartbeat", "--loglevel=WARNING"], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(args.warmup)
         procs = [psutil.Process(worker.pid), psutil.Process(beat.pid)]
-        bare_proc = psutil.Process(bare.pid)
+        bare_proc, idle_proc = psutil.Process(bare.pid), psutil.Process(idle.pid)
         polls0 = Engine.objects.filter(last_poll_at__isnull=False).count()
         cpu0, child0, _ = sample(procs)
         bare0, _, _ = sample([bare_proc])
+        idle0, _, _ = sample([idle_proc])
         wakes0, bare_wakes0 = wakeups(procs), wakeups([bare_proc])
         w0, b0 = (sum(p.cpu_times()[:2]) for p in procs)
         t0 = time.monotonic()
@@ -151,6 +160,7 @@ def main():
             pss_max = max(pss_max, sample(procs)[2])
         cpu1, child1, pss = sample(procs)
         bare1, _, bare_pss = sample([bare_proc])
+        idle1, _, _ = sample([idle_proc])
         wakes1, bare_wakes1 = wakeups(procs), wakeups([bare_proc])
         elapsed = time.monotonic() - t0
         host.refresh_from_db()
@@ -168,10 +178,14 @@ def main():
         print(f"bare loop (same engines and cadence, no storage): {bare_pct:.2f} % of one core, {bare_pss / 2**20:.0f} MB PSS, "
               f"{(bare_wakes1 - bare_wakes0) / elapsed:.1f} wake-ups per second")
         print(f"ratio worker + beat / bare loop: {ours / bare_pct:.2f} (the issue's target is 0.8 / 0.69 = 1.16)")
+        idle_pct, beat_pct = (idle1 - idle0) / elapsed * 100, (procs[1].cpu_times().user + procs[1].cpu_times().system - b0) / elapsed * 100
+        floor = bare_pct + idle_pct + beat_pct
+        print(f"idle Celery worker (same settings, no poller, no tasks): {idle_pct:.2f} % of one core")
+        print(f"floor = bare loop + idle worker + beat: {floor:.2f} %; worker + beat / floor: {ours / floor:.2f}")
     finally:
-        for p in (worker, beat, bare):
+        for p in (worker, beat, bare, idle):
             p.terminate()
-        for p in (worker, beat, bare):
+        for p in (worker, beat, bare, idle):
             try:
                 p.wait(timeout=15)
             except subprocess.TimeoutExpired:
