@@ -3,8 +3,8 @@ the resident duties: sub-minute upkeep each concern asks of the fleet's leading 
 (`resident_duties()`: name -> (interval s, callable)), run by dashboard/services/resident.py
 without a Celery task per run.
 
-Each entry: one commented line, and `expires` on every poll so a stalled worker drops
-stale polls instead of piling them up (tests/test_schedule.py checks both). Benchmark
+Each beat entry: one commented line, and `expires`, so a stalled worker drops stale runs
+instead of piling them up (tests/collectors/test_commands.py checks it). Benchmark
 schedules live in the database through django-celery-beat (editable in the UI)."""
 from importlib import import_module
 

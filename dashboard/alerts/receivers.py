@@ -23,9 +23,8 @@ _last_up = {}  # engine pk -> the liveness last evaluated in this process
 
 
 def _worth_evaluating(engine, up, changed):
-    was_up, _last_up[engine.pk] = _last_up.get(engine.pk), up
     now = time.monotonic()
-    if not up or changed or was_up is not True or now - _last_steady_eval.get(engine.pk, float("-inf")) >= STEADY_UP_EVERY_S:
+    if not up or changed or _last_up.get(engine.pk) is not True or now - _last_steady_eval.get(engine.pk, float("-inf")) >= STEADY_UP_EVERY_S:
         _last_steady_eval[engine.pk] = now
         return True
     return False
@@ -35,6 +34,7 @@ def _worth_evaluating(engine, up, changed):
 def on_engine_liveness(sender, *, engine, up, reason="", checked_at=None, rechecked=False, changed=True, **kwargs):
     if _worth_evaluating(engine, up, changed):
         evaluate("engine_liveness", engine=engine, up=up, reason=reason, rechecked=rechecked)
+    _last_up[engine.pk] = up  # only once evaluated: a failed evaluation of a recovery is retried next probe
 
 
 @receiver(engines_polled, dispatch_uid="alerts.engines_polled")

@@ -1,5 +1,5 @@
 """One host reading: memory, PSI, GPUs, compiler processes, and the engines' units and
-journal. Runs on the host itself (queue host.<name>). Every source fails alone."""
+journal. Runs on the host itself (that box's worker's resident poller). Every source fails alone."""
 import time
 
 from dashboard.collectors import gpu, host as hostsrc, processes, systemd

@@ -90,9 +90,6 @@ class Presence:
                 self._clients[url] = client
         return client, f"{prefix}:live:viewers"
 
-    def key(self):
-        return self._client()[1]
-
     # -- publishing side ---------------------------------------------------------------
     def present(self):
         """True when some live socket is open (or when that cannot be told). Never raises."""

@@ -1,8 +1,9 @@
 """Polling services: engines (metrics), engine liveness probes, hosts — and storing it all.
 
 Every engine of a cycle is fetched concurrently with a timeout below the interval, so a
-hung engine costs its own poll, never the others'. Rows are written per engine in one
-transaction; `dashboard.signals` go out only after it commits."""
+hung engine costs its own poll, never the others'. A resident poller's tick (`metrics_tick`)
+reads the host and all its engines first, then writes everything in one transaction;
+`dashboard.signals` go out only after it commits."""
 import asyncio
 import logging
 import time

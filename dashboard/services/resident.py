@@ -3,8 +3,9 @@
 Liveness probes every second and metrics every 2 s are nearly all SparkOps does. Sent by beat
 as Celery tasks, each poll paid a beat tick, a broker round trip, a task trace and a database
 reconnect: 4.5 % of a core for three engines, five times the budget of
-bench/poll_overhead.py. Here one thread in each `sparkops worker` keeps one event loop, one
-HTTP pool per engine and one database connection, and runs on the clock:
+bench/poll_overhead.py. Here two threads in each `sparkops worker` (the probes; the metrics
+and the leader's upkeep) each keep one event loop, HTTP pools and a database connection, and
+run on the clock:
 
 - every poll interval: read this host's sources (PSI, GPU, systemd, journal, processes)
   and the metrics of the owned engines that are due (each at its own interval), then store
@@ -38,12 +39,14 @@ from django.db import close_old_connections, connection
 from django.db.models import Q
 from django.utils import timezone
 
-from dashboard.collectors import runner
+from dashboard.collectors import runner, store
 from dashboard.models import Engine, Host
 from dashboard.services import polling
 
 log = logging.getLogger(__name__)
 ORPHAN_AFTER_INTERVALS = 5
+PROBE_LAG_S = 0.02  # the probe clock runs this far behind the metrics clock
+METRICS_WAIT_S = 0.3  # a probe waits at most this long for a metrics tick in progress
 HOSTS_REFRESH_S = 10.0  # who leads and who is orphaned may be this stale; the engine list is read every tick
 
 
@@ -114,9 +117,14 @@ class PollerLease:
         self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.client = redis.Redis.from_url(url or settings.CELERY_BROKER_URL, socket_timeout=1.0, socket_connect_timeout=1.0)
         self.held, self.checked_at, self.warned = False, float("-inf"), False
+        self._lock = threading.Lock()  # the probe and metrics threads both ask
 
     def holds(self):
         """Whether this poller may poll now (asks Redis at most every RENEW_S)."""
+        with self._lock:
+            return self._holds()
+
+    def _holds(self):
         now = time.monotonic()
         if now - self.checked_at < self.RENEW_S:
             return self.held
@@ -160,26 +168,40 @@ class ResidentPoller:
         self.host, self.engines, self.leader = None, [], False
         self.host_state = None  # this host's collector state, kept here between polls (one query fewer)
         self.hosts, self.hosts_at = None, 0.0  # fleet_hosts(), re-read every HOSTS_REFRESH_S
-        self.answered = {}  # engine pk -> (monotonic, poll time) of its last metrics poll that answered
+        self.answered = {}  # engine pk -> when (epoch s) its last metrics poll that answered fetched it
         self.lease = lease  # a PollerLease, or None: poll unconditionally (tests, `poll --once`)
         self.cycles = {"metrics": 0, "probe": 0, "failed": 0, **{name: 0 for name in self.duties}}
+        self._metrics_idle = threading.Event()  # clear while a metrics tick runs
+        self._metrics_idle.set()
+        self._metrics_started = float("-inf")
         self._stop = threading.Event()
-        self._thread = None
+        self._threads = []
 
     def start(self):
-        self._thread = threading.Thread(target=self.run, name=f"sparkops-poller-{self.host_name}", daemon=True)
-        self._thread.start()
+        """Two threads: the probes, and the metrics with the leader's upkeep, so a slow host
+        source or a hung engine's metrics never delays the other engines' liveness probes."""
+        start = time.monotonic()
+        metrics = {"metrics": Clock(self.poll_interval, start),
+                   **{name: Clock(interval, start + interval) for name, (interval, _) in self.duties.items()}}
+        # A hair after the metrics tick, so a probe at the same tick sees that tick start.
+        probes = {"probe": Clock(self.liveness_interval, start + PROBE_LAG_S)}
+        for name, clocks in (("metrics", metrics), ("probes", probes)):
+            thread = threading.Thread(target=self._run, args=(clocks,), name=f"sparkops-{name}-{self.host_name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
         return self
 
     def stop(self, timeout=10.0):
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        for thread in self._threads:
+            thread.join(timeout)
+        if self.lease is not None:
+            self.lease.release()
 
-    def run(self):
-        start = time.monotonic()
-        clocks = {"metrics": Clock(self.poll_interval, start), "probe": Clock(self.liveness_interval, start),
-                  **{name: Clock(interval, start + interval) for name, (interval, _) in self.duties.items()}}
+    def alive(self):
+        return bool(self._threads) and all(t.is_alive() for t in self._threads)
+
+    def _run(self, clocks):
         try:
             while not self._stop.is_set():
                 for duty, clock in clocks.items():
@@ -187,9 +209,13 @@ class ResidentPoller:
                         self.run_duty(duty)
                         clock.advance(time.monotonic())
                 self._stop.wait(max(0.0, min(c.next for c in clocks.values()) - time.monotonic()))
+        except BaseException:  # run_duty catches every Exception: this is a bug or the interpreter ending
+            if not self._stop.is_set():
+                log.critical("resident poller (%s): thread %s died; stopping the worker so its supervisor sees it",
+                             self.host_name, threading.current_thread().name, exc_info=True)
+                os._exit(70)  # a watcher that silently stopped watching is the failure this tool exists for
+            raise
         finally:
-            if self.lease is not None:
-                self.lease.release()
             runner.close()
             connection.close()
 
@@ -197,6 +223,7 @@ class ResidentPoller:
         """Run one duty now; an exception is logged and counted, never raised."""
         try:
             if self.lease is not None and not self.lease.holds():
+                self.host_state = self.hosts = None  # whoever held the box meanwhile moved its cursors on
                 return
             if duty == "metrics":
                 self.metrics_cycle()
@@ -209,9 +236,14 @@ class ResidentPoller:
             self.cycles[duty] += 1
         except Exception:
             self.cycles["failed"] += 1
-            self.host = self.host_state = self.hosts = None  # re-read: the host may have been deleted and recreated
+            if duty == "metrics":
+                self.host = self.host_state = self.hosts = None  # re-read: the host may have been deleted and recreated
+                store.clear_series_cache()  # ids created in a rolled-back tick no longer exist
             log.exception("resident poller (%s): %s failed; the next tick proceeds", self.host_name, duty)
-            connection.close()  # a broken connection must not fail every later cycle
+            try:
+                connection.close()  # a broken connection must not fail every later cycle
+            except Exception:
+                log.exception("resident poller (%s): closing the database connection failed", self.host_name)
         finally:
             close_old_connections()  # honours CONN_MAX_AGE and drops connections left unusable
 
@@ -223,26 +255,35 @@ class ResidentPoller:
         self.engines, self.leader = fleet_roles(host=self.host, hosts=self.hosts)
         due = engines_due(self.engines)
         own = [e for e in self.engines if e.host_id == self.host.pk]
-        self.host_state, readings = polling.metrics_tick(host=self.host, host_engines=own, host_state=self.host_state,
-                                                         engines=due)
-        for engine, reading in zip(due, readings):
-            if reading.get("up"):
-                self.answered[engine.pk] = (time.monotonic(), engine.last_poll_at)
+        self._metrics_started = time.monotonic()
+        self._metrics_idle.clear()
+        try:
+            self.host_state, readings = polling.metrics_tick(host=self.host, host_engines=own,
+                                                             host_state=self.host_state, engines=due)
+            for engine, reading in zip(due, readings):
+                if reading.get("up"):
+                    self.answered[engine.pk] = engine.last_poll_at.timestamp()  # when the answer came
+        finally:
+            self._metrics_idle.set()
 
     def probe_cycle(self):
         """Probe every owned engine, except those whose metrics poll answered within the last
         half liveness interval: a full /metrics answer is proof of life, so that probe would
-        only repeat it (the metrics tick and every other probe tick coincide). Their liveness
-        is recorded from the poll, so the liveness signal still goes out every tick."""
-        now = time.monotonic()
-        answered = {pk: at for pk, (t, at) in self.answered.items() if now - t < self.liveness_interval / 2}
-        probe = [e for e in self.engines if e.pk not in answered]
+        only repeat it (the metrics tick and every other probe tick coincide; a probe waits
+        for a metrics tick that started less than METRICS_WAIT_S ago, never longer, then
+        probes what it has not heard from). Their liveness is recorded from the poll, so the signal still goes out every tick."""
+        running_for = time.monotonic() - self._metrics_started
+        if running_for < METRICS_WAIT_S:  # a tick that has just started: its answers are coming
+            self._metrics_idle.wait(METRICS_WAIT_S - running_for)
+        engines, now = self.engines, time.time()  # the metrics thread may swap the list meanwhile
+        answered = {pk: at for pk, at in self.answered.items() if now - at < self.liveness_interval / 2}
+        probe = [e for e in engines if e.pk not in answered]
         if probe:
             polling.engines_probe(engines=probe)
-        for engine in self.engines:
+        for engine in engines:
             if engine.pk in answered:
                 polling.engine_record_liveness(engine=engine, status="up", reason="", rechecked=False,
-                                               checked_at=answered[engine.pk])
+                                               checked_at=engine.last_poll_at)
 
 
 class PollerStep(bootsteps.StartStopStep):

@@ -254,11 +254,14 @@ def test_steady_probe_and_disabled_rules_cost_only_the_snapshot(fleet, django_as
 def test_a_recovery_first_seen_by_a_metrics_poll_still_resolves_engine_down(fleet):
     """The metrics poll may move Engine.status back to up before the next probe, which then
     reports changed=False: the receiver must still evaluate that first "up"."""
-    from dashboard.alerts.receivers import on_engine_liveness
+    import time
+
+    from dashboard.alerts import receivers
 
     vllm = fleet["vllm"]
-    on_engine_liveness(None, engine=vllm, up=False, reason="connection refused", rechecked=False, changed=True)
-    on_engine_liveness(None, engine=vllm, up=False, reason="connection refused", rechecked=True, changed=False)
+    receivers.on_engine_liveness(None, engine=vllm, up=False, reason="connection refused", rechecked=False, changed=True)
+    receivers.on_engine_liveness(None, engine=vllm, up=False, reason="connection refused", rechecked=True, changed=False)
     assert AlertEvent.objects.filter(rule="engine_down", subject="vllm-main", state__in=AlertEvent.OPEN_STATES).exists()
-    on_engine_liveness(None, engine=vllm, up=True, changed=False)
+    receivers._last_steady_eval[vllm.pk] = time.monotonic()  # the 30 s steady re-check is not what resolves it
+    receivers.on_engine_liveness(None, engine=vllm, up=True, changed=False)
     assert not AlertEvent.objects.filter(rule="engine_down", subject="vllm-main", state__in=AlertEvent.OPEN_STATES).exists()

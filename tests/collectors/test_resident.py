@@ -90,10 +90,12 @@ def test_a_steady_probe_costs_no_query(fleet):
         Engine.objects.filter(pk=fleet["vllm"].pk).update(url=sims.urls[0])
         Engine.objects.filter(pk=fleet["llama"].pk).delete()
         poller = ResidentPoller("spark-1", duties={})
-        poller.metrics_cycle()
-        poller.probe_cycle()  # the first probe moves the status and evaluates the liveness rules
+        poller.metrics_cycle()  # moves the status to up
+        poller.answered.clear()  # as if the metrics answer were old: the probes below are real requests
+        poller.probe_cycle()  # the first probe in this process evaluates the liveness rules
         with CaptureQueriesContext(connection) as queries:
             poller.probe_cycle()
+        assert poller.cycles == {"metrics": 0, "probe": 0, "failed": 0}  # called directly, not by run_duty
         assert Engine.objects.get(pk=fleet["vllm"].pk).status == "up"
     assert [q["sql"] for q in queries.captured_queries] == []
 
@@ -115,7 +117,7 @@ def test_the_poller_thread_polls_on_the_clock_and_survives_a_failing_duty(fleet)
             assert wait_for(lambda: poller.cycles["metrics"] >= 3 and len(calls) >= 3), poller.cycles
         finally:
             poller.stop()
-        assert not poller._thread.is_alive()
+        assert not poller.alive()
     llama = Engine.objects.get(pk=fleet["llama"].pk)
     host = Host.objects.get(name="spark-1")
     assert llama.status == "up" and llama.last_poll_at is not None
@@ -193,3 +195,36 @@ def test_a_lease_that_cannot_reach_redis_polls_anyway():
     from dashboard.services.resident import PollerLease
 
     assert PollerLease("spark-1", url="redis://127.0.0.1:1/0").holds()
+
+
+def test_a_hung_engine_never_delays_the_other_engines_probes(fleet, http_server):
+    """The metrics tick waits on a hung /metrics up to its timeout (1.5 s at a 2 s interval);
+    the probes run on their own thread meanwhile."""
+    from tests.collectors.test_polling import vllm_routes
+
+    hung_at, health_hits = [], []
+
+    def hang(handler):
+        hung_at.append(time.monotonic())
+        time.sleep(3)
+
+    def health(handler):
+        health_hits.append(time.monotonic())
+        handler.send_response(200)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    hung, healthy = vllm_routes("0.33.0_metrics_busy.txt"), vllm_routes("0.33.0_metrics_busy.txt")
+    hung["/metrics"], healthy["/health"] = hang, health
+    Engine.objects.filter(pk=fleet["vllm"].pk).update(url=http_server(healthy))
+    Engine.objects.filter(pk=fleet["llama"].pk).update(url=http_server(hung), kind="vllm")
+    poller = ResidentPoller("spark-1", poll_interval=2.0, liveness_interval=0.25, duties={})
+    poller.start()
+    try:
+        assert wait_for(lambda: len(hung_at) >= 2, timeout=10)  # the second metrics tick is stuck too
+        stuck_from = hung_at[-1]
+        time.sleep(1.3)
+    finally:
+        poller.stop()
+    during = [t for t in health_hits if stuck_from + 0.1 < t < stuck_from + 1.3]
+    assert len(during) >= 3, (len(during), poller.cycles)  # ~4 probes of the healthy engine while the tick hangs

@@ -155,7 +155,8 @@ class CollectorStale(Rule):
     severity = "critical"
     signal = "beat"
     DEFAULTS = {"intervals": 3}
-    help = "A host's worker has not reported for INTERVALS poll intervals (checked by beat, apart from that worker)."
+    help = ("A host's worker has not reported for INTERVALS poll intervals (checked by the fleet's leading worker "
+            "every 5 s, and by a beat backstop every 30 s).")
 
     def evaluate(self, *, settings, **_):
         from dashboard.models import Host
