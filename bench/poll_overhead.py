@@ -168,6 +168,9 @@ def main():
         print(f"window: {elapsed:.0f} s after {args.warmup:.0f} s warm-up; engines polled in the last 10 s: {fresh} (of {polls0})")
         print(f"host reading fresh: {host.last_report_at is not None and time.time() - host.last_report_at.timestamp() < 10}")
         ours, bare_pct = (cpu1 - cpu0) / elapsed * 100, (bare1 - bare0) / elapsed * 100
+        for name, proc in (("worker", worker), ("beat", beat), ("bare loop", bare), ("idle worker", idle)):
+            if proc.poll() is not None:
+                print(f"WARNING: the {name} exited during the window (status {proc.returncode}): figures are not valid")
         print(f"worker + beat CPU: {ours:.2f} % of one core (target ≤ 0.8 %)")
         for name, proc, before in (("worker", procs[0], w0), ("beat", procs[1], b0)):
             t = proc.cpu_times()
@@ -177,11 +180,11 @@ def main():
         print(f"worker + beat wake-ups: {(wakes1 - wakes0) / elapsed:.1f} per second")
         print(f"bare loop (same engines and cadence, no storage): {bare_pct:.2f} % of one core, {bare_pss / 2**20:.0f} MB PSS, "
               f"{(bare_wakes1 - bare_wakes0) / elapsed:.1f} wake-ups per second")
-        print(f"ratio worker + beat / bare loop: {ours / bare_pct:.2f} (the issue's target is 0.8 / 0.69 = 1.16)")
+        print(f"ratio worker + beat / bare loop: {ours / max(bare_pct, 1e-9):.2f} (the issue's target is 0.8 / 0.69 = 1.16)")
         idle_pct, beat_pct = (idle1 - idle0) / elapsed * 100, (procs[1].cpu_times().user + procs[1].cpu_times().system - b0) / elapsed * 100
         floor = bare_pct + idle_pct + beat_pct
         print(f"idle Celery worker (same settings, no poller, no tasks): {idle_pct:.2f} % of one core")
-        print(f"floor = bare loop + idle worker + beat: {floor:.2f} %; worker + beat / floor: {ours / floor:.2f}")
+        print(f"floor = bare loop + idle worker + beat: {floor:.2f} %; worker + beat / floor: {ours / max(floor, 1e-9):.2f}")
     finally:
         for p in (worker, beat, bare, idle):
             p.terminate()
