@@ -24,7 +24,8 @@ nothing until the holder is gone (`PollerLease`), so no engine is sampled twice.
 task-only workers: `sparkops worker --no-poller`.
 
 A tick that comes due while the previous one still runs is skipped, never queued: a stale
-poll is worth less than none. No exception ends the thread; the next tick proceeds."""
+poll is worth less than none. No exception in a duty ends a thread (it is logged, the next
+tick proceeds); a thread that ends anyway stops the worker process, so its supervisor sees it."""
 import logging
 import os
 import socket
