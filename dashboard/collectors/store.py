@@ -58,13 +58,6 @@ def _samples(ts, values, engine=None, host=None):
     return out
 
 
-def samples_write(*, ts, values, engine=None, host=None):
-    """Store one sample per finite numeric value ({metric: number}); returns how many."""
-    rows = _samples(ts, values, engine, host)
-    Sample.objects.bulk_create(rows)
-    return len(rows)
-
-
 class WriteBatch:
     """Samples and collector states gathered from several stores (a tick's host and engines)
     and written with one INSERT and one upsert; `flush()` inside the caller's transaction."""

@@ -14,6 +14,7 @@ from django.db import connection
 from dashboard.alerts import outbox
 from dashboard.alerts.models import Delivery, NotificationChannel
 from dashboard.alerts.services import external_alert_fire
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,15 +28,6 @@ def start_worker(tmp_path, name):
     return subprocess.Popen([sys.executable, "-m", "celery", "-A", "sparkops", "worker", "--pool=solo",
                              "--without-heartbeat", "--without-gossip", "--without-mingle", "-n", f"{name}@h3",
                              "-l", "INFO"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
-def wait(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def swept_and_sent():
@@ -54,14 +46,14 @@ def test_worker_killed_mid_retry_delivers_exactly_once(fleet, receiver, tmp_path
     try:
         external_alert_fire(rule="engine_down", severity="critical", engine=fleet["vllm"], subject="vllm-main",
                             message="down")
-        assert wait(lambda: Delivery.objects.filter(attempts=1, status="pending").exists()), (tmp_path / "first.log").read_text()
+        assert wait_for(lambda: Delivery.objects.filter(attempts=1, status="pending").exists(), 30), (tmp_path / "first.log").read_text()
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait()
     assert len(receiver.requests) == 1 and receiver.requests[0]["status"] == 500
     second = start_worker(tmp_path, "second")
     try:
-        assert wait(swept_and_sent, 40), (tmp_path / "second.log").read_text()
+        assert wait_for(swept_and_sent, 40), (tmp_path / "second.log").read_text()
         time.sleep(1.0)
         outbox.sweep()
         time.sleep(1.0)

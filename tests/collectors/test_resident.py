@@ -12,6 +12,7 @@ from dashboard.collectors import store
 from dashboard.models import Engine, Host, Sample
 from dashboard.services.resident import Clock, ResidentPoller, engines_due, fleet_roles
 from dashboard.simulator.fleet import FleetThread
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,15 +22,6 @@ def _series_cache():
     store.clear_series_cache()  # series ids cached by an earlier test's (flushed) database
     yield
     store.clear_series_cache()
-
-
-def wait_for(predicate, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 @pytest.fixture

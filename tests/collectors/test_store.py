@@ -18,9 +18,12 @@ def _fresh_cache():
 
 def test_write_skips_none_and_nan(fleet):
     now = timezone.now()
-    n = store.samples_write(ts=now, engine=fleet["vllm"], values={"requests_running": 3, "kv_cache_usage": None,
-                                                                  "ttft_p50_s": float("nan"), "up": True})
-    assert n == 2
+    batch = store.WriteBatch()  # the poller's write path
+    batch.add_samples(ts=now, engine=fleet["vllm"], values={"requests_running": 3, "kv_cache_usage": None,
+                                                            "ttft_p50_s": float("nan"), "up": True})
+    assert len(batch.samples) == 2
+    batch.flush()
+    assert batch.samples == []
     pts = series_points(metric="requests_running", engine=fleet["vllm"], start=now - timedelta(minutes=1),
                         end=now + timedelta(seconds=1))
     assert pts["y"] == [3.0] and pts["source"] == "raw"
