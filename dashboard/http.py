@@ -13,12 +13,15 @@ import functools
 import json
 import math
 import time
+import urllib.request
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 
 import logging
 
 import httpx
+
+from dashboard.http_h11 import H11Transport
 
 # httpx logs every request at INFO: at one probe a second per engine that is most of a
 # worker's log volume and a measurable share of its CPU.
@@ -262,16 +265,27 @@ class OriginClients:
 
     def __init__(self):
         self._clients = {}
+        self._proxies = urllib.request.getproxies()
 
     def _for(self, url):
         parsed = httpx.URL(url)
         key = (parsed.scheme, parsed.host, parsed.port)
         client = self._clients.get(key)
         if client is None:
-            # One TLS context for all: building one per client costs more than a poll.
-            client = self._clients[key] = async_client(verify=_shared_tls(),
-                                                       limits=httpx.Limits(max_connections=16, max_keepalive_connections=8))
+            if parsed.scheme == "http" and not self._proxied(parsed.host):
+                # Under half the CPU a GET of httpcore's transport (bench/http_client.py).
+                client = async_client(transport=H11Transport(max_keepalive=8))
+            else:
+                # One TLS context for all: building one per client costs more than a poll.
+                client = async_client(verify=_shared_tls(),
+                                      limits=httpx.Limits(max_connections=16, max_keepalive_connections=8))
+            self._clients[key] = client
         return client
+
+    def _proxied(self, host):
+        """Whether HTTP_PROXY/ALL_PROXY applies to `host`: httpx honours them only on its own
+        transport, so such an origin keeps it."""
+        return bool({"http", "all"} & self._proxies.keys()) and not urllib.request.proxy_bypass(host)
 
     def stream(self, method, url, **kwargs):
         return self._for(url).stream(method, url, **kwargs)
