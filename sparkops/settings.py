@@ -154,6 +154,10 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "sparkops@localhost")
 # Polling
 SPARKOPS_POLL_INTERVAL = env_number("SPARKOPS_POLL_INTERVAL", 2.0, cast=float, minimum=0.5)
 SPARKOPS_LIVENESS_INTERVAL = env_number("SPARKOPS_LIVENESS_INTERVAL", 1.0, cast=float, minimum=0.2)
+# A resident poller keeps its readings in memory and stores them every this many seconds
+# (0: every tick), as Telegraf's flush_interval does; the live view and the alerts see every
+# tick at once. A crash loses at most this much history; a status change is stored at once.
+SPARKOPS_FLUSH_INTERVAL = env_number("SPARKOPS_FLUSH_INTERVAL", 10.0, cast=float, minimum=0.0)
 # Live view: an open socket keeps its presence key this long (refreshed every third of it);
 # the poller asks whether anyone watches at most this often before rendering cards.
 SPARKOPS_LIVE_PRESENCE_TTL = env_number("SPARKOPS_LIVE_PRESENCE_TTL", 60.0, cast=float, minimum=3)

@@ -9,6 +9,7 @@ nothing more, nor does an active one whose open event it would not change."""
 import copy
 import logging
 import marshal
+import time
 
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
@@ -19,6 +20,22 @@ from .models import AlertEvent, AlertRule, AlertRuleOverride, RuleState
 from .rules import rules_for
 
 log = logging.getLogger(__name__)
+
+# A resident poller evaluates the same rules for the same subjects every tick. Its calls
+# (`remember=True`) keep what changes only when someone edits it: the rule rows and overrides
+# (re-read after CONFIG_TTL_S, or at once when this process saves one), and the rule memories,
+# which only these calls write (read again after STATES_TTL_S; each change is still written
+# at once). The open events are read every time: people acknowledge and resolve them.
+CONFIG_TTL_S = 5.0
+STATES_TTL_S = 60.0
+_config = {}  # (rule keys, engine ids, host ids) -> (read at, rows, overrides)
+_memories = {}  # (rule key, subject name) -> (read at, RuleState)
+
+
+def forget():
+    """Drop what remembering evaluations kept (a rule or override was saved; tests)."""
+    _config.clear()
+    _memories.clear()
 
 
 class _Subject:
@@ -50,29 +67,23 @@ class _Subject:
 class _Snapshot:
     """What the rules of one trigger need from the database about a batch of subjects."""
 
-    def __init__(self, rules, subjects):
-        keys = [r.key for r in rules]
-        engine_ids = {s.engine.pk for s in subjects if s.engine is not None}
-        host_ids = {s.host.pk for s in subjects if s.host is not None}
-        mine = Q()  # the overrides of these subjects
-        if engine_ids:
-            mine |= Q(engine_id__in=engine_ids)
-        if host_ids:
-            mine |= Q(host_id__in=host_ids)
-        rows = AlertRule.objects.filter(key__in=keys)
-        if engine_ids or host_ids:
-            rows = rows.annotate(has_override=Exists(AlertRuleOverride.objects.filter(mine, rule=OuterRef("pk"))))
-        self.rows = {r.key: r for r in rows}
-        self.overrides = {}
-        overridden = {r.pk: r.key for r in self.rows.values() if getattr(r, "has_override", False)}
-        if overridden:  # seldom: most rules have no per-engine or per-host override
-            for o in AlertRuleOverride.objects.filter(mine, rule_id__in=overridden):
-                if o.engine_id is not None:
-                    self.overrides[(overridden[o.rule_id], "engine", o.engine_id)] = o
-                if o.host_id is not None:
-                    self.overrides[(overridden[o.rule_id], "host", o.host_id)] = o
-        names = {s.name for s in subjects}
-        self.states = {(s.rule, s.subject): s for s in RuleState.objects.filter(rule__in=keys, subject__in=names)}
+    def __init__(self, rules, subjects, remember=False):
+        keys = tuple(sorted(r.key for r in rules))
+        engine_ids = frozenset(s.engine.pk for s in subjects if s.engine is not None)
+        host_ids = frozenset(s.host.pk for s in subjects if s.host is not None)
+        names = frozenset(s.name for s in subjects)
+        now = time.monotonic()
+        cached = _config.get((keys, engine_ids, host_ids)) if remember else None
+        if cached is not None and now - cached[0] < CONFIG_TTL_S:
+            self.rows, self.overrides = cached[1], cached[2]
+        else:
+            self.rows, self.overrides = _rule_rows(keys, engine_ids, host_ids)
+            if remember:
+                _config[(keys, engine_ids, host_ids)] = (now, self.rows, self.overrides)
+        if remember:
+            self.states = _remembered_states(keys, names, now)
+        else:
+            self.states = {(s.rule, s.subject): s for s in RuleState.objects.filter(rule__in=keys, subject__in=names)}
         self.dirty = {}
         # Every open event of these rules (not only these subjects': a finding may name another subject).
         self.open = {(e.rule, e.subject): e for e in AlertEvent.objects.filter(rule__in=keys, state__in=AlertEvent.OPEN_STATES).order_by()}
@@ -102,15 +113,51 @@ class _Snapshot:
             log.exception("alert rule memories of %s not saved", sorted(self.dirty))
 
 
-def evaluate_many(signal, subjects):
+def _remembered_states(keys, names, now):
+    """{(rule, subject): RuleState} for every pair, read only where not remembered (or too long ago)."""
+    pairs = [(key, name) for key in keys for name in names]
+    stale = [pair for pair in pairs if pair not in _memories or now - _memories[pair][0] >= STATES_TTL_S]
+    if stale:
+        rows = {(s.rule, s.subject): s for s in RuleState.objects.filter(rule__in={k for k, _ in stale},
+                                                                           subject__in={n for _, n in stale})}
+        for rule, subject in stale:
+            _memories[(rule, subject)] = (now, rows.get((rule, subject)) or RuleState(rule=rule, subject=subject))
+    return {pair: _memories[pair][1] for pair in pairs}
+
+
+def _rule_rows(keys, engine_ids, host_ids):
+    """({key: AlertRule}, {(key, "engine"|"host", id): AlertRuleOverride}) for these subjects."""
+    mine = Q()  # the overrides of these subjects
+    if engine_ids:
+        mine |= Q(engine_id__in=engine_ids)
+    if host_ids:
+        mine |= Q(host_id__in=host_ids)
+    rows = AlertRule.objects.filter(key__in=keys)
+    if engine_ids or host_ids:
+        rows = rows.annotate(has_override=Exists(AlertRuleOverride.objects.filter(mine, rule=OuterRef("pk"))))
+    rows = {r.key: r for r in rows}
+    overrides = {}
+    overridden = {r.pk: r.key for r in rows.values() if getattr(r, "has_override", False)}
+    if overridden:  # seldom: most rules have no per-engine or per-host override
+        for o in AlertRuleOverride.objects.filter(mine, rule_id__in=overridden):
+            if o.engine_id is not None:
+                overrides[(overridden[o.rule_id], "engine", o.engine_id)] = o
+            if o.host_id is not None:
+                overrides[(overridden[o.rule_id], "host", o.host_id)] = o
+    return rows, overrides
+
+
+def evaluate_many(signal, subjects, *, remember=False):
     """Evaluate every rule of SIGNAL for each of SUBJECTS, e.g. [{"engine": engine, "reading": {...}}, ...]
     (or host=...; the other keys are the rules' context), with the same queries for one subject as for
-    many; one rule's bug never stops the others. Returns the events the findings touched."""
+    many; one rule's bug never stops the others. Returns the events the findings touched.
+    REMEMBER: a caller that evaluates these subjects again and again, and alone (a resident
+    poller's tick): keep the rule rows and memories between calls (see CONFIG_TTL_S)."""
     rules = rules_for(signal)
     if not rules or not subjects:
         return []
     subjects = [_Subject(s) for s in subjects]
-    snap = _Snapshot(rules, subjects)
+    snap = _Snapshot(rules, subjects, remember=remember)
     events = []
     for subject in subjects:
         for rule in rules:
@@ -122,9 +169,9 @@ def evaluate_many(signal, subjects):
     return events
 
 
-def evaluate(signal, *, engine=None, host=None, **context):
+def evaluate(signal, *, engine=None, host=None, remember=False, **context):
     """Evaluate every rule of SIGNAL for one subject; one rule's bug never stops the others."""
-    return evaluate_many(signal, [{"engine": engine, "host": host, **context}])
+    return evaluate_many(signal, [{"engine": engine, "host": host, **context}], remember=remember)
 
 
 def _evaluate_rule(rule, snap, subject):

@@ -4,11 +4,13 @@ engine_liveness is evaluated right here, in the probing worker, so a confirmed d
 outbox row at once and a webhook task the moment the transaction commits (well under 2 s)."""
 import time
 
+from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
 from dashboard.signals import engine_liveness, engines_polled, host_polled
 
-from .evaluate import evaluate, evaluate_many
+from .evaluate import evaluate, evaluate_many, forget
+from .models import AlertRule, AlertRuleOverride
 
 
 # A probe that finds an engine up, as this process last evaluated it, changes nothing: skip
@@ -40,10 +42,18 @@ def on_engine_liveness(sender, *, engine, up, reason="", checked_at=None, rechec
 @receiver(engines_polled, dispatch_uid="alerts.engines_polled")
 def on_engines_polled(sender, *, polled, **kwargs):
     # One metrics cycle, all its engines in one batch: the same few queries for 1 engine as for 150.
-    # The rules keep their trigger's name, "engine_polled".
-    evaluate_many("engine_polled", [{"engine": engine, "reading": reading or {}} for engine, reading in polled])
+    # The rules keep their trigger's name, "engine_polled". Only the engines' poller evaluates
+    # them, tick after tick: it remembers the rule rows and memories between ticks.
+    evaluate_many("engine_polled", [{"engine": engine, "reading": reading or {}} for engine, reading in polled],
+                  remember=True)
 
 
 @receiver(host_polled, dispatch_uid="alerts.host_polled")
 def on_host_polled(sender, *, host, reading, **kwargs):
-    evaluate("host_polled", host=host, reading=reading or {})
+    evaluate("host_polled", host=host, reading=reading or {}, remember=True)
+
+
+@receiver([post_save, post_delete], sender=AlertRule, dispatch_uid="alerts.rule_saved")
+@receiver([post_save, post_delete], sender=AlertRuleOverride, dispatch_uid="alerts.override_saved")
+def on_rule_saved(sender, **kwargs):
+    forget()  # this process applies an edit at once; the others within CONFIG_TTL_S

@@ -12,6 +12,12 @@ def host_get_or_create(*, name=None):
     return host
 
 
+def report_lag_s():
+    """How far behind a live worker's stored report (Host.last_report_at) may be: its resident
+    poller stores every SPARKOPS_FLUSH_INTERVAL. Whoever judges a worker dead from it allows this much."""
+    return max(settings.SPARKOPS_FLUSH_INTERVAL, settings.SPARKOPS_POLL_INTERVAL)
+
+
 def form_errors_text(form):
     parts = []
     for field, errors in form.errors.items():

@@ -19,7 +19,7 @@ from dashboard.collectors import collector_for, runner, store
 from dashboard.collectors.base import describe
 from dashboard.collectors.derive import SAMPLE_METRICS, derive, kv_changed
 from dashboard.collectors.hostread import host_read
-from dashboard.models import CollectorState, Engine, Host, KVPoolEntry
+from dashboard.models import CollectorState, Engine, Host, KVPoolEntry, Series
 
 log = logging.getLogger(__name__)
 RECHECK_DELAY_S = 0.3
@@ -48,9 +48,10 @@ def engines_poll(*, engines):
     return engines_store(engines=engines, fetched=fetched, states=states)
 
 
-def engines_fetch(*, engines):
-    """Fetch every engine concurrently: (fetched, their collector states) for `engines_store`."""
-    states = _states(engines)
+def engines_fetch(*, engines, known=None):
+    """Fetch every engine concurrently: (fetched, their collector states) for `engines_store`.
+    KNOWN: collector states the caller kept from its last tick (only the others are read)."""
+    states = _states(engines, known)
     refresh = {e.pk: _needs_refresh(e, states.get(f"engine:{e.pk}") or {}) for e in engines}
 
     async def fetch_all(client):
@@ -80,9 +81,14 @@ def _static_stale(fresh_kv, static_kv):
     return any(value is not None and key in static_kv and static_kv[key] != value for key, value in fresh_kv.items())
 
 
-def _states(engines):
-    keys = [f"{prefix}:{e.pk}" for e in engines for prefix in ("engine", "unit")]
-    return dict(CollectorState.objects.filter(key__in=keys).values_list("key", "data"))
+def _states(engines, known=None):
+    known = known or {}
+    states = {key: known[key] for e in engines for key in (f"engine:{e.pk}", f"unit:{e.pk}") if key in known}
+    missing = [f"engine:{e.pk}" for e in engines if f"engine:{e.pk}" not in states]
+    missing += [f"unit:{e.pk}" for e in engines if f"unit:{e.pk}" not in states]
+    if missing:
+        states.update(CollectorState.objects.filter(key__in=missing).values_list("key", "data"))
+    return states
 
 
 def _needs_refresh(engine, state):
@@ -94,28 +100,70 @@ def engine_poll(*, engine):
     return engines_poll(engines=[engine])[0]
 
 
-def engines_store(*, engines, fetched, states, batch=None):
+def engines_store(*, engines, fetched, states, writes=None):
     """Derive, store samples, states and ledger rows, update the engines; signal after commit.
-    BATCH: a store.WriteBatch the caller flushes (samples and states go there, not to the database)."""
-    readings, own = [], batch is None
-    batch = store.WriteBatch() if own else batch
-    with transaction.atomic(savepoint=False):  # inside metrics_tick's transaction: no savepoint round trips
+    WRITES: a `PendingWrites` the caller flushes and signals (samples, states and the engines'
+    rows go there; a KV ledger row is written at once)."""
+    readings = []
+    if writes is not None:
         for engine, (snapshot, fetched_at) in zip(engines, fetched):
-            now = datetime.fromtimestamp(fetched_at, tz=dt_timezone.utc)
-            reading, new_state, values = _engine_reading(engine, snapshot, fetched_at, now, states)
-            readings.append(reading)
-            batch.add_samples(ts=now, engine=engine, values=values)
-            batch.put_states({f"engine:{engine.pk}": new_state})
-            _engine_apply(engine, reading, now)
-        if own:
-            batch.flush()
-        Engine.objects.bulk_update(engines, ENGINE_FIELDS)
-        transaction.on_commit(lambda: _signal_polled(engines, readings))
+            readings.append(_engine_store_one(engine, snapshot, fetched_at, states, writes))
+        return readings
+    writes = PendingWrites()
+    with transaction.atomic():
+        for engine, (snapshot, fetched_at) in zip(engines, fetched):
+            readings.append(_engine_store_one(engine, snapshot, fetched_at, states, writes))
+        writes.flush()
+        transaction.on_commit(writes.signal)
     return readings
 
 
-def _signal_polled(engines, readings):
-    signals.engines_polled.send_robust(sender=Engine, polled=list(zip(engines, readings)))
+def _engine_store_one(engine, snapshot, fetched_at, states, writes):
+    now = datetime.fromtimestamp(fetched_at, tz=dt_timezone.utc)
+    reading, new_state, values = _engine_reading(engine, snapshot, fetched_at, now, states)
+    writes.batch.add_samples(ts=now, engine=engine, values=values)
+    writes.batch.put_states({f"engine:{engine.pk}": new_state})
+    if _engine_apply(engine, reading, now):
+        writes.urgent = True
+    writes.engines[engine.pk] = engine
+    writes.polled.append((engine, reading))
+    return reading
+
+
+class PendingWrites:
+    """A tick's (or several ticks') samples, collector states and engine and host rows, stored
+    by `flush()` with one INSERT, one upsert and two UPDATEs in one transaction; `signal()`
+    sends the ticks' `host_polled`/`engines_polled`. `urgent`: a status moved, store it now."""
+
+    def __init__(self):
+        self.batch = store.WriteBatch()
+        self.engines, self.hosts = {}, {}
+        self.polled, self.host_readings = [], []
+        self.urgent = False
+
+    def __bool__(self):
+        return bool(self.batch.samples or self.batch.states or self.engines or self.hosts)
+
+    def flush(self):
+        if self.batch.samples:  # an engine removed meanwhile took its series along: keep the others' samples
+            alive = set(Series.objects.filter(pk__in={row[0] for row in self.batch.samples}).values_list("pk", flat=True))
+            self.batch.samples = [row for row in self.batch.samples if row[0] in alive]
+        with transaction.atomic(savepoint=False):
+            self.batch.flush()
+            if self.engines:
+                Engine.objects.bulk_update(list(self.engines.values()), ENGINE_FIELDS)
+            for host in self.hosts.values():
+                Host.objects.filter(pk=host.pk).update(latest=host.latest, last_report_at=host.last_report_at)
+        self.engines, self.hosts, self.urgent = {}, {}, False
+
+    def signal(self):
+        """Send (and forget) the readings gathered since the last call."""
+        host_readings, polled = self.host_readings, self.polled
+        self.host_readings, self.polled = [], []
+        for host, reading in host_readings:
+            signals.host_polled.send_robust(sender=Host, host=host, reading=reading)
+        if polled:
+            signals.engines_polled.send_robust(sender=Engine, polled=polled)
 
 
 def _carry_static(snapshot, state):
@@ -172,12 +220,15 @@ ENGINE_FIELDS = ["latest", "last_poll_at", "last_ok_at", "status", "status_reaso
 
 
 def _engine_apply(engine, reading, now):
+    """Update ENGINE from READING in memory; whether its status or reason moved."""
     engine.latest, engine.last_poll_at = reading, now
     if reading["up"]:
         engine.last_ok_at = now
+    moved = engine.status != reading["status"] or engine.status_reason != (reading["error"] or "")
     if engine.status != reading["status"]:
         engine.status, engine.status_changed_at = reading["status"], now
     engine.status_reason = reading["error"] or ""
+    return moved
 
 
 # --- engines: liveness ---------------------------------------------------------------
@@ -256,39 +307,50 @@ def host_collect(*, host, engines, state):
     return HostCollected(now, reading, values, unit_infos, new_state)
 
 
-def host_store(*, host, collected, batch=None):
+def host_store(*, host, collected, writes=None):
     """Store a host reading: samples, states, Host.latest; `host_polled` after commit.
-    BATCH: a store.WriteBatch the caller flushes (samples and states go there)."""
-    now, reading, own = collected.at, collected.reading, batch is None
-    batch = store.WriteBatch() if own else batch
-    with transaction.atomic(savepoint=False):  # inside metrics_tick's transaction: no savepoint round trips
-        batch.add_samples(ts=now, host=host, values=collected.values)
-        batch.put_states({f"host:{host.pk}": collected.state,
-                          **{f"unit:{engine_id}": info for engine_id, info in collected.unit_infos.items()}})
-        if own:
-            batch.flush()
-        Host.objects.filter(pk=host.pk).update(latest=reading, last_report_at=now)
-        host.latest, host.last_report_at = reading, now
-        transaction.on_commit(lambda: signals.host_polled.send_robust(sender=Host, host=host, reading=reading))
+    WRITES: a `PendingWrites` the caller flushes and signals."""
+    own = writes is None
+    writes = PendingWrites() if own else writes
+    writes.batch.add_samples(ts=collected.at, host=host, values=collected.values)
+    writes.batch.put_states({f"host:{host.pk}": collected.state,
+                             **{f"unit:{engine_id}": info for engine_id, info in collected.unit_infos.items()}})
+    host.latest, host.last_report_at = collected.reading, collected.at
+    writes.hosts[host.pk] = host
+    writes.host_readings.append((host, collected.reading))
+    if own:
+        with transaction.atomic():
+            writes.flush()
+            transaction.on_commit(writes.signal)
 
 
 # --- one tick of a resident poller ---------------------------------------------------
 
-def metrics_tick(*, host, host_engines, host_state, engines):
+def metrics_tick(*, host, host_engines, host_state, engines, states=None, writes=None):
     """HOST's sources and ENGINES' metrics, all read first (no transaction open while engines
-    answer), then stored in one transaction. HOST_STATE: the host's collector state as the
-    last tick left it (None: read it). Returns (the host's new state, the engines' readings)."""
+    answer), then stored. HOST_STATE: the host's collector state as the last tick left it
+    (None: read it); STATES: the engines' collector states likewise (those missing are read).
+    WRITES: a `PendingWrites` kept across ticks: this tick's rows are added to it and the
+    caller flushes it (it must when `writes.urgent`), and the readings are signalled now;
+    None: stored in one transaction and signalled after it commits.
+    Returns (the host's new state, the engines' readings, every collector state now)."""
     if host_state is None:
         host_state = store.state_get(f"host:{host.pk}")
     collected = host_collect(host=host, engines=host_engines, state=host_state)
-    fetched, states = engines_fetch(engines=engines) if engines else ([], {})
+    fetched, states = engines_fetch(engines=engines, known=states) if engines else ([], dict(states or {}))
     states.update({f"unit:{pk}": info for pk, info in collected.unit_infos.items()})  # this tick's unit facts
-    batch = store.WriteBatch()  # one INSERT of samples and one upsert of states for the whole tick
-    with transaction.atomic():
-        host_store(host=host, collected=collected, batch=batch)
-        readings = engines_store(engines=engines, fetched=fetched, states=states, batch=batch) if engines else []
-        batch.flush()
-    return collected.state, readings
+    own = writes is None
+    writes = PendingWrites() if own else writes
+    host_store(host=host, collected=collected, writes=writes)
+    readings = engines_store(engines=engines, fetched=fetched, states=states, writes=writes) if engines else []
+    states.update(writes.batch.states)
+    if own:
+        with transaction.atomic():
+            writes.flush()
+            transaction.on_commit(writes.signal)
+    else:
+        writes.signal()
+    return collected.state, readings, states
 
 
 # --- everything once (sparkops poll --once) ----------------------------------------

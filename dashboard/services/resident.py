@@ -43,12 +43,13 @@ from django.utils import timezone
 from dashboard.collectors import runner, store
 from dashboard.models import Engine, Host
 from dashboard.services import polling
+from dashboard.services.fleet import report_lag_s
 
 log = logging.getLogger(__name__)
 ORPHAN_AFTER_INTERVALS = 5
 PROBE_LAG_S = 0.02  # the probe clock runs this far behind the metrics clock
 METRICS_WAIT_S = 0.3  # a probe waits at most this long for a metrics tick in progress
-HOSTS_REFRESH_S = 10.0  # who leads and who is orphaned may be this stale; the engine list is read every tick
+ROLES_REFRESH_S = 10.0  # the engine list, who leads and who is orphaned may be this stale
 
 
 def fleet_hosts():
@@ -64,7 +65,7 @@ def fleet_roles(*, host, hosts=None):
     outbox sweep, collector-stale check), so they run once per fleet, on a box other than
     the one they watch for every box but the leader's own."""
     hosts, read_at = hosts or fleet_hosts()
-    cutoff = read_at - timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * ORPHAN_AFTER_INTERVALS)
+    cutoff = read_at - timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * ORPHAN_AFTER_INTERVALS + report_lag_s())
     live = [h for h in hosts if h.pk == host.pk or (h.last_report_at is not None and h.last_report_at >= cutoff)]
     leader = host.name == min(h.name for h in live)
     orphans = [h.pk for h in hosts if h not in live]
@@ -159,16 +160,21 @@ class ResidentPoller:
     probes in between, so a steady probe costs its HTTP requests and no query; an engine
     added or removed is picked up within one poll interval."""
 
-    def __init__(self, host_name, *, poll_interval=None, liveness_interval=None, duties=None, lease=None):
+    def __init__(self, host_name, *, poll_interval=None, liveness_interval=None, duties=None, lease=None,
+                 flush_interval=None):
         from dashboard.schedule import resident_duties
 
         self.host_name = host_name
         self.poll_interval = poll_interval or settings.SPARKOPS_POLL_INTERVAL
         self.liveness_interval = liveness_interval or settings.SPARKOPS_LIVENESS_INTERVAL
+        self.flush_interval = settings.SPARKOPS_FLUSH_INTERVAL if flush_interval is None else flush_interval
         self.duties = resident_duties() if duties is None else duties  # name -> (interval, fn): leader only
         self.host, self.engines, self.leader = None, [], False
-        self.host_state = None  # this host's collector state, kept here between polls (one query fewer)
-        self.hosts, self.hosts_at = None, 0.0  # fleet_hosts(), re-read every HOSTS_REFRESH_S
+        # Kept here between ticks, so a steady tick reads nothing from the database: this
+        # host's collector state, its engines' (engine:<pk>, unit:<pk>), the fleet's roles.
+        self.host_state, self.states = None, {}
+        self.roles_at = None  # when the engine list and roles were read (re-read every ROLES_REFRESH_S)
+        self.writes, self.flushed_at = polling.PendingWrites(), time.monotonic()
         self.answered = {}  # engine pk -> when (epoch s) its last metrics poll that answered fetched it
         self.lease = lease  # a PollerLease, or None: poll unconditionally (tests, `poll --once`)
         self.cycles = {"metrics": 0, "probe": 0, "failed": 0, **{name: 0 for name in self.duties}}
@@ -196,6 +202,13 @@ class ResidentPoller:
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout)
+        if self.writes:
+            try:  # what the last ticks read since the last flush
+                self.flush()
+            except Exception:
+                log.exception("resident poller (%s): the last readings were not stored", self.host_name)
+            finally:
+                connection.close()
         if self.lease is not None:
             self.lease.release()
 
@@ -224,7 +237,7 @@ class ResidentPoller:
         """Run one duty now; an exception is logged and counted, never raised."""
         try:
             if self.lease is not None and not self.lease.holds():
-                self.host_state = self.hosts = None  # whoever held the box meanwhile moved its cursors on
+                self.forget()  # whoever holds the box meanwhile moves its cursors on
                 return
             if duty == "metrics":
                 self.metrics_cycle()
@@ -238,7 +251,8 @@ class ResidentPoller:
         except Exception:
             self.cycles["failed"] += 1
             if duty == "metrics":
-                self.host = self.host_state = self.hosts = None  # re-read: the host may have been deleted and recreated
+                self.forget()  # re-read it all: the host may have been deleted and recreated
+                self.host = None
                 store.clear_series_cache()  # ids created in a rolled-back tick no longer exist
             log.exception("resident poller (%s): %s failed; the next tick proceeds", self.host_name, duty)
             try:
@@ -248,24 +262,39 @@ class ResidentPoller:
         finally:
             close_old_connections()  # honours CONN_MAX_AGE and drops connections left unusable
 
+    def forget(self):
+        """Drop what is kept between ticks (and what was not stored yet): read it all again."""
+        self.host_state, self.states, self.roles_at = None, {}, None
+        self.writes, self.flushed_at = polling.PendingWrites(), time.monotonic()
+
+    def flush(self):
+        """Store the readings gathered since the last flush (one transaction)."""
+        writes, self.writes, self.flushed_at = self.writes, polling.PendingWrites(), time.monotonic()
+        if writes:
+            writes.flush()
+
     def metrics_cycle(self):
         if self.host is None:
             self.host, _ = Host.objects.get_or_create(name=self.host_name)
-        if self.hosts is None or time.monotonic() - self.hosts_at >= HOSTS_REFRESH_S:
-            self.hosts, self.hosts_at = fleet_hosts(), time.monotonic()
-        self.engines, self.leader = fleet_roles(host=self.host, hosts=self.hosts)
+        if self.roles_at is None or time.monotonic() - self.roles_at >= ROLES_REFRESH_S:
+            self.flush()  # the fresh rows must not be older than the ones held here
+            self.engines, self.leader = fleet_roles(host=self.host, hosts=fleet_hosts())
+            self.roles_at = time.monotonic()
         due = engines_due(self.engines)
         own = [e for e in self.engines if e.host_id == self.host.pk]
         self._metrics_started = time.monotonic()
         self._metrics_idle.clear()
         try:
-            self.host_state, readings = polling.metrics_tick(host=self.host, host_engines=own,
-                                                             host_state=self.host_state, engines=due)
+            self.host_state, readings, self.states = polling.metrics_tick(
+                host=self.host, host_engines=own, host_state=self.host_state, engines=due,
+                states=self.states, writes=self.writes)
             for engine, reading in zip(due, readings):
                 if reading.get("up"):
                     self.answered[engine.pk] = engine.last_poll_at.timestamp()  # when the answer came
         finally:
             self._metrics_idle.set()
+        if self.writes.urgent or time.monotonic() - self.flushed_at >= self.flush_interval - self.poll_interval / 2:
+            self.flush()
 
     def probe_cycle(self):
         """Probe every owned engine, except those whose metrics poll answered within the last

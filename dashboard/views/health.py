@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from dashboard.models import Engine, Host
+from dashboard.services.fleet import report_lag_s
 
 STALE_AFTER_INTERVALS = 3
 
@@ -58,7 +59,7 @@ def healthz(request):
             body[name] = "error"
             problems.append(f"{name}: {exc}")
     latest = _latest_poll() if body["database"] == "ok" else None
-    limit = timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * STALE_AFTER_INTERVALS)
+    limit = timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * STALE_AFTER_INTERVALS + report_lag_s())
     body["latest_poll"] = latest.isoformat() if latest else None
     if body["database"] == "ok":
         if latest is None:

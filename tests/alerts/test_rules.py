@@ -214,7 +214,13 @@ def test_collector_stale(fleet, settings):
     host.save()
     evaluate("beat")
     assert open_event("collector_stale", "spark-1/collector") is None
-    host.last_report_at = timezone.now() - timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * 3 + 1)
+    # A live worker stores its report every SPARKOPS_FLUSH_INTERVAL: a report that old is not stale yet.
+    settings.SPARKOPS_FLUSH_INTERVAL = 10.0
+    host.last_report_at = timezone.now() - timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * 3 + 9)
+    host.save()
+    evaluate("beat")
+    assert open_event("collector_stale", "spark-1/collector") is None
+    host.last_report_at = timezone.now() - timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * 3 + 11)
     host.save()
     evaluate("beat")
     assert open_event("collector_stale", "spark-1/collector").state == "firing"

@@ -128,7 +128,7 @@ def test_a_worker_that_does_not_lead_skips_the_upkeep_duties(fleet):
     poller.run_duty("upkeep")
     assert not poller.leader and ran == []
     Host.objects.filter(name="aaa-first").delete()
-    poller.hosts_at -= 60  # the fleet's hosts are re-read every 10 s: let that time pass
+    poller.roles_at -= 60  # the roles are re-read every 10 s: let that time pass
     poller.metrics_cycle()
     poller.run_duty("upkeep")
     assert poller.leader and ran == [1]

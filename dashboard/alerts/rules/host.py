@@ -155,14 +155,17 @@ class CollectorStale(Rule):
     severity = "critical"
     signal = "beat"
     DEFAULTS = {"intervals": 3}
-    help = ("A host's worker has not reported for INTERVALS poll intervals (checked by the fleet's leading worker "
-            "every 5 s, and by a beat backstop every 30 s).")
+    help = ("A host's worker has not reported for INTERVALS poll intervals plus its store interval "
+            "(SPARKOPS_FLUSH_INTERVAL; checked by the fleet's leading worker every 5 s, and by a beat backstop every 30 s).")
 
     def evaluate(self, *, settings, **_):
         from dashboard.models import Host
 
         now = timezone.now()
-        limit = timedelta(seconds=django_settings.SPARKOPS_POLL_INTERVAL * settings["intervals"])
+        from dashboard.services.fleet import report_lag_s
+
+        # A live worker stores its report every SPARKOPS_FLUSH_INTERVAL: allow that much on top.
+        limit = timedelta(seconds=django_settings.SPARKOPS_POLL_INTERVAL * settings["intervals"] + report_lag_s())
         findings = []
         for host in Host.objects.filter(last_report_at__isnull=False):
             age = (now - host.last_report_at).total_seconds()

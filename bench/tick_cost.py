@@ -1,0 +1,136 @@
+"""CPU cost of one resident-poller tick, phase by phase (the breakdown behind poll_overhead.py).
+
+Runs a ResidentPoller's metrics and probe cycles back to back in this process against the
+same three simulated engines and host sources as bench/poll_overhead.py, and prints the
+thread CPU time (user + system) per cycle and per phase. Phases nest: `metrics_tick`
+contains `host_collect`, `engines_fetch`, the stores and the receivers that run after commit.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/sparkops_bench REDIS_URL=redis://127.0.0.1:6379/2 \\
+        .venv/bin/python bench/tick_cost.py [--ticks 200]
+"""
+import argparse
+import functools
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sparkops.settings")
+
+from poll_overhead import BIN, SERVE, sim_state  # noqa: E402
+
+SPENT = {}
+
+
+def timed(owner, name, label=None):
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        start = time.thread_time()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            key = label or name
+            count, total = SPENT.get(key, (0, 0.0))
+            SPENT[key] = (count + 1, total + time.thread_time() - start)
+
+    setattr(owner, name, wrapper)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ticks", type=int, default=200)
+    parser.add_argument("--profile", help="write a cProfile of the metrics cycles here")
+    args = parser.parse_args()
+    os.environ.update({"SPARKOPS_HOST_NAME": "bench-box", "SPARKOPS_SIM_STATE_DIR": sim_state(),
+                       "SPARKOPS_SYSTEMCTL": f"{BIN}/sim-systemctl", "SPARKOPS_JOURNALCTL": f"{BIN}/sim-journalctl",
+                       "SPARKOPS_NVIDIA_SMI": f"{BIN}/sim-nvidia-smi", "SPARKOPS_GPU_BACKEND": "nvidia-smi",
+                       "LOG_LEVEL": "WARNING"})
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from dashboard.alerts import receivers as alert_receivers
+    from dashboard.collectors import hostread, store
+    from dashboard.live import receivers as live_receivers
+    from dashboard.models import Engine, Host
+    from dashboard.services import polling, resident
+
+    call_command("migrate", verbosity=0)
+    server = subprocess.Popen([sys.executable, "-c", SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT, text=True)
+    try:
+        engines = json.loads(server.stdout.readline())
+        host, _ = Host.objects.get_or_create(name="bench-box")
+        Engine.objects.all().delete()
+        for kind, url in engines:
+            Engine.objects.create(name=f"bench-{kind}", kind=kind, url=url, host=host, unit=f"bench-{kind}.service")
+        for owner, name in ((polling, "metrics_tick"), (polling, "host_collect"), (polling, "engines_fetch"),
+                            (polling, "host_store"), (polling, "engines_store"), (polling.PendingWrites, "flush"),
+                            (resident, "fleet_roles"), (hostread.hostsrc, "read_psi"), (hostread, "_memory"),
+                            (hostread.gpu, "read_gpus"), (hostread.processes, "read_compilers"),
+                            (hostread, "_units"), (hostread, "_journal"), (polling, "engines_probe"),
+                            (polling, "engine_record_liveness")):
+            timed(owner, name)
+        for module, tag in ((alert_receivers, "alerts"), (live_receivers, "live")):
+            for name in ("on_engines_polled", "on_host_polled", "on_engine_liveness"):
+                timed(module, name, f"{tag}.{name}")
+        # Receivers are connected by reference: reconnect the wrapped ones.
+        from dashboard import signals
+        for module, tag in ((alert_receivers, "alerts"), (live_receivers, "live")):
+            for sig, name in ((signals.engines_polled, "on_engines_polled"), (signals.host_polled, "on_host_polled"),
+                              (signals.engine_liveness, "on_engine_liveness")):
+                sig.disconnect(dispatch_uid=f"{tag}.{name[3:]}")
+                sig.connect(getattr(module, name), dispatch_uid=f"{tag}.{name[3:]}", weak=False)
+        poller = resident.ResidentPoller("bench-box")
+        interval = poller.poll_interval
+        for _ in range(5):  # warm up: connections, caches, first ledger rows
+            poller.run_duty("metrics")
+            poller.run_duty("probe")
+            time.sleep(interval / 2)
+        SPENT.clear()
+        profile = None
+        if args.profile:
+            import cProfile
+
+            profile = cProfile.Profile()
+        metrics_cpu = probe_cpu = 0.0
+        wall0 = time.monotonic()
+        for _ in range(args.ticks):
+            start = time.thread_time()
+            if profile:
+                profile.enable()
+            poller.run_duty("metrics")
+            if profile:
+                profile.disable()
+            metrics_cpu += time.thread_time() - start
+            start = time.thread_time()
+            poller.run_duty("probe")
+            probe_cpu += time.thread_time() - start
+            time.sleep(interval / 2)  # engines' counters move between polls, as in production
+            start = time.thread_time()
+            poller.run_duty("probe")
+            probe_cpu += time.thread_time() - start
+            time.sleep(interval / 2)
+        elapsed = time.monotonic() - wall0
+        n = args.ticks
+        print(f"{n} metrics cycles and {2 * n} probe cycles over {elapsed:.0f} s; cycles counted: {poller.cycles}")
+        print(f"metrics cycle: {metrics_cpu / n * 1000:.2f} ms CPU; probe cycle: {probe_cpu / (2 * n) * 1000:.2f} ms CPU")
+        per_s = (metrics_cpu + probe_cpu) / (n * interval)
+        print(f"=> {per_s * 100:.2f} % of one core at a {interval:g} s poll interval (this thread only, no Celery)")
+        for name, (count, total) in sorted(SPENT.items(), key=lambda kv: -kv[1][1]):
+            print(f"  {name:32s} {total / n * 1000:7.2f} ms per metrics cycle ({count} calls)")
+        if profile:
+            profile.dump_stats(args.profile)
+    finally:
+        server.stdin.close()
+        server.wait(timeout=15)
+
+
+if __name__ == "__main__":
+    main()
