@@ -9,6 +9,7 @@ nothing more, nor does an active one whose open event it would not change."""
 import copy
 import logging
 import marshal
+import threading
 import time
 
 from django.db.models import Exists, OuterRef, Q
@@ -22,20 +23,46 @@ from .rules import rules_for
 log = logging.getLogger(__name__)
 
 # A resident poller evaluates the same rules for the same subjects every tick. Its calls
-# (`remember=True`) keep what changes only when someone edits it: the rule rows and overrides
-# (re-read after CONFIG_TTL_S, or at once when this process saves one), and the rule memories,
-# which only these calls write (read again after STATES_TTL_S; each change is still written
-# at once). The open events are read every time: people acknowledge and resolve them.
+# (`remember=True`, on the poller's metrics thread) keep between ticks:
+# - the rule rows and overrides, re-read after CONFIG_TTL_S or at once when this process saves one;
+# - the rule memories, which only these calls write: read once (again after STATES_TTL_S), and
+#   written when first made, then at most every STATES_SAVE_S (a crash loses that much of a window);
+# - the open events, read once per tick (OPEN_TTL_S) for all its evaluations: people acknowledge
+#   and resolve them, so never for longer.
 CONFIG_TTL_S = 5.0
 STATES_TTL_S = 60.0
+STATES_SAVE_S = 10.0
+OPEN_TTL_S = 0.5
 _config = {}  # (rule keys, engine ids, host ids) -> (read at, rows, overrides)
 _memories = {}  # (rule key, subject name) -> (read at, RuleState)
+_stored = set()  # (rule key, subject name) pairs whose memory has a row
+_unsaved = {"pairs": {}, "saved_at": float("-inf")}  # changed memories not written yet
+_open = threading.local()  # .events: {(rule, subject): AlertEvent}, .read_at
+
+
+def forget_config():
+    """A rule or override was saved: read the rows again."""
+    _config.clear()
 
 
 def forget():
-    """Drop what remembering evaluations kept (a rule or override was saved; tests)."""
+    """Drop everything remembering evaluations kept (tests; unsaved memories are lost)."""
     _config.clear()
     _memories.clear()
+    _stored.clear()
+    _unsaved["pairs"].clear()
+    _unsaved["saved_at"] = float("-inf")
+    _open.__dict__.clear()
+
+
+def _open_events(keys, remember, now):
+    if not remember:
+        return {(e.rule, e.subject): e for e in AlertEvent.objects.filter(rule__in=keys, state__in=AlertEvent.OPEN_STATES).order_by()}
+    if getattr(_open, "events", None) is None or now - _open.read_at >= OPEN_TTL_S:
+        # Every rule's: the host and the engines of one tick share this read.
+        _open.events = {(e.rule, e.subject): e for e in AlertEvent.objects.filter(state__in=AlertEvent.OPEN_STATES).order_by()}
+        _open.read_at = now
+    return _open.events
 
 
 class _Subject:
@@ -84,9 +111,9 @@ class _Snapshot:
             self.states = _remembered_states(keys, names, now)
         else:
             self.states = {(s.rule, s.subject): s for s in RuleState.objects.filter(rule__in=keys, subject__in=names)}
-        self.dirty = {}
+        self.dirty, self.remember = {}, remember
         # Every open event of these rules (not only these subjects': a finding may name another subject).
-        self.open = {(e.rule, e.subject): e for e in AlertEvent.objects.filter(rule__in=keys, state__in=AlertEvent.OPEN_STATES).order_by()}
+        self.open = _open_events(keys, remember, now)
 
     def state(self, rule_key, subject):
         key = (rule_key, subject)
@@ -102,15 +129,26 @@ class _Snapshot:
             self.open.pop((rule_key, subject), None)
 
     def save_states(self):
-        """The rule memories that changed, new or not, in one upsert."""
-        if not self.dirty:
+        """The rule memories that changed, new or not, in one upsert (remembering: see STATES_SAVE_S)."""
+        dirty = self.dirty
+        if self.remember:
+            pending = _unsaved["pairs"]
+            pending.update(dirty)
+            now = time.monotonic()
+            if not pending or (now - _unsaved["saved_at"] < STATES_SAVE_S and all(p in _stored for p in dirty)):
+                return
+            dirty, _unsaved["pairs"], _unsaved["saved_at"] = dict(pending), {}, now
+        if not dirty:
             return
-        rows = [RuleState(rule=rule, subject=subject, data=row.data) for (rule, subject), row in self.dirty.items()]
+        rows = [RuleState(rule=rule, subject=subject, data=row.data) for (rule, subject), row in dirty.items()]
         try:
             RuleState.objects.bulk_create(rows, update_conflicts=True, unique_fields=["rule", "subject"],
                                           update_fields=["data", "updated_at"])
         except Exception:
-            log.exception("alert rule memories of %s not saved", sorted(self.dirty))
+            log.exception("alert rule memories of %s not saved", sorted(dirty))
+        else:
+            if self.remember:
+                _stored.update(dirty)
 
 
 def _remembered_states(keys, names, now):
@@ -121,7 +159,13 @@ def _remembered_states(keys, names, now):
         rows = {(s.rule, s.subject): s for s in RuleState.objects.filter(rule__in={k for k, _ in stale},
                                                                            subject__in={n for _, n in stale})}
         for rule, subject in stale:
-            _memories[(rule, subject)] = (now, rows.get((rule, subject)) or RuleState(rule=rule, subject=subject))
+            if (rule, subject) in _unsaved["pairs"]:  # this process's memory is newer than the row
+                _memories[(rule, subject)] = (now, _unsaved["pairs"][(rule, subject)])
+                continue
+            row = rows.get((rule, subject))
+            if row is not None:
+                _stored.add((rule, subject))
+            _memories[(rule, subject)] = (now, row or RuleState(rule=rule, subject=subject))
     return {pair: _memories[pair][1] for pair in pairs}
 
 

@@ -9,7 +9,7 @@ from django.dispatch import receiver
 
 from dashboard.signals import engine_liveness, engines_polled, host_polled
 
-from .evaluate import evaluate, evaluate_many, forget
+from .evaluate import evaluate, evaluate_many, forget_config
 from .models import AlertRule, AlertRuleOverride
 
 
@@ -56,4 +56,4 @@ def on_host_polled(sender, *, host, reading, **kwargs):
 @receiver([post_save, post_delete], sender=AlertRule, dispatch_uid="alerts.rule_saved")
 @receiver([post_save, post_delete], sender=AlertRuleOverride, dispatch_uid="alerts.override_saved")
 def on_rule_saved(sender, **kwargs):
-    forget()  # this process applies an edit at once; the others within CONFIG_TTL_S
+    forget_config()  # this process applies an edit at once; the others within CONFIG_TTL_S

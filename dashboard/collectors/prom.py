@@ -36,19 +36,50 @@ def parse(text, names):
     infinite, not the value). Raises BadBody when the text is not Prometheus text."""
     if not looks_like_prometheus(text):
         raise BadBody("not Prometheus text (looks like HTML or JSON)")
-    kept = [line for line in text.splitlines() if line and line[0] != "#" and _line_name(line) in names]
-    if not kept:
-        return {}
     out = {}
+    for line in text.splitlines():
+        if not line or line[0] == "#" or _line_name(line) not in names:
+            continue
+        name, labels, value = _sample(line)
+        if math.isfinite(value):
+            out.setdefault(name, []).append((labels, value))
+    return out
+
+
+# A sample's identity (`name{labels}`) is the same poll after poll; only its value moves. The
+# parser reads each identity once (prometheus_client's label parsing is most of a poll's
+# CPU); later lines with it parse only their value. Bounded: an engine whose label values
+# churn refills it, never grows it past _KNOWN_MAX.
+_KNOWN_MAX = 20000
+_known = {}
+
+
+def _sample(line):
+    """(name, labels, value) of one sample line, through prometheus_client's parser the first
+    time its `name{labels}` is seen."""
+    end = line.rfind("}")
+    if end == -1:
+        head, _, rest = line.partition(" ")
+    else:
+        head, rest = line[:end + 1], line[end + 1:]
+    known = _known.get(head)
+    fields = rest.split()
+    if known is not None and len(fields) in (1, 2):
+        try:
+            return known[0], known[1], float(fields[0])
+        except ValueError:
+            pass  # let the parser say what is wrong with it
     try:
-        for family in text_string_to_metric_families("\n".join(kept) + "\n"):
-            for sample in family.samples:
-                if isinstance(sample.value, float) and not math.isfinite(sample.value):
-                    continue
-                out.setdefault(sample.name, []).append((sample.labels, float(sample.value)))
+        samples = [s for family in text_string_to_metric_families(line + "\n") for s in family.samples]
     except (ValueError, TypeError, IndexError) as exc:
         raise BadBody(f"not Prometheus text: {str(exc)[:120]}") from None
-    return out
+    if len(samples) != 1:
+        raise BadBody(f"not Prometheus text: {line[:120]!r}")
+    sample = samples[0]
+    if len(_known) >= _KNOWN_MAX:
+        _known.clear()
+    _known[head] = (sample.name, sample.labels)
+    return sample.name, dict(sample.labels), float(sample.value)
 
 
 def _line_name(line):

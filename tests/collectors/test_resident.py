@@ -119,6 +119,48 @@ def test_the_poller_thread_polls_on_the_clock_and_survives_a_failing_duty(fleet)
     assert poller.cycles["probe"] >= poller.cycles["metrics"]
 
 
+def test_readings_are_signalled_every_tick_and_stored_every_flush_interval(fleet):
+    from dashboard import signals
+
+    polled = []
+    signals.engines_polled.connect(receiver := lambda sender, **kw: polled.append(len(kw["polled"])))
+    with FleetThread(1, "vllm") as sims:
+        Engine.objects.filter(pk=fleet["vllm"].pk).update(url=sims.urls[0], status="up")
+        Engine.objects.filter(pk=fleet["llama"].pk).delete()
+        vllm = Engine.objects.get(pk=fleet["vllm"].pk)
+        try:
+            poller = ResidentPoller("spark-1", duties={}, flush_interval=60)
+            poller.metrics_cycle()  # reads the roles: stores what it held (nothing yet)
+            poller.engines[0].last_poll_at = None  # due again at once
+            poller.metrics_cycle()  # rates need two readings: their series are new
+            poller.engines[0].last_poll_at = None
+            with CaptureQueriesContext(connection) as queries:
+                poller.metrics_cycle()
+            assert polled == [1, 1, 1]  # the alerts and the live view heard every tick
+            # A steady tick reads and writes nothing but the alerts' open events.
+            assert [q["sql"] for q in queries.captured_queries if "alerts_alertevent" not in q["sql"]] == []
+            assert not Sample.objects.filter(series__engine=vllm).exists()
+            assert Engine.objects.get(pk=vllm.pk).last_poll_at is None
+            # The engine's metrics endpoint breaks: a status change is stored at once, with what was held.
+            poller.engines[0].url = "http://127.0.0.1:9"
+            poller.engines[0].last_poll_at = None
+            poller.metrics_cycle()
+            stored = Engine.objects.get(pk=vllm.pk)
+            assert stored.status == "down" and stored.last_poll_at is not None
+            ups = Sample.objects.filter(series__engine=vllm, series__metric="up").order_by("ts").values_list("value", flat=True)
+            assert list(ups) == [1.0, 1.0, 1.0, 0.0]
+            host = Host.objects.get(name="spark-1")
+            assert host.last_report_at is not None and Sample.objects.filter(series__host=host).exists()
+        finally:
+            signals.engines_polled.disconnect(receiver)
+    # What a poller held when it stops is stored.
+    poller.engines[0].last_poll_at = None
+    poller.metrics_cycle()
+    held = Sample.objects.count()
+    poller.stop()
+    assert Sample.objects.count() > held
+
+
 def test_a_worker_that_does_not_lead_skips_the_upkeep_duties(fleet):
     Host.objects.create(name="aaa-first", last_report_at=timezone.now())
     ran = []
