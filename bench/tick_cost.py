@@ -94,6 +94,18 @@ def main():
             poller.run_duty("probe")
             time.sleep(interval / 2)
         SPENT.clear()
+        import gc
+
+        gc_spent = {"start": 0.0, "total": 0.0, "count": 0}
+
+        def gc_timer(phase, info):
+            if phase == "start":
+                gc_spent["start"] = time.thread_time()
+            else:
+                gc_spent["total"] += time.thread_time() - gc_spent["start"]
+                gc_spent["count"] += 1
+
+        gc.callbacks.append(gc_timer)
         profile = None
         if args.profile:
             import cProfile
@@ -123,6 +135,7 @@ def main():
         print(f"metrics cycle: {metrics_cpu / n * 1000:.2f} ms CPU; probe cycle: {probe_cpu / (2 * n) * 1000:.2f} ms CPU")
         per_s = (metrics_cpu + probe_cpu) / (n * interval)
         print(f"=> {per_s * 100:.2f} % of one core at a {interval:g} s poll interval (this thread only, no Celery)")
+        print(f"  garbage collection: {gc_spent['total'] / n * 1000:.2f} ms per metrics cycle ({gc_spent['count']} collections)")
         for name, (count, total) in sorted(SPENT.items(), key=lambda kv: -kv[1][1]):
             print(f"  {name:32s} {total / n * 1000:7.2f} ms per metrics cycle ({count} calls)")
         if profile:
