@@ -5,6 +5,8 @@ from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from dashboard.services.fleet import report_lag_s
+
 PSI_RESOURCES = ("memory", "cpu", "io")
 # "Busy, P0, clock far below max" is the stuck-low-clock signature; the card flags it red.
 LOW_CLOCK_SHARE = 0.6
@@ -61,7 +63,7 @@ def host_card_context(host):
     h = latest.get("host") or {}
     total, avail = h.get("mem_total_bytes"), h.get("mem_available_bytes")
     swap_total, swap_used = h.get("swap_total_bytes") or 0, h.get("swap_used_bytes") or 0
-    limit = timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * 5)
+    limit = timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * 5 + report_lag_s())  # stored every flush interval
     stale = host.last_report_at is None or timezone.now() - host.last_report_at > limit
     return {"host": host, "h": h, "p": latest.get("processes") or {}, "psi": _psi_rows(h.get("psi")),
             "mem_used": (total - avail) if total is not None and avail is not None else None,

@@ -2,8 +2,9 @@
 
 Every engine of a cycle is fetched concurrently with a timeout below the interval, so a
 hung engine costs its own poll, never the others'. A resident poller's tick (`metrics_tick`)
-reads the host and all its engines first, then writes everything in one transaction;
-`dashboard.signals` go out only after it commits."""
+reads the host and all its engines first, signals them, and adds their rows to the
+`PendingWrites` it stores every SPARKOPS_FLUSH_INTERVAL; without one (`poll --once`), a tick
+is stored in one transaction and `dashboard.signals` go out after it commits."""
 import asyncio
 import logging
 import time

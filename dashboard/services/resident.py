@@ -8,12 +8,16 @@ and the leader's upkeep) each keep one event loop, HTTP pools and a database con
 run on the clock:
 
 - every poll interval: read this host's sources (PSI, GPU, systemd, journal, processes)
-  and the metrics of the owned engines that are due (each at its own interval), then store
-  them all in one transaction;
+  and the metrics of the owned engines that are due (each at its own interval), signal them
+  (alerts, live view) and hold them;
+- every SPARKOPS_FLUSH_INTERVAL (or at once when an engine's status moved): store what is
+  held in one transaction (`polling.PendingWrites`), then re-read the engine list and roles
+  every ROLES_REFRESH_S. Between, a steady tick reads nothing from the database but the open
+  alert events: the collector states and the roles stay here;
 - every liveness interval: probe the owned engines (one cheap request each).
 
 Ownership: a worker owns the engines of its own host. Engines of a host with no live worker
-(none reported within `ORPHAN_AFTER_INTERVALS` poll intervals: a remote OpenAI-compatible
+(none reported within `ORPHAN_AFTER_INTERVALS` poll intervals and a store interval: a remote OpenAI-compatible
 endpoint, a box whose worker is down) are adopted by the live worker whose host name sorts
 first, so in a steady fleet every engine is polled by exactly one worker; during a hand-over
 an engine may be polled twice for a few seconds, which is harmless.
@@ -154,11 +158,11 @@ class PollerLease:
 
 
 class ResidentPoller:
-    """One daemon thread polling HOST's sources and owned engines until `stop()`.
+    """Two daemon threads polling HOST's sources and owned engines until `stop()`.
 
-    The engine list and the fleet roles are read once per metrics cycle and reused by the
-    probes in between, so a steady probe costs its HTTP requests and no query; an engine
-    added or removed is picked up within one poll interval."""
+    The engine list and the fleet roles are read every ROLES_REFRESH_S and shared with the
+    probes, so a steady probe costs its HTTP requests and no query; an engine added or
+    removed is picked up within ROLES_REFRESH_S. `stop()` stores what is still held."""
 
     def __init__(self, host_name, *, poll_interval=None, liveness_interval=None, duties=None, lease=None,
                  flush_interval=None):
