@@ -133,7 +133,7 @@ def _engine_store_one(engine, snapshot, fetched_at, states, writes):
 
 class PendingWrites:
     """A tick's (or several ticks') samples, collector states and engine and host rows, stored
-    by `flush()` with one INSERT, one upsert and two UPDATEs in one transaction; `signal()`
+    by `flush()` with one COPY, one upsert and two UPDATEs in one transaction; `signal()`
     sends the ticks' `host_polled`/`engines_polled`. `urgent`: a status moved, store it now."""
 
     def __init__(self):
