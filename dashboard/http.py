@@ -261,10 +261,12 @@ class OriginClients:
 
     httpcore matches each request against every pooled connection, so one client for a fleet
     (150 engines, 450 kept connections) spent most of a poll cycle in that matching; a pool
-    per engine keeps it to a handful."""
+    per engine keeps it to a handful. A plain GET to a plain-http origin (every poll and probe)
+    goes straight to its H11Transport: the Client layer (auth, redirects, cookies, hooks) it
+    would pass through does nothing for it and cost as much CPU as the exchange."""
 
     def __init__(self):
-        self._clients = {}
+        self._clients, self._direct = {}, {}
         self._proxies = urllib.request.getproxies()
 
     def _for(self, url):
@@ -274,7 +276,9 @@ class OriginClients:
         if client is None:
             if parsed.scheme == "http" and not self._proxied(parsed.host):
                 # Under half the CPU a GET of httpcore's transport (bench/http_client.py).
-                client = async_client(transport=H11Transport(max_keepalive=8))
+                transport = H11Transport(max_keepalive=8)
+                client = async_client(transport=transport)
+                self._direct[client] = transport
             else:
                 # One TLS context for all: building one per client costs more than a poll.
                 client = async_client(verify=_shared_tls(),
@@ -287,12 +291,32 @@ class OriginClients:
         transport, so such an origin keeps it."""
         return bool({"http", "all"} & self._proxies.keys()) and not urllib.request.proxy_bypass(host)
 
-    def stream(self, method, url, **kwargs):
-        return self._for(url).stream(method, url, **kwargs)
+    def stream(self, method, url, *, timeout, **kwargs):
+        client = self._for(url)
+        transport = self._direct.get(client)
+        if transport is not None and method == "GET" and not kwargs:
+            return _direct_get(transport, url, timeout)
+        return client.stream(method, url, timeout=timeout, **kwargs)
 
     async def aclose(self):
-        clients, self._clients = list(self._clients.values()), {}
+        clients, self._clients, self._direct = list(self._clients.values()), {}, {}
         await asyncio.gather(*(c.aclose() for c in clients))
+
+
+_DIRECT_HEADERS = [(b"user-agent", USER_AGENT.encode()), (b"accept", b"*/*"),
+                   # Loopback and LAN: compressing a /metrics costs both ends more than sending it.
+                   (b"accept-encoding", b"identity")]
+
+
+@asynccontextmanager
+async def _direct_get(transport, url, timeout):
+    request = httpx.Request("GET", url, headers=_DIRECT_HEADERS, extensions={"timeout": timeout.as_dict()})
+    response = await transport.handle_async_request(request)
+    response.request = request
+    try:
+        yield response
+    finally:
+        await response.aclose()
 
 
 async def arequest(client, method, url, *, timeout, max_bytes=DEFAULT_MAX_BYTES, ok_statuses=None, **kwargs):

@@ -343,3 +343,20 @@ def test_https_and_proxied_origins_keep_httpx_transport(monkeypatch):
     assert not isinstance(client._transport, H11Transport)
     assert client._transport_for_url(httpx.URL("http://127.0.0.1:8000/metrics")) is not client._transport  # the proxy
     assert isinstance(transport(proxied, "http://spark-2:8000/metrics"), H11Transport)  # NO_PROXY
+
+
+async def test_a_plain_get_skips_the_client_layer_and_asks_for_no_compression():
+    """Polls and probes go straight to the transport (no cookies, redirects, hooks); other requests
+    keep the whole httpx Client. The header each sends says which way it went."""
+    async with Server(static(body=b"fine", headers=("Set-Cookie: a=1",))) as server:
+        clients = http.OriginClients()
+        try:
+            got = await http.aget(clients, server.url + "/health", timeout=2)
+            await http.apost(clients, server.url + "/v1/completions", timeout=2, json={"prompt": "x"})
+        finally:
+            await clients.aclose()
+    assert got.status == 200 and got.content == b"fine" and got.headers["set-cookie"] == "a=1"
+    get_head, post_head = (head.lower() for head, _ in server.requests)
+    assert b"accept-encoding: identity" in get_head and b"host: 127.0.0.1:" in get_head
+    assert b"accept-encoding: gzip" in post_head
+    assert server.connections == 1  # both on the one kept connection of the origin's transport
