@@ -74,9 +74,13 @@ def main():
                             (polling, "host_store"), (polling, "engines_store"), (polling.PendingWrites, "flush"),
                             (resident, "fleet_roles"), (hostread.hostsrc, "read_psi"), (hostread, "_memory"),
                             (hostread.gpu, "read_gpus"), (hostread.processes, "read_compilers"),
-                            (hostread, "_units"), (hostread, "_journal"), (polling, "engines_probe"),
+                            (hostread, "_units"), (hostread, "_journal"), (polling, "engines_probe"), (store, "samples_insert"), (store, "states_put"),
                             (polling, "engine_record_liveness")):
             timed(owner, name)
+        from django.db.models.query import QuerySet
+
+        timed(QuerySet, "bulk_update", "QuerySet.bulk_update")
+        timed(QuerySet, "update", "QuerySet.update")
         for module, tag in ((alert_receivers, "alerts"), (live_receivers, "live")):
             for name in ("on_engines_polled", "on_host_polled", "on_engine_liveness"):
                 timed(module, name, f"{tag}.{name}")

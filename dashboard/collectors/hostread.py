@@ -5,6 +5,10 @@ import time
 from dashboard.collectors import gpu, host as hostsrc, processes, systemd
 
 JOURNAL_EVERY_S = 10.0  # and at once when a unit's state moved: the journal says *why*
+# After a process scan that found no compiler, the next one comes this much later: a compile
+# storm builds over minutes, and the scan (every /proc/<pid>/stat) is a tenth of a tick's CPU.
+# While compilers run, every tick scans.
+IDLE_SCAN_S = 6.0
 KEEP_FATAL = 20
 
 
@@ -20,7 +24,7 @@ def host_read(*, engines, state, now=None):
     host["psi"], host["psi_error"] = hostsrc.read_psi()
     stall, new_state["psi"] = hostsrc.psi_stall_rates(host["psi"], state.get("psi") or {}, now)
     gpu_state, gpus = gpu.read_gpus()
-    procs = processes.read_compilers()
+    procs = _compilers(state, new_state, now)
     units = _units(engines)
     unit_infos, kernel_lines = _journal(engines, units, state, new_state, now)
     reading = {"host": host, "gpus": gpus, "gpu_state": gpu_state, "processes": procs,
@@ -35,6 +39,18 @@ def _memory():
     except (OSError, RuntimeError, ValueError) as exc:
         return {"mem_total_bytes": None, "mem_available_bytes": None, "mem_used_bytes": None,
                 "swap_total_bytes": None, "swap_used_bytes": None, "mem_error": str(exc)[:200]}
+
+
+def _compilers(state, new_state, now):
+    quiet_since = state.get("no_compilers_at")
+    if quiet_since is not None and 0 <= now - quiet_since < IDLE_SCAN_S:
+        return {"compilers": 0, "compilers_rss_bytes": 0, "compiler_procs": [], "error": None}
+    procs = processes.read_compilers()
+    if procs["compilers"] == 0:
+        new_state["no_compilers_at"] = now
+    else:
+        new_state.pop("no_compilers_at", None)
+    return procs
 
 
 def _units(engines):

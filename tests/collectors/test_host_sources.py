@@ -165,6 +165,24 @@ def test_compile_storm_counts_compilers_and_their_spawner(proc_root):
     assert all(p["parent"] == "python3[100]" and p["unit"] == "vllm-main.service" for p in cicc)
 
 
+def test_a_quiet_box_is_scanned_for_compilers_less_often_a_busy_one_every_tick(proc_root, settings):
+    from dashboard.collectors import hostread
+
+    settings.SPARKOPS_GPU_BACKEND = "none"
+    gpu.reset_backend()
+    _proc(proc_root, 100, "python3", 1, 1000)
+    reading, _, _, state = host_read(engines=[], state={}, now=1000.0)
+    assert reading["processes"]["compilers"] == 0
+    _proc(proc_root, 200, "cicc", 100, 1000)  # a compile starts
+    reading, _, _, state = host_read(engines=[], state=state, now=1000.0 + hostread.IDLE_SCAN_S - 1)
+    assert reading["processes"]["compilers"] == 0  # not scanned yet
+    reading, _, _, state = host_read(engines=[], state=state, now=1000.0 + hostread.IDLE_SCAN_S)
+    assert reading["processes"]["compilers"] == 1
+    _proc(proc_root, 201, "cicc", 100, 1000)
+    reading, _, _, state = host_read(engines=[], state=state, now=1000.0 + hostread.IDLE_SCAN_S + 2)
+    assert reading["processes"]["compilers"] == 2  # compilers seen: every tick scans
+
+
 def test_host_read_survives_every_source_failing(settings, tmp_path, fleet):
     settings.SPARKOPS_PROC_ROOT = str(tmp_path / "nothing")
     settings.SPARKOPS_SYSTEMCTL = str(tmp_path / "nope")
