@@ -27,12 +27,14 @@ log = logging.getLogger(__name__)
 # - the rule rows and overrides, re-read after CONFIG_TTL_S or at once when this process saves one;
 # - the rule memories, which only these calls write: read once (again after STATES_TTL_S), and
 #   written when first made, then at most every STATES_SAVE_S (a crash loses that much of a window);
-# - the open events, read once per tick (OPEN_TTL_S) for all its evaluations: people acknowledge
-#   and resolve them, so never for longer.
-CONFIG_TTL_S = 5.0
+# - the open events, read for all its evaluations every OPEN_TTL_S. Those its own findings
+#   change are kept current in place; one acknowledged or resolved elsewhere meanwhile is seen
+#   that much later (an active finding then re-opens it; a cleared one resolves it from the
+#   row itself, as `alert_observe` reads it under lock).
+CONFIG_TTL_S = 15.0
 STATES_TTL_S = 60.0
 STATES_SAVE_S = 10.0
-OPEN_TTL_S = 0.5
+OPEN_TTL_S = 5.0
 _config = {}  # (rule keys, engine ids, host ids) -> (read at, rows, overrides)
 _memories = {}  # (rule key, subject name) -> (read at, RuleState)
 _stored = set()  # (rule key, subject name) pairs whose memory has a row
@@ -59,7 +61,7 @@ def _open_events(keys, remember, now):
     if not remember:
         return {(e.rule, e.subject): e for e in AlertEvent.objects.filter(rule__in=keys, state__in=AlertEvent.OPEN_STATES).order_by()}
     if getattr(_open, "events", None) is None or now - _open.read_at >= OPEN_TTL_S:
-        # Every rule's: the host and the engines of one tick share this read.
+        # Every rule's: the host and the engines of a few ticks share this read.
         _open.events = {(e.rule, e.subject): e for e in AlertEvent.objects.filter(state__in=AlertEvent.OPEN_STATES).order_by()}
         _open.read_at = now
     return _open.events
