@@ -267,10 +267,19 @@ class OriginClients:
 
     def __init__(self):
         self._clients, self._direct = {}, {}
+        self._urls = {}  # url -> its parsed httpx.URL: a poll asks for the same few URLs for ever
         self._proxies = urllib.request.getproxies()
 
+    def _url(self, url):
+        parsed = self._urls.get(url)
+        if parsed is None:
+            if len(self._urls) >= 4096:
+                self._urls.clear()
+            parsed = self._urls[url] = httpx.URL(url)
+        return parsed
+
     def _for(self, url):
-        parsed = httpx.URL(url)
+        parsed = self._url(url)
         key = (parsed.scheme, parsed.host, parsed.port)
         client = self._clients.get(key)
         if client is None:
@@ -295,7 +304,7 @@ class OriginClients:
         client = self._for(url)
         transport = self._direct.get(client)
         if transport is not None and method == "GET" and not kwargs:
-            return _direct_get(transport, url, timeout)
+            return _direct_get(transport, self._url(url), timeout)
         return client.stream(method, url, timeout=timeout, **kwargs)
 
     async def aclose(self):
