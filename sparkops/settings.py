@@ -87,6 +87,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # Lets several test runs share one PostgreSQL server without clashing on "test_<name>".
 if env_str("SPARKOPS_TEST_DB_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": env_str("SPARKOPS_TEST_DB_NAME")}
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not Django's default in-memory database: the browser tests' web server is
+    # another process and must open the same database.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -124,7 +124,8 @@ def _engine_store_one(engine, snapshot, fetched_at, states, writes):
     reading, new_state, values = _engine_reading(engine, snapshot, fetched_at, now, states)
     writes.batch.add_samples(ts=now, engine=engine, values=values)
     writes.batch.put_states({f"engine:{engine.pk}": new_state})
-    if _engine_apply(engine, reading, now):
+    first = engine.last_poll_at is None
+    if _engine_apply(engine, reading, now) or first:  # a moved status, or a new engine's first reading
         writes.urgent = True
     writes.engines[engine.pk] = engine
     writes.polled.append((engine, reading))
@@ -134,7 +135,8 @@ def _engine_store_one(engine, snapshot, fetched_at, states, writes):
 class PendingWrites:
     """A tick's (or several ticks') samples, collector states and engine and host rows, stored
     by `flush()` with one COPY, one upsert and two UPDATEs in one transaction; `signal()`
-    sends the ticks' `host_polled`/`engines_polled`. `urgent`: a status moved, store it now."""
+    sends the ticks' `host_polled`/`engines_polled`. `urgent`: a status moved, or an engine's
+    or host's first reading: store it now."""
 
     def __init__(self):
         self.batch = store.WriteBatch()
@@ -316,6 +318,8 @@ def host_store(*, host, collected, writes=None):
     writes.batch.add_samples(ts=collected.at, host=host, values=collected.values)
     writes.batch.put_states({f"host:{host.pk}": collected.state,
                              **{f"unit:{engine_id}": info for engine_id, info in collected.unit_infos.items()}})
+    if host.last_report_at is None:
+        writes.urgent = True  # its first report: the host is being watched, say so now
     host.latest, host.last_report_at = collected.reading, collected.at
     writes.hosts[host.pk] = host
     writes.host_readings.append((host, collected.reading))

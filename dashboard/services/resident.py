@@ -178,7 +178,7 @@ class ResidentPoller:
         # host's collector state, its engines' (engine:<pk>, unit:<pk>), the fleet's roles.
         self.host_state, self.states = None, {}
         self.roles_at = None  # when the engine list and roles were read (re-read every ROLES_REFRESH_S)
-        self.writes, self.flushed_at = polling.PendingWrites(), time.monotonic()
+        self.writes, self.flushed_at = polling.PendingWrites(), float("-inf")  # the first tick is stored at once
         self.answered = {}  # engine pk -> when (epoch s) its last metrics poll that answered fetched it
         self.lease = lease  # a PollerLease, or None: poll unconditionally (tests, `poll --once`)
         self.cycles = {"metrics": 0, "probe": 0, "failed": 0, **{name: 0 for name in self.duties}}
@@ -269,7 +269,7 @@ class ResidentPoller:
     def forget(self):
         """Drop what is kept between ticks (and what was not stored yet): read it all again."""
         self.host_state, self.states, self.roles_at = None, {}, None
-        self.writes, self.flushed_at = polling.PendingWrites(), time.monotonic()
+        self.writes, self.flushed_at = polling.PendingWrites(), float("-inf")
 
     def flush(self):
         """Store the readings gathered since the last flush (one transaction)."""

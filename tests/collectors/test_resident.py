@@ -130,23 +130,30 @@ def test_readings_are_signalled_every_tick_and_stored_every_flush_interval(fleet
         vllm = Engine.objects.get(pk=fleet["vllm"].pk)
         try:
             poller = ResidentPoller("spark-1", duties={}, flush_interval=60)
-            poller.metrics_cycle()  # reads the roles: stores what it held (nothing yet)
-            poller.engines[0].last_poll_at = None  # due again at once
+            poller.metrics_cycle()  # a poller's first tick (the engine's first reading) is stored at once
+            first = Engine.objects.get(pk=vllm.pk).last_poll_at
+            stored = Sample.objects.filter(series__engine=vllm).count()
+            assert first is not None and stored > 0
+
+            def due_again():  # as if the engine's interval had passed
+                poller.engines[0].last_poll_at -= timedelta(seconds=5)
+
+            due_again()
             poller.metrics_cycle()  # rates need two readings: their series are new
-            poller.engines[0].last_poll_at = None
+            due_again()
             with CaptureQueriesContext(connection) as queries:
                 poller.metrics_cycle()
             assert polled == [1, 1, 1]  # the alerts and the live view heard every tick
-            # A steady tick reads and writes nothing but the alerts' open events.
+            # A steady tick reads and writes nothing but the alerts' open events: the readings are held.
             assert [q["sql"] for q in queries.captured_queries if "alerts_alertevent" not in q["sql"]] == []
-            assert not Sample.objects.filter(series__engine=vllm).exists()
-            assert Engine.objects.get(pk=vllm.pk).last_poll_at is None
+            assert Sample.objects.filter(series__engine=vllm).count() == stored
+            assert Engine.objects.get(pk=vllm.pk).last_poll_at == first
             # The engine's metrics endpoint breaks: a status change is stored at once, with what was held.
             poller.engines[0].url = "http://127.0.0.1:9"
-            poller.engines[0].last_poll_at = None
+            due_again()
             poller.metrics_cycle()
-            stored = Engine.objects.get(pk=vllm.pk)
-            assert stored.status == "down" and stored.last_poll_at is not None
+            row = Engine.objects.get(pk=vllm.pk)
+            assert row.status == "down" and row.last_poll_at > first
             ups = Sample.objects.filter(series__engine=vllm, series__metric="up").order_by("ts").values_list("value", flat=True)
             assert list(ups) == [1.0, 1.0, 1.0, 0.0]
             host = Host.objects.get(name="spark-1")
@@ -154,7 +161,7 @@ def test_readings_are_signalled_every_tick_and_stored_every_flush_interval(fleet
         finally:
             signals.engines_polled.disconnect(receiver)
     # What a poller held when it stops is stored.
-    poller.engines[0].last_poll_at = None
+    poller.engines[0].last_poll_at -= timedelta(seconds=5)
     poller.metrics_cycle()
     held = Sample.objects.count()
     poller.stop()

@@ -51,7 +51,8 @@ def start_simulator(tmp_path, engines=("vllm:sim-vllm", "llamacpp:sim-llama")):
 def start_web(*, db_name, log_path):
     """uvicorn on a free port against the test database; returns (proc, base URL)."""
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{db_name}", "DJANGO_SETTINGS_MODULE": "sparkops.settings"}
+    url = f"sqlite:///{db_name}" if connection.vendor == "sqlite" else f"postgres://postgres@127.0.0.1:5432/{db_name}"
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "sparkops.settings"}
     env.pop("SPARKOPS_TEST_DB_NAME", None)
     log = open(log_path, "w")
     proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "sparkops.asgi:application", "--host", "127.0.0.1",
