@@ -84,9 +84,9 @@ def _static_stale(fresh_kv, static_kv):
 
 def _states(engines, known=None):
     known = known or {}
-    states = {key: known[key] for e in engines for key in (f"engine:{e.pk}", f"unit:{e.pk}") if key in known}
-    missing = [f"engine:{e.pk}" for e in engines if f"engine:{e.pk}" not in states]
-    missing += [f"unit:{e.pk}" for e in engines if f"unit:{e.pk}" not in states]
+    keys = [f"{prefix}:{e.pk}" for e in engines for prefix in ("engine", "unit")]
+    states = {key: known[key] for key in keys if key in known}
+    missing = [key for key in keys if key not in states]
     if missing:
         states.update(CollectorState.objects.filter(key__in=missing).values_list("key", "data"))
     return states
