@@ -61,12 +61,20 @@ class Engine(models.Model):
     last_ok_at = models.DateTimeField(null=True, blank=True)
     # The last engine reading as `sparkops poll --json` prints it (one engine object).
     latest = models.JSONField(default=dict, blank=True)
+    # Engines are retired, never deleted: history (the change log, ledgers, alerts, incidents,
+    # benchmark runs) points at them for ever. A retired engine is not polled nor shown live.
+    retired_at = models.DateTimeField(null=True, blank=True,
+                                      help_text="When it stopped being watched; empty while it is watched.")
 
     class Meta:
         ordering = ["name"]
 
     def __str__(self):
         return self.name
+
+    @property
+    def is_retired(self):
+        return self.retired_at is not None
 
     @property
     def base_url(self):

@@ -77,7 +77,7 @@ def fleet_roles(*, host, hosts=None):
     # The JSON of the last readings stays in the database: parsing it for every engine (and
     # its host's, through the join) each tick was most of this query's cost. Every polled
     # engine gets a fresh `latest` anyway; the rare reader of a deferred one loads it.
-    engines = Engine.objects.select_related("host").defer("latest", "host__latest").filter(query).order_by("pk")
+    engines = Engine.objects.select_related("host").defer("latest", "host__latest").filter(query, retired_at__isnull=True).order_by("pk")
     return list(engines), leader
 
 
