@@ -1,4 +1,5 @@
 """SparkOps settings: everything comes from the environment (see .env.example)."""
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -31,6 +32,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_celery_beat",
+    "axes",
     "dashboard",
     "dashboard.alerts",
     "dashboard.changelog",
@@ -49,6 +51,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a refused login (here or /admin/login/) into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "sparkops.urls"
@@ -127,6 +131,30 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 10}},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Login throttling (django-axes): after SPARKOPS_LOGIN_FAILURE_LIMIT failed logins for one user
+# name from one address, that pair is refused (even with the right password) for
+# SPARKOPS_LOGIN_COOLOFF_S seconds after its latest attempt, with HTTP 429 and a page that says
+# so. Other users from that address, and that user from elsewhere, are not affected. Both the
+# login page and /admin/login/ go through authenticate(), so both are throttled. Unlock:
+# `sparkops user unlock NAME`, or Django admin → Axes → Access attempts (delete the row).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # refuses a locked-out pair before any password check
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_number("SPARKOPS_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(seconds=env_number("SPARKOPS_LOGIN_COOLOFF_S", 900, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True  # a good login forgets that pair's earlier failures
+AXES_LOCKOUT_CALLABLE = "dashboard.views.lockout.lockout_response"
+AXES_HTTP_RESPONSE_CODE = 429
+# The client is REMOTE_ADDR (django-ipware is not installed): behind a reverse proxy every
+# client shares the proxy's address, so the pair is in effect the user name alone.
+AXES_ENABLE_ACCESS_FAILURE_LOG = True  # each failure is a row in the admin, besides the log line
+# The log line ("AXES: New login failure by {username: …, ip_address: …}") names the user
+# name and address; the password and CSRF token are masked in the stored POST data.
+AXES_SENSITIVE_PARAMETERS = ["csrfmiddlewaretoken"]
+AXES_VERBOSE = False  # no start-up banner on every command; the failure lines stay
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "overview"
 LOGOUT_REDIRECT_URL = "login"

@@ -11,7 +11,7 @@ from dashboard.roles import ROLES, set_role
 
 
 class Command(BaseCommand):
-    help = "Add a user with a role (viewer, operator, admin)."
+    help = "Add a user with a role (viewer, operator, admin), or unlock one locked out by failed logins."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
@@ -20,8 +20,28 @@ class Command(BaseCommand):
         add.add_argument("--role", required=True, choices=ROLES)
         add.add_argument("--email", default="")
         add.add_argument("--password-file", help="read the password from this file (first line)")
+        unlock = sub.add_parser("unlock", help="clear a user's failed logins, from every address, so it can log in now")
+        unlock.add_argument("name")
 
-    def handle(self, *args, name, role, email, password_file, **_):
+    def handle(self, *args, action, **options):
+        if action == "unlock":
+            return self.unlock(options["name"])
+        return self.add(**options)
+
+    def unlock(self, name):
+        from axes.models import AccessAttempt
+        from axes.utils import reset
+
+        known = get_user_model().objects.filter(username=name).exists()
+        if not known and not AccessAttempt.objects.filter(username=name).exists():
+            raise CommandError(f"no user named {name!r}, and no failed logins recorded for that name")
+        cleared = reset(username=name)
+        if cleared:
+            self.stdout.write(f"unlocked {name} (cleared {cleared} failed-login record{'s' if cleared != 1 else ''})")
+        else:
+            self.stdout.write(f"{name} was not locked (no failed logins recorded)")
+
+    def add(self, *, name, role, email, password_file, **_):
         User = get_user_model()
         if User.objects.filter(username=name).exists():
             raise CommandError(f"a user named {name!r} already exists")
