@@ -73,7 +73,7 @@ async def one(client, url, n):
     result = await stream_chat(client, url + "/v1/chat/completions", body(n), timeout=120)
     if result.bucket:
         raise RuntimeError(f"request failed: {result.bucket} {result.error}")
-    log = (await client.get(url + "/_sim/sendlog")).json()
+    log = (await http.aget(client, url + "/_sim/sendlog", timeout=10)).json()
     sends, tokens = log["send_times"], log["tokens"]
     m = measure(result)
     truth = {"ttft_ms": (sends[0] - result.t_send) * 1000,

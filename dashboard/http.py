@@ -1,6 +1,11 @@
 """The one HTTP choke point (healthchecks' hc/lib/curl.py): every outbound request of
 collectors, webhooks and benchmarks goes through here.
 
+Two maintained clients sit under it: httpx for the synchronous calls (webhooks, the CLI) and
+aiohttp for the asynchronous ones (engine polls and probes, benchmarks), because an engine
+poll is nearly all a worker does and aiohttp's GET costs about half of httpx's async one
+(bench/http_client.py). Callers see neither: they get a `Response` or an `HttpError`.
+
 Timeouts are required, the body is capped while it streams in (a 10 MB junk answer
 never lands in memory whole), and every failure is one typed `HttpError` whose `kind`
 says what went wrong in words an operator reads on the engine card:
@@ -9,23 +14,16 @@ refused | timeout | status | too_large | bad_body | error.
 from __future__ import annotations
 
 import asyncio
-import functools
+import errno
 import json
 import math
 import time
-import urllib.request
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
-import logging
-
+import aiohttp
 import httpx
-
-from dashboard.http_h11 import H11Transport
-
-# httpx logs every request at INFO: at one probe a second per engine that is most of a
-# worker's log volume and a measurable share of its CPU.
-logging.getLogger("httpx").setLevel(logging.WARNING)
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024  # a busy vLLM /metrics is ~200 KB; 4 MB is generous
 USER_AGENT = "sparkops/0.1"
@@ -224,108 +222,89 @@ def post(url, *, timeout, **kwargs):
     return request("POST", url, timeout=timeout, **kwargs)
 
 
-@contextmanager
-def stream(method, url, *, timeout, client=None, ok_statuses=None, **kwargs):
-    """Yield the raw httpx response for line-by-line reading (SSE benchmarks).
+# --- async (aiohttp) --------------------------------------------------------------
 
-    Status is checked before the body is read; the caller bounds what it reads."""
-    tmo = _timeout(timeout)
-    client = client or sync_client()
-    try:
-        with client.stream(method, url, timeout=tmo, **kwargs) as raw:
-            if raw.status_code >= 400 and not (ok_statuses and raw.status_code in ok_statuses):
-                raw.read()
-                raise HttpStatus(f"HTTP {raw.status_code}: {raw.text[:300]}", url=url, status=raw.status_code)
-            yield raw
-    except HttpError:
-        raise
-    except httpx.HTTPError as exc:
-        raise _translate(exc, url) from None
+class AsyncClient:
+    """An aiohttp session with the defaults every async caller wants; one per event loop.
 
+    The session is made on first use, inside the loop that will run it (aiohttp binds a
+    session to its loop). `headers` are sent with every request; POLL_HEADERS ask for no
+    compression, which costs both ends more than it saves on loopback or a LAN. Proxies
+    from the environment (HTTP_PROXY, NO_PROXY) apply as aiohttp reads them."""
 
-# --- async ------------------------------------------------------------------------
+    def __init__(self, *, limit=400, limit_per_host=16, headers=None):
+        self.limit, self.limit_per_host = limit, limit_per_host
+        self.headers = {"user-agent": USER_AGENT, **(headers or {})}
+        self._session: aiohttp.ClientSession | None = None
 
-def async_client(*, limits=None, **kwargs):
-    """A fresh AsyncClient; use it as `async with async_client() as c:` inside one event loop."""
-    limits = limits or httpx.Limits(max_connections=400, max_keepalive_connections=100)
-    return httpx.AsyncClient(headers={"user-agent": USER_AGENT}, follow_redirects=False, limits=limits, **kwargs)
-
-
-@functools.lru_cache(maxsize=1)
-def _shared_tls():
-    return httpx.create_ssl_context()
-
-
-class OriginClients:
-    """One AsyncClient per origin behind the `stream()`/`aclose()` the helpers here use.
-
-    httpcore matches each request against every pooled connection, so one client for a fleet
-    (150 engines, 450 kept connections) spent most of a poll cycle in that matching; a pool
-    per engine keeps it to a handful. A plain GET to a plain-http origin (every poll and probe)
-    goes straight to its H11Transport: the Client layer (auth, redirects, cookies, hooks) it
-    would pass through does nothing for it and cost as much CPU as the exchange."""
-
-    def __init__(self):
-        self._clients, self._direct = {}, {}
-        self._urls = {}  # url -> its parsed httpx.URL: a poll asks for the same few URLs for ever
-        self._proxies = urllib.request.getproxies()
-
-    def _url(self, url):
-        parsed = self._urls.get(url)
-        if parsed is None:
-            if len(self._urls) >= 4096:
-                self._urls.clear()
-            parsed = self._urls[url] = httpx.URL(url)
-        return parsed
-
-    def _for(self, url):
-        parsed = self._url(url)
-        key = (parsed.scheme, parsed.host, parsed.port)
-        client = self._clients.get(key)
-        if client is None:
-            if parsed.scheme == "http" and not self._proxied(parsed.host):
-                # Under half the CPU a GET of httpcore's transport (bench/http_client.py).
-                transport = H11Transport(max_keepalive=8)
-                client = async_client(transport=transport)
-                self._direct[client] = transport
-            else:
-                # One TLS context for all: building one per client costs more than a poll.
-                client = async_client(verify=_shared_tls(),
-                                      limits=httpx.Limits(max_connections=16, max_keepalive_connections=8))
-            self._clients[key] = client
-        return client
-
-    def _proxied(self, host):
-        """Whether HTTP_PROXY/ALL_PROXY applies to `host`: httpx honours them only on its own
-        transport, so such an origin keeps it."""
-        return bool({"http", "all"} & self._proxies.keys()) and not urllib.request.proxy_bypass(host)
-
-    def stream(self, method, url, *, timeout, **kwargs):
-        client = self._for(url)
-        transport = self._direct.get(client)
-        if transport is not None and method == "GET" and not kwargs:
-            return _direct_get(transport, self._url(url), timeout)
-        return client.stream(method, url, timeout=timeout, **kwargs)
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self.limit, limit_per_host=self.limit_per_host)
+            self._session = aiohttp.ClientSession(connector=connector, headers=self.headers, trust_env=True,
+                                                  auto_decompress=True, raise_for_status=False)
+        return self._session
 
     async def aclose(self):
-        clients, self._clients, self._direct = list(self._clients.values()), {}, {}
-        await asyncio.gather(*(c.aclose() for c in clients))
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.aclose()
 
 
-_DIRECT_HEADERS = [(b"user-agent", USER_AGENT.encode()), (b"accept", b"*/*"),
-                   # Loopback and LAN: compressing a /metrics costs both ends more than sending it.
-                   (b"accept-encoding", b"identity")]
+POLL_HEADERS = {"accept-encoding": "identity"}
 
 
-@asynccontextmanager
-async def _direct_get(transport, url, timeout):
-    request = httpx.Request("GET", url, headers=_DIRECT_HEADERS, extensions={"timeout": timeout.as_dict()})
-    response = await transport.handle_async_request(request)
-    response.request = request
-    try:
-        yield response
-    finally:
-        await response.aclose()
+def async_client(*, headers=None, **kwargs) -> AsyncClient:
+    """A fresh AsyncClient: `async with async_client() as c:` inside one event loop."""
+    return AsyncClient(headers=headers, **kwargs)
+
+
+def _client_timeout(tmo: httpx.Timeout) -> aiohttp.ClientTimeout:
+    """httpx.Timeout (the type every caller passes) in aiohttp's terms; the whole exchange is
+    bounded by the caller (`arequest`'s total, a benchmark's own deadline)."""
+    return aiohttp.ClientTimeout(total=None, connect=tmo.pool, sock_connect=tmo.connect, sock_read=tmo.read)
+
+
+def _translate_aiohttp(exc: BaseException, url: str) -> HttpError:
+    """aiohttp's exception in an operator's words. Refused, reset, cut short and timed out
+    stay apart: an engine's down cause on its card depends on which it was."""
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        os_error = exc.os_error
+        if isinstance(os_error, ConnectionRefusedError) or getattr(os_error, "errno", None) == errno.ECONNREFUSED:
+            return Refused("connection refused", url=url)
+        return Refused(f"cannot connect: {str(os_error or exc)[:160]}", url=url)
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return Timeout("timed out (connect)", url=url)
+    if isinstance(exc, aiohttp.SocketTimeoutError):
+        return Timeout("timed out (read)", url=url)
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return Timeout("timed out", url=url)
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return HttpError("broken HTTP answer: server disconnected", url=url)
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return HttpError(f"broken HTTP answer: body cut short ({str(exc)[:120]})", url=url)
+    if isinstance(exc, aiohttp.ClientResponseError):  # a status line or header that is not HTTP
+        return HttpError(f"broken HTTP answer: {(exc.message or str(exc))[:160]}", url=url)
+    if isinstance(exc, aiohttp.ClientOSError):
+        if getattr(exc, "errno", None) in (errno.ECONNRESET, errno.EPIPE):
+            return HttpError("broken HTTP answer: connection reset", url=url)
+        return HttpError(f"connection error: {str(exc)[:160]}", url=url)
+    if isinstance(exc, aiohttp.InvalidURL):
+        return HttpError(f"not a URL: {str(exc)[:160]}", url=url)
+    return HttpError(f"{type(exc).__name__}: {str(exc)[:160]}", url=url)
+
+
+def _body_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """httpx's `content=`/`json=` spelled the aiohttp way."""
+    kwargs = dict(kwargs)
+    if "content" in kwargs:
+        kwargs["data"] = kwargs.pop("content")
+    return kwargs
 
 
 async def arequest(client, method, url, *, timeout, max_bytes=DEFAULT_MAX_BYTES, ok_statuses=None, **kwargs):
@@ -339,20 +318,26 @@ async def arequest(client, method, url, *, timeout, max_bytes=DEFAULT_MAX_BYTES,
 
 
 async def _arequest(client, method, url, tmo, max_bytes, ok_statuses, kwargs):
+    started = time.monotonic()
     try:
-        async with client.stream(method, url, timeout=tmo, **kwargs) as raw:
+        async with client.session().request(method, url, timeout=_client_timeout(tmo), allow_redirects=False,
+                                            **_body_kwargs(kwargs)) as raw:
             _length_guard(raw.headers, max_bytes, url)
             chunks, size = [], 0
-            async for chunk in raw.aiter_bytes():
+            async for chunk in raw.content.iter_any():
                 size += len(chunk)
                 if size > max_bytes:
+                    raw.close()  # a connection with an unread body must not go back to the pool
                     raise TooLarge(f"response too large (over {max_bytes} bytes)", url=url)
                 chunks.append(chunk)
-            resp = Response(raw.status_code, dict(raw.headers), b"".join(chunks), url)
+            headers = {k.lower(): v for k, v in raw.headers.items()}
+            resp = Response(raw.status, headers, b"".join(chunks), url, time.monotonic() - started)
     except HttpError:
         raise
-    except httpx.HTTPError as exc:
-        raise _translate(exc, url) from None
+    except aiohttp.ClientError as exc:
+        raise _translate_aiohttp(exc, url) from None
+    except ValueError as exc:  # aiohttp refuses a URL it cannot send
+        raise HttpError(f"not a URL: {str(exc)[:160]}", url=url) from None
     return _check_status(resp, url, ok_statuses)
 
 
@@ -364,16 +349,45 @@ async def apost(client, url, *, timeout, **kwargs):
     return await arequest(client, "POST", url, timeout=timeout, **kwargs)
 
 
+class StreamedResponse:
+    """What `astream` yields: the status, the headers and the body as it arrives."""
+
+    def __init__(self, raw: aiohttp.ClientResponse, url: str):
+        self._raw, self.url = raw, url
+        self.status_code, self.headers = raw.status, raw.headers
+        self._content: bytes | None = None
+
+    async def aiter_bytes(self):
+        try:
+            async for chunk in self._raw.content.iter_any():
+                yield chunk
+        except aiohttp.ClientError as exc:
+            raise _translate_aiohttp(exc, self.url) from None
+
+    async def aread(self) -> bytes:
+        if self._content is None:
+            self._content = b"".join([chunk async for chunk in self.aiter_bytes()])
+        return self._content
+
+    @property
+    def text(self) -> str:
+        return (self._content or b"").decode("utf-8", "replace")
+
+
 @asynccontextmanager
 async def astream(client, method, url, *, timeout, ok_statuses=None, **kwargs):
+    """Yield a `StreamedResponse` for reading as it arrives (SSE benchmarks). The status is
+    checked before the body is read; the caller bounds what it reads and for how long."""
     tmo = _timeout(timeout)
     try:
-        async with client.stream(method, url, timeout=tmo, **kwargs) as raw:
-            if raw.status_code >= 400 and not (ok_statuses and raw.status_code in ok_statuses):
-                await raw.aread()
-                raise HttpStatus(f"HTTP {raw.status_code}: {raw.text[:300]}", url=url, status=raw.status_code)
-            yield raw
+        async with client.session().request(method, url, timeout=_client_timeout(tmo), allow_redirects=False,
+                                            **_body_kwargs(kwargs)) as raw:
+            resp = StreamedResponse(raw, url)
+            if raw.status >= 400 and not (ok_statuses and raw.status in ok_statuses):
+                await resp.aread()
+                raise HttpStatus(f"HTTP {raw.status}: {resp.text[:300]}", url=url, status=raw.status)
+            yield resp
     except HttpError:
         raise
-    except httpx.HTTPError as exc:
-        raise _translate(exc, url) from None
+    except aiohttp.ClientError as exc:
+        raise _translate_aiohttp(exc, url) from None

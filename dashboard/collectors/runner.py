@@ -16,7 +16,7 @@ def _loop_and_client():
         _local.client = None
     if _local.client is None:
         asyncio.set_event_loop(_local.loop)
-        _local.client = http.OriginClients()
+        _local.client = http.async_client(headers=http.POLL_HEADERS, limit_per_host=8)
     return _local.loop, _local.client
 
 

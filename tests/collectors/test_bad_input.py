@@ -126,25 +126,3 @@ def test_optional_llamacpp_endpoint_with_the_wrong_json_type_is_ignored(props, f
     engine.refresh_from_db()
     reading = polling.engine_poll(engine=engine)
     assert reading["up"] is True and reading["models"] == ["tiny-llama"] and reading["window"] is None
-
-
-def test_origin_clients_keep_one_small_pool_per_engine(http_server):
-    """A fleet poll must not funnel every engine through one connection pool (httpcore's
-    matching is quadratic in pooled connections); each origin gets its own, reused."""
-    import asyncio
-
-    from dashboard import http
-
-    urls = [http_server({"/health": (200, b"ok", {})}) for _ in range(3)]
-
-    async def twice(clients):
-        for _ in range(2):
-            for url in urls:
-                assert (await http.aget(clients, url + "/health", timeout=2)).status == 200
-        pools = dict(clients._clients)
-        await clients.aclose()
-        return pools
-
-    pools = asyncio.run(twice(http.OriginClients()))
-    assert len(pools) == 3 and len({id(c) for c in pools.values()}) == 3
-    assert all(client.is_closed for client in pools.values())

@@ -1,5 +1,6 @@
-"""The h11 transport under `http.OriginClients`, against real servers on 127.0.0.1: the
-answers, the keep-alive pool, and every failure worded as httpx's own transport would."""
+"""`dashboard/http.py`'s async path (aiohttp) against real servers on 127.0.0.1: the answers,
+the keep-alive pool, and every failure in the words an engine card shows: refused, reset,
+cut short and timed out stay apart (an engine's down cause depends on which it was)."""
 import asyncio
 import time
 
@@ -7,7 +8,6 @@ import httpx
 import pytest
 
 from dashboard import http
-from dashboard.http_h11 import H11Transport
 from dashboard.simulator.fleet import serve_many
 
 
@@ -56,21 +56,19 @@ def static(status=200, body=b"ok", headers=()):
     return respond
 
 
-def transport(clients, url):
-    return clients._for(url)._transport
+def poll_client():
+    return http.async_client(headers=http.POLL_HEADERS, limit_per_host=8)
 
 
 async def test_a_simulated_vllm_engine_answers_as_through_httpx():
     fleet = await serve_many(1, "vllm")
-    base, clients = fleet.urls[0], http.OriginClients()
+    base, clients = fleet.urls[0], poll_client()
     try:
-        assert isinstance(transport(clients, base), H11Transport)
-        async with http.async_client() as reference:
-            for path in ("/health", "/v1/models"):
-                ours = await http.aget(clients, base + path, timeout=2)
-                theirs = await http.aget(reference, base + path, timeout=2)
-                assert ours.status == theirs.status == 200 and len(ours.content) == len(theirs.content)
-                assert ours.headers.keys() == theirs.headers.keys()
+        for path in ("/health", "/v1/models"):
+            ours = await http.aget(clients, base + path, timeout=2)
+            theirs = await asyncio.to_thread(http.get, base + path, timeout=2)  # httpx, the synchronous path
+            assert ours.status == theirs.status == 200 and len(ours.content) == len(theirs.content)
+            assert {k.lower() for k in ours.headers} == {k.lower() for k in theirs.headers}
         assert [m["id"] for m in ours.json()["data"]] == ["Qwen/Qwen3-8B"]
         metrics = await http.aget(clients, base + "/metrics", timeout=2)
         assert metrics.status == 200 and "vllm:num_requests_running" in metrics.text
@@ -85,7 +83,7 @@ async def test_status_headers_body_and_post():
         writer.write(answer(201, b"got " + body + b" " + head.split(b" ")[1], ["X-Thing: Yes", "Set-Cookie: a=b"]))
 
     async with Server(respond) as server:
-        clients = http.OriginClients()
+        clients = poll_client()
         resp = await http.apost(clients, server.url + "/a/b?x=1&y=%20", timeout=2, content=b"payload")
         assert resp.status == 201 and resp.content == b"got payload /a/b?x=1&y=%20"
         assert resp.headers["x-thing"] == "Yes"
@@ -97,7 +95,7 @@ async def test_status_headers_body_and_post():
 
 async def test_sequential_gets_share_one_connection():
     async with Server(static()) as server:
-        clients = http.OriginClients()
+        clients = poll_client()
         for _ in range(5):
             assert (await http.aget(clients, server.url + "/", timeout=2)).content == b"ok"
         assert server.connections == 1 and len(server.requests) == 5
@@ -113,7 +111,7 @@ async def test_a_connection_the_server_closed_while_idle_is_not_used():
         return False  # answer, then hang up: the pooled connection is dead
 
     async with Server(respond) as server:
-        clients = http.OriginClients()
+        clients = poll_client()
         for _ in range(3):
             assert (await http.apost(clients, server.url + "/", timeout=2, content=b"x")).content == b"ok"
             await asyncio.sleep(0.05)
@@ -130,40 +128,47 @@ async def test_a_reused_connection_dropped_as_the_request_arrives_is_retried_onc
         writer.write(answer(body=b"ok%d" % n))
 
     async with Server(respond) as server:
-        clients = http.OriginClients()
+        clients = poll_client()
         assert (await http.aget(clients, server.url + "/", timeout=2)).content == b"ok0"
         assert (await http.aget(clients, server.url + "/", timeout=2)).content == b"ok2"
         assert server.connections == 2 and len(server.requests) == 3
         await clients.aclose()
 
 
-async def test_a_reused_connection_dropped_mid_answer_is_not_retried():
+async def test_a_get_dropped_mid_answer_is_retried_once_a_post_never():
+    """aiohttp retries an idempotent request once when the connection drops (RFC 9112 §9.3.1);
+    a poll is a GET, bounded by its total timeout either way. A POST is never sent twice."""
     async def respond(n, head, body, writer):
-        if n == 1:
+        if n in (1, 2, 4):
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Le")
             return False
         writer.write(answer(body=b"ok%d" % n))
 
     async with Server(respond) as server:
-        clients = http.OriginClients()
+        clients = poll_client()
         assert (await http.aget(clients, server.url + "/", timeout=2)).content == b"ok0"
         with pytest.raises(http.HttpError) as err:
-            await http.aget(clients, server.url + "/", timeout=2)
+            await http.aget(clients, server.url + "/", timeout=2)  # requests 1 and 2: both cut
         assert err.value.reason.startswith("broken HTTP answer"), err.value.reason
-        assert len(server.requests) == 2
+        assert len(server.requests) == 3
+        assert (await http.aget(clients, server.url + "/", timeout=2)).content == b"ok3"
+        with pytest.raises(http.HttpError) as err:
+            await http.apost(clients, server.url + "/", timeout=2, content=b"once")
+        assert err.value.reason.startswith("broken HTTP answer") and len(server.requests) == 5
         await clients.aclose()
 
 
-async def test_a_fresh_connection_dropped_without_an_answer_is_not_retried():
+async def test_a_server_that_hangs_up_without_an_answer_is_a_disconnect_not_a_timeout():
     async def respond(n, head, body, writer):
         return False
 
     async with Server(respond) as server:
-        clients = http.OriginClients()
+        clients = poll_client()
+        started = time.monotonic()
         with pytest.raises(http.HttpError) as err:
             await http.aget(clients, server.url + "/", timeout=2)
-        assert err.value.reason == "broken HTTP answer: Server disconnected without sending a response."
-        assert server.connections == 1
+        assert not isinstance(err.value, (http.Timeout, http.Refused)) and time.monotonic() - started < 1
+        assert err.value.reason == "broken HTTP answer: server disconnected"
         await clients.aclose()
 
 
@@ -171,7 +176,7 @@ async def test_connection_refused():
     async with Server(static()) as server:
         url = server.url
     await asyncio.sleep(0.05)
-    clients = http.OriginClients()
+    clients = poll_client()
     with pytest.raises(http.Refused) as err:
         await http.aget(clients, url + "/health", timeout=2)
     assert err.value.reason == "connection refused"
@@ -184,12 +189,12 @@ async def test_a_server_that_never_answers_times_out(timeout, reason):
         await asyncio.sleep(10)
 
     async with Server(respond) as server:
-        clients = http.OriginClients()
+        clients = poll_client()
         started = time.monotonic()
         with pytest.raises(http.Timeout) as err:
             await http.aget(clients, server.url + "/", timeout=timeout)
         assert time.monotonic() - started < 0.8 and err.value.reason.startswith(reason)
-        assert not transport(clients, server.url)._idle.get(("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
+        assert not clients.session().connector._conns  # the hung connection is not kept
         await clients.aclose()
 
 
@@ -199,11 +204,11 @@ async def test_a_truncated_body_is_a_broken_answer():
         return False
 
     async with Server(respond) as server:
-        clients = http.OriginClients()
+        clients = poll_client()
         with pytest.raises(http.HttpError) as err:
             await http.aget(clients, server.url + "/", timeout=2)
         assert err.value.reason.startswith(
-            "broken HTTP answer: peer closed connection without sending complete message body")
+            "broken HTTP answer: body cut short")
         assert len(server.requests) == 1  # answer bytes arrived: no retry
         await clients.aclose()
 
@@ -221,7 +226,7 @@ async def test_too_large_answers_stop_and_the_connection_is_not_reused(declared)
         return declared
 
     async with Server(respond) as server:
-        clients = http.OriginClients()
+        clients = poll_client()
         with pytest.raises(http.TooLarge):
             await http.aget(clients, server.url + "/", timeout=5, max_bytes=1024 * 1024)
         assert (await http.aget(clients, server.url + "/", timeout=5)).content == b"small"
@@ -242,7 +247,7 @@ async def test_garbage_is_a_broken_answer(garbage):
         return False
 
     async with Server(respond) as server:
-        clients = http.OriginClients()
+        clients = poll_client()
         with pytest.raises(http.HttpError) as err:
             await http.aget(clients, server.url + "/", timeout=2)
         assert err.value.reason.startswith("broken HTTP answer"), err.value.reason
@@ -251,7 +256,7 @@ async def test_garbage_is_a_broken_answer(garbage):
 
 async def test_an_expected_error_status_is_an_answer():
     async with Server(static(503, b"loading")) as server:
-        clients = http.OriginClients()
+        clients = poll_client()
         resp = await http.aget(clients, server.url + "/health", timeout=2, ok_statuses={503})
         assert resp.status == 503 and resp.content == b"loading"
         with pytest.raises(http.HttpStatus):
@@ -262,7 +267,7 @@ async def test_an_expected_error_status_is_an_answer():
 
 async def test_connection_close_is_honoured():
     async with Server(static(headers=["Connection: close"])) as server:
-        clients = http.OriginClients()
+        clients = poll_client()
         for _ in range(3):
             assert (await http.aget(clients, server.url + "/", timeout=2)).content == b"ok"
         assert server.connections == 3
@@ -275,11 +280,10 @@ async def test_concurrent_gets_to_one_origin():
         writer.write(answer(body=head.split(b" ")[1]))
 
     async with Server(respond) as server:
-        clients = http.OriginClients()
+        clients = poll_client()
         resps = await asyncio.gather(*(http.aget(clients, f"{server.url}/{i}", timeout=2) for i in range(20)))
         assert [r.content for r in resps] == [f"/{i}".encode() for i in range(20)]
-        pool = transport(clients, server.url)
-        assert sum(len(idle) for idle in pool._idle.values()) == pool.max_keepalive == 8
+        assert server.connections == 8  # limit_per_host: the other twelve waited for one of the eight
         connections = server.connections
         await asyncio.gather(*(http.aget(clients, f"{server.url}/{i}", timeout=2) for i in range(8)))
         assert server.connections == connections  # the kept eight served the next eight
@@ -299,53 +303,41 @@ async def test_a_request_cancelled_mid_body_does_not_return_its_socket():
         await asyncio.sleep(10)
 
     async with Server(respond) as server:
-        clients = http.OriginClients()
+        clients = poll_client()
         task = asyncio.create_task(http.aget(clients, server.url + "/", timeout=5))
         await asyncio.wait_for(sent.wait(), 2)
         await asyncio.sleep(0.05)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert not any(transport(clients, server.url)._idle.values())
         assert (await http.aget(clients, server.url + "/", timeout=2)).content == b"next"
         assert server.connections == 2
         await clients.aclose()
 
 
-async def test_the_transport_speaks_plain_http_only():
-    with pytest.raises(httpx.UnsupportedProtocol):
-        await H11Transport().handle_async_request(httpx.Request("GET", "https://127.0.0.1:9/"))
-
-
-def test_https_and_proxied_origins_keep_httpx_transport(monkeypatch):
-    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.upper(), raising=False)
-    clients = http.OriginClients()
-    assert isinstance(transport(clients, "http://127.0.0.1:8000/metrics"), H11Transport)
-    assert isinstance(transport(clients, "https://engine.example:8443/metrics"), httpx.AsyncHTTPTransport)
-
-    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
-    monkeypatch.setenv("NO_PROXY", "spark-2")
-    proxied = http.OriginClients()
-    client = proxied._for("http://127.0.0.1:8000/metrics")
-    assert not isinstance(client._transport, H11Transport)
-    assert client._transport_for_url(httpx.URL("http://127.0.0.1:8000/metrics")) is not client._transport  # the proxy
-    assert isinstance(transport(proxied, "http://spark-2:8000/metrics"), H11Transport)  # NO_PROXY
-
-
-async def test_a_plain_get_skips_the_client_layer_and_asks_for_no_compression():
-    """Polls and probes go straight to the transport (no cookies, redirects, hooks); other requests
-    keep the whole httpx Client. The header each sends says which way it went."""
+async def test_a_poll_asks_for_no_compression_and_a_post_sends_its_body():
     async with Server(static(body=b"fine", headers=("Set-Cookie: a=1",))) as server:
-        clients = http.OriginClients()
+        clients = poll_client()
         try:
             got = await http.aget(clients, server.url + "/health", timeout=2)
             await http.apost(clients, server.url + "/v1/completions", timeout=2, json={"prompt": "x"})
         finally:
             await clients.aclose()
     assert got.status == 200 and got.content == b"fine" and got.headers["set-cookie"] == "a=1"
-    get_head, post_head = (head.lower() for head, _ in server.requests)
+    (get_head, _), (post_head, post_body) = ((head.lower(), body) for head, body in server.requests)
     assert b"accept-encoding: identity" in get_head and b"host: 127.0.0.1:" in get_head
-    assert b"accept-encoding: gzip" in post_head
-    assert server.connections == 1  # both on the one kept connection of the origin's transport
+    assert post_body == b'{"prompt": "x"}' and b"content-type: application/json" in post_head
+    assert server.connections == 1  # both on the one kept connection
+
+
+async def test_a_redirect_is_an_answer_not_followed():
+    async with Server(static(302, b"", ["Location: /elsewhere"])) as server:
+        clients = poll_client()
+        resp = await http.aget(clients, server.url + "/metrics", timeout=2)
+        await clients.aclose()
+    assert resp.status == 302 and len(server.requests) == 1
+
+
+async def test_a_timeout_is_required():
+    with pytest.raises(TypeError):
+        await http.aget(poll_client(), "http://127.0.0.1:9/", timeout=None)
