@@ -11,10 +11,15 @@ class HostAdmin(admin.ModelAdmin):
 
 @admin.register(Engine)
 class EngineAdmin(admin.ModelAdmin):
-    list_display = ("name", "kind", "url", "unit", "host", "status", "last_poll_at")
-    list_filter = ("kind", "status", "host")
+    list_display = ("name", "kind", "url", "unit", "host", "status", "last_poll_at", "retired_at")
+    list_filter = ("kind", "status", "host", ("retired_at", admin.EmptyFieldListFilter))
     search_fields = ("name", "url", "unit")
     readonly_fields = ("status", "status_reason", "status_changed_at", "last_poll_at", "last_ok_at", "latest")
+
+    def has_delete_permission(self, request, obj=None):
+        # Engines are retired ('sparkops engine remove'), not deleted: only one that nothing
+        # in the change log names may go (a typo); the other history is PROTECTed and listed.
+        return obj is not None and not obj.changelog_entries.exists() and super().has_delete_permission(request, obj)
 
 
 @admin.register(KVPoolEntry)

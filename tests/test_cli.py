@@ -29,8 +29,8 @@ def test_engine_add_list_remove():
     listed = json.loads(run("engine", "list", "--json"))
     assert [e["name"] for e in listed] == ["vllm-main"] and listed[0]["unit"] == "vllm-main.service"
     assert "vllm-main" in run("engine", "list")
-    run("engine", "remove", "vllm-main")
-    assert not Engine.objects.exists()
+    assert "retired engine vllm-main" in run("engine", "remove", "vllm-main")
+    assert Engine.objects.get().retired_at is not None  # retired, not deleted: history points at it
 
 
 @pytest.mark.django_db

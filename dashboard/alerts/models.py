@@ -105,7 +105,7 @@ class AlertEvent(models.Model):
     rule = models.CharField(max_length=40)
     severity = models.CharField(max_length=8, choices=Severity.choices)
     state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
-    engine = models.ForeignKey("dashboard.Engine", null=True, blank=True, on_delete=models.CASCADE, related_name="alert_events")
+    engine = models.ForeignKey("dashboard.Engine", null=True, blank=True, on_delete=models.PROTECT, related_name="alert_events")
     host = models.ForeignKey("dashboard.Host", null=True, blank=True, on_delete=models.CASCADE, related_name="alert_events")
     # What the alert is about, e.g. "vllm-main", "spark-1/gpu0", "vllm-main.service".
     subject = models.CharField(max_length=200)

@@ -29,7 +29,7 @@ class Profile(models.Model):
         OFF = "off", "off"
 
     name = models.CharField(max_length=63, unique=True, validators=[NAME_VALIDATOR])
-    engine = models.ForeignKey("dashboard.Engine", on_delete=models.CASCADE, related_name="bench_profiles")
+    engine = models.ForeignKey("dashboard.Engine", on_delete=models.PROTECT, related_name="bench_profiles")
     workload = models.CharField(max_length=80, default="essay", help_text="Label of the prompt shape, e.g. 'codegen'")
     instruction = models.TextField(default="Continue the text above with a long, detailed essay.",
                                    help_text="The task appended after the filler; it decides how easy decoding is")
@@ -94,7 +94,7 @@ class Run(models.Model):
         PAIR = "pair", "co-residency pair"
 
     profile = models.ForeignKey(Profile, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
-    engine = models.ForeignKey("dashboard.Engine", on_delete=models.CASCADE, related_name="bench_runs")
+    engine = models.ForeignKey("dashboard.Engine", on_delete=models.PROTECT, related_name="bench_runs")
     params_hash = models.CharField(max_length=16, db_index=True)
     trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.MANUAL)
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)

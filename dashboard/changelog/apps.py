@@ -1,7 +1,23 @@
 from django.apps import AppConfig
+from django.db.models.signals import pre_delete
 
 
 class ChangelogConfig(AppConfig):
     name = "dashboard.changelog"
     label = "changelog"
     verbose_name = "Change log"
+
+    def ready(self):
+        pre_delete.connect(_engine_named_in_the_log, sender="dashboard.Engine",
+                           dispatch_uid="changelog-engine-protect")
+
+
+def _engine_named_in_the_log(sender, instance, **kwargs):
+    """Entry.engines is a many-to-many, whose link rows Django would cascade away: an engine
+    an entry names is as protected as one a claim points at (retire it instead)."""
+    from django.db.models import ProtectedError
+
+    entries = list(instance.changelog_entries.all()[:5])
+    if entries:
+        raise ProtectedError(f"Cannot delete engine {instance.name!r}: change-log entries name it "
+                             f"(retire it with 'sparkops engine remove {instance.name}').", set(entries))

@@ -3,7 +3,13 @@ beside a claim instead of replacing it.
 
 Append-only is enforced here, not only in views: after a short grace period an entry's
 save() refuses, querysets refuse bulk update/delete, and corrections never change once
-written. The admin (dashboard/changelog/admin.py) is read-only on top of that."""
+written. The admin (dashboard/changelog/admin.py) is read-only on top of that. Beneath all
+of it the database refuses too: triggers (migration 0003, PostgreSQL and SQLite) reject any
+UPDATE or DELETE of a locked entry, of its flags, claims, evidence and engine links, and of
+its corrections, whatever path the statement came by (managers, cascades, raw SQL).
+
+"Locked" is one column, Entry.locked_at (written once: created_at + the grace period in force
+when the entry was written), so the database can judge it without Django's settings."""
 import hashlib
 import json
 from datetime import timedelta
@@ -57,6 +63,8 @@ class Entry(models.Model):
                                related_name="changelog_entries")
     author_name = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
+    # From then on the row and its children are frozen (the database triggers read this column).
+    locked_at = models.DateTimeField(editable=False)
     # "Importing the same file twice creates nothing new": import matches on this.
     fingerprint = models.CharField(max_length=64, db_index=True, editable=False, blank=True)
     incidents = models.ManyToManyField("dashboard.Incident", blank=True, related_name="changelog_entries",
@@ -75,19 +83,22 @@ class Entry(models.Model):
 
     @property
     def editable_until(self):
-        return self.created_at + grace_period()
+        return self.locked_at or self.created_at + grace_period()
 
     @property
     def is_locked(self):
         return timezone.now() >= self.editable_until
 
     def save(self, *args, **kwargs):
+        if self.locked_at is None:
+            self.locked_at = self.created_at + grace_period()
         if self.pk and not self._state.adding:
-            stored = Entry.objects.filter(pk=self.pk).values_list("created_at", flat=True).first()
-            if stored is not None and timezone.now() >= stored + grace_period():
+            stored = Entry.objects.filter(pk=self.pk).values_list("created_at", "locked_at").first()
+            if stored is not None and timezone.now() >= stored[1]:
                 raise AppendOnlyError("This entry is past its grace period; it can only be corrected.")
             if stored is not None:
-                self.created_at = stored  # created_at never moves, so the grace cannot be extended
+                # created_at and locked_at never move, so the grace cannot be extended
+                self.created_at, self.locked_at = stored
         super().save(*args, **kwargs)
 
     def delete(self, *args, **kwargs):
@@ -144,7 +155,7 @@ class Claim(models.Model):
     metric = models.CharField(max_length=20, choices=Metric.choices, blank=True)
     predicted = models.FloatField(null=True, blank=True)
     window = models.PositiveIntegerField(null=True, blank=True, help_text="--max-model-len the prediction is for")
-    engine = models.ForeignKey("dashboard.Engine", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    engine = models.ForeignKey("dashboard.Engine", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     tolerance_pct = models.FloatField(default=1.0, help_text="A measurement further off than this invites a correction")
 
     objects = AppendOnlyQuerySet.as_manager()
@@ -225,7 +236,7 @@ class EvidenceLink(models.Model):
     ref_id = models.PositiveIntegerField(null=True, blank=True)
     window_start = models.DateTimeField(null=True, blank=True)
     window_end = models.DateTimeField(null=True, blank=True)
-    engine = models.ForeignKey("dashboard.Engine", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    engine = models.ForeignKey("dashboard.Engine", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
 
     objects = AppendOnlyQuerySet.as_manager()
 

@@ -22,7 +22,7 @@ def overview_sparks(*, now=None):
     end = now or timezone.now()
     rng = TimeRange(end - SPARK_WINDOW, end, "15m")
     out = {}
-    for engine in Engine.objects.all():
+    for engine in Engine.objects.filter(retired_at__isnull=True):
         out.update(_sparks(f"engine.{engine.id}", engine, ["generation_tokens_per_s"], rng))
     for host in Host.objects.all():
         metrics = ["psi.memory.some.avg10"] + [f"gpu{i}.sm_clock_mhz" for i in gpu_indexes(host)]

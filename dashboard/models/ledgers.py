@@ -11,7 +11,7 @@ class KVPoolEntry(models.Model):
         MANUAL = "manual", "operator"
 
     recorded_at = models.DateTimeField(help_text="When this pool took effect")
-    engine = models.ForeignKey("dashboard.Engine", on_delete=models.CASCADE, related_name="kv_pool_entries")
+    engine = models.ForeignKey("dashboard.Engine", on_delete=models.PROTECT, related_name="kv_pool_entries")
     memory_share = models.FloatField(null=True, blank=True, help_text="--gpu-memory-utilization, 0–1")
     kv_memory_bytes = models.BigIntegerField(null=True, blank=True)
     pool_tokens = models.BigIntegerField(null=True, blank=True)
@@ -40,7 +40,7 @@ class KVPoolEntry(models.Model):
 
 class Incident(models.Model):
     opened_at = models.DateTimeField()
-    engine = models.ForeignKey("dashboard.Engine", null=True, blank=True, on_delete=models.SET_NULL, related_name="incidents")
+    engine = models.ForeignKey("dashboard.Engine", null=True, blank=True, on_delete=models.PROTECT, related_name="incidents")
     unit = models.CharField(max_length=200, blank=True)
     trigger = models.TextField(help_text="What happened, e.g. 'CUDA illegal instruction, exit 0, not restarted'")
     peak = models.CharField(max_length=200, blank=True, help_text="Peak value or how long it lasted")

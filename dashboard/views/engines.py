@@ -14,6 +14,6 @@ def engine_list(request):
 @require_GET
 def engine_detail(request, name):
     engine = get_object_or_404(Engine.objects.select_related("host"), name=name)
-    others = Engine.objects.exclude(pk=engine.pk).values_list("name", flat=True)
+    others = Engine.objects.exclude(pk=engine.pk).filter(retired_at__isnull=True).values_list("name", flat=True)
     return render(request, "dashboard/engine_detail.html",
                   {**engine_card_context(engine), "ranges": list(PRESETS), "others": list(others)})

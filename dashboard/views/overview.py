@@ -14,7 +14,7 @@ def firing_alerts_context(request):
 
 @require_GET
 def overview(request):
-    engines = list(Engine.objects.select_related("host"))
+    engines = list(Engine.objects.select_related("host").filter(retired_at__isnull=True))  # retired: off the live view
     alerts = worst_alerts(engines)
     engines = [engine_card_context(e, alerts=alerts) for e in engines]
     hosts = [host_card_context(h) for h in Host.objects.all()]

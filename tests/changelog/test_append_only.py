@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from dashboard.changelog.grammar import parse_flags
-from dashboard.changelog.models import AppendOnlyError, Claim, Correction, Entry, FlagChange
+from dashboard.changelog.models import AppendOnlyError, Claim, Correction, Entry, FlagChange, grace_period
 from dashboard.changelog.services import correction_create, entry_create
 
 from .conftest import at
@@ -20,7 +20,8 @@ def _entry(author=None, written=None, **kw):
         # Backdating goes around the guard on purpose: the test needs an entry written an hour ago.
         from django.db import connection
         with connection.cursor() as cur:
-            cur.execute("UPDATE changelog_entry SET created_at = %s WHERE id = %s", [written, entry.pk])
+            cur.execute("UPDATE changelog_entry SET created_at = %s, locked_at = %s WHERE id = %s",
+                        [written, written + grace_period(), entry.pk])
         entry = Entry.objects.get(pk=entry.pk)
     return entry
 

@@ -4,7 +4,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.models import Engine
-from dashboard.services.fleet import engine_as_dict, engine_create, engine_remove
+from dashboard.engine_lifecycle import engine_add, engine_retire
+from dashboard.services.fleet import engine_as_dict
 
 
 class Command(BaseCommand):
@@ -12,7 +13,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
-        add = sub.add_parser("add", help="watch an engine")
+        add = sub.add_parser("add", help="watch an engine (a retired one: watch it again)")
         add.add_argument("name")
         add.add_argument("--kind", required=True, choices=[k for k, _ in Engine.Kind.choices])
         add.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:8000")
@@ -22,7 +23,7 @@ class Command(BaseCommand):
         add.add_argument("--interval", type=float, default=None, help="poll interval in seconds")
         lst = sub.add_parser("list", help="list engines")
         lst.add_argument("--json", action="store_true")
-        rm = sub.add_parser("remove", help="stop watching an engine (its samples go too)")
+        rm = sub.add_parser("remove", help="retire an engine: stop watching it; its history stays")
         rm.add_argument("name")
 
     def handle(self, *args, action, **opts):
@@ -32,12 +33,13 @@ class Command(BaseCommand):
             raise CommandError("; ".join(exc.messages)) from None
 
     def do_add(self, *, name, kind, url, unit, user_unit, host, interval, **_):
-        engine = engine_create(name=name, kind=kind, url=url, unit=unit, host=host,
-                               unit_scope="user" if user_unit else "system", poll_interval_s=interval)
-        self.stdout.write(f"added engine {engine.name} ({engine.kind}) at {engine.url} on host {engine.host.name}")
+        engine, reactivated = engine_add(name=name, kind=kind, url=url, unit=unit, host=host,
+                                         unit_scope="user" if user_unit else "system", poll_interval_s=interval)
+        verb = "watching retired engine" if reactivated else "added engine"
+        self.stdout.write(f"{verb} {engine.name} ({engine.kind}) at {engine.url} on host {engine.host.name}")
 
     def do_list(self, *, json: bool, **_):
-        engines = [engine_as_dict(e) for e in Engine.objects.select_related("host")]
+        engines = [_as_dict(e) for e in Engine.objects.select_related("host")]
         if json:
             self.stdout.write(_json_dump(engines))
             return
@@ -46,8 +48,17 @@ class Command(BaseCommand):
                               f"{e['unit'] or '-':<24} {e['host']}")
 
     def do_remove(self, *, name, **_):
-        engine_remove(name=name)
-        self.stdout.write(f"removed engine {name}")
+        engine_retire(name=name)
+        self.stdout.write(f"retired engine {name}: no longer polled nor shown live; its history stays "
+                          f"('sparkops engine add {name} …' watches it again)")
+
+
+def _as_dict(engine):
+    row = engine_as_dict(engine)
+    row["retired_at"] = engine.retired_at.isoformat() if engine.retired_at else None
+    if engine.retired_at is not None:
+        row["status"] = "retired"
+    return row
 
 
 def _json_dump(data):

@@ -1,0 +1,194 @@
+"""Append-only in the database itself: triggers that refuse UPDATE and DELETE of a locked
+change-log entry, of the rows that make up its text (flags, claims, evidence, engine links),
+and of its corrections — whatever path the statement takes: a model's save(), any manager
+(`_base_manager` included), queryset update()/delete(), a cascade, the admin, raw SQL.
+
+"Locked" is Entry.locked_at <= now (the column is written once, at creation). Allowed on a
+locked row: nothing, except setting author_id to NULL, which is what deleting a user account
+does (the name written stays in author_name). A correction is never updated at all; it may
+be deleted only while its entry is still inside its grace period (as the entry itself may).
+A refusal is an IntegrityError whose message starts "append-only:".
+
+Installed by migration changelog 0003 on PostgreSQL and SQLite. On SQLite a migration that
+remakes one of these tables (most AlterField/AddField there) drops its triggers: such a
+migration must call install() again (tests/changelog/test_db_append_only.py checks they are
+all present)."""
+
+CHILD_TABLES = ("changelog_flagchange", "changelog_claim", "changelog_entry_engines", "changelog_evidencelink")
+# Every column of changelog_entry / changelog_correction but author_id: what must stay equal
+# when a user deletion sets author_id to NULL.
+ENTRY_COLUMNS = ("id", "effective_at", "units", "kind", "title", "body_md", "reason", "expected_effect",
+                 "author_name", "created_at", "fingerprint", "locked_at")
+CORRECTION_COLUMNS = ("id", "corrected_at", "text_md", "mark", "author_name", "created_at", "claim_id", "entry_id")
+
+_PG = r"""
+CREATE OR REPLACE FUNCTION changelog_entry_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'DELETE' THEN
+    IF OLD.locked_at <= clock_timestamp() THEN
+      RAISE EXCEPTION 'append-only: change-log entry % is locked; it is never deleted', OLD.id
+        USING ERRCODE = '23000';
+    END IF;
+    RETURN OLD;
+  END IF;
+  IF NEW.locked_at > OLD.locked_at THEN
+    RAISE EXCEPTION 'append-only: the grace period of change-log entry % cannot be extended', OLD.id
+      USING ERRCODE = '23000';
+  END IF;
+  IF OLD.locked_at <= clock_timestamp() AND NOT (
+      NEW.author_id IS NULL AND (to_jsonb(NEW) - 'author_id') = (to_jsonb(OLD) - 'author_id')) THEN
+    RAISE EXCEPTION 'append-only: change-log entry % is locked; write a correction', OLD.id
+      USING ERRCODE = '23000';
+  END IF;
+  RETURN NEW;
+END $$;
+
+CREATE OR REPLACE FUNCTION changelog_locked_entry_of(row_data jsonb) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE eid bigint := (row_data->>'entry_id')::bigint;
+BEGIN
+  IF eid IS NULL AND row_data ? 'correction_id' THEN
+    SELECT c.entry_id INTO eid FROM changelog_correction c WHERE c.id = (row_data->>'correction_id')::bigint;
+  END IF;
+  IF EXISTS (SELECT 1 FROM changelog_entry e WHERE e.id = eid AND e.locked_at <= clock_timestamp()) THEN
+    RETURN eid;
+  END IF;
+  RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION changelog_child_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE eid bigint;
+BEGIN
+  IF TG_OP = 'INSERT' THEN  -- a correction's evidence may be added to a locked entry's correction
+    IF EXISTS (SELECT 1 FROM changelog_entry e WHERE e.id = (to_jsonb(NEW)->>'entry_id')::bigint
+               AND e.locked_at <= clock_timestamp()) THEN
+      RAISE EXCEPTION 'append-only: % of locked change-log entry % cannot be added', TG_TABLE_NAME,
+        to_jsonb(NEW)->>'entry_id' USING ERRCODE = '23000';
+    END IF;
+    RETURN NEW;
+  END IF;
+  eid := changelog_locked_entry_of(to_jsonb(OLD));
+  IF eid IS NULL AND TG_OP = 'UPDATE' THEN
+    eid := changelog_locked_entry_of(to_jsonb(NEW));
+  END IF;
+  IF eid IS NOT NULL THEN
+    RAISE EXCEPTION 'append-only: % of locked change-log entry % cannot be %', TG_TABLE_NAME, eid,
+      CASE TG_OP WHEN 'DELETE' THEN 'deleted' ELSE 'changed' END USING ERRCODE = '23000';
+  END IF;
+  IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+  RETURN NEW;
+END $$;
+
+CREATE OR REPLACE FUNCTION changelog_correction_guard() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'UPDATE' THEN
+    IF NOT (NEW.author_id IS NULL AND (to_jsonb(NEW) - 'author_id') = (to_jsonb(OLD) - 'author_id')) THEN
+      RAISE EXCEPTION 'append-only: correction % is never changed; write another correction', OLD.id
+        USING ERRCODE = '23000';
+    END IF;
+    RETURN NEW;
+  END IF;
+  IF EXISTS (SELECT 1 FROM changelog_entry e WHERE e.id = OLD.entry_id AND e.locked_at <= clock_timestamp()) THEN
+    RAISE EXCEPTION 'append-only: correction % of locked change-log entry % is never deleted', OLD.id, OLD.entry_id
+      USING ERRCODE = '23000';
+  END IF;
+  RETURN OLD;
+END $$;
+
+DROP TRIGGER IF EXISTS changelog_entry_guard ON changelog_entry;
+CREATE TRIGGER changelog_entry_guard BEFORE UPDATE OR DELETE ON changelog_entry
+  FOR EACH ROW EXECUTE FUNCTION changelog_entry_guard();
+DROP TRIGGER IF EXISTS changelog_correction_guard ON changelog_correction;
+CREATE TRIGGER changelog_correction_guard BEFORE UPDATE OR DELETE ON changelog_correction
+  FOR EACH ROW EXECUTE FUNCTION changelog_correction_guard();
+"""
+
+_PG_CHILD = """
+DROP TRIGGER IF EXISTS {table}_guard ON {table};
+CREATE TRIGGER {table}_guard BEFORE INSERT OR UPDATE OR DELETE ON {table}
+  FOR EACH ROW EXECUTE FUNCTION changelog_child_guard();
+"""
+
+_PG_DROP = """
+DROP TRIGGER IF EXISTS changelog_entry_guard ON changelog_entry;
+DROP TRIGGER IF EXISTS changelog_correction_guard ON changelog_correction;
+{children}
+DROP FUNCTION IF EXISTS changelog_entry_guard();
+DROP FUNCTION IF EXISTS changelog_correction_guard();
+DROP FUNCTION IF EXISTS changelog_child_guard();
+DROP FUNCTION IF EXISTS changelog_locked_entry_of(jsonb);
+"""
+
+_SQLITE_LOCKED = "julianday({row}.locked_at) <= julianday('now')"
+_SQLITE_ENTRY_LOCKED = ("EXISTS (SELECT 1 FROM changelog_entry e WHERE e.id = {expr} "
+                        "AND julianday(e.locked_at) <= julianday('now'))")
+
+
+def _same_but_author(columns):
+    return "NEW.author_id IS NULL AND " + " AND ".join(f'NEW."{c}" IS OLD."{c}"' for c in columns)
+
+
+def _sqlite_statements():
+    out = [
+        f"""CREATE TRIGGER changelog_entry_no_delete BEFORE DELETE ON changelog_entry
+            WHEN {_SQLITE_LOCKED.format(row="OLD")}
+            BEGIN SELECT RAISE(ABORT, 'append-only: a locked change-log entry is never deleted'); END""",
+        """CREATE TRIGGER changelog_entry_no_extension BEFORE UPDATE ON changelog_entry
+            WHEN julianday(NEW.locked_at) > julianday(OLD.locked_at)
+            BEGIN SELECT RAISE(ABORT, 'append-only: an entry''s grace period cannot be extended'); END""",
+        f"""CREATE TRIGGER changelog_entry_no_update BEFORE UPDATE ON changelog_entry
+            WHEN {_SQLITE_LOCKED.format(row="OLD")} AND NOT ({_same_but_author(ENTRY_COLUMNS)})
+            BEGIN SELECT RAISE(ABORT, 'append-only: a locked change-log entry is never changed; write a correction'); END""",
+        f"""CREATE TRIGGER changelog_correction_no_update BEFORE UPDATE ON changelog_correction
+            WHEN NOT ({_same_but_author(CORRECTION_COLUMNS)})
+            BEGIN SELECT RAISE(ABORT, 'append-only: a correction is never changed; write another correction'); END""",
+        f"""CREATE TRIGGER changelog_correction_no_delete BEFORE DELETE ON changelog_correction
+            WHEN {_SQLITE_ENTRY_LOCKED.format(expr="OLD.entry_id")}
+            BEGIN SELECT RAISE(ABORT, 'append-only: a correction of a locked change-log entry is never deleted'); END""",
+    ]
+    for table in CHILD_TABLES:
+        old = _SQLITE_ENTRY_LOCKED.format(expr="OLD.entry_id")
+        new = _SQLITE_ENTRY_LOCKED.format(expr="NEW.entry_id")
+        if table == "changelog_evidencelink":
+            via = _SQLITE_ENTRY_LOCKED.format(
+                expr="(SELECT c.entry_id FROM changelog_correction c WHERE c.id = {row}.correction_id)")
+            old = f"({old} OR {via.format(row='OLD')})"
+            new_upd = f"({new} OR {via.format(row='NEW')})"
+        else:
+            new_upd = new
+        out += [
+            f"""CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table} WHEN {old}
+                BEGIN SELECT RAISE(ABORT, 'append-only: part of a locked change-log entry cannot be deleted'); END""",
+            f"""CREATE TRIGGER {table}_no_update BEFORE UPDATE ON {table} WHEN {old} OR {new_upd}
+                BEGIN SELECT RAISE(ABORT, 'append-only: part of a locked change-log entry cannot be changed'); END""",
+            f"""CREATE TRIGGER {table}_no_insert BEFORE INSERT ON {table} WHEN {new}
+                BEGIN SELECT RAISE(ABORT, 'append-only: a locked change-log entry cannot be added to'); END""",
+        ]
+    return out
+
+
+def sqlite_trigger_names():
+    names = ["changelog_entry_no_delete", "changelog_entry_no_extension", "changelog_entry_no_update",
+             "changelog_correction_no_update", "changelog_correction_no_delete"]
+    return names + [f"{t}_no_{op}" for t in CHILD_TABLES for op in ("delete", "update", "insert")]
+
+
+def install(schema_editor):
+    vendor = schema_editor.connection.vendor
+    if vendor == "postgresql":
+        schema_editor.execute(_PG + "".join(_PG_CHILD.format(table=t) for t in CHILD_TABLES), params=None)
+    elif vendor == "sqlite":
+        for name in sqlite_trigger_names():
+            schema_editor.execute(f"DROP TRIGGER IF EXISTS {name}")
+        for statement in _sqlite_statements():
+            schema_editor.execute(statement)
+    # Other databases: the model and queryset guards still hold; SparkOps supports these two.
+
+
+def uninstall(schema_editor):
+    vendor = schema_editor.connection.vendor
+    if vendor == "postgresql":
+        children = "".join(f"DROP TRIGGER IF EXISTS {t}_guard ON {t};\n" for t in CHILD_TABLES)
+        schema_editor.execute(_PG_DROP.format(children=children), params=None)
+    elif vendor == "sqlite":
+        for name in sqlite_trigger_names():
+            schema_editor.execute(f"DROP TRIGGER IF EXISTS {name}")
