@@ -53,9 +53,19 @@ class Prediction:
     engine: str | None = None
 
     def __str__(self):
-        text = f"{self.metric} {self.value:g}"
+        text = f"{self.metric} {format_number(self.value)}"
         text += f" at {self.window}" if self.window else ""
         return text + (f" on {self.engine}" if self.engine else "")
+
+
+def format_number(value):
+    """Plain digits that read back as the same float: never an exponent (which the grammar
+    does not read: '1.2e+06' was refused on import), never rounded to 6 digits as :g does."""
+    from decimal import Decimal
+
+    if float(value).is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    return format(Decimal(repr(float(value))), "f")
 
 
 def parse_prediction(text):

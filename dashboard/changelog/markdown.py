@@ -20,9 +20,12 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from dashboard.engine_lifecycle import retired_record
 from dashboard.models import Engine
+from dashboard.models.fleet import NAME_VALIDATOR
 
 from .grammar import format_when, parse_evidence, parse_flag, parse_prediction, parse_when
 from .models import Entry, content_hash
@@ -234,11 +237,18 @@ class ImportPlan:
     new_entries: list = field(default_factory=list)  # ParsedEntry
     new_corrections: list = field(default_factory=list)  # (Entry or ParsedEntry, ParsedCorrection)
     existing: int = 0
+    # Engines the log names that SparkOps does not know: {name: first line}. They become
+    # retired engine records (never polled), so every name the log was written with is kept.
+    new_engines: dict = field(default_factory=dict)
 
     def summary(self):
-        return (f"{len(self.new_entries)} new entr{'y' if len(self.new_entries) == 1 else 'ies'}, "
+        text = (f"{len(self.new_entries)} new entr{'y' if len(self.new_entries) == 1 else 'ies'}, "
                 f"{len(self.new_corrections)} new correction(s), {self.existing} entr"
                 f"{'y' if self.existing == 1 else 'ies'} already in the log")
+        if self.new_engines:
+            text += f", {len(self.new_engines)} retired engine record(s) for names the log knows: "
+            text += ", ".join(sorted(self.new_engines))
+        return text
 
 
 def plan_import(text):
@@ -247,7 +257,7 @@ def plan_import(text):
     engines = {e.name: e for e in Engine.objects.all()}
     plan, seen = ImportPlan(), {}
     for entry in parsed:
-        _check_engines(entry, engines)
+        _check_engines(entry, engines, plan.new_engines)
         fp = entry.fingerprint()
         target = seen.get(fp) or Entry.objects.filter(fingerprint=fp).order_by("pk").first()
         if target is None:
@@ -264,13 +274,19 @@ def plan_import(text):
     return plan
 
 
-def _check_engines(entry, engines):
+def _check_engines(entry, engines, new_engines):
+    """Names SparkOps does not know go to NEW_ENGINES (to be kept as retired records); a name
+    no engine could have is refused with its line."""
     names = [(entry.engines_line, name) for name in entry.engines]
     names += [(c["line"], c["prediction"].engine) for c in entry.claims if c["prediction"] and c["prediction"].engine]
     for n, name in names:
-        if name not in engines:
-            known = ", ".join(sorted(engines)) or "none yet; add them with 'sparkops engine add'"
-            raise LogSyntaxError(n, f"unknown engine {name!r} (known: {known})")
+        if name in engines or name in new_engines:
+            continue
+        try:
+            NAME_VALIDATOR(name)
+        except ValidationError as exc:
+            raise LogSyntaxError(n, f"{name!r} cannot be an engine name: {' '.join(exc.messages)}") from None
+        new_engines[name] = n
 
 
 def _known_corrections(target, plan):
@@ -285,6 +301,9 @@ def _known_corrections(target, plan):
 def apply_import(plan, *, author=None, author_name="import"):
     created = {}
     engines = {e.name: e for e in Engine.objects.all()}
+    for name in sorted(plan.new_engines):
+        if name not in engines:
+            engines[name] = retired_record(name)
     for p in plan.new_entries:
         created[id(p)] = entry_create(
             author=author, author_name=author_name, effective_at=p.effective_at, title=p.title, kind=p.kind,

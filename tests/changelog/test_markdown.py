@@ -91,7 +91,7 @@ MALFORMED = [
     ("## 2026-13-40 · Bad date\n", 1, "a date reads"),
     ("## 2026-08-20 · ok\nKind: opinion\n", 2, "unknown kind 'opinion'"),
     ("## 2026-08-20 · ok\nFlag: --max-model-len 131072 262144\n", 2, "a flag change reads"),
-    ("## 2026-08-20 · ok\nEngines: nemotron, ghost\n", 2, "unknown engine 'ghost'"),
+    ("## 2026-08-20 · ok\nEngines: nemotron, ghost/ship\n", 2, "'ghost/ship' cannot be an engine name"),
     ("## 2026-08-20 · ok\nKind: claim\nKind: decision\n", 3, "appears twice"),
     ("## 2026-08-20 · ok\nPrediction: concurrency 10.6\n", 2, "must follow the 'Claim:' line"),
     ("## 2026-08-20 · ok\nClaim: x\nPrediction: vibes 10\n", 3, "unknown metric 'vibes'"),
