@@ -2,10 +2,14 @@
 import os
 import sys
 
+from sparkops.lifeline import watch_parent
+
 
 def main(argv=None):
     argv = list(sys.argv if argv is None else argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sparkops.settings")
+    # Under `sparkops up` (the worker, the simulator): never outlive it by more than a few seconds.
+    watch_parent()
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(["sparkops", *argv[1:]])

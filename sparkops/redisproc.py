@@ -8,6 +8,8 @@ import sys
 import tempfile
 import time
 
+from sparkops.lifeline import die_with_parent
+
 INSTALL_HINT = "redis-server not found: install it with `sudo apt-get install redis-server` (Debian/Ubuntu)."
 
 
@@ -48,16 +50,17 @@ class PrivateRedis:
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
              "--dir", self._dir, "--loglevel", "warning"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=die_with_parent())  # gone with us, even when we are SIGKILLed
         _wait_ready(port, self.proc)
         self.url = f"redis://127.0.0.1:{port}/0"
         return self.url
 
-    def stop(self):
+    def stop(self, timeout=5.0):
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=5)
+                self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()

@@ -1,6 +1,8 @@
 """The real stack: `sparkops up --demo` as a subprocess on free ports, logged into over HTTP."""
+import fcntl
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -100,13 +102,57 @@ def test_up_demo_serves_polled_engines_and_stops_every_child(tmp_path):
     except BaseException as exc:
         proc.send_signal(signal.SIGINT)
         raise AssertionError(f"{exc}\n--- sparkops up said:\n{proc.communicate(timeout=60)[0][-8000:]}") from exc
-    proc.send_signal(signal.SIGINT)
+    # SIGTERM (what systemd and docker send; Ctrl-C's SIGINT takes the same path) stops it all within 5 s.
+    began = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
     output, _ = proc.communicate(timeout=60)
+    took = time.monotonic() - began
     assert proc.returncode == 0, output[-3000:]
-    time.sleep(0.5)
     alive = [_cmdline(c) for c in children if _alive(c)]
     assert not alive, f"still running after stop: {alive}"
-    assert "stopped web" in output and "stopped redis-server" in output
+    assert took < 5.0, f"stopping took {took:.1f} s:\n{output[-1500:]}"
+    assert "stopped web" in output and "stopped redis-server" in output and "killed" not in output
+
+
+def test_sigkilled_up_leaves_no_child_and_a_second_up_is_refused(tmp_path):
+    """The OOM killer's SIGKILL gives `up` no chance to stop anything: its children (and the
+    simulator's engines) must go by themselves, freeing the port and the var dir's lock. While
+    it lives, a second `up` on the same var dir refuses to start and names it."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "SPARKOPS_TEST_DB_NAME")}
+    env.update({"SPARKOPS_VAR_DIR": str(tmp_path), "SPARKOPS_ADMIN_PASSWORD": ADMIN_PASSWORD,
+                "SPARKOPS_HOST_NAME": "stack-kill"})
+    proc = subprocess.Popen([sys.executable, "manage.py", "up", "--demo", "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/healthz", proc, timeout=90)
+        second = subprocess.run([sys.executable, "manage.py", "up", "--port", str(free_port())], env=env,
+                                capture_output=True, text=True, timeout=60)
+        tree = _children(proc.pid)
+        names = " ".join(_cmdline(c) for c in tree)
+        for part in ("uvicorn", "worker", "beat", "simulate", "simulator.engine", "redis-server"):
+            assert part in names, f"{part} is not running under sparkops up: {names}"
+    except BaseException as exc:
+        proc.send_signal(signal.SIGTERM)
+        raise AssertionError(f"{exc}\n--- sparkops up said:\n{proc.communicate(timeout=60)[0][-8000:]}") from exc
+    assert second.returncode != 0
+    assert f"another `sparkops up` (pid {proc.pid}) is already running with this var dir" in second.stderr, \
+        second.stdout[-2000:] + second.stderr[-2000:]
+    proc.kill()
+    proc.communicate(timeout=10)
+    deadline = time.monotonic() + 5.0
+    while [c for c in tree if _alive(c)] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = [_cmdline(c) for c in tree if _alive(c)]
+    for process in tree:  # do not leave them to the next test if the assertion below fails
+        if _alive(process):
+            process.kill()
+    assert not alive, f"still running 5 s after sparkops up was SIGKILLed: {alive}"
+    with socket.socket() as sock:  # the web port is free again (for a server: SO_REUSEADDR, as uvicorn binds)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+    with open(tmp_path / "up.lock") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # and so is the var dir
 
 
 def test_a_child_that_dies_is_reported_and_stops_the_stack(tmp_path):

@@ -19,6 +19,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sparkops.lifeline import die_with_parent
+
 from . import systemd as sd
 from .host import HostState
 
@@ -188,7 +190,9 @@ class Supervisor:
         unit.stop_requested = False
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
         unit.proc = await asyncio.create_subprocess_exec(*unit.command(), stdout=asyncio.subprocess.PIPE,
-                                                         stderr=asyncio.subprocess.STDOUT, env=env, cwd=REPO_ROOT)
+                                                         stderr=asyncio.subprocess.STDOUT, env=env, cwd=REPO_ROOT,
+                                                         # a SIGKILLed supervisor leaves no engine behind
+                                                         preexec_fn=die_with_parent())
         unit.start_times.append(time.monotonic())
         pid = unit.proc.pid
         unit.set_state("active", "running", MainPID=pid, ExecMainPID=pid, ExecMainCode=0, ExecMainStatus=0,

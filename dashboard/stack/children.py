@@ -1,10 +1,23 @@
-"""Child-process supervision for `sparkops up`: start, watch, stop in reverse order."""
+"""Child-process supervision for `sparkops up`: start, watch, stop them all at once.
+
+Every child runs in a session of its own (Ctrl-C reaches only `up`, which then stops the
+children) and dies with `up` even when `up` is killed with SIGKILL (sparkops.lifeline).
+Stopping sends SIGTERM to every child's process group at the same time and waits at most
+STOP_GRACE_S for them together; what is still running then gets SIGKILL. A child is reaped
+only after its group has been swept, so the group id cannot have been reused meanwhile."""
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
+
+from sparkops.lifeline import SUPERVISOR_ENV, die_with_parent
+
+# How long the children get to stop on SIGTERM, all together. uvicorn is told the same
+# bound for its open connections; the worker's warm shutdown waits for running tasks.
+STOP_GRACE_S = 3.0
 
 
 @dataclass
@@ -13,10 +26,11 @@ class Child:
     argv: list
     env: dict = field(default_factory=dict)
     proc: subprocess.Popen = None
+    returncode: int = None  # as Popen's: negative for a signal; known once it has ended
 
     def start(self, base_env):
-        # A session of its own: Ctrl-C reaches only `up`, which then stops children in order.
-        self.proc = subprocess.Popen(self.argv, env={**base_env, **self.env}, start_new_session=True)
+        env = {**base_env, **self.env, SUPERVISOR_ENV: str(os.getpid())}
+        self.proc = subprocess.Popen(self.argv, env=env, start_new_session=True, preexec_fn=die_with_parent())
         return self
 
     @property
@@ -24,31 +38,38 @@ class Child:
         return self.proc.pid if self.proc else None
 
     def exited(self):
-        return self.proc is not None and self.proc.poll() is not None
+        """Has it ended? Leaves it unreaped (a zombie) until reap()."""
+        if self.proc is None:
+            return False
+        if self.returncode is None and self.proc.returncode is None:
+            try:
+                info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:  # already reaped
+                return True
+            if info is None or info.si_pid == 0:
+                return False
+            self.returncode = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        return True
 
-    def stop(self, timeout=10.0):
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        _signal_group(self.proc, signal.SIGTERM)
+    def signal_group(self, sig):
         try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _signal_group(self.proc, signal.SIGKILL)
-            self.proc.wait()
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
-
-def _signal_group(proc, sig):
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
+    def reap(self):
+        """Sweep what is left of its process group, then collect its status."""
+        self.signal_group(signal.SIGKILL)
+        self.proc.wait()
+        if self.returncode is None:
+            self.returncode = self.proc.returncode
 
 
 class Supervisor:
     def __init__(self, out=sys.stdout):
         self.children = []
         self.out = out
-        self._stopping = False
+        self._stop = threading.Event()
 
     def start(self, child, base_env):
         self.children.append(child.start(base_env))
@@ -57,19 +78,36 @@ class Supervisor:
         return child
 
     def request_stop(self, *_):
-        self._stopping = True
+        self._stop.set()
 
     def watch(self, interval=0.5):
         """Block until asked to stop or a child dies; return the dead child or None."""
-        while not self._stopping:
+        while not self._stop.is_set():
             for child in self.children:
                 if child.exited():
                     return child
-            time.sleep(interval)
+            self._stop.wait(interval)
         return None
 
-    def stop_all(self):
+    def stop_all(self, grace=STOP_GRACE_S):
+        began = time.monotonic()
+        running = [child for child in self.children if not child.exited()]
+        for child in running:
+            child.signal_group(signal.SIGTERM)
+        pending, took = list(running), {}
+        while pending and time.monotonic() - began < grace:
+            time.sleep(0.05)
+            for child in [c for c in pending if c.exited()]:
+                took[child.name] = time.monotonic() - began
+                pending.remove(child)
+        for child in pending:
+            child.signal_group(signal.SIGKILL)
         for child in reversed(self.children):
-            child.stop()
-            self.out.write(f"stopped {child.name}\n")
+            child.reap()
+            if child in pending:
+                self.out.write(f"killed {child.name}: still running {grace:.0f} s after SIGTERM\n")
+            elif child in running:
+                self.out.write(f"stopped {child.name} ({took[child.name]:.1f} s)\n")
+            else:
+                self.out.write(f"stopped {child.name}\n")
         self.out.flush()

@@ -1,6 +1,11 @@
 """`sparkops up`: the whole stack in the foreground (migrations, ASGI, worker, beat, Redis,
 and with --demo the simulated engines). Ctrl-C stops every child; a child that dies is
-reported and brings the stack down with a non-zero status rather than limping on."""
+reported and brings the stack down with a non-zero status rather than limping on.
+
+One `up` per var dir: it holds an flock on VAR_DIR/up.lock for its whole life (the kernel
+lets go of it when the process ends, even by SIGKILL, and its children die with it), and a
+second `up` beside it refuses to start, naming the pid that holds it."""
+import fcntl
 import json
 import os
 import secrets
@@ -15,7 +20,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.roles import set_role
-from dashboard.stack.children import Child, Supervisor
+from dashboard.stack.children import STOP_GRACE_S, Child, Supervisor
 from sparkops.redisproc import PrivateRedis
 
 SIM_BIN = Path(__file__).resolve().parents[2] / "simulator" / "bin"
@@ -33,6 +38,13 @@ class Command(BaseCommand):
     def handle(self, *args, port, bind, demo, no_beat, **opts):
         if not 0 < port < 65536:
             raise CommandError(f"--port {port} is not a TCP port")
+        lock = _hold_var_dir_lock(Path(settings.VAR_DIR))
+        try:
+            return self._up(port=port, bind=bind, demo=demo, no_beat=no_beat)
+        finally:
+            lock.close()
+
+    def _up(self, *, port, bind, demo, no_beat):
         call_command("migrate", interactive=False, verbosity=0)
         self._ensure_admin()
         redis = None if settings.REDIS_URL else PrivateRedis()
@@ -48,7 +60,7 @@ class Command(BaseCommand):
         finally:
             sup.stop_all()
             if redis:
-                redis.stop()
+                redis.stop(timeout=1.0)
                 self.stdout.write("stopped redis-server\n")
 
     def _run(self, sup, redis_url, *, port, bind, demo, beat):
@@ -58,7 +70,8 @@ class Command(BaseCommand):
             env.update(self._start_demo(sup, env))
         py = sys.executable
         sup.start(Child("web", [py, "-m", "uvicorn", "sparkops.asgi:application", "--host", bind,
-                                "--port", str(port), "--no-access-log", "--lifespan", "off"]), env)
+                                "--port", str(port), "--no-access-log", "--lifespan", "off",
+                                "--timeout-graceful-shutdown", str(int(STOP_GRACE_S) - 1)]), env)
         sup.start(Child("worker", [py, "-m", "sparkops.cli", "worker", "--host", settings.SPARKOPS_HOST_NAME,
                                    "--loglevel", "WARNING"]), env)
         if beat:
@@ -68,7 +81,7 @@ class Command(BaseCommand):
         self.stdout.flush()
         dead = sup.watch()
         if dead is not None:
-            raise CommandError(f"{dead.name} (pid {dead.pid}) exited with status {dead.proc.returncode}; "
+            raise CommandError(f"{dead.name} (pid {dead.pid}) exited with status {dead.returncode}; "
                                "stopping the stack")
 
     def _start_demo(self, sup, env):
@@ -105,11 +118,32 @@ class Command(BaseCommand):
         self.stdout.write(f"created the admin user: admin / {shown}  — shown once; change it after logging in\n")
 
 
+def _hold_var_dir_lock(var_dir):
+    """Take VAR_DIR/up.lock for the life of this process, or refuse: another `up` of this
+    install is running. The file names the holder's pid."""
+    var_dir.mkdir(parents=True, exist_ok=True)
+    path = var_dir / "up.lock"
+    handle = open(path, "a+")  # not inherited by the children (Python opens fds close-on-exec)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise CommandError(f"another `sparkops up` (pid {holder}) is already running with this var dir ({var_dir}); "
+                           "stop it first, or give this one its own SPARKOPS_VAR_DIR") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
+
+
 def _wait_for_ports(ports_file, simulator, timeout=30.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if simulator.exited():
-            raise CommandError(f"the simulator exited with status {simulator.proc.returncode}")
+            raise CommandError(f"the simulator exited with status {simulator.returncode}")
         if ports_file.exists():
             lines = [line for line in ports_file.read_text().splitlines() if line.strip()]
             try:

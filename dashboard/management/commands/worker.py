@@ -4,11 +4,22 @@ sources (PSI, NVML, systemd, journal, processes) and polls the box's engines on 
 (alert deliveries, benchmarks, store upkeep) and this box's own `host.<NAME>` queue.
 
 The threads pool: polls wait on sockets and subprocesses, not the CPU, and one process
-with a few threads stays near 60 MB instead of a prefork child per slot."""
+with a few threads stays near 60 MB instead of a prefork child per slot.
+
+Its Redis reads are named `sparkops-worker-<pid>`: an idle worker's BRPOP waits up to the
+broker's polling_interval (10 s) and a warm shutdown waits for it to return, so on shutdown
+the worker asks Redis to end its own blocked read at once (CLIENT UNBLOCK)."""
+import logging
+import os
+
+import redis
+from celery import signals
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from dashboard.models import Host
+
+log = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -32,6 +43,9 @@ class Command(BaseCommand):
                 f"--loglevel={opts['loglevel']}", f"--queues={','.join(queues)}", f"--hostname={name}@%h",
                 # gossip/mingle/heartbeat are cluster chatter nothing here uses; they cost CPU every second
                 "--without-gossip", "--without-mingle", "--without-heartbeat"]
+        client_name = f"sparkops-worker-{os.getpid()}"
+        app.conf.broker_transport_options = {**app.conf.broker_transport_options, "client_name": client_name}
+        signals.worker_shutting_down.connect(_unblock_reads(app.conf.broker_url, client_name), weak=False)
         if not opts["no_poller"]:
             from dashboard.services.resident import PollerStep
 
@@ -40,3 +54,20 @@ class Command(BaseCommand):
         self.stdout.write(f"worker for host {name}: queues {', '.join(queues)}"
                           + ("" if opts["no_poller"] else "; polling this box and its engines"))
         app.worker_main(argv)
+
+
+def _unblock_reads(broker_url, client_name):
+    """A worker_shutting_down receiver: end the blocked BRPOP of the connections named
+    CLIENT_NAME, so the warm shutdown does not wait out the polling interval. Redis answers
+    an unblocked BRPOP as if it had timed out; the worker then stops reading."""
+    def unblock(**_):
+        if not broker_url.startswith(("redis://", "rediss://", "unix://")):
+            return
+        try:
+            with redis.Redis.from_url(broker_url, socket_timeout=1.0, socket_connect_timeout=1.0) as client:
+                for entry in client.client_list():
+                    if entry.get("name") == client_name and "b" in entry.get("flags", ""):
+                        client.client_unblock(entry["id"])
+        except redis.RedisError as exc:  # the shutdown still ends, a polling interval later
+            log.warning("worker shutdown: could not unblock its broker read: %s", exc)
+    return unblock
