@@ -12,7 +12,9 @@ from django.utils import timezone
 from dashboard.models import Incident
 
 from . import outbox
-from .models import AlertEvent, AlertNote
+from .config import renotify_interval_s
+from .models import AlertEvent
+from .notes import note_add
 from .publish import alert_changed
 
 
@@ -32,10 +34,6 @@ class Finding:
     fire_now: bool = False  # the rule itself decided the condition is confirmed
     # A definitive cause (systemd will not bring it back) learned after firing is worth a second page, once.
     renotify_on_cause: bool = False
-
-
-def note_add(event, kind, text, *, user=None, at=None):
-    return AlertNote.objects.create(event=event, at=at or timezone.now(), kind=kind, text=text, user=user)
 
 
 def _open_event(rule, subject):
@@ -147,8 +145,6 @@ def alert_acknowledge(*, event, user, now=None):
 
 def renotify_due(*, now=None):
     """Re-notify firing, unacknowledged critical alerts whose last notification is older than their interval."""
-    from .config import renotify_interval_s
-
     now = now or timezone.now()
     interval_s = renotify_interval_s()
     count = 0

@@ -14,6 +14,9 @@ from django.utils import timezone
 
 from . import conf
 from .models import AlertEvent, Delivery, DeliveryAttempt, MaintenanceWindow, NotificationChannel, Silence
+from .notes import note_add
+from .payloads import event_payload
+from .transports import TransportError, transport_for
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +46,6 @@ def channels_for(event):
 
 def notify(*, event, transition, now=None):
     """Write the deliveries of one transition (inside the caller's transaction); send after commit."""
-    from .lifecycle import note_add
-
     now = now or timezone.now()
     if transition == "resolved":
         # Tell exactly the channels that heard it fire, whatever the routes or silences say now.
@@ -64,8 +65,6 @@ def notify(*, event, transition, now=None):
 
 
 def _delivery(event, channel, transition, now):
-    from .payloads import event_payload
-
     seq = ""
     if transition == "renotify":
         seq = Delivery.objects.filter(event=event, channel=channel, transition="renotify").count() + 1
@@ -100,8 +99,6 @@ def claim(pk, *, now=None):
 
 def delivery_send(*, delivery_id):
     """Claim, send once, record the attempt. Returns the delivery's status afterwards (or None: not ours)."""
-    from .transports import TransportError, transport_for
-
     if not claim(delivery_id):
         return None
     delivery = Delivery.objects.select_related("channel", "event").get(pk=delivery_id)

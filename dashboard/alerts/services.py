@@ -9,8 +9,9 @@ from dashboard.services.fleet import form_errors_text
 
 from . import lifecycle, outbox
 from .forms import ChannelForm
-from .lifecycle import Finding, alert_observe, note_add
+from .lifecycle import Finding, alert_observe
 from .models import SEVERITY_RANK, AlertEvent, Delivery, MaintenanceWindow, NotificationChannel, Route, Silence
+from .notes import note_add
 from .publish import alert_changed
 
 

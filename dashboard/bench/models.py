@@ -1,16 +1,11 @@
 """Benchmark profiles, runs and repetitions (definitions of every figure: README, Benchmarks)."""
-import hashlib
-import json
-
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
 from dashboard.models.fleet import NAME_VALIDATOR
 
-HASH_FIELDS = ("engine_name", "engine_kind", "workload", "instruction", "depth", "mode", "output_tokens",
-               "sampling", "sampling_params", "thinking", "concurrency")
-PROMPT_VERSION = 1  # bump when the prompt builder changes what is sent: old runs stop comparing
+from .spec import RunSpec
 
 
 class Profile(models.Model):
@@ -74,8 +69,6 @@ class Profile(models.Model):
         super().save(*args, **kwargs)
 
     def spec(self):
-        from .spec import RunSpec
-
         return RunSpec.from_profile(self)
 
 
@@ -181,6 +174,3 @@ class PairRun(models.Model):
     def __str__(self):
         return f"pair {self.pk}: {self.profile_a} + {self.profile_b}"
 
-
-def stable_hash(data):
-    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]

@@ -9,7 +9,7 @@ import random
 import uuid
 from dataclasses import asdict, dataclass, field
 
-from .models import HASH_FIELDS, PROMPT_VERSION, stable_hash
+from .hashing import HASH_FIELDS, PROMPT_VERSION, stable_hash
 
 _WORDS = ("system", "engine", "request", "token", "memory", "window", "cache", "prefix", "stream", "agent",
           "model", "decode", "prefill", "kernel", "clock", "power", "queue", "worker", "schedule", "latency",
