@@ -2,13 +2,19 @@
 
 A delivery moves pending → sending (claimed, with a lease) → sent | pending (retry later) |
 failed. A worker that dies mid-send leaves a lapsed lease; the sweep puts the row back to
-pending. Receivers dedupe on the Idempotency-Key, one key per event transition and channel."""
+pending. Receivers dedupe on the Idempotency-Key, one key per event transition and channel.
+
+The transitions of one alert reach one channel in the order they happened: a delivery is
+not claimable while an earlier delivery of the same event to the same channel is unsettled
+(pending, retrying or sending, a lost send included). So a resolve never overtakes its
+firing, even when a worker died mid-send and the firing waits for the sweep; once the
+earlier one is sent or has finally failed, the next one is queued at once."""
 import logging
 import time
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Q, Value
+from django.db.models import Exists, OuterRef, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -89,12 +95,33 @@ def enqueue(ids):
             log.warning("could not enqueue delivery %s: %s", pk, exc)
 
 
+UNSETTLED = ("pending", "sending")
+
+
+def _behind_an_earlier():
+    """True for a delivery that must wait: an earlier one of its event and channel is unsettled."""
+    return Exists(Delivery.objects.filter(event_id=OuterRef("event_id"), channel_id=OuterRef("channel_id"),
+                                          pk__lt=OuterRef("pk"), status__in=UNSETTLED))
+
+
 def claim(pk, *, now=None):
-    """Take delivery PK for sending; False when someone else has it or it is not due."""
+    """Take delivery PK for sending; False when someone else has it, it is not due, or it
+    waits for an earlier delivery of its event to its channel."""
     now = now or timezone.now()
     lease = now + timedelta(seconds=conf.claim_lease_s())
-    return Delivery.objects.filter(pk=pk, status="pending", next_attempt_at__lte=now).update(
-        status="sending", claimed_until=lease) == 1
+    return Delivery.objects.filter(pk=pk, status="pending", next_attempt_at__lte=now).exclude(
+        _behind_an_earlier()).update(status="sending", claimed_until=lease) == 1
+
+
+def _release_next(delivery):
+    """DELIVERY has settled: queue the next delivery of its event to its channel, if one waits."""
+    if delivery.event_id is None:
+        return
+    waiting = (Delivery.objects.filter(event_id=delivery.event_id, channel_id=delivery.channel_id,
+                                       pk__gt=delivery.pk, status="pending")
+               .order_by("pk").values_list("pk", flat=True).first())
+    if waiting is not None:
+        enqueue_on_commit([waiting])
 
 
 def delivery_send(*, delivery_id):
@@ -122,6 +149,7 @@ def _record_success(delivery, ms):
                                                        duration_ms=ms, last_error="", claimed_until=None)
         NotificationChannel.objects.filter(pk=delivery.channel_id, health="failing").update(
             health="ok", last_error="", failing_since=None)
+        _release_next(delivery)
     return "sent"
 
 
@@ -140,6 +168,8 @@ def _record_failure(delivery, exc, ms):
         Delivery.objects.filter(pk=delivery.pk).update(**fields)
         if exc.permanent:
             channel_mark_failing(channel=delivery.channel, error=str(exc), now=now)
+        if give_up:
+            _release_next(delivery)
     return fields["status"]
 
 
@@ -155,12 +185,14 @@ def channel_mark_failing(*, channel, error, now):
 
 
 def sweep(*, now=None):
-    """Re-queue what was lost: lapsed claims back to pending, then enqueue every due pending row."""
+    """Re-queue what was lost: lapsed claims back to pending, then enqueue every due pending
+    row that is not waiting for an earlier one (that one is queued when the earlier settles)."""
     now = now or timezone.now()
     lapsed = Q(status="sending", claimed_until__lt=now)
     if not Delivery.objects.filter(lapsed | Q(status="pending", next_attempt_at__lte=now)).exists():
         return []  # the usual case, every few seconds: one indexed query
     Delivery.objects.filter(lapsed).update(status="pending", claimed_until=None)
-    due = list(Delivery.objects.filter(status="pending", next_attempt_at__lte=now).values_list("pk", flat=True)[:500])
+    due = list(Delivery.objects.filter(status="pending", next_attempt_at__lte=now).exclude(_behind_an_earlier())
+               .values_list("pk", flat=True)[:500])
     enqueue(due)
     return due

@@ -191,3 +191,54 @@ def test_renotify_unacknowledged_critical_at_its_interval(fleet, channels, opera
     assert len(keys) == 4 == len(set(keys)) and Delivery.objects.filter(event__rule="kernel_fault", transition="renotify").count() == 0
     alert_ack(event=event, user=operator)
     assert renotify_due(now=start + timedelta(hours=5)) == 0
+
+
+def _lost_firing_then_resolved(fleet, channels):
+    """A worker claimed the webhook's firing and was SIGKILLed mid-send (its claim lapsed
+    without a word); then the alert resolved."""
+    fire(fleet)
+    firing = Delivery.objects.get(channel=channels["webhook"], transition="firing")
+    assert outbox.claim(firing.pk)
+    Delivery.objects.filter(pk=firing.pk).update(claimed_until=timezone.now() - timedelta(seconds=1))
+    external_alert_resolve(rule="engine_down", engine=fleet["vllm"], subject="vllm-main")
+    resolved = Delivery.objects.get(channel=channels["webhook"], transition="resolved")
+    return firing, resolved
+
+
+def test_a_resolve_waits_for_its_lost_firing_and_the_sweep_sends_them_in_order(fleet, channels, receiver):
+    firing, resolved = _lost_firing_then_resolved(fleet, channels)
+    # The resolve's own task runs first: it may not overtake the firing still "sending".
+    assert outbox.delivery_send(delivery_id=resolved.pk) is None
+    assert Delivery.objects.get(pk=resolved.pk).status == "pending" and not receiver.requests
+    due = outbox.sweep()
+    assert firing.pk in due and resolved.pk not in due
+    for pk in [resolved.pk, *reversed(due)]:  # whatever order the worker's threads take them in
+        outbox.delivery_send(delivery_id=pk)
+    assert resolved.pk in outbox.sweep()  # the firing is settled now: the resolve is due
+    assert outbox.delivery_send(delivery_id=resolved.pk) == "sent"
+    assert [body["transition"] for _, body in receiver.accepted()] == ["firing", "resolved"]
+
+
+def test_a_settled_firing_sends_the_waiting_resolve_at_once(fleet, channels, receiver, django_capture_on_commit_callbacks):
+    """Not a sweep later: the firing's settling queues the resolve (Celery eager here, so
+    the queued task runs in this process)."""
+    from sparkops.celery import app
+
+    firing, resolved = _lost_firing_then_resolved(fleet, channels)
+    Delivery.objects.filter(pk=firing.pk).update(status="pending", claimed_until=None)  # what the sweep does
+    app.conf.task_always_eager = True
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            assert outbox.delivery_send(delivery_id=resolved.pk) is None
+            assert outbox.delivery_send(delivery_id=firing.pk) == "sent"
+    finally:
+        app.conf.task_always_eager = False
+    assert Delivery.objects.get(pk=resolved.pk).status == "sent"
+    assert [body["transition"] for _, body in receiver.accepted()] == ["firing", "resolved"]
+
+
+def test_a_firing_that_finally_failed_lets_its_resolve_go(fleet, channels, receiver):
+    firing, resolved = _lost_firing_then_resolved(fleet, channels)
+    Delivery.objects.filter(pk=firing.pk).update(status="failed", claimed_until=None)
+    assert outbox.delivery_send(delivery_id=resolved.pk) == "sent"
+    assert [body["transition"] for _, body in receiver.accepted()] == ["resolved"]
