@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "channels",
     "django_celery_beat",
     "axes",
+    "csp",
     "dashboard",
     "dashboard.alerts",
     "dashboard.changelog",
@@ -41,6 +42,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Content-Security-Policy on every response (policy below), the lockout page included.
+    "sparkops.csp.CSPMiddleware",
     # Serves static/ from the app itself, so one process is a complete web server.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -185,6 +188,12 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "sparkops@localhost")
 
 # Polling
 SPARKOPS_POLL_INTERVAL = env_number("SPARKOPS_POLL_INTERVAL", 2.0, cast=float, minimum=0.5)
+# What one engine's /metrics may hold, as Prometheus bounds a scrape (dashboard/collectors/prom.py).
+SPARKOPS_SCRAPE_SAMPLE_LIMIT = env_number("SPARKOPS_SCRAPE_SAMPLE_LIMIT", 20000, cast=int, minimum=1)
+SPARKOPS_SCRAPE_LABEL_LIMIT = env_number("SPARKOPS_SCRAPE_LABEL_LIMIT", 64, cast=int, minimum=1)
+SPARKOPS_SCRAPE_LABEL_NAME_LENGTH_LIMIT = env_number("SPARKOPS_SCRAPE_LABEL_NAME_LENGTH_LIMIT", 128, cast=int, minimum=1)
+SPARKOPS_SCRAPE_LABEL_VALUE_LENGTH_LIMIT = env_number("SPARKOPS_SCRAPE_LABEL_VALUE_LENGTH_LIMIT", 2048, cast=int, minimum=1)
+SPARKOPS_SCRAPE_PARSE_TIME_LIMIT_S = env_number("SPARKOPS_SCRAPE_PARSE_TIME_LIMIT_S", 1.0, cast=float, minimum=0.01)
 SPARKOPS_LIVENESS_INTERVAL = env_number("SPARKOPS_LIVENESS_INTERVAL", 1.0, cast=float, minimum=0.2)
 # A resident poller keeps its readings in memory and stores them every this many seconds
 # (0: every tick), as Telegraf's flush_interval does; the live view and the alerts see every
@@ -213,6 +222,30 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", Fals
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+
+# Content-Security-Policy (django-csp; sparkops/csp.py adds the page's own ws:// and wss://
+# origin to connect-src for the live WebSocket). No inline script and no style="" attribute
+# anywhere: every script and stylesheet is a static file. plotly.js needs no 'unsafe-inline'
+# either, only two hashes in style-src: PLOTLY_EMPTY_STYLE is the empty <style> element it adds
+# (a global one and one per chart) and then fills through the CSSOM (insertRule, which CSP does
+# not restrict); PLOTLY_MAPLIBRE_STYLE is the fixed stylesheet its bundle injects at load for map
+# traces (tests/test_csp.py checks both against the installed plotly, so an upgrade says so).
+PLOTLY_EMPTY_STYLE = "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='"
+PLOTLY_MAPLIBRE_STYLE = "'sha256-ji27qzEtxXZW+7dun6UwjHXJ18e6WAin1VvNtkzIE/o='"  # plotly 7.1.0 (plotly.js 4.1.1)
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", PLOTLY_EMPTY_STYLE, PLOTLY_MAPLIBRE_STYLE],
+        "connect-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+    },
+}
 if env_bool("SECURE_PROXY_SSL_HEADER", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
@@ -222,5 +255,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # httpx logs every request at INFO: with webhooks and the CLI that is noise, not news.
+    "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }

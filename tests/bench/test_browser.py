@@ -10,7 +10,7 @@ from django.utils import timezone
 from dashboard.bench.models import Profile, Run
 from dashboard.changelog.models import Entry
 from tests.live.stack import start_web, stop
-from tests.live.test_browser import Session, browser  # noqa: F401  (browser: the shared Chromium fixture)
+from tests.live.test_browser import Session, browser, wait_for_js  # noqa: F401  (browser: the shared Chromium fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 CHROMIUM = "/usr/bin/chromium"
@@ -55,8 +55,8 @@ def test_profile_trend_draws_runs_and_change_log_entries(live_server, operator, 
         assert hover == ["--max-num-seqs 8 -> 16"]
         assert page.evaluate("document.getElementById('trend-decode').data[0].y") == [60.0, 45.0]
         page.click("#theme-toggle")
-        page.wait_for_function("document.getElementById('trend-decode').layout.font.color === "
-                               "getComputedStyle(document.documentElement).getPropertyValue('--fg').trim()", timeout=5000)
+        wait_for_js(page, "document.getElementById('trend-decode').layout.font.color === "
+                          "getComputedStyle(document.documentElement).getPropertyValue('--fg').trim()", timeout=5000)
         browser.close()
     assert errors == []
 
@@ -132,7 +132,7 @@ def test_run_page_follows_each_repetition_live_then_shows_the_result(sim, make_e
         _until(page, lambda: not worker.is_alive(), 60, "the run did not finish")
         assert not failure, failure
         # When the run ends the page reloads once to show the server-rendered result.
-        page.wait_for_function("document.getElementById('run-status').dataset.live === '0'", timeout=10000)
+        wait_for_js(page, "document.getElementById('run-status').dataset.live === '0'")
 
         progress = [(f["payload"]["done"], f["payload"]["total"], f["payload"]["status"])
                     for f in frames if f["type"] == "bench.progress" and f["payload"]["run"] == run.pk]

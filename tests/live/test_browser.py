@@ -97,8 +97,28 @@ class Session:
         return path
 
 
+def wait_for_js(page, expression, timeout=10000):
+    """page.wait_for_function without eval inside the page: Playwright compiles a predicate with
+    new Function() in the page, which the Content-Security-Policy (no 'unsafe-eval') refuses,
+    while page.evaluate goes through the DevTools protocol, which the policy does not govern."""
+    import time
+
+    from playwright.sync_api import Error
+
+    deadline = time.monotonic() + timeout / 1000
+    while True:
+        try:
+            if page.evaluate(expression):
+                return
+        except Error as exc:  # a navigation replaced the document mid-call: ask the new one
+            if "context was destroyed" not in str(exc) and "navigat" not in str(exc):
+                raise
+        assert time.monotonic() < deadline, f"{expression} did not hold within {timeout / 1000:g} s"
+        page.wait_for_timeout(50)
+
+
 def _live(page):
-    page.wait_for_function("window.sparkopsLive && window.sparkopsLive.connected", timeout=10000)
+    wait_for_js(page, "window.sparkopsLive && window.sparkopsLive.connected")
 
 
 def test_engine_death_reaches_the_open_overview_and_only_operators_can_ack(stack, browser, viewer, operator):
@@ -142,7 +162,7 @@ def test_engine_death_reaches_the_open_overview_and_only_operators_can_ack(stack
     llama = stack.engines["sim-llama"]
     page.evaluate("""() => { Object.defineProperty(document, 'hidden', {value: true, configurable: true});
                              document.dispatchEvent(new Event('visibilitychange')); }""")
-    page.wait_for_function(f"Object.keys(window.sparkopsLive.pendingCards).includes('engine-card-{llama.id}')", timeout=10000)
+    wait_for_js(page, f"Object.keys(window.sparkopsLive.pendingCards).includes('engine-card-{llama.id}')")
     page.evaluate("""() => { Object.defineProperty(document, 'hidden', {value: false, configurable: true});
                              document.dispatchEvent(new Event('visibilitychange')); }""")
     assert page.evaluate("Object.keys(window.sparkopsLive.pendingCards).length") == 0
@@ -173,7 +193,7 @@ def test_detail_pages_draw_annotations_and_render_a_week_fast(stack, browser, op
     ops.shot("engine-detail")
 
     page.click("button[data-range='7d']")
-    page.wait_for_function("window.sparkopsLive.chartData.range.key === '7d'", timeout=10000)
+    wait_for_js(page, "window.sparkopsLive.chartData.range.key === '7d'")
     render_ms = page.evaluate("window.sparkopsLive.renderMs")
     points = page.evaluate("Math.max(...window.sparkopsLive.chartData.panels.flatMap(p => p.traces.map(t => t.t.length)))")
     print(f"7-day engine charts: fetched and drawn in {render_ms:.0f} ms, at most {points} points per series")
