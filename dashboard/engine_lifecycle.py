@@ -65,7 +65,7 @@ def retired_record(name):
     engine = Engine(name=name, kind=Engine.Kind.OPENAI, url="", host=_host(), expected_up=False,
                     retired_at=timezone.now(), status_reason="known from the change log only")
     try:
-        engine.full_clean(exclude=["url", "host"])
+        engine.full_clean(exclude=["url", "host"], validate_unique=False)  # a twin: IntegrityError, retried
     except ValidationError as exc:
         raise ValidationError(f"engine name {name!r}: {'; '.join(exc.messages)}") from None
     engine.save()

@@ -19,7 +19,10 @@ CHILD_TABLES = ("changelog_flagchange", "changelog_claim", "changelog_entry_engi
 # when a user deletion sets author_id to NULL.
 ENTRY_COLUMNS = ("id", "effective_at", "units", "kind", "title", "body_md", "reason", "expected_effect",
                  "author_name", "created_at", "fingerprint", "locked_at")
-CORRECTION_COLUMNS = ("id", "corrected_at", "text_md", "mark", "author_name", "created_at", "claim_id", "entry_id")
+CORRECTION_COLUMNS = ("id", "corrected_at", "text_md", "mark", "author_name", "created_at", "claim_id", "entry_id",
+                      "content_fingerprint")
+# As they were at migration 0003 (a migration installs what its schema has).
+CORRECTION_COLUMNS_0003 = CORRECTION_COLUMNS[:-1]
 
 _PG = r"""
 CREATE OR REPLACE FUNCTION changelog_entry_guard() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -127,7 +130,7 @@ def _same_but_author(columns):
     return "NEW.author_id IS NULL AND " + " AND ".join(f'NEW."{c}" IS OLD."{c}"' for c in columns)
 
 
-def _sqlite_statements():
+def _sqlite_statements(entry_columns, correction_columns):
     out = [
         f"""CREATE TRIGGER changelog_entry_no_delete BEFORE DELETE ON changelog_entry
             WHEN {_SQLITE_LOCKED.format(row="OLD")}
@@ -136,10 +139,10 @@ def _sqlite_statements():
             WHEN julianday(NEW.locked_at) > julianday(OLD.locked_at)
             BEGIN SELECT RAISE(ABORT, 'append-only: an entry''s grace period cannot be extended'); END""",
         f"""CREATE TRIGGER changelog_entry_no_update BEFORE UPDATE ON changelog_entry
-            WHEN {_SQLITE_LOCKED.format(row="OLD")} AND NOT ({_same_but_author(ENTRY_COLUMNS)})
+            WHEN {_SQLITE_LOCKED.format(row="OLD")} AND NOT ({_same_but_author(entry_columns)})
             BEGIN SELECT RAISE(ABORT, 'append-only: a locked change-log entry is never changed; write a correction'); END""",
         f"""CREATE TRIGGER changelog_correction_no_update BEFORE UPDATE ON changelog_correction
-            WHEN NOT ({_same_but_author(CORRECTION_COLUMNS)})
+            WHEN NOT ({_same_but_author(correction_columns)})
             BEGIN SELECT RAISE(ABORT, 'append-only: a correction is never changed; write another correction'); END""",
         f"""CREATE TRIGGER changelog_correction_no_delete BEFORE DELETE ON changelog_correction
             WHEN {_SQLITE_ENTRY_LOCKED.format(expr="OLD.entry_id")}
@@ -172,14 +175,16 @@ def sqlite_trigger_names():
     return names + [f"{t}_no_{op}" for t in CHILD_TABLES for op in ("delete", "update", "insert")]
 
 
-def install(schema_editor):
+def install(schema_editor, *, entry_columns=ENTRY_COLUMNS, correction_columns=CORRECTION_COLUMNS):
+    """The column lists matter on SQLite only (PostgreSQL compares whole rows): pass those of
+    the schema at the calling migration."""
     vendor = schema_editor.connection.vendor
     if vendor == "postgresql":
         schema_editor.execute(_PG + "".join(_PG_CHILD.format(table=t) for t in CHILD_TABLES), params=None)
     elif vendor == "sqlite":
         for name in sqlite_trigger_names():
             schema_editor.execute(f"DROP TRIGGER IF EXISTS {name}")
-        for statement in _sqlite_statements():
+        for statement in _sqlite_statements(entry_columns, correction_columns):
             schema_editor.execute(statement)
     # Other databases: the model and queryset guards still hold; SparkOps supports these two.
 

@@ -21,14 +21,14 @@ import re
 from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, OperationalError, transaction
 
 from dashboard.engine_lifecycle import retired_record
 from dashboard.models import Engine
 from dashboard.models.fleet import NAME_VALIDATOR
 
 from .grammar import format_when, parse_evidence, parse_flag, parse_prediction, parse_when
-from .models import Entry, content_hash
+from .models import DuplicateError, Entry, content_hash
 from .services import correction_create, entry_create, fingerprint_of
 
 HEADING = re.compile(r"^## (?P<when>\S+(?: \d{1,2}:\d{2})?) · (?P<title>\S.*?)\s*$")
@@ -316,6 +316,36 @@ def apply_import(plan, *, author=None, author_name="import"):
         correction_create(entry=entry, author=author, author_name=author_name, text_md=c.text,
                           corrected_at=c.corrected_at, claim=claim, mark=c.mark, evidence=c.evidence)
     return created
+
+
+IMPORT_ATTEMPTS = 5
+
+
+def import_log(text, *, author=None, author_name="import", attempts=IMPORT_ATTEMPTS):
+    """Plan and apply TEXT in one transaction; returns the plan that was applied.
+
+    Safe against another import of the same file at the same moment: the database holds one
+    entry per content and one correction per content and entry (and one engine per name), so
+    the import that loses the race fails as a whole, rolls back, and is planned again against
+    what the winner committed — which then creates only what is still missing."""
+    for attempt in range(1, attempts + 1):
+        plan = plan_import(text)
+        try:
+            apply_import(plan, author=author, author_name=author_name)
+            return plan
+        except (IntegrityError, DuplicateError, OperationalError) as exc:
+            if attempt == attempts or not _is_race(exc):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _is_race(exc):
+    if isinstance(exc, DuplicateError):
+        return True
+    text = str(exc)
+    if isinstance(exc, OperationalError):  # SQLite: the other writer held the database
+        return "database is locked" in text
+    return not text.startswith("append-only")
 
 
 def _claim_fields(claim, engines):

@@ -25,6 +25,14 @@ class AppendOnlyError(Exception):
     """Raised for any attempt to change or remove what the log has kept."""
 
 
+class DuplicateError(AppendOnlyError):
+    """The log already holds this very entry or correction (same content): nothing written."""
+
+    def __init__(self, message, existing):
+        super().__init__(message)
+        self.existing = existing
+
+
 def grace_period():
     # Settings may tune it (tests, or a slower team); the default gives time to fix typos.
     return timedelta(seconds=getattr(settings, "SPARKOPS_CHANGELOG_GRACE_S", GRACE_DEFAULT_S))
@@ -77,6 +85,10 @@ class Entry(models.Model):
         verbose_name_plural = "entries"
         # Timeline and chart annotations read "entries between t0 and t1".
         indexes = [models.Index(fields=["effective_at"], name="changelog_entry_effective")]
+        # One entry per content, also under concurrent imports (an entry's fingerprint is
+        # empty only between its insert and the write of its flags and claims).
+        constraints = [models.UniqueConstraint(fields=["fingerprint"], condition=~models.Q(fingerprint=""),
+                                               name="changelog_entry_one_per_content")]
 
     def __str__(self):
         return f"{self.effective_at:%Y-%m-%d %H:%M} · {self.title}"
@@ -196,11 +208,16 @@ class Correction(models.Model):
                                related_name="changelog_corrections")
     author_name = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
+    # fingerprint() as written, so one correction per content and entry holds in the database.
+    content_fingerprint = models.CharField(max_length=64, editable=False, blank=True)
 
     objects = AppendOnlyQuerySet.as_manager()
 
     class Meta:
         ordering = ["corrected_at", "id"]
+        constraints = [models.UniqueConstraint(fields=["entry", "content_fingerprint"],
+                                               condition=~models.Q(content_fingerprint=""),
+                                               name="changelog_correction_one_per_content")]
 
     def __str__(self):
         return f"Correction {self.corrected_at:%Y-%m-%d} to {self.entry_id}"
@@ -210,6 +227,10 @@ class Correction(models.Model):
             raise AppendOnlyError("A correction is never edited; write another correction.")
         if self.claim_id and self.claim.entry_id != self.entry_id:
             raise AppendOnlyError("The claim does not belong to the corrected entry.")
+        self.content_fingerprint = self.fingerprint()
+        twin = Correction.objects.filter(entry_id=self.entry_id, content_fingerprint=self.content_fingerprint).first()
+        if twin is not None:
+            raise DuplicateError(f"This correction is already beside the entry ({twin}); nothing was added.", twin)
         super().save(*args, **kwargs)
 
     def delete(self, *args, **kwargs):

@@ -7,7 +7,17 @@ from django.utils import timezone
 
 from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
 
-from .models import AppendOnlyError, Claim, Correction, Entry, EntryRevision, EvidenceLink, FlagChange, content_hash
+from .models import (
+    AppendOnlyError,
+    Claim,
+    Correction,
+    DuplicateError,
+    Entry,
+    EntryRevision,
+    EvidenceLink,
+    FlagChange,
+    content_hash,
+)
 
 
 def _name(user):
@@ -87,6 +97,9 @@ def entry_create(*, author=None, author_name="", effective_at, title, kind, engi
 
 def _refresh_fingerprint(entry):
     entry.fingerprint = entry_fingerprint(entry)
+    twin = Entry.objects.filter(fingerprint=entry.fingerprint).exclude(pk=entry.pk).first()
+    if twin is not None:  # the unique constraint would refuse it too; this says which one
+        raise DuplicateError(f"The log already has this entry: “{twin}” (#{twin.pk}); nothing was saved.", twin)
     entry.save(update_fields=["fingerprint"])
 
 

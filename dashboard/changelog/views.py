@@ -12,7 +12,7 @@ from dashboard.roles import role_required
 from . import markdown as log_markdown
 from .forms import ClaimFormSet, CorrectionForm, EntryForm, claims_from
 from .grammar import format_when
-from .models import AppendOnlyError, Entry
+from .models import AppendOnlyError, DuplicateError, Entry
 from .selectors import claim_measurement, entry_timeline
 from .services import correction_create, entry_create, entry_edit
 from .timeline import TimelineFilter
@@ -55,16 +55,21 @@ def entry_detail(request, pk):
 def entry_new(request):
     form = EntryForm(request.POST or None, initial={"effective_at": _now_minute()})
     claims = ClaimFormSet(request.POST or None, prefix="claims")
+    duplicate = None
     if request.method == "POST" and form.is_valid() and claims.is_valid():
         d = form.cleaned_data
-        entry = entry_create(author=request.user, effective_at=d["effective_at"], title=d["title"], kind=d["kind"],
-                             engines=d["engines"], units=d["units"], body_md=d["body_md"], reason=d["reason"],
-                             expected_effect=d["expected_effect"], flags=d["flags"], claims=claims_from(claims),
-                             evidence=d["evidence"])
-        messages.success(request, f"Logged “{entry.title}”.")
-        return redirect(entry)
+        try:
+            entry = entry_create(author=request.user, effective_at=d["effective_at"], title=d["title"],
+                                 kind=d["kind"], engines=d["engines"], units=d["units"], body_md=d["body_md"],
+                                 reason=d["reason"], expected_effect=d["expected_effect"], flags=d["flags"],
+                                 claims=claims_from(claims), evidence=d["evidence"])
+        except DuplicateError as exc:
+            duplicate = str(exc)
+        else:
+            messages.success(request, f"Logged “{entry.title}”.")
+            return redirect(entry)
     if request.method == "POST":
-        messages.error(request, "Nothing was saved: fix the fields marked below.")
+        messages.error(request, duplicate or "Nothing was saved: fix the fields marked below.")
     return render(request, "changelog/entry_form.html", {"form": form, "claims": claims, "editing": None})
 
 
@@ -116,8 +121,12 @@ def correction_new(request, pk):
     form = CorrectionForm(request.POST, entry=entry)
     if form.is_valid():
         d = form.cleaned_data
-        correction_create(entry=entry, author=request.user, text_md=d["text_md"], corrected_at=d["corrected_at"],
-                          claim=d["claim"], mark=d["mark"], evidence=d["evidence"])
+        try:
+            correction_create(entry=entry, author=request.user, text_md=d["text_md"], corrected_at=d["corrected_at"],
+                              claim=d["claim"], mark=d["mark"], evidence=d["evidence"])
+        except DuplicateError as exc:
+            messages.error(request, str(exc))
+            return redirect(entry)
         messages.success(request, "Correction added beside the original.")
         return redirect(entry)
     messages.error(request, "Nothing was saved: fix the correction's fields.")

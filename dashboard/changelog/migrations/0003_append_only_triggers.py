@@ -6,7 +6,7 @@ from dashboard.changelog import dbguard
 
 
 def forward(apps, schema_editor):
-    dbguard.install(schema_editor)
+    dbguard.install(schema_editor, correction_columns=dbguard.CORRECTION_COLUMNS_0003)
 
 
 def backward(apps, schema_editor):

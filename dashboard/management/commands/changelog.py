@@ -4,7 +4,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.changelog.markdown import LogSyntaxError, apply_import, export_json, export_markdown, plan_import
+from dashboard.changelog.markdown import LogSyntaxError, export_json, export_markdown, import_log, plan_import
 
 
 class Command(BaseCommand):
@@ -26,7 +26,10 @@ class Command(BaseCommand):
         text = self._read(file)
         user = self._user(author)
         try:
-            plan = plan_import(text)
+            if dry_run:
+                plan = plan_import(text)
+            else:  # one transaction; planned again if a concurrent import of it won the race
+                plan = import_log(text, author=user, author_name=user.get_username() if user else "import")
         except LogSyntaxError as exc:
             raise CommandError(f"{file}: {exc}; nothing imported") from None
         for name, line in sorted(plan.new_engines.items()):
@@ -39,7 +42,6 @@ class Command(BaseCommand):
         if dry_run:
             self.stdout.write(f"dry run: would create {plan.summary()}")
             return
-        apply_import(plan, author=user, author_name=user.get_username() if user else "import")
         self.stdout.write(f"imported: {plan.summary()}")
 
     def do_export(self, *, format, **_):
