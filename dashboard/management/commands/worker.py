@@ -6,11 +6,12 @@ sources (PSI, NVML, systemd, journal, processes) and polls the box's engines on 
 The threads pool: polls wait on sockets and subprocesses, not the CPU, and one process
 with a few threads stays near 60 MB instead of a prefork child per slot.
 
-Its Redis reads are named `sparkops-worker-<pid>`: an idle worker's BRPOP waits up to the
+Its Redis connections are named `sparkops-worker-<host>-<pid>`: an idle worker's BRPOP waits up to the
 broker's polling_interval (10 s) and a warm shutdown waits for it to return, so on shutdown
 the worker asks Redis to end its own blocked read at once (CLIENT UNBLOCK)."""
 import logging
 import os
+import socket
 
 import redis
 from celery import signals
@@ -43,7 +44,8 @@ class Command(BaseCommand):
                 f"--loglevel={opts['loglevel']}", f"--queues={','.join(queues)}", f"--hostname={name}@%h",
                 # gossip/mingle/heartbeat are cluster chatter nothing here uses; they cost CPU every second
                 "--without-gossip", "--without-mingle", "--without-heartbeat"]
-        client_name = f"sparkops-worker-{os.getpid()}"
+        # unique across a fleet's boxes (and containers, where every worker is pid 1); no spaces in a Redis client name
+        client_name = "sparkops-worker-" + f"{socket.gethostname()}-{os.getpid()}".replace(" ", "_")
         app.conf.broker_transport_options = {**app.conf.broker_transport_options, "client_name": client_name}
         signals.worker_shutting_down.connect(_unblock_reads(app.conf.broker_url, client_name), weak=False)
         if not opts["no_poller"]:
