@@ -1,9 +1,10 @@
 """One worker polls 150 simulated vLLM engines in one cycle: target ≤ 1 s.
 
 The engines (dashboard.simulator.fleet, one port each) run in a separate process so
-their CPU is not charged to the poller. The cycle is `engines_poll` exactly as the
-resident poller runs it each metrics tick: concurrent fetch of /metrics (and on refresh /v1/models) of
-every engine, then derive + store each reading (PostgreSQL or SQLite per DATABASE_URL).
+their CPU is not charged to the poller. The cycle is the resident poller's `metrics_tick`:
+the host's sources, a concurrent fetch of /metrics (and on refresh /v1/models) of every
+engine, derive and hold each reading, store (every tick here, or every 10 s as deployed),
+evaluate the alert rules, publish to the live view (PostgreSQL or SQLite per DATABASE_URL).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/sparkops_bench .venv/bin/python bench/fleet_poll.py [--engines 150] [--cycles 5]
 """
@@ -28,11 +29,11 @@ with FleetThread(int(sys.argv[1]), "vllm") as fleet:
 """
 
 
-def cycles(polling, engines, n, label):
+def cycles(poller, engines, n, label):
     times, ups = [], []
     for _ in range(n):
         t0 = time.perf_counter()
-        readings = polling.engines_poll(engines=engines)
+        readings = [reading for _, reading in poller.metrics_tick(engines=engines).engines]
         times.append(time.perf_counter() - t0)
         ups.append(sum(r["up"] for r in readings))
         time.sleep(max(0.0, 2.0 - times[-1]))  # the 2 s tick
@@ -53,9 +54,8 @@ def main():
     from django.core.management import call_command
     from django.db import connection
 
-    from dashboard import signals
     from dashboard.models import Engine, Host
-    from dashboard.services import polling
+    from dashboard.services.resident import ResidentPoller
 
     call_command("migrate", verbosity=0)
     server = subprocess.Popen([sys.executable, "-c", SERVE, str(args.engines)], stdin=subprocess.PIPE,
@@ -67,15 +67,10 @@ def main():
         engines = [Engine.objects.create(name=f"bench-fleet-{i}", kind="vllm", url=url, host=host)
                    for i, url in enumerate(urls)]
         print(f"database: {connection.vendor}; engines: {len(engines)}; cycles: {args.cycles}")
-        receivers = signals.engines_polled.receivers
-        signals.engines_polled.receivers = []  # first the collector's own cycle, then with receivers
-        signals.engines_polled.sender_receivers_cache.clear()
-        try:
-            cycles(polling, engines, args.cycles, "collector only (fetch + derive + store)")
-        finally:
-            signals.engines_polled.receivers = receivers
-            signals.engines_polled.sender_receivers_cache.clear()
-        cycles(polling, engines, args.cycles, f"with the {len(receivers)} engines_polled receivers (alerts, live view)")
+        for flush_interval, label in ((0, "stored every tick"), (10, "stored every 10 s (the default)")):
+            poller = ResidentPoller(host.name, duties={}, flush_interval=flush_interval)
+            cycles(poller, engines, args.cycles, f"whole tick, {label}")
+            poller.stop()
         Engine.objects.filter(host=host).delete()
         host.delete()
     finally:

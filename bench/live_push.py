@@ -2,9 +2,9 @@
 to EVERY client having received its "engine.sample" update. Target: p95 ≤ 250 ms.
 
 It runs the real path: uvicorn serving sparkops.asgi (subprocess), the Redis channel layer,
-the live consumer, and in this process a transaction that stores a reading and then sends
-`engines_polled` after commit, exactly as the collectors do (the live receiver renders the
-card and publishes). The clock starts in the transaction's on_commit hook.
+the live consumer, and in this process a transaction that stores a reading and then hands
+it to a `LivePublisher` after commit, as the poller's tick does (it renders the card and
+publishes). The clock starts in the transaction's on_commit hook.
 
 Samples are pushed only while a viewer is present (dashboard/live/presence.py): the clients'
 sockets mark it in Redis on connect, before their hello, so every measured poll is pushed.
@@ -40,9 +40,11 @@ from django.db import transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from dashboard import signals  # noqa: E402
+from dashboard.live.publish import LivePublisher  # noqa: E402
 from dashboard.models import Engine, Host  # noqa: E402
 from sparkops.redisproc import free_port  # noqa: E402
+
+LIVE = LivePublisher()
 
 NAME = "bench-live"
 
@@ -140,7 +142,7 @@ def one_poll(engine, seq):
         engine.latest, engine.last_poll_at = reading, timezone.now()
         engine.save(update_fields=["latest", "last_poll_at"])
         transaction.on_commit(lambda: committed.setdefault("t", time.perf_counter()))
-        transaction.on_commit(lambda: signals.engines_polled.send_robust(sender=Engine, polled=[(engine, reading)]))
+        transaction.on_commit(lambda: LIVE.engines_polled([(engine, reading)]))
     return committed["t"]
 
 

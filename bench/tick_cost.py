@@ -3,7 +3,8 @@
 Runs a ResidentPoller's metrics and probe cycles back to back in this process against the
 same three simulated engines and host sources as bench/poll_overhead.py, and prints the
 thread CPU time (user + system) per cycle and per phase. Phases nest: `metrics_tick`
-contains `host_collect`, `engines_fetch`, the stores and the receivers that run after commit.
+contains `host_collect`, `engines_fetch`, holding and storing the rows, the alert
+evaluations and the live publisher.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/sparkops_bench REDIS_URL=redis://127.0.0.1:6379/2 \\
         .venv/bin/python bench/tick_cost.py [--ticks 200]
@@ -56,9 +57,9 @@ def main():
     django.setup()
     from django.core.management import call_command
 
-    from dashboard.alerts import receivers as alert_receivers
+    from dashboard.alerts import evaluate as alert_evaluate
     from dashboard.collectors import hostread, store
-    from dashboard.live import receivers as live_receivers
+    from dashboard.live.publish import LivePublisher
     from dashboard.models import Engine, Host
     from dashboard.services import polling, resident
 
@@ -70,27 +71,23 @@ def main():
         Engine.objects.all().delete()
         for kind, url in engines:
             Engine.objects.create(name=f"bench-{kind}", kind=kind, url=url, host=host, unit=f"bench-{kind}.service")
-        for owner, name in ((polling, "metrics_tick"), (polling, "host_collect"), (polling, "engines_fetch"),
-                            (polling, "host_store"), (polling, "engines_store"), (polling.PendingWrites, "flush"),
+        for owner, name in ((resident.ResidentPoller, "metrics_tick"), (polling, "host_collect"), (polling, "engines_fetch"),
+                            (polling.PendingWrites, "add_host"), (polling.PendingWrites, "add_engine"),
+                            (polling.PendingWrites, "flush"),
                             (resident, "fleet_roles"), (hostread.hostsrc, "read_psi"), (hostread, "_memory"),
                             (hostread.gpu, "read_gpus"), (hostread.processes, "read_compilers"),
                             (hostread, "_units"), (hostread, "_journal"), (polling, "engines_probe"), (store, "samples_insert"), (store, "states_put"),
-                            (polling, "engine_record_liveness")):
+                            (polling, "liveness_record"), (resident.ResidentPoller, "probe_tick")):
             timed(owner, name)
         from django.db.models.query import QuerySet
 
         timed(QuerySet, "bulk_update", "QuerySet.bulk_update")
         timed(QuerySet, "update", "QuerySet.update")
-        for module, tag in ((alert_receivers, "alerts"), (live_receivers, "live")):
-            for name in ("on_engines_polled", "on_host_polled", "on_engine_liveness"):
-                timed(module, name, f"{tag}.{name}")
-        # Receivers are connected by reference: reconnect the wrapped ones.
-        from dashboard import signals
-        for module, tag in ((alert_receivers, "alerts"), (live_receivers, "live")):
-            for sig, name in ((signals.engines_polled, "on_engines_polled"), (signals.host_polled, "on_host_polled"),
-                              (signals.engine_liveness, "on_engine_liveness")):
-                sig.disconnect(dispatch_uid=f"{tag}.{name[3:]}")
-                sig.connect(getattr(module, name), dispatch_uid=f"{tag}.{name[3:]}", weak=False)
+        for name in ("evaluate_polled", "evaluate_host", "evaluate_liveness"):
+            timed(alert_evaluate, name, f"alerts.{name}")
+            timed(resident, name, f"alerts.{name}")  # the poller imported them by name
+        for name in ("engines_polled", "host_polled", "liveness"):
+            timed(LivePublisher, name, f"live.{name}")
         poller = resident.ResidentPoller("bench-box")
         interval = poller.poll_interval
         for _ in range(5):  # warm up: connections, caches, first ledger rows

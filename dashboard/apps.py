@@ -7,5 +7,3 @@ class DashboardConfig(AppConfig):
 
     def ready(self):
         from sparkops import checks  # noqa: F401  (registers system checks)
-
-        from .live import receivers  # noqa: F401  (collector signals -> WebSocket pushes)

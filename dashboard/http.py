@@ -57,8 +57,8 @@ class HttpStatus(HttpError):
     kind = "status"
 
     @property
-    def permanent(self):  # 4xx: the request is wrong, 5xx: the server may recover
-        return self.status is not None and 400 <= self.status < 500 and self.status not in (408, 429)
+    def permanent(self):  # 3xx, 4xx: the request or the URL is wrong; 5xx: the server may recover
+        return self.status is not None and 300 <= self.status < 500 and self.status not in (408, 429)
 
 
 class TooLarge(HttpError):
@@ -94,7 +94,9 @@ class Response:
     def json(self):
         try:
             return json.loads(self.text, parse_constant=_reject_constant)
-        except (ValueError, RecursionError) as exc:
+        except RecursionError:
+            raise BadBody("response is a JSON bomb (nested too deeply to read)", url=self.url) from None
+        except ValueError as exc:
             raise BadBody(f"response is not JSON: {str(exc)[:120]}", url=self.url) from None
 
     @property
@@ -152,6 +154,10 @@ def _refused(exc):
 def _check_status(resp, url, ok_statuses):
     if ok_statuses is not None and resp.status in ok_statuses:
         return resp
+    if 300 <= resp.status < 400:  # never followed: an engine or receiver that redirects is misconfigured
+        where = resp.headers.get("location", "")
+        raise HttpStatus(f"HTTP {resp.status} redirect{f' to {where[:120]}' if where else ''} (not followed)",
+                         url=url, status=resp.status)
     if resp.status >= 400:
         raise HttpStatus(f"HTTP {resp.status}", url=url, status=resp.status)
     return resp
@@ -358,8 +364,10 @@ class StreamedResponse:
         self._content: bytes | None = None
 
     async def aiter_bytes(self):
+        """The body as the server sent it: one piece per HTTP chunk (an SSE engine flushes one
+        event per chunk), so a benchmark times each event even when several arrive at once."""
         try:
-            async for chunk in self._raw.content.iter_any():
+            async for chunk, _ in self._raw.content.iter_chunks():
                 yield chunk
         except aiohttp.ClientError as exc:
             raise _translate_aiohttp(exc, self.url) from None

@@ -8,17 +8,6 @@ from django.conf import settings
 from dashboard.roles import set_role
 
 
-@pytest.fixture(autouse=True)
-def _alert_memory_per_test():
-    """Remembering alert evaluations keep rule rows and memories in this process; every test
-    starts from its own database, so from nothing remembered."""
-    from dashboard.alerts.evaluate import forget
-
-    forget()
-    yield
-    forget()
-
-
 def _user(django_user_model, name, role):
     user = django_user_model.objects.create_user(username=name, password=f"{name}-password-123")
     set_role(user, role)

@@ -5,6 +5,3 @@ class AlertsConfig(AppConfig):
     name = "dashboard.alerts"
     label = "alerts"
     verbose_name = "Alerts"
-
-    def ready(self):
-        from . import receivers  # noqa: F401

@@ -9,7 +9,6 @@ nothing more, nor does an active one whose open event it would not change."""
 import copy
 import logging
 import marshal
-import threading
 import time
 
 from django.db.models import Exists, OuterRef, Q
@@ -22,49 +21,95 @@ from .rules import rules_for
 
 log = logging.getLogger(__name__)
 
-# A resident poller evaluates the same rules for the same subjects every tick. Its calls
-# (`remember=True`, on the poller's metrics thread) keep between ticks:
-# - the rule rows and overrides, re-read after CONFIG_TTL_S or at once when this process saves one;
-# - the rule memories, which only these calls write: read once (again after STATES_TTL_S), and
-#   written when first made, then at most every STATES_SAVE_S (a crash loses that much of a window);
-# - the open events, read for all its evaluations every OPEN_TTL_S. Those its own findings
-#   change are kept current in place; one acknowledged or resolved elsewhere meanwhile is seen
-#   that much later (an active finding then re-opens it; a cleared one resolves it from the
-#   row itself, as `alert_observe` reads it under lock).
-CONFIG_TTL_S = 15.0
-STATES_TTL_S = 60.0
-STATES_SAVE_S = 10.0
-OPEN_TTL_S = 5.0
-_config = {}  # (rule keys, engine ids, host ids) -> (read at, rows, overrides)
-_memories = {}  # (rule key, subject name) -> (read at, RuleState)
-_stored = set()  # (rule key, subject name) pairs whose memory has a row
-_unsaved = {"pairs": {}, "saved_at": float("-inf")}  # changed memories not written yet
-_open = threading.local()  # .events: {(rule, subject): AlertEvent}, .read_at
 
+class Memory:
+    """What a caller that evaluates the same subjects tick after tick keeps between calls: a
+    resident poller owns one (`ResidentPoller.alerts`); a one-off evaluation (a web request,
+    `poll --once`, beat) passes none and reads everything afresh.
 
-def forget_config():
-    """A rule or override was saved: read the rows again."""
-    _config.clear()
+    - the rule rows and overrides, re-read after `config_ttl_s`: a rule edited on the web
+      applies to the pollers within that;
+    - the rule memories, which only the poller writes: read once (again after `states_ttl_s`),
+      written when first made, then at most every `states_save_s` (a crash loses that much of
+      a window);
+    - the open events, read for all its evaluations every `open_ttl_s`. Those its own findings
+      change are kept current in place; one acknowledged or resolved elsewhere meanwhile is
+      seen that much later (an active finding then re-opens it; a cleared one resolves it from
+      the row itself, as `alert_observe` reads it under lock);
+    - the liveness it last evaluated per engine, so a probe that finds an engine up, as it was,
+      skips the rule queries (`worth_evaluating`)."""
 
+    config_ttl_s = 15.0
+    states_ttl_s = 60.0
+    states_save_s = 10.0
+    open_ttl_s = 5.0
+    # A steady "up" is still evaluated now and then, so nothing left open by a lost
+    # evaluation outlives a restart for long.
+    steady_up_every_s = 30.0
 
-def forget():
-    """Drop everything remembering evaluations kept (tests; unsaved memories are lost)."""
-    _config.clear()
-    _memories.clear()
-    _stored.clear()
-    _unsaved["pairs"].clear()
-    _unsaved["saved_at"] = float("-inf")
-    _open.__dict__.clear()
+    def __init__(self):
+        self.config: dict[tuple, tuple] = {}  # (rule keys, engine ids, host ids) -> (read at, rows, overrides)
+        self.memories: dict[tuple[str, str], tuple[float, RuleState]] = {}  # (rule, subject) -> (read at, row)
+        self.stored: set[tuple[str, str]] = set()  # pairs whose memory has a row
+        self.unsaved: dict[tuple[str, str], RuleState] = {}  # changed memories not written yet
+        self.saved_at = float("-inf")
+        self.open: dict[tuple[str, str], AlertEvent] | None = None
+        self.open_read_at = float("-inf")
+        self.last_up: dict[int, bool] = {}  # engine pk -> the liveness last evaluated
+        self.steady_at: dict[int, float] = {}  # engine pk -> when a steady "up" was last evaluated
 
+    def open_events(self, now):
+        if self.open is None or now - self.open_read_at >= self.open_ttl_s:
+            # Every rule's: the host and the engines of a few ticks share this read.
+            self.open = {(e.rule, e.subject): e for e in AlertEvent.objects.filter(state__in=AlertEvent.OPEN_STATES).order_by()}
+            self.open_read_at = now
+        return self.open
 
-def _open_events(keys, remember, now):
-    if not remember:
-        return {(e.rule, e.subject): e for e in AlertEvent.objects.filter(rule__in=keys, state__in=AlertEvent.OPEN_STATES).order_by()}
-    if getattr(_open, "events", None) is None or now - _open.read_at >= OPEN_TTL_S:
-        # Every rule's: the host and the engines of a few ticks share this read.
-        _open.events = {(e.rule, e.subject): e for e in AlertEvent.objects.filter(state__in=AlertEvent.OPEN_STATES).order_by()}
-        _open.read_at = now
-    return _open.events
+    def rule_rows(self, keys, engine_ids, host_ids, now):
+        cached = self.config.get((keys, engine_ids, host_ids))
+        if cached is not None and now - cached[0] < self.config_ttl_s:
+            return cached[1], cached[2]
+        rows, overrides = _rule_rows(keys, engine_ids, host_ids)
+        self.config[(keys, engine_ids, host_ids)] = (now, rows, overrides)
+        return rows, overrides
+
+    def states(self, keys, names, now):
+        """{(rule, subject): RuleState} for every pair, read only where not remembered (or too long ago)."""
+        pairs = [(key, name) for key in keys for name in names]
+        stale = [pair for pair in pairs if pair not in self.memories or now - self.memories[pair][0] >= self.states_ttl_s]
+        if stale:
+            rows = {(s.rule, s.subject): s for s in RuleState.objects.filter(rule__in={k for k, _ in stale},
+                                                                               subject__in={n for _, n in stale})}
+            for pair in stale:
+                if pair in self.unsaved:  # this memory is newer than the row
+                    self.memories[pair] = (now, self.unsaved[pair])
+                    continue
+                row = rows.get(pair)
+                if row is not None:
+                    self.stored.add(pair)
+                self.memories[pair] = (now, row or RuleState(rule=pair[0], subject=pair[1]))
+        return {pair: self.memories[pair][1] for pair in pairs}
+
+    def to_save(self, dirty):
+        """The memories to write now (all that changed since the last write), or {} to wait."""
+        self.unsaved.update(dirty)
+        now = time.monotonic()
+        if not self.unsaved or (now - self.saved_at < self.states_save_s and all(p in self.stored for p in dirty)):
+            return {}
+        pending, self.unsaved, self.saved_at = self.unsaved, {}, now
+        return pending
+
+    def worth_evaluating(self, engine, up, changed):
+        """Whether a probe's liveness could change anything: not when it found the engine up,
+        as last evaluated here, unless a steady "up" is due. The first "up" after a "down" is
+        always evaluated, whoever moved Engine.status (a metrics poll may see the recovery
+        before the probe does, so `changed` alone would miss it)."""
+        now = time.monotonic()
+        if (not up or changed or self.last_up.get(engine.pk) is not True
+                or now - self.steady_at.get(engine.pk, float("-inf")) >= self.steady_up_every_s):
+            self.steady_at[engine.pk] = now
+            return True
+        return False
 
 
 class _Subject:
@@ -96,26 +141,24 @@ class _Subject:
 class _Snapshot:
     """What the rules of one trigger need from the database about a batch of subjects."""
 
-    def __init__(self, rules, subjects, remember=False):
+    def __init__(self, rules, subjects, memory=None):
         keys = tuple(sorted(r.key for r in rules))
         engine_ids = frozenset(s.engine.pk for s in subjects if s.engine is not None)
         host_ids = frozenset(s.host.pk for s in subjects if s.host is not None)
         names = frozenset(s.name for s in subjects)
         now = time.monotonic()
-        cached = _config.get((keys, engine_ids, host_ids)) if remember else None
-        if cached is not None and now - cached[0] < CONFIG_TTL_S:
-            self.rows, self.overrides = cached[1], cached[2]
+        self.memory = memory
+        if memory is not None:
+            self.rows, self.overrides = memory.rule_rows(keys, engine_ids, host_ids, now)
+            self.states = memory.states(keys, names, now)
+            self.open = memory.open_events(now)
         else:
             self.rows, self.overrides = _rule_rows(keys, engine_ids, host_ids)
-            if remember:
-                _config[(keys, engine_ids, host_ids)] = (now, self.rows, self.overrides)
-        if remember:
-            self.states = _remembered_states(keys, names, now)
-        else:
             self.states = {(s.rule, s.subject): s for s in RuleState.objects.filter(rule__in=keys, subject__in=names)}
-        self.dirty, self.remember = {}, remember
-        # Every open event of these rules (not only these subjects': a finding may name another subject).
-        self.open = _open_events(keys, remember, now)
+            # Every open event of these rules (not only these subjects': a finding may name another subject).
+            self.open = {(e.rule, e.subject): e
+                         for e in AlertEvent.objects.filter(rule__in=keys, state__in=AlertEvent.OPEN_STATES).order_by()}
+        self.dirty = {}
 
     def state(self, rule_key, subject):
         key = (rule_key, subject)
@@ -131,15 +174,8 @@ class _Snapshot:
             self.open.pop((rule_key, subject), None)
 
     def save_states(self):
-        """The rule memories that changed, new or not, in one upsert (remembering: see STATES_SAVE_S)."""
-        dirty = self.dirty
-        if self.remember:
-            pending = _unsaved["pairs"]
-            pending.update(dirty)
-            now = time.monotonic()
-            if not pending or (now - _unsaved["saved_at"] < STATES_SAVE_S and all(p in _stored for p in dirty)):
-                return
-            dirty, _unsaved["pairs"], _unsaved["saved_at"] = dict(pending), {}, now
+        """The rule memories that changed, new or not, in one upsert (with a memory: see `Memory`)."""
+        dirty = self.memory.to_save(self.dirty) if self.memory is not None else self.dirty
         if not dirty:
             return
         rows = [RuleState(rule=rule, subject=subject, data=row.data) for (rule, subject), row in dirty.items()]
@@ -149,26 +185,8 @@ class _Snapshot:
         except Exception:
             log.exception("alert rule memories of %s not saved", sorted(dirty))
         else:
-            if self.remember:
-                _stored.update(dirty)
-
-
-def _remembered_states(keys, names, now):
-    """{(rule, subject): RuleState} for every pair, read only where not remembered (or too long ago)."""
-    pairs = [(key, name) for key in keys for name in names]
-    stale = [pair for pair in pairs if pair not in _memories or now - _memories[pair][0] >= STATES_TTL_S]
-    if stale:
-        rows = {(s.rule, s.subject): s for s in RuleState.objects.filter(rule__in={k for k, _ in stale},
-                                                                           subject__in={n for _, n in stale})}
-        for rule, subject in stale:
-            if (rule, subject) in _unsaved["pairs"]:  # this process's memory is newer than the row
-                _memories[(rule, subject)] = (now, _unsaved["pairs"][(rule, subject)])
-                continue
-            row = rows.get((rule, subject))
-            if row is not None:
-                _stored.add((rule, subject))
-            _memories[(rule, subject)] = (now, row or RuleState(rule=rule, subject=subject))
-    return {pair: _memories[pair][1] for pair in pairs}
+            if self.memory is not None:
+                self.memory.stored.update(dirty)
 
 
 def _rule_rows(keys, engine_ids, host_ids):
@@ -193,17 +211,17 @@ def _rule_rows(keys, engine_ids, host_ids):
     return rows, overrides
 
 
-def evaluate_many(signal, subjects, *, remember=False):
+def evaluate_many(signal, subjects, *, memory=None):
     """Evaluate every rule of SIGNAL for each of SUBJECTS, e.g. [{"engine": engine, "reading": {...}}, ...]
     (or host=...; the other keys are the rules' context), with the same queries for one subject as for
     many; one rule's bug never stops the others. Returns the events the findings touched.
-    REMEMBER: a caller that evaluates these subjects again and again, and alone (a resident
-    poller's tick): keep the rule rows and memories between calls (see CONFIG_TTL_S)."""
+    MEMORY: what a caller that evaluates these subjects again and again, and alone (a resident
+    poller), keeps between calls (see `Memory`); None reads everything afresh."""
     rules = rules_for(signal)
     if not rules or not subjects:
         return []
     subjects = [_Subject(s) for s in subjects]
-    snap = _Snapshot(rules, subjects, remember=remember)
+    snap = _Snapshot(rules, subjects, memory=memory)
     events = []
     for subject in subjects:
         for rule in rules:
@@ -215,9 +233,9 @@ def evaluate_many(signal, subjects, *, remember=False):
     return events
 
 
-def evaluate(signal, *, engine=None, host=None, remember=False, **context):
+def evaluate(signal, *, engine=None, host=None, memory=None, **context):
     """Evaluate every rule of SIGNAL for one subject; one rule's bug never stops the others."""
-    return evaluate_many(signal, [{"engine": engine, "host": host, **context}], remember=remember)
+    return evaluate_many(signal, [{"engine": engine, "host": host, **context}], memory=memory)
 
 
 def _evaluate_rule(rule, snap, subject):
@@ -279,3 +297,25 @@ def _resolve_all(rule, snap, subject):
 
 def evaluate_beat():
     return evaluate("beat")
+
+
+# --- what a poller's tick evaluates -------------------------------------------------
+
+def evaluate_polled(polled, *, memory=None):
+    """The rules of a metrics tick (trigger "engine_polled") for all its engines in one batch:
+    the same few queries for 1 engine as for 150. POLLED: (Engine, reading) pairs."""
+    return evaluate_many("engine_polled", [{"engine": engine, "reading": reading or {}} for engine, reading in polled],
+                         memory=memory)
+
+
+def evaluate_host(host, reading, *, memory=None):
+    return evaluate("host_polled", host=host, reading=reading or {}, memory=memory)
+
+
+def evaluate_liveness(finding, *, memory):
+    """A probe's rules, run in the probing worker so a confirmed death is an outbox row at once
+    and a webhook the moment its transaction commits. FINDING: a `polling.Liveness`."""
+    engine = finding.engine
+    if memory.worth_evaluating(engine, finding.up, finding.changed):
+        evaluate("engine_liveness", engine=engine, up=finding.up, reason=finding.reason, rechecked=finding.rechecked)
+    memory.last_up[engine.pk] = finding.up  # only once evaluated: a failed evaluation of a recovery is retried next probe

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from dashboard import http
 
-REGISTRY = {}
+REGISTRY: dict[str, "EngineCollector"] = {}
 
 
 def register(cls):
@@ -44,21 +45,36 @@ class Snapshot:
 
 
 def describe(exc):
-    """The reason shown on the engine card, e.g. 'metrics: connection refused'."""
+    """The reason shown on the engine card, e.g. 'connection refused'."""
     return exc.reason if isinstance(exc, http.HttpError) else f"{type(exc).__name__}: {exc}"
+
+
+def describe_at(exc):
+    """The reason with the endpoint it came from, e.g. '/metrics: response is not UTF-8 text'."""
+    path = urlsplit(exc.url).path if isinstance(exc, http.HttpError) and exc.url else ""
+    return f"{path}: {describe(exc)}" if path else describe(exc)
+
+
+class Bodies(dict):
+    """{endpoint name: Response or HttpError} of one fetch, and the problems met reading the
+    optional ones (`problems`), which an engine that is up still shows as its reason."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.problems: list[str] = []
 
 
 class EngineCollector:
     kind = ""
     liveness_path = "/health"
     # name -> path; "metrics" (or whatever `required` names) failing means the engine is down.
-    endpoints = {}
-    required = ()
+    endpoints: dict[str, str] = {}
+    required: tuple[str, ...] = ()
     # Endpoints whose answers change only on a restart (model list, props): fetched when
     # `refresh` is asked for, their facts carried between polls — a third fewer requests.
-    slow = frozenset()
+    slow: frozenset[str] = frozenset()
     # Statuses that are answers for the liveness probe, not errors (llama.cpp 503 = loading).
-    probe_ok_statuses = frozenset()
+    probe_ok_statuses: frozenset[int] = frozenset()
 
     async def fetch(self, client, base_url, *, timeout, refresh=True):
         names = [n for n in self.endpoints if refresh or n not in self.slow]
@@ -70,7 +86,7 @@ class EngineCollector:
         for res in results:  # anything else is a bug, not an engine's fault: let it surface
             if isinstance(res, BaseException) and not isinstance(res, (http.HttpError, asyncio.CancelledError)):
                 raise res
-        return dict(zip(names, results))
+        return Bodies(zip(names, results))
 
     def ok_statuses(self, name):
         return None
@@ -84,7 +100,10 @@ class EngineCollector:
         try:
             snap = self.parse(bodies)
         except http.HttpError as exc:
-            return Snapshot(status="down", error=describe(exc))
+            return Snapshot(status="down", error=describe_at(exc))
+        problems = getattr(bodies, "problems", [])
+        if snap.up and not snap.error and problems:
+            snap.error = "; ".join(problems)
         return snap
 
     def parse(self, bodies):  # pragma: no cover - abstract
@@ -93,13 +112,21 @@ class EngineCollector:
     # -- helpers for subclasses ----------------------------------------------------
     @staticmethod
     def json_of(bodies, name, default=None):
-        """The JSON body of an optional endpoint, or `default` if it failed or is not JSON."""
+        """The JSON body of an optional endpoint, or `default` if it failed or is not JSON (and
+        then what was wrong with it is among the bodies' problems)."""
         res = bodies.get(name)
-        if res is None or isinstance(res, BaseException) or res.status >= 400:
+        if res is None:
+            return default
+        problems = getattr(bodies, "problems", None)
+        if isinstance(res, BaseException):
+            if problems is not None and not isinstance(res, http.HttpStatus):  # 404: an older build lacks it
+                problems.append(describe_at(res))
             return default
         try:
             return res.json()
-        except http.HttpError:
+        except http.HttpError as exc:
+            if problems is not None:
+                problems.append(describe_at(exc))
             return default
 
     @staticmethod

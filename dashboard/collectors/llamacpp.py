@@ -57,7 +57,7 @@ class LlamaCppCollector(EngineCollector):
         metrics = bodies.get("metrics")
         if isinstance(metrics, http.HttpError):
             return Snapshot(status="down", error=f"metrics: {describe(metrics)}")
-        samples = prom.parse(metrics.text, NAMES)
+        samples = prom.parse(metrics.text, NAMES, url=metrics.url)
         models, _ = self.openai_models(self.json_of(bodies, "models", {}))
         props = self.json_of(bodies, "props")
         snap = Snapshot(status="up", models=models,

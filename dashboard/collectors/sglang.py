@@ -30,7 +30,7 @@ class SglangCollector(EngineCollector):
     slow = frozenset({"info"})
 
     def parse(self, bodies):
-        samples = prom.parse(bodies["metrics"].text, NAMES)
+        samples = prom.parse(bodies["metrics"].text, NAMES, url=bodies["metrics"].url)
         models, facts = info_facts(self.json_of(bodies, "info"))
         snap = Snapshot(status="up", models=models, info={"version": facts.pop("version", None)})
         snap.gauges = {

@@ -12,27 +12,28 @@ from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
 from dashboard.models import CollectorState, Rollup, Sample, Series
+from dashboard.models.samples import MINUTE_RETENTION, RAW_RETENTION
 
-RAW_RETENTION = timedelta(hours=48)
-MINUTE_RETENTION = timedelta(days=90)
 MINUTE, HOUR = Rollup.Resolution.MINUTE, Rollup.Resolution.HOUR
 
-# (engine_id, host_id, metric) -> series id; a series is never renamed, so the cache is safe
-# for the life of the process (a deleted engine's ids are simply never asked for again).
-_series_cache = {}
+class SeriesIds:
+    """(engine id, host id, metric) -> series id, read or created on first use. A series is
+    never renamed, so a poller keeps one for its life; it drops it after a failed store, whose
+    rolled-back transaction may have taken new series with it."""
 
+    def __init__(self):
+        self.ids: dict[tuple, int] = {}
 
-def series_id(*, metric, engine=None, host=None):
-    engine_id, host_id = getattr(engine, "pk", engine), getattr(host, "pk", host)
-    key = (engine_id, host_id, metric)
-    sid = _series_cache.get(key)
-    if sid is None:
-        lookup = {"engine_id": engine_id, "host__isnull": True} if engine_id else {"host_id": host_id, "engine__isnull": True}
-        sid = Series.objects.filter(metric=metric, **lookup).values_list("pk", flat=True).first()
+    def get(self, *, metric, engine_id=None, host_id=None):
+        key = (engine_id, host_id, metric)
+        sid = self.ids.get(key)
         if sid is None:
-            sid = _create_series(metric=metric, engine_id=engine_id, host_id=host_id)
-        _series_cache[key] = sid
-    return sid
+            lookup = {"engine_id": engine_id, "host__isnull": True} if engine_id else {"host_id": host_id, "engine__isnull": True}
+            sid = Series.objects.filter(metric=metric, **lookup).values_list("pk", flat=True).first()
+            if sid is None:
+                sid = _create_series(metric=metric, engine_id=engine_id, host_id=host_id)
+            self.ids[key] = sid
+        return sid
 
 
 def _create_series(*, metric, engine_id, host_id):
@@ -43,31 +44,26 @@ def _create_series(*, metric, engine_id, host_id):
     return Series.objects.filter(metric=metric, **lookup).values_list("pk", flat=True).get()
 
 
-def clear_series_cache():
-    _series_cache.clear()
-
-
-def _samples(ts, values, engine=None, host=None):
-    out = []
-    for metric, value in values.items():
-        if isinstance(value, bool):
-            value = float(value)
-        # None (not measured), NaN: absent, never a fake zero
-        if isinstance(value, (int, float)) and math.isfinite(value):
-            out.append((series_id(metric=metric, engine=engine, host=host), ts, float(value)))
-    return out
-
-
 class WriteBatch:
     """Samples and collector states gathered from several stores (a tick's host and engines,
     or several ticks') and written with one COPY (PostgreSQL; one INSERT elsewhere) and one
-    upsert; `flush()` inside the caller's transaction. `samples`: (series id, ts, value) rows."""
+    upsert; `flush()` inside the caller's transaction. `samples`: (series id, ts, value) rows;
+    `states`: {CollectorState key: data}."""
 
-    def __init__(self):
-        self.samples, self.states = [], {}
+    def __init__(self, series: SeriesIds):
+        self.series = series
+        self.samples: list[tuple[int, object, float]] = []
+        self.states: dict[str, dict] = {}
 
     def add_samples(self, *, ts, values, engine=None, host=None):
-        self.samples += _samples(ts, values, engine, host)
+        engine_id, host_id = getattr(engine, "pk", None), getattr(host, "pk", None)
+        for metric, value in values.items():
+            if isinstance(value, bool):
+                value = float(value)
+            # None (not measured), NaN: absent, never a fake zero
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                sid = self.series.get(metric=metric, engine_id=engine_id, host_id=host_id)
+                self.samples.append((sid, ts, float(value)))
 
     def put_states(self, states):
         self.states.update(states)

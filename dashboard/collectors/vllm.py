@@ -44,7 +44,7 @@ class VllmCollector(EngineCollector):
     slow = frozenset({"models"})
 
     def parse(self, bodies):
-        samples = prom.parse(bodies["metrics"].text, NAMES)
+        samples = prom.parse(bodies["metrics"].text, NAMES, url=bodies["metrics"].url)
         models, window = self.openai_models(self.json_of(bodies, "models", {}))
         snap = Snapshot(status="up", models=models)
         snap.gauges = {
@@ -67,5 +67,5 @@ class VllmCollector(EngineCollector):
         snap.hists = {"ttft": prom.buckets(samples, "vllm:time_to_first_token_seconds"), "itl": itl}
         snap.kv = {**kv_facts(prom.first_labels(samples, "vllm:cache_config_info")), "window": window}
         if not samples:
-            snap.error = "no vllm:* metrics (is --disable-log-stats set?)"
+            snap.error = samples.why_empty("vllm:") or "no vllm:* metrics (is --disable-log-stats set?)"
         return snap

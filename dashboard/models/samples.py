@@ -1,6 +1,13 @@
 """The sample store: one row per (series, time). Pages ask for one series over a range,
 so every index below leads with the series."""
+from datetime import timedelta
+
 from django.db import models
+
+# How long samples are kept: raw 48 h, 1-minute rollups 90 days, 1-hour rollups for ever
+# (applied by collectors/store.retention_apply, relied on by selectors/series.choose_source).
+RAW_RETENTION = timedelta(hours=48)
+MINUTE_RETENTION = timedelta(days=90)
 
 
 class Series(models.Model):

@@ -13,9 +13,10 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from dashboard.models import Rollup, Sample, Series
+from dashboard.models.samples import MINUTE_RETENTION, RAW_RETENTION
 
-RAW_KEPT_S = 48 * 3600
-MINUTE_KEPT_S = 90 * 86400
+RAW_KEPT_S = RAW_RETENTION.total_seconds()
+MINUTE_KEPT_S = MINUTE_RETENTION.total_seconds()
 # Raw rows we are willing to aggregate in SQL before switching to rollups (~40 ms worst case).
 RAW_SCAN_LIMIT = 40_000
 

@@ -1,23 +1,25 @@
-"""Polling services: engines (metrics), engine liveness probes, hosts — and storing it all.
+"""What one poll does to one engine or host: fetch it, derive its reading, hold its rows.
 
-Every engine of a cycle is fetched concurrently with a timeout below the interval, so a
-hung engine costs its own poll, never the others'. A resident poller's tick (`metrics_tick`)
-reads the host and all its engines first, signals them, and adds their rows to the
-`PendingWrites` it stores every SPARKOPS_FLUSH_INTERVAL; without one (`poll --once`), a tick
-is stored in one transaction and `dashboard.signals` go out after it commits."""
+The resident poller (`dashboard/services/resident.py`) calls these in order each tick:
+`host_collect` and `engines_fetch` read (no transaction open while engines answer), then
+`PendingWrites.add_host` / `add_engine` derive the readings and hold their rows, and
+`PendingWrites.flush` stores what is held in one transaction. Every engine of a tick is
+fetched concurrently with a timeout below the interval, so a hung engine costs its own poll,
+never the others'. The liveness probes are `engines_probe`."""
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone as dt_timezone
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard import http, signals
+from dashboard import http
 from dashboard.collectors import collector_for, runner, store
-from dashboard.collectors.base import describe
+from dashboard.collectors.base import Snapshot, describe
 from dashboard.collectors.derive import SAMPLE_METRICS, derive, kv_changed
 from dashboard.collectors.hostread import host_read
 from dashboard.models import CollectorState, Engine, Host, KVPoolEntry, Series
@@ -40,56 +42,69 @@ def probe_timeout():
 STATIC_REFRESH_S = 60.0  # model list / props: re-read at least this often, and after any outage
 
 
-def engines_poll(*, engines):
-    """Fetch every engine concurrently, then store all readings in one transaction."""
-    engines = list(engines)
-    if not engines:
-        return []
-    fetched, states = engines_fetch(engines=engines)
-    return engines_store(engines=engines, fetched=fetched, states=states)
+class StateKey(NamedTuple):
+    """Whose collector state: an engine's metrics, its unit's facts, or a host's sources.
+    `str()` is its CollectorState row's key ("engine:12")."""
+
+    source: str  # "engine" | "unit" | "host"
+    pk: int
+
+    def __str__(self):
+        return f"{self.source}:{self.pk}"
 
 
-def engines_fetch(*, engines, known=None):
-    """Fetch every engine concurrently: (fetched, their collector states) for `engines_store`.
-    KNOWN: collector states the caller kept from its last tick (only the others are read)."""
-    states = _states(engines, known)
-    refresh = {e.pk: _needs_refresh(e, states.get(f"engine:{e.pk}") or {}) for e in engines}
+States = dict[StateKey, dict]
+
+
+class Fetched(NamedTuple):
+    """One engine's answer and when it came (epoch seconds)."""
+
+    snapshot: Snapshot
+    at: float
+
+
+def engines_fetch(*, engines, states: States) -> list[Fetched]:
+    """Fetch every engine concurrently. STATES: the collector states the caller keeps; those
+    of ENGINES it lacks are read from the database into it."""
+    states_read(states, [StateKey(prefix, e.pk) for e in engines for prefix in ("engine", "unit")])
+    refresh = {e.pk: _needs_refresh(e, states.get(StateKey("engine", e.pk)) or {}) for e in engines}
 
     async def fetch_all(client):
         return await asyncio.gather(*(_fetch(client, e, refresh[e.pk], _static_kv(states, e)) for e in engines))
 
-    return runner.run(fetch_all), states
+    return runner.run(fetch_all) if engines else []
+
+
+def states_read(states: States, keys):
+    """Read into STATES the collector states of KEYS it does not hold yet (one query)."""
+    missing = {str(key): key for key in keys if key not in states}
+    if missing:
+        found = dict(CollectorState.objects.filter(key__in=missing).values_list("key", "data"))
+        states.update({key: found.get(name) or {} for name, key in missing.items()})
 
 
 async def _fetch(client, engine, refresh=True, static_kv=None):
+    """One engine's answer. Its bodies are parsed on a worker thread, so the loop goes on
+    serving the other engines' sockets meanwhile (the parse is bounded: prom.Limits)."""
     coll = collector_for(engine.kind)
     bodies = await coll.fetch(client, engine.base_url, timeout=poll_timeout(engine), refresh=refresh)
-    snap = coll.snapshot(bodies)
+    snap = await asyncio.to_thread(coll.snapshot, bodies)
     if not refresh and snap.up and _static_stale(snap.kv, static_kv or {}):
         # The pool changed between two polls: the engine restarted faster than the probe saw,
         # so the window and models carried from before may be wrong too. Re-read them now.
         refresh = True
-        snap = coll.snapshot(await coll.fetch(client, engine.base_url, timeout=poll_timeout(engine), refresh=True))
+        bodies = await coll.fetch(client, engine.base_url, timeout=poll_timeout(engine), refresh=True)
+        snap = await asyncio.to_thread(coll.snapshot, bodies)
     snap.info["refreshed"] = refresh
-    return snap, time.time()
+    return Fetched(snap, time.time())
 
 
 def _static_kv(states, engine):
-    return ((states.get(f"engine:{engine.pk}") or {}).get("static") or {}).get("kv") or {}
+    return ((states.get(StateKey("engine", engine.pk)) or {}).get("static") or {}).get("kv") or {}
 
 
 def _static_stale(fresh_kv, static_kv):
     return any(value is not None and key in static_kv and static_kv[key] != value for key, value in fresh_kv.items())
-
-
-def _states(engines, known=None):
-    known = known or {}
-    keys = [f"{prefix}:{e.pk}" for e in engines for prefix in ("engine", "unit")]
-    states = {key: known[key] for key in keys if key in known}
-    missing = [key for key in keys if key not in states]
-    if missing:
-        states.update(CollectorState.objects.filter(key__in=missing).values_list("key", "data"))
-    return states
 
 
 def _needs_refresh(engine, state):
@@ -97,55 +112,44 @@ def _needs_refresh(engine, state):
     return engine.status != "up" or time.time() - static.get("t", 0) >= STATIC_REFRESH_S
 
 
-def engine_poll(*, engine):
-    return engines_poll(engines=[engine])[0]
-
-
-def engines_store(*, engines, fetched, states, writes=None):
-    """Derive, store samples, states and ledger rows, update the engines; signal after commit.
-    WRITES: a `PendingWrites` the caller flushes and signals (samples, states and the engines'
-    rows go there; a KV ledger row is written at once)."""
-    readings = []
-    if writes is not None:
-        for engine, (snapshot, fetched_at) in zip(engines, fetched):
-            readings.append(_engine_store_one(engine, snapshot, fetched_at, states, writes))
-        return readings
-    writes = PendingWrites()
-    with transaction.atomic():
-        for engine, (snapshot, fetched_at) in zip(engines, fetched):
-            readings.append(_engine_store_one(engine, snapshot, fetched_at, states, writes))
-        writes.flush()
-        transaction.on_commit(writes.signal)
-    return readings
-
-
-def _engine_store_one(engine, snapshot, fetched_at, states, writes):
-    now = datetime.fromtimestamp(fetched_at, tz=dt_timezone.utc)
-    reading, new_state, values = _engine_reading(engine, snapshot, fetched_at, now, states)
-    writes.batch.add_samples(ts=now, engine=engine, values=values)
-    writes.batch.put_states({f"engine:{engine.pk}": new_state})
-    first = engine.last_poll_at is None
-    if _engine_apply(engine, reading, now) or first:  # a moved status, or a new engine's first reading
-        writes.urgent = True
-    writes.engines[engine.pk] = engine
-    writes.polled.append((engine, reading))
-    return reading
-
-
 class PendingWrites:
-    """A tick's (or several ticks') samples, collector states and engine and host rows, stored
-    by `flush()` with one COPY, one upsert and two UPDATEs in one transaction; `signal()`
-    sends the ticks' `host_polled`/`engines_polled`. `urgent`: a status moved, or an engine's
-    or host's first reading: store it now."""
+    """The rows of one or several ticks (samples, collector states, engine and host rows),
+    stored by `flush()` with one COPY, one upsert and two UPDATEs in one transaction.
+    `urgent`: a status moved, or an engine's or host's first reading: store it now."""
 
-    def __init__(self):
-        self.batch = store.WriteBatch()
-        self.engines, self.hosts = {}, {}
-        self.polled, self.host_readings = [], []
+    def __init__(self, series: store.SeriesIds):
+        self.batch = store.WriteBatch(series)
+        self.engines: dict[int, Engine] = {}
+        self.hosts: dict[int, Host] = {}
         self.urgent = False
 
     def __bool__(self):
         return bool(self.batch.samples or self.batch.states or self.engines or self.hosts)
+
+    def add_host(self, host, collected: "HostCollected"):
+        """Hold a host reading: its samples, its and its units' states, Host.latest."""
+        self.batch.add_samples(ts=collected.at, host=host, values=collected.values)
+        self.batch.put_states({str(StateKey("host", host.pk)): collected.state,
+                               **{str(StateKey("unit", pk)): info for pk, info in collected.unit_infos.items()}})
+        if host.last_report_at is None:
+            self.urgent = True  # its first report: the host is being watched, say so now
+        host.latest, host.last_report_at = collected.reading, collected.at
+        self.hosts[host.pk] = host
+
+    def add_engine(self, engine, fetched: Fetched, states: States) -> dict[str, Any]:
+        """Derive ENGINE's reading from what was fetched and hold its rows; STATES gets its new
+        collector state. A KV-pool ledger row is written at once (it is rare and kept for ever)."""
+        now = datetime.fromtimestamp(fetched.at, tz=dt_timezone.utc)
+        reading, new_state, values = _engine_reading(engine, fetched.snapshot, fetched.at, now, states)
+        key = StateKey("engine", engine.pk)
+        states[key] = new_state
+        self.batch.add_samples(ts=now, engine=engine, values=values)
+        self.batch.put_states({str(key): new_state})
+        first = engine.last_poll_at is None
+        if _engine_apply(engine, reading, now) or first:  # a moved status, or a new engine's first reading
+            self.urgent = True
+        self.engines[engine.pk] = engine
+        return reading
 
     def flush(self):
         if self.batch.samples:  # an engine removed meanwhile took its series along: keep the others' samples
@@ -158,15 +162,6 @@ class PendingWrites:
             for host in self.hosts.values():
                 Host.objects.filter(pk=host.pk).update(latest=host.latest, last_report_at=host.last_report_at)
         self.engines, self.hosts, self.urgent = {}, {}, False
-
-    def signal(self):
-        """Send (and forget) the readings gathered since the last call."""
-        host_readings, polled = self.host_readings, self.polled
-        self.host_readings, self.polled = [], []
-        for host, reading in host_readings:
-            signals.host_polled.send_robust(sender=Host, host=host, reading=reading)
-        if polled:
-            signals.engines_polled.send_robust(sender=Engine, polled=polled)
 
 
 def _carry_static(snapshot, state):
@@ -183,8 +178,8 @@ def _carry_static(snapshot, state):
 
 
 def _engine_reading(engine, snapshot, fetched_at, now, states):
-    state = states.get(f"engine:{engine.pk}") or {}
-    unit_info = states.get(f"unit:{engine.pk}") or {}
+    state = states.get(StateKey("engine", engine.pk)) or {}
+    unit_info = states.get(StateKey("unit", engine.pk)) or {}
     static = _carry_static(snapshot, state) if snapshot.up else {}
     reading, new_state = derive(snapshot, state, now=fetched_at, name=engine.name, kind=engine.kind)
     reading["unit"], reading["fatal_lines"] = unit_info.get("unit"), unit_info.get("fatal_lines") or []
@@ -236,8 +231,29 @@ def _engine_apply(engine, reading, now):
 
 # --- engines: liveness ---------------------------------------------------------------
 
-def engines_probe(*, engines):
-    """Cheap liveness probe of every engine; a failed probe is re-checked ~0.3 s later."""
+@dataclass
+class Liveness:
+    """One probe's finding about one engine. `changed`: Engine.status moved with it."""
+
+    engine: Engine
+    status: str  # up | loading | down
+    reason: str
+    rechecked: bool
+    checked_at: datetime
+    changed: bool = False
+
+    @property
+    def up(self):
+        return self.status == "up"
+
+    def as_dict(self):
+        return {"engine": self.engine.name, "status": self.status, "up": self.up, "reason": self.reason,
+                "rechecked": self.rechecked}
+
+
+def engines_probe(*, engines) -> list[Liveness]:
+    """Cheap liveness probe of every engine; a failed probe is re-checked ~0.3 s later.
+    A status that moved is stored at once."""
     engines = list(engines)
     if not engines:
         return []
@@ -245,8 +261,7 @@ def engines_probe(*, engines):
     async def probe_all(client):
         return await asyncio.gather(*(_probe_twice(client, e) for e in engines))
 
-    results = runner.run(probe_all)
-    return [engine_record_liveness(engine=e, **r) for e, r in zip(engines, results)]
+    return [liveness_record(finding) for finding in runner.run(probe_all)]
 
 
 async def _probe_once(client, engine):
@@ -268,32 +283,22 @@ async def _probe_twice(client, engine):
         await asyncio.sleep(RECHECK_DELAY_S)
         status, reason = await _probe_once(client, engine)
         rechecked = True
-    return {"status": status, "reason": reason, "rechecked": rechecked, "checked_at": timezone.now()}
+    return Liveness(engine, status, reason, rechecked, timezone.now())
 
 
-def engine_record_liveness(*, engine, status, reason, rechecked, checked_at):
-    """Move Engine.status only when it changed (a conditional UPDATE); always signal, saying
-    whether it changed so receivers can skip the common "still up" case cheaply."""
-    changed = engine.status != status
-    if changed:
+def liveness_record(finding: Liveness) -> Liveness:
+    """Move Engine.status when FINDING changes it (a conditional UPDATE) and say so in `changed`."""
+    engine = finding.engine
+    finding.changed = engine.status != finding.status
+    if finding.changed:
         with transaction.atomic():
-            Engine.objects.filter(pk=engine.pk).update(status=status, status_reason=reason, status_changed_at=checked_at)
-            engine.status, engine.status_reason, engine.status_changed_at = status, reason, checked_at
-    up = status == "up"
-    signals.engine_liveness.send_robust(sender=Engine, engine=engine, up=up, reason=reason, checked_at=checked_at,
-                                        rechecked=rechecked, status=status, changed=changed)
-    return {"engine": engine.name, "status": status, "up": up, "reason": reason, "rechecked": rechecked}
+            Engine.objects.filter(pk=engine.pk).update(status=finding.status, status_reason=finding.reason,
+                                                        status_changed_at=finding.checked_at)
+        engine.status, engine.status_reason, engine.status_changed_at = finding.status, finding.reason, finding.checked_at
+    return finding
 
 
 # --- hosts ---------------------------------------------------------------------------
-
-def host_poll(*, host):
-    """Read every host-local source (must run on that host) and store it."""
-    engines = list(Engine.objects.filter(host=host).only("pk", "name", "unit", "unit_scope", "host_id"))
-    collected = host_collect(host=host, engines=engines, state=store.state_get(f"host:{host.pk}"))
-    host_store(host=host, collected=collected)
-    return collected.reading
-
 
 class HostCollected(NamedTuple):
     at: datetime
@@ -303,69 +308,8 @@ class HostCollected(NamedTuple):
     state: dict  # the host's new collector state
 
 
-def host_collect(*, host, engines, state):
+def host_collect(*, host, engines, state) -> HostCollected:
     """Read HOST's sources (no database): ENGINES' units and journals, STATE as the last poll left it."""
     now = timezone.now()
     reading, values, unit_infos, new_state = host_read(engines=engines, state=state, now=now.timestamp())
     return HostCollected(now, reading, values, unit_infos, new_state)
-
-
-def host_store(*, host, collected, writes=None):
-    """Store a host reading: samples, states, Host.latest; `host_polled` after commit.
-    WRITES: a `PendingWrites` the caller flushes and signals."""
-    own = writes is None
-    writes = PendingWrites() if own else writes
-    writes.batch.add_samples(ts=collected.at, host=host, values=collected.values)
-    writes.batch.put_states({f"host:{host.pk}": collected.state,
-                             **{f"unit:{engine_id}": info for engine_id, info in collected.unit_infos.items()}})
-    if host.last_report_at is None:
-        writes.urgent = True  # its first report: the host is being watched, say so now
-    host.latest, host.last_report_at = collected.reading, collected.at
-    writes.hosts[host.pk] = host
-    writes.host_readings.append((host, collected.reading))
-    if own:
-        with transaction.atomic():
-            writes.flush()
-            transaction.on_commit(writes.signal)
-
-
-# --- one tick of a resident poller ---------------------------------------------------
-
-def metrics_tick(*, host, host_engines, host_state, engines, states=None, writes=None):
-    """HOST's sources and ENGINES' metrics, all read first (no transaction open while engines
-    answer), then stored. HOST_STATE: the host's collector state as the last tick left it
-    (None: read it); STATES: the engines' collector states likewise (those missing are read).
-    WRITES: a `PendingWrites` kept across ticks: this tick's rows are added to it and the
-    caller flushes it (it must when `writes.urgent`), and the readings are signalled now;
-    None: stored in one transaction and signalled after it commits.
-    Returns (the host's new state, the engines' readings, every collector state now)."""
-    if host_state is None:
-        host_state = store.state_get(f"host:{host.pk}")
-    collected = host_collect(host=host, engines=host_engines, state=host_state)
-    fetched, states = engines_fetch(engines=engines, known=states) if engines else ([], dict(states or {}))
-    states.update({f"unit:{pk}": info for pk, info in collected.unit_infos.items()})  # this tick's unit facts
-    own = writes is None
-    writes = PendingWrites() if own else writes
-    host_store(host=host, collected=collected, writes=writes)
-    readings = engines_store(engines=engines, fetched=fetched, states=states, writes=writes) if engines else []
-    states.update(writes.batch.states)
-    if own:
-        with transaction.atomic():
-            writes.flush()
-            transaction.on_commit(writes.signal)
-    else:
-        writes.signal()
-    return collected.state, readings, states
-
-
-# --- everything once (sparkops poll --once) ----------------------------------------
-
-def poll_once(*, host_name=None):
-    """Run every collector once: this host's sources, then all engines; the `poll --json` object."""
-    host, _ = Host.objects.get_or_create(name=host_name or settings.SPARKOPS_HOST_NAME)
-    host_reading = host_poll(host=host)
-    readings = engines_poll(engines=Engine.objects.select_related("host"))
-    return {"time": timezone.now().isoformat(), "engines": readings, "host": host_reading["host"],
-            "gpus": host_reading["gpus"], "gpu_state": host_reading["gpu_state"],
-            "processes": host_reading["processes"], "kernel_lines": host_reading["kernel_lines"]}
-

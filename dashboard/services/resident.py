@@ -1,20 +1,20 @@
 """The resident poller: the per-second work of a box's worker, without a Celery task per poll.
 
-Liveness probes every second and metrics every 2 s are nearly all SparkOps does. Sent by beat
-as Celery tasks, each poll paid a beat tick, a broker round trip, a task trace and a database
-reconnect: 4.5 % of a core for three engines, five times the budget of
-bench/poll_overhead.py. Here two threads in each `sparkops worker` (the probes; the metrics
-and the leader's upkeep) each keep one event loop, HTTP pools and a database connection, and
-run on the clock:
+Liveness probes every second and metrics every 2 s are nearly all SparkOps does, and a Celery
+task per poll would pay a beat tick, a broker round trip and a database reconnect each time.
+So two threads in each `sparkops worker` (the probes; the metrics and the leader's upkeep)
+each keep one event loop, HTTP pools and a database connection, and run on the clock:
 
-- every poll interval: read this host's sources (PSI, GPU, systemd, journal, processes)
-  and the metrics of the owned engines that are due (each at its own interval), signal them
-  (alerts, live view) and hold them;
+- every poll interval, `metrics_tick`: read this host's sources (PSI, GPU, systemd, journal,
+  processes) and the metrics of the owned engines that are due (each at its own interval),
+  hold their rows, store what is held when due, evaluate the alert rules, publish to the
+  live view — in that order, in that one function;
 - every SPARKOPS_FLUSH_INTERVAL (or at once when an engine's status moved): store what is
   held in one transaction (`polling.PendingWrites`), then re-read the engine list and roles
   every ROLES_REFRESH_S. Between, a steady tick reads nothing from the database but the open
-  alert events: the collector states and the roles stay here;
-- every liveness interval: probe the owned engines (one cheap request each).
+  alert events: the collector states, the series ids, the alert memory and the roles stay here;
+- every liveness interval, `probe_tick`: probe the owned engines (one cheap request each),
+  then evaluate and publish what the probes found.
 
 Ownership: a worker owns the engines of its own host. Engines of a host with no live worker
 (none reported within `ORPHAN_AFTER_INTERVALS` poll intervals and a store interval: a remote OpenAI-compatible
@@ -37,6 +37,7 @@ import threading
 import time
 import uuid
 from datetime import timedelta
+from typing import Any, NamedTuple
 
 from celery import bootsteps
 from django.conf import settings
@@ -44,10 +45,13 @@ from django.db import close_old_connections, connection
 from django.db.models import Q
 from django.utils import timezone
 
+from dashboard.alerts.evaluate import Memory, evaluate_host, evaluate_liveness, evaluate_polled
 from dashboard.collectors import runner, store
+from dashboard.live.publish import LivePublisher
 from dashboard.models import Engine, Host
 from dashboard.services import polling
 from dashboard.services.fleet import report_lag_s
+from dashboard.services.polling import StateKey
 
 log = logging.getLogger(__name__)
 ORPHAN_AFTER_INTERVALS = 5
@@ -157,12 +161,21 @@ class PollerLease:
             pass  # it expires on its own
 
 
+class TickResult(NamedTuple):
+    """What one metrics tick read: the host's reading and each polled engine's."""
+
+    host: dict[str, Any]
+    engines: list[tuple[Engine, dict[str, Any]]]
+
+
 class ResidentPoller:
     """Two daemon threads polling HOST's sources and owned engines until `stop()`.
 
-    The engine list and the fleet roles are read every ROLES_REFRESH_S and shared with the
-    probes, so a steady probe costs its HTTP requests and no query; an engine added or
-    removed is picked up within ROLES_REFRESH_S. `stop()` stores what is still held."""
+    Everything a tick needs between ticks is held here: the engine list and fleet roles
+    (re-read every ROLES_REFRESH_S, shared with the probes, so a steady probe costs its HTTP
+    requests and no query), the collector states, the series ids, the rows not yet stored,
+    the alert evaluations' memory and the live publisher. `stop()` stores what is still held.
+    `poll --once` builds one for itself and runs one tick (`poll_once`)."""
 
     def __init__(self, host_name, *, poll_interval=None, liveness_interval=None, duties=None, lease=None,
                  flush_interval=None):
@@ -174,11 +187,8 @@ class ResidentPoller:
         self.flush_interval = settings.SPARKOPS_FLUSH_INTERVAL if flush_interval is None else flush_interval
         self.duties = resident_duties() if duties is None else duties  # name -> (interval, fn): leader only
         self.host, self.engines, self.leader = None, [], False
-        # Kept here between ticks, so a steady tick reads nothing from the database: this
-        # host's collector state, its engines' (engine:<pk>, unit:<pk>), the fleet's roles.
-        self.host_state, self.states = None, {}
-        self.roles_at = None  # when the engine list and roles were read (re-read every ROLES_REFRESH_S)
-        self.writes, self.flushed_at = polling.PendingWrites(), float("-inf")  # the first tick is stored at once
+        self.alerts, self.live = Memory(), LivePublisher()
+        self.forget()
         self.answered = {}  # engine pk -> when (epoch s) its last metrics poll that answered fetched it
         self.lease = lease  # a PollerLease, or None: poll unconditionally (tests, `poll --once`)
         self.cycles = {"metrics": 0, "probe": 0, "failed": 0, **{name: 0 for name in self.duties}}
@@ -206,7 +216,7 @@ class ResidentPoller:
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout)
-        if self.writes:
+        if self.pending:
             try:  # what the last ticks read since the last flush
                 self.flush()
             except Exception:
@@ -244,9 +254,9 @@ class ResidentPoller:
                 self.forget()  # whoever holds the box meanwhile moves its cursors on
                 return
             if duty == "metrics":
-                self.metrics_cycle()
+                self.metrics_tick()
             elif duty == "probe":
-                self.probe_cycle()
+                self.probe_tick()
             elif self.leader:
                 self.duties[duty][1]()
             else:
@@ -257,7 +267,6 @@ class ResidentPoller:
             if duty == "metrics":
                 self.forget()  # re-read it all: the host may have been deleted and recreated
                 self.host = None
-                store.clear_series_cache()  # ids created in a rolled-back tick no longer exist
             log.exception("resident poller (%s): %s failed; the next tick proceeds", self.host_name, duty)
             try:
                 connection.close()  # a broken connection must not fail every later cycle
@@ -267,57 +276,103 @@ class ResidentPoller:
             close_old_connections()  # honours CONN_MAX_AGE and drops connections left unusable
 
     def forget(self):
-        """Drop what is kept between ticks (and what was not stored yet): read it all again."""
-        self.host_state, self.states, self.roles_at = None, {}, None
-        self.writes, self.flushed_at = polling.PendingWrites(), float("-inf")
+        """Drop what is kept between ticks (and what was not stored yet): read it all again.
+        The series ids go too: a rolled-back store may have taken new series with it."""
+        self.states: polling.States = {}
+        self.roles_at = None  # when the engine list and roles were read
+        self.pending = polling.PendingWrites(store.SeriesIds())
+        self.flushed_at = float("-inf")  # the first tick is stored at once
 
     def flush(self):
         """Store the readings gathered since the last flush (one transaction)."""
-        writes, self.writes, self.flushed_at = self.writes, polling.PendingWrites(), time.monotonic()
-        if writes:
-            writes.flush()
+        pending, self.pending = self.pending, polling.PendingWrites(self.pending.batch.series)
+        self.flushed_at = time.monotonic()
+        if pending:
+            pending.flush()
 
-    def metrics_cycle(self):
+    def _read_roles_if_due(self):
         if self.host is None:
             self.host, _ = Host.objects.get_or_create(name=self.host_name)
         if self.roles_at is None or time.monotonic() - self.roles_at >= ROLES_REFRESH_S:
             self.flush()  # the fresh rows must not be older than the ones held here
             self.engines, self.leader = fleet_roles(host=self.host, hosts=fleet_hosts())
             self.roles_at = time.monotonic()
-        due = engines_due(self.engines)
-        own = [e for e in self.engines if e.host_id == self.host.pk]
+
+    def metrics_tick(self, engines=None) -> TickResult:
+        """One poll, top to bottom: collect → hold (store when due) → evaluate alerts → publish
+        live. ENGINES: poll these rather than the owned engines that are due (`poll --once`)."""
+        self._read_roles_if_due()
+        host = self.host
+        due = engines_due(self.engines) if engines is None else list(engines)
+        own = [e for e in self.engines if e.host_id == host.pk]
         self._metrics_started = time.monotonic()
         self._metrics_idle.clear()
         try:
-            self.host_state, readings, self.states = polling.metrics_tick(
-                host=self.host, host_engines=own, host_state=self.host_state, engines=due,
-                states=self.states, writes=self.writes)
-            for engine, reading in zip(due, readings):
+            # 1. Collect: the host's sources, then every due engine at once (no transaction open).
+            host_key = StateKey("host", host.pk)
+            polling.states_read(self.states, [host_key])
+            collected = polling.host_collect(host=host, engines=own, state=self.states[host_key])
+            self.states[host_key] = collected.state
+            self.states.update({StateKey("unit", pk): info for pk, info in collected.unit_infos.items()})
+            fetched = polling.engines_fetch(engines=due, states=self.states)
+            # 2. Hold the rows; store them every flush interval, or now when a status moved.
+            self.pending.add_host(host, collected)
+            polled = [(engine, self.pending.add_engine(engine, answer, self.states)) for engine, answer in zip(due, fetched)]
+            for engine, reading in polled:
                 if reading.get("up"):
                     self.answered[engine.pk] = engine.last_poll_at.timestamp()  # when the answer came
         finally:
             self._metrics_idle.set()
-        if self.writes.urgent or time.monotonic() - self.flushed_at >= self.flush_interval - self.poll_interval / 2:
+        if self.pending.urgent or time.monotonic() - self.flushed_at >= self.flush_interval - self.poll_interval / 2:
             self.flush()
+        # 3. Alerts, then 4. the live view: each failure is logged, never costs the other.
+        self._guard("alert rules", evaluate_host, host, collected.reading, memory=self.alerts)
+        self._guard("alert rules", evaluate_polled, polled, memory=self.alerts)
+        self._guard("live push", self.live.host_polled, host, collected.reading)
+        self._guard("live push", self.live.engines_polled, polled)
+        return TickResult(collected.reading, polled)
 
-    def probe_cycle(self):
+    def probe_tick(self):
         """Probe every owned engine, except those whose metrics poll answered within the last
         half liveness interval: a full /metrics answer is proof of life, so that probe would
         only repeat it (the metrics tick and every other probe tick coincide; a probe waits
         for a metrics tick that started less than METRICS_WAIT_S ago, never longer, then
-        probes what it has not heard from). Their liveness is recorded from the poll, so the signal still goes out every tick."""
+        probes what it has not heard from). Their liveness is taken from the poll."""
         running_for = time.monotonic() - self._metrics_started
         if running_for < METRICS_WAIT_S:  # a tick that has just started: its answers are coming
             self._metrics_idle.wait(METRICS_WAIT_S - running_for)
         engines, now = self.engines, time.time()  # the metrics thread may swap the list meanwhile
         answered = {pk: at for pk, at in self.answered.items() if now - at < self.liveness_interval / 2}
-        probe = [e for e in engines if e.pk not in answered]
-        if probe:
-            polling.engines_probe(engines=probe)
-        for engine in engines:
-            if engine.pk in answered:
-                polling.engine_record_liveness(engine=engine, status="up", reason="", rechecked=False,
-                                               checked_at=engine.last_poll_at)
+        findings = polling.engines_probe(engines=[e for e in engines if e.pk not in answered])
+        findings += [polling.liveness_record(polling.Liveness(e, "up", "", False, e.last_poll_at))
+                     for e in engines if e.pk in answered]
+        for finding in findings:
+            self._guard("alert rules", evaluate_liveness, finding, memory=self.alerts)
+            self._guard("live push", self.live.liveness, finding)
+        return findings
+
+    def _guard(self, what, fn, *args, **kwargs):
+        try:
+            fn(*args, **kwargs)
+        except Exception:
+            log.exception("resident poller (%s): %s failed", self.host_name, what)
+
+
+def poll_once(*, host_name=None, engines=None):
+    """`sparkops poll --once`: one tick of a poller of its own over ENGINES (default every
+    watched engine), then a flush; the `poll --json` object."""
+    poller = ResidentPoller(host_name or settings.SPARKOPS_HOST_NAME, duties={}, flush_interval=0)
+    if engines is None:
+        engines = Engine.objects.select_related("host").filter(retired_at__isnull=True).order_by("pk")
+    try:
+        result = poller.metrics_tick(engines=list(engines))
+        poller.flush()
+    finally:
+        runner.close()
+    host = result.host
+    return {"time": timezone.now().isoformat(), "engines": [reading for _, reading in result.engines],
+            "host": host["host"], "gpus": host["gpus"], "gpu_state": host["gpu_state"],
+            "processes": host["processes"], "kernel_lines": host["kernel_lines"]}
 
 
 class PollerStep(bootsteps.StartStopStep):

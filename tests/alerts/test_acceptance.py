@@ -1,7 +1,6 @@
 """End to end: simulated engines with faults, the real collectors, a real webhook receiver and SMTP server.
 
-The collectors' services (dashboard.services.polling) send the signals; the alerts receivers
-evaluate in the same process and the outbox sends after commit (Celery in eager mode here;
+The poller's probe tick (dashboard.services.resident) evaluates the rules in the same process and the outbox sends after commit (Celery in eager mode here;
 tests/alerts/test_worker_restart.py runs a real worker)."""
 import json
 import time
@@ -52,12 +51,14 @@ def watched(sim, eager, receiver, smtp):
 
 
 def probe_until(engine, predicate, timeout=10.0, interval=None):
-    from dashboard.services.polling import engines_probe
+    from dashboard.services.resident import ResidentPoller
 
     interval = interval or django_settings.SPARKOPS_LIVENESS_INTERVAL
     deadline = time.monotonic() + timeout
+    poller = ResidentPoller(engine.host.name, duties={})
     while time.monotonic() < deadline:
-        engines_probe(engines=[Engine.objects.select_related("host").get(pk=engine.pk)])
+        poller.engines = [Engine.objects.select_related("host").get(pk=engine.pk)]
+        poller.probe_tick()
         if predicate():
             return True
         time.sleep(interval)

@@ -7,9 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from dashboard import signals
-from dashboard.alerts import receivers
-from dashboard.alerts.evaluate import evaluate, evaluate_many
+from dashboard.alerts.evaluate import Memory, evaluate, evaluate_many, evaluate_polled
 from dashboard.alerts.models import AlertEvent, RuleState
 from dashboard.alerts.services import rule_update
 from dashboard.models import Engine
@@ -138,51 +136,50 @@ def test_a_finding_sees_what_an_earlier_subject_of_the_batch_opened(fleet):
     assert AlertEvent.objects.get(rule="unit_no_restart").state == "resolved"
 
 
-def test_engines_polled_signal_evaluates_every_engine(engines):
+def test_a_metrics_tick_evaluates_every_engine(engines):
     polled = [(engines[0], {"unit": {**UNIT, "Restart": "on-failure"}}), (engines[1], None), (engines[2], reading(1))]
-    responses = signals.engines_polled.send_robust(sender=Engine, polled=polled)
-    mine = [r for receiver, r in responses if receiver is receivers.on_engines_polled]
-    assert len(mine) == 1 and not isinstance(mine[0], Exception)
+    evaluate_polled(polled)
     assert open_events() == {("unit_no_restart", "vllm-main.service"): "firing"}
     assert RuleState.objects.filter(rule="prefix_cache_drop", subject="vllm-two").exists()
-    responses = signals.engines_polled.send_robust(sender=Engine, polled=[])  # an empty cycle is fine
-    assert not any(isinstance(r, Exception) for receiver, r in responses if receiver is receivers.on_engines_polled)
+    assert evaluate_polled([]) == []  # an empty tick is fine
 
 
-def remembered(engines, cycle, **unit):
-    return evaluate_many("engine_polled", [{"engine": e, "reading": reading(cycle, **unit)} for e in engines], remember=True)
+def remembered(memory, engines, cycle, **unit):
+    return evaluate_many("engine_polled", [{"engine": e, "reading": reading(cycle, **unit)} for e in engines],
+                         memory=memory)
 
 
-def test_a_pollers_remembering_evaluations_read_each_tick_only_the_open_events(engines, monkeypatch):
-    from dashboard.alerts import evaluate as ev
-
-    monkeypatch.setattr(ev, "OPEN_TTL_S", 0.0)  # every call is a new tick
-    remembered(engines, 1)  # first sight: rows, memories read; the new memories written at once
+def test_a_pollers_remembering_evaluations_read_each_tick_only_the_open_events(engines):
+    memory = Memory()
+    memory.open_ttl_s = 0.0  # every call is a new tick
+    remembered(memory, engines, 1)  # first sight: rows, memories read; the new memories written at once
     assert RuleState.objects.filter(rule="prefix_cache_drop").count() == 3
-    second = queries(lambda: remembered(engines, 2))
+    second = queries(lambda: remembered(memory, engines, 2))
     assert len(second) == 1 and "alerts_alertevent" in second[0], second  # only the open events
     # The memories moved in this process; the database gets them every STATES_SAVE_S.
     stored = {s.subject: len(s.data["samples"]) for s in RuleState.objects.filter(rule="prefix_cache_drop")}
     assert stored == {e.name: 1 for e in engines}
-    monkeypatch.setattr(ev, "STATES_SAVE_S", 0.0)
-    third = queries(lambda: remembered(engines, 3))
+    memory.states_save_s = 0.0
+    third = queries(lambda: remembered(memory, engines, 3))
     assert sum(q.startswith("INSERT") for q in third) == 1  # every unsaved memory in one upsert
     stored = {s.subject: len(s.data["samples"]) for s in RuleState.objects.filter(rule="prefix_cache_drop")}
     assert stored == {e.name: 3 for e in engines}
 
 
-def test_remembering_evaluations_see_a_rule_edit_and_an_event_resolved_elsewhere(engines, monkeypatch):
-    from dashboard.alerts import evaluate as ev
-
-    monkeypatch.setattr(ev, "OPEN_TTL_S", 0.0)
+def test_remembering_evaluations_see_a_rule_edit_and_an_event_resolved_elsewhere(engines):
+    memory = Memory()
+    memory.open_ttl_s = 0.0
     rule_update(key="unit_no_restart", enabled=True)
-    remembered(engines[:1], 1, Restart="no")
+    remembered(memory, engines[:1], 1, Restart="no")
     assert open_events() == {("unit_no_restart", "vllm-main.service"): "firing"}
     # Someone resolves it by hand (another process): the next tick reads the open events again and re-opens it.
     AlertEvent.objects.filter(rule="unit_no_restart").update(state="resolved")
-    remembered(engines[:1], 2, Restart="no")
+    remembered(memory, engines[:1], 2, Restart="no")
     assert open_events() == {("unit_no_restart", "vllm-main.service"): "firing"}
-    # The rule switched off in this process applies at the next tick, though its rows are remembered.
+    # The rule switched off (on the web) applies once the remembered rows age out.
     rule_update(key="unit_no_restart", enabled=False)
-    remembered(engines[:1], 3, Restart="no")
+    remembered(memory, engines[:1], 3, Restart="no")
+    assert open_events() == {("unit_no_restart", "vllm-main.service"): "firing"}  # rows still remembered
+    memory.config_ttl_s = 0.0
+    remembered(memory, engines[:1], 4, Restart="no")
     assert open_events() == {}

@@ -259,15 +259,16 @@ def test_steady_probe_and_disabled_rules_cost_only_the_snapshot(fleet, django_as
 
 def test_a_recovery_first_seen_by_a_metrics_poll_still_resolves_engine_down(fleet):
     """The metrics poll may move Engine.status back to up before the next probe, which then
-    reports changed=False: the receiver must still evaluate that first "up"."""
+    reports changed=False: the probe's evaluation must still evaluate that first "up"."""
     import time
 
-    from dashboard.alerts import receivers
+    from dashboard.alerts.evaluate import Memory, evaluate_liveness
+    from dashboard.services.polling import Liveness
 
-    vllm = fleet["vllm"]
-    receivers.on_engine_liveness(None, engine=vllm, up=False, reason="connection refused", rechecked=False, changed=True)
-    receivers.on_engine_liveness(None, engine=vllm, up=False, reason="connection refused", rechecked=True, changed=False)
+    vllm, memory, now = fleet["vllm"], Memory(), timezone.now()
+    evaluate_liveness(Liveness(vllm, "down", "connection refused", False, now, changed=True), memory=memory)
+    evaluate_liveness(Liveness(vllm, "down", "connection refused", True, now, changed=False), memory=memory)
     assert AlertEvent.objects.filter(rule="engine_down", subject="vllm-main", state__in=AlertEvent.OPEN_STATES).exists()
-    receivers._last_steady_eval[vllm.pk] = time.monotonic()  # the 30 s steady re-check is not what resolves it
-    receivers.on_engine_liveness(None, engine=vllm, up=True, changed=False)
+    memory.steady_at[vllm.pk] = time.monotonic()  # the 30 s steady re-check is not what resolves it
+    evaluate_liveness(Liveness(vllm, "up", "", False, now, changed=False), memory=memory)
     assert not AlertEvent.objects.filter(rule="engine_down", subject="vllm-main", state__in=AlertEvent.OPEN_STATES).exists()

@@ -12,7 +12,7 @@ from dashboard.changelog.grammar import parse_flags
 from dashboard.changelog.models import Claim
 from dashboard.changelog.services import entry_create
 from dashboard.models import KVPoolEntry
-from dashboard.services.polling import engine_poll
+from tests.polls import poll_one
 
 from .conftest import at
 
@@ -70,7 +70,7 @@ def nemotron_sim(pair):
 def test_window_raise_prediction_measurement_and_correction(nemotron_sim, operator, client):
     engine, start, stop = nemotron_sim
     start(BEFORE)
-    engine_poll(engine=engine)
+    poll_one(engine)
     before = KVPoolEntry.objects.get(engine=engine)
     assert (before.pool_tokens, before.window, before.concurrency) == (2_777_998, 131072, 21.19)
 
@@ -83,7 +83,7 @@ def test_window_raise_prediction_measurement_and_correction(nemotron_sim, operat
 
     stop()  # the restart with the new window: vLLM sizes a smaller pool
     start(AFTER)
-    engine_poll(engine=engine)
+    poll_one(engine)
     after = KVPoolEntry.objects.filter(engine=engine).latest("recorded_at")
     assert after.pk != before.pk and after.source == "collector" and after.previous_id == before.pk
     assert (after.pool_tokens, after.window, after.concurrency) == (2_703_604, 262144, 10.31)

@@ -9,6 +9,7 @@ import pytest
 from dashboard import http
 from dashboard.models import Engine
 from dashboard.services import polling
+from tests.polls import poll, poll_one
 from tests.collectors.conftest import fixture_bytes
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -46,11 +47,18 @@ def junk_10mb(handler):
     handler.close_connection = True
 
 
+HUGE_LABELS = b"vllm:num_requests_running{" + b",".join(b'l%d="v"' % i for i in range(100_000)) + b"} 1\n"
+ALL_NAN = b"".join(line.rsplit(b" ", 1)[0] + b" NaN\n" if line.startswith(b"vllm:") else line + b"\n"
+                   for line in GOOD.splitlines())
+
+
 CASES = {
     "html": ((200, b"<!DOCTYPE html><html><head><title>Sign in</title></head></html>", {}), "not Prometheus"),
-    "truncated_text": ((200, GOOD[: GOOD.index(b"engine=") + 9], {}), "not Prometheus"),
+    "truncated_text": ((200, GOOD[: GOOD.index(b"engine=") + 9], {}), "/metrics: Prometheus text cut short"),
+    "huge_labels": ((200, GOOD + HUGE_LABELS, {}), "/metrics: label limits exceeded"),
+    "redirect": ((302, b"", {"Location": "/login?next=/metrics"}), "metrics: HTTP 302 redirect to /login?next=/metrics"),
     "truncated_transfer": (truncated, "broken HTTP answer"),
-    "invalid_utf8": ((200, b"vllm:num_requests_running{engine=\"0\"} 1.0\n\xff\xfe\xfa", {}), "not UTF-8"),
+    "invalid_utf8": ((200, b"vllm:num_requests_running{engine=\"0\"} 1.0\n\xff\xfe\xfa", {}), "/metrics: response is not UTF-8"),
     "junk_10mb": (junk_10mb, "too large"),
     "hang": (hang, "timed out"),
     "http_500": ((500, b"Internal Server Error", {}), "HTTP 500"),
@@ -66,13 +74,64 @@ def test_garbage_is_a_failed_reading_and_the_next_poll_proceeds(case, fleet, htt
     Engine.objects.filter(pk=engine.pk).update(url=http_server(routes))
     engine.refresh_from_db()
     started = time.monotonic()
-    reading = polling.engine_poll(engine=engine)
+    reading = poll_one(engine)
     assert time.monotonic() - started < 2.5
     assert reading["up"] is False and reason in reading["error"], reading["error"]
     engine.refresh_from_db()
     assert engine.status == "down" and reason in engine.status_reason
     routes["/metrics"] = (200, GOOD, {})
-    assert polling.engine_poll(engine=engine)["up"] is True
+    assert poll_one(engine)["up"] is True
+
+
+def test_a_redirect_on_health_is_a_down_engine_that_says_so(fleet, http_server):
+    engine = fleet["vllm"]
+    routes = routes_with((200, GOOD, {}))
+    routes["/health"] = (307, b"", {"Location": "https://sso.example/login"})
+    Engine.objects.filter(pk=engine.pk).update(url=http_server(routes))
+    engine.refresh_from_db()
+    reading = poll_one(engine)
+    assert reading["up"] is False and "HTTP 307 redirect to https://sso.example/login (not followed)" in reading["error"]
+
+
+def test_a_json_bomb_on_models_is_named_and_the_metrics_still_count(fleet, http_server):
+    engine = fleet["vllm"]
+    routes = routes_with((200, GOOD, {}))
+    routes["/v1/models"] = (200, b"[" * 200_000 + b"]" * 200_000, {"Content-Type": "application/json"})
+    Engine.objects.filter(pk=engine.pk).update(url=http_server(routes))
+    engine.refresh_from_db()
+    reading = poll_one(engine)
+    assert reading["up"] is True and reading["requests_running"] == 2.0
+    assert "/v1/models: response is a JSON bomb" in reading["error"]
+
+
+def test_scrape_limits_are_settings(fleet, http_server, settings):
+    settings.SPARKOPS_SCRAPE_SAMPLE_LIMIT = 5
+    engine = fleet["vllm"]
+    Engine.objects.filter(pk=engine.pk).update(url=http_server(routes_with((200, GOOD, {}))))
+    engine.refresh_from_db()
+    reading = poll_one(engine)
+    assert reading["up"] is False and "sample_limit exceeded (over 5 wanted samples)" in reading["error"]
+
+
+def test_a_pathological_engine_costs_the_others_nothing(fleet, http_server, settings):
+    """One engine's /metrics holds one line with 100,000 labels (1.5 MB): it fails on the
+    label limit without reaching the parser, and the healthy engine of the same tick is read."""
+    settings.SPARKOPS_POLL_INTERVAL = 1.0
+    Engine.objects.filter(pk=fleet["vllm"].pk).update(url=http_server(routes_with((200, GOOD, {}))))
+    Engine.objects.filter(pk=fleet["llama"].pk).update(
+        kind="vllm", url=http_server(routes_with((200, GOOD + HUGE_LABELS, {}))))
+    readings = {r["name"]: r for r in poll(*Engine.objects.all())}
+    assert readings["vllm-main"]["up"] and readings["vllm-main"]["requests_running"] == 2.0
+    assert "label limits exceeded" in readings["llama-side"]["error"]
+
+
+def test_an_exposition_of_nothing_but_nan_says_so_not_that_metrics_are_missing(fleet, http_server):
+    engine = fleet["vllm"]
+    Engine.objects.filter(pk=engine.pk).update(url=http_server(routes_with((200, ALL_NAN, {}))))
+    engine.refresh_from_db()
+    reading = poll_one(engine)
+    assert reading["error"].startswith("every vllm:* sample is NaN or ±Inf (vllm:num_requests_running=nan")
+    assert reading["requests_running"] is None and reading["kv_cache_usage"] is None
 
 
 def test_nan_values_are_absent_not_zero(fleet, http_server):
@@ -82,7 +141,7 @@ def test_nan_values_are_absent_not_zero(fleet, http_server):
     engine = fleet["vllm"]
     Engine.objects.filter(pk=engine.pk).update(url=http_server(routes_with((200, nan_body, {}))))
     engine.refresh_from_db()
-    reading = polling.engine_poll(engine=engine)
+    reading = poll_one(engine)
     assert reading["up"] is True and reading["kv_cache_usage"] is None and reading["requests_running"] == 2.0
 
 
@@ -92,7 +151,7 @@ def test_one_hung_engine_does_not_delay_the_others(fleet, http_server, settings)
     Engine.objects.filter(pk=fleet["llama"].pk).update(
         kind="vllm", url=http_server({"/health": hang, "/metrics": hang, "/v1/models": hang}))
     started = time.monotonic()
-    readings = {r["name"]: r for r in polling.engines_poll(engines=Engine.objects.all())}
+    readings = {r["name"]: r for r in poll(*Engine.objects.all())}
     assert time.monotonic() - started < 1.5
     assert readings["vllm-main"]["up"] and "timed out" in readings["llama-side"]["error"]
 
@@ -124,5 +183,5 @@ def test_optional_llamacpp_endpoint_with_the_wrong_json_type_is_ignored(props, f
         "/health": llama("health_ok.json"), "/metrics": llama("metrics.txt"), "/slots": llama("slots_one_busy.json"),
         "/v1/models": llama("v1_models.json"), "/props": (200, props, {})}))
     engine.refresh_from_db()
-    reading = polling.engine_poll(engine=engine)
+    reading = poll_one(engine)
     assert reading["up"] is True and reading["models"] == ["tiny-llama"] and reading["window"] is None

@@ -18,7 +18,6 @@ GPU_KEYS = {"index", "name", "sm_clock_mhz", "sm_clock_max_mhz", "pstate", "util
 
 @pytest.mark.django_db(transaction=True)
 def test_poll_once_json(fleet, http_server, settings, tmp_path):
-    store.clear_series_cache()
     settings.SPARKOPS_GPU_BACKEND = "none"
     gpu.reset_backend()
     url = http_server({"/health": (200, b"", {}), "/metrics": (200, fixture_bytes("vllm", "0.33.0_metrics_busy.txt"), {}),

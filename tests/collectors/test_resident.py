@@ -8,20 +8,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from dashboard.collectors import store
 from dashboard.models import Engine, Host, Sample
 from dashboard.services.resident import Clock, ResidentPoller, engines_due, fleet_roles
 from dashboard.simulator.fleet import FleetThread
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def _series_cache():
-    store.clear_series_cache()  # series ids cached by an earlier test's (flushed) database
-    yield
-    store.clear_series_cache()
 
 
 @pytest.fixture
@@ -82,11 +74,11 @@ def test_a_steady_probe_costs_no_query(fleet):
         Engine.objects.filter(pk=fleet["vllm"].pk).update(url=sims.urls[0])
         Engine.objects.filter(pk=fleet["llama"].pk).delete()
         poller = ResidentPoller("spark-1", duties={})
-        poller.metrics_cycle()  # moves the status to up
+        poller.metrics_tick()  # moves the status to up
         poller.answered.clear()  # as if the metrics answer were old: the probes below are real requests
-        poller.probe_cycle()  # the first probe in this process evaluates the liveness rules
+        poller.probe_tick()  # the first probe in this process evaluates the liveness rules
         with CaptureQueriesContext(connection) as queries:
-            poller.probe_cycle()
+            poller.probe_tick()
         assert poller.cycles == {"metrics": 0, "probe": 0, "failed": 0}  # called directly, not by run_duty
         assert Engine.objects.get(pk=fleet["vllm"].pk).status == "up"
     assert [q["sql"] for q in queries.captured_queries] == []
@@ -119,18 +111,17 @@ def test_the_poller_thread_polls_on_the_clock_and_survives_a_failing_duty(fleet)
     assert poller.cycles["probe"] >= poller.cycles["metrics"]
 
 
-def test_readings_are_signalled_every_tick_and_stored_every_flush_interval(fleet):
-    from dashboard import signals
-
+def test_readings_are_evaluated_every_tick_and_stored_every_flush_interval(fleet):
     polled = []
-    signals.engines_polled.connect(receiver := lambda sender, **kw: polled.append(len(kw["polled"])))
     with FleetThread(1, "vllm") as sims:
         Engine.objects.filter(pk=fleet["vllm"].pk).update(url=sims.urls[0], status="up")
         Engine.objects.filter(pk=fleet["llama"].pk).delete()
         vllm = Engine.objects.get(pk=fleet["vllm"].pk)
         try:
             poller = ResidentPoller("spark-1", duties={}, flush_interval=60)
-            poller.metrics_cycle()  # a poller's first tick (the engine's first reading) is stored at once
+            evaluate = poller.alerts.rule_rows
+            poller.alerts.rule_rows = lambda keys, *a: (polled.append(keys), evaluate(keys, *a))[1]
+            poller.metrics_tick()  # a poller's first tick (the engine's first reading) is stored at once
             first = Engine.objects.get(pk=vllm.pk).last_poll_at
             stored = Sample.objects.filter(series__engine=vllm).count()
             assert first is not None and stored > 0
@@ -139,11 +130,11 @@ def test_readings_are_signalled_every_tick_and_stored_every_flush_interval(fleet
                 poller.engines[0].last_poll_at -= timedelta(seconds=5)
 
             due_again()
-            poller.metrics_cycle()  # rates need two readings: their series are new
+            poller.metrics_tick()  # rates need two readings: their series are new
             due_again()
             with CaptureQueriesContext(connection) as queries:
-                poller.metrics_cycle()
-            assert polled == [1, 1, 1]  # the alerts and the live view heard every tick
+                poller.metrics_tick()
+            assert len(polled) == 6  # the alerts were evaluated every tick, the host's and the engine's
             # A steady tick reads and writes nothing but the alerts' open events: the readings are held.
             assert [q["sql"] for q in queries.captured_queries if "alerts_alertevent" not in q["sql"]] == []
             assert Sample.objects.filter(series__engine=vllm).count() == stored
@@ -151,7 +142,7 @@ def test_readings_are_signalled_every_tick_and_stored_every_flush_interval(fleet
             # The engine's metrics endpoint breaks: a status change is stored at once, with what was held.
             poller.engines[0].url = "http://127.0.0.1:9"
             due_again()
-            poller.metrics_cycle()
+            poller.metrics_tick()
             row = Engine.objects.get(pk=vllm.pk)
             assert row.status == "down" and row.last_poll_at > first
             ups = Sample.objects.filter(series__engine=vllm, series__metric="up").order_by("ts").values_list("value", flat=True)
@@ -159,10 +150,10 @@ def test_readings_are_signalled_every_tick_and_stored_every_flush_interval(fleet
             host = Host.objects.get(name="spark-1")
             assert host.last_report_at is not None and Sample.objects.filter(series__host=host).exists()
         finally:
-            signals.engines_polled.disconnect(receiver)
+            pass
     # What a poller held when it stops is stored.
     poller.engines[0].last_poll_at -= timedelta(seconds=5)
-    poller.metrics_cycle()
+    poller.metrics_tick()
     held = Sample.objects.count()
     poller.stop()
     assert Sample.objects.count() > held
@@ -173,18 +164,17 @@ def test_a_worker_that_does_not_lead_skips_the_upkeep_duties(fleet):
     ran = []
     poller = ResidentPoller("spark-1", duties={"upkeep": (0.1, lambda: ran.append(1))})
     Engine.objects.all().delete()
-    poller.metrics_cycle()
+    poller.metrics_tick()
     poller.run_duty("upkeep")
     assert not poller.leader and ran == []
     Host.objects.filter(name="aaa-first").delete()
     poller.roles_at -= 60  # the roles are re-read every 10 s: let that time pass
-    poller.metrics_cycle()
+    poller.metrics_tick()
     poller.run_duty("upkeep")
     assert poller.leader and ran == [1]
 
 
 def test_a_probe_right_after_a_metrics_answer_is_not_sent_but_its_liveness_is(fleet, http_server):
-    from dashboard import signals
     from tests.collectors.test_polling import vllm_routes
 
     routes = vllm_routes("0.33.0_metrics_busy.txt")
@@ -200,19 +190,15 @@ def test_a_probe_right_after_a_metrics_answer_is_not_sent_but_its_liveness_is(fl
     routes["/health"] = health
     Engine.objects.filter(pk=fleet["vllm"].pk).update(url=http_server(routes))
     Engine.objects.filter(pk=fleet["llama"].pk).delete()
-    liveness = []
-    signals.engine_liveness.connect(receiver := lambda sender, **kw: liveness.append(kw["status"]))
-    try:
-        poller = ResidentPoller("spark-1", liveness_interval=1.0, duties={})
-        poller.metrics_cycle()
-        polled_hits = len(health_hits)  # the metrics poll itself may read /health
-        poller.probe_cycle()  # the same tick: the engine just answered its metrics poll
-        assert len(health_hits) == polled_hits and liveness == ["up"]
-        time.sleep(0.6)  # past half the liveness interval: the next probe is a real one
-        poller.probe_cycle()
-        assert len(health_hits) == polled_hits + 1 and liveness == ["up", "up"]
-    finally:
-        signals.engine_liveness.disconnect(receiver)
+    poller = ResidentPoller("spark-1", liveness_interval=1.0, duties={})
+    poller.metrics_tick()
+    polled_hits = len(health_hits)  # the metrics poll itself may read /health
+    found = poller.probe_tick()  # the same tick: the engine just answered its metrics poll
+    assert len(health_hits) == polled_hits and [f.status for f in found] == ["up"]
+    assert poller.alerts.last_up == {fleet["vllm"].pk: True}  # and its liveness rules were evaluated
+    time.sleep(0.6)  # past half the liveness interval: the next probe is a real one
+    found = poller.probe_tick()
+    assert len(health_hits) == polled_hits + 1 and [f.status for f in found] == ["up"]
 
 
 def test_one_poller_per_box_a_second_waits_for_the_lease(settings):

@@ -11,14 +11,13 @@ from dashboard.selectors.series import choose_source, series_points, series_poin
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    store.clear_series_cache()
+def series_of(**subject):
+    return store.SeriesIds().get(**subject)
 
 
 def test_write_skips_none_and_nan(fleet):
     now = timezone.now()
-    batch = store.WriteBatch()  # the poller's write path
+    batch = store.WriteBatch(store.SeriesIds())  # the poller's write path
     batch.add_samples(ts=now, engine=fleet["vllm"], values={"requests_running": 3, "kv_cache_usage": None,
                                                             "ttft_p50_s": float("nan"), "up": True})
     assert len(batch.samples) == 2
@@ -34,7 +33,7 @@ def test_last_hour_raw_and_spike_survives_downsampling(fleet):
     end = timezone.now().replace(microsecond=0)
     start = end - timedelta(hours=6)
     rows = []
-    sid = store.series_id(metric="gpu0.sm_clock_mhz", host=host)
+    sid = series_of(metric="gpu0.sm_clock_mhz", host_id=host.pk)
     for i in range(6 * 1800):  # every 2 s for 6 h
         value = 800.0 if i == 5000 else 2400.0
         rows.append(Sample(series_id=sid, ts=start + timedelta(seconds=2 * i), value=value))
@@ -50,7 +49,7 @@ def test_last_hour_raw_and_spike_survives_downsampling(fleet):
 def test_rollups_minute_then_hour_and_read_from_rollups(fleet):
     engine = fleet["vllm"]
     base = (timezone.now() - timedelta(days=3)).replace(minute=0, second=0, microsecond=0)
-    sid = store.series_id(metric="generation_tokens_per_s", engine=engine)
+    sid = series_of(metric="generation_tokens_per_s", engine_id=engine.pk)
     Sample.objects.bulk_create([Sample(series_id=sid, ts=base + timedelta(seconds=2 * i), value=float(i % 30))
                                 for i in range(1800 * 2)])  # two hours
     made = store.rollups_minute(end=base + timedelta(hours=2), lookback=timedelta(hours=2))
@@ -77,7 +76,7 @@ def test_choose_source_bounds_points():
 
 def test_retention_drops_old_raw_only(fleet):
     now = timezone.now()
-    sid = store.series_id(metric="requests_running", engine=fleet["vllm"])
+    sid = series_of(metric="requests_running", engine_id=fleet["vllm"].pk)
     Sample.objects.bulk_create([Sample(series_id=sid, ts=now - timedelta(hours=49), value=1),
                                 Sample(series_id=sid, ts=now - timedelta(hours=47), value=2)])
     Rollup.objects.create(series_id=sid, resolution=60, ts=now - timedelta(days=91), min=1, mean=1, max=1, count=1)

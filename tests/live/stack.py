@@ -1,14 +1,13 @@
 """A small live stack for the browser tests and bench/live_push.py: simulated engines (real
 HTTP servers under the simulator's systemd work-alike), the ASGI app under uvicorn (HTTP +
-WebSocket) and a poller thread calling the real polling services on the collectors' cadence.
+WebSocket) and the real resident poller (its two threads) in the calling process.
 
-The poller runs in the calling process instead of Celery worker+beat: the same services,
-signals and receivers run, with three fewer processes on a small CI box."""
+The poller runs in the calling process instead of a Celery worker: the same code polls,
+evaluates and publishes, with two fewer processes on a small CI box."""
 import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -79,41 +78,22 @@ def stop(proc):
             proc.kill()
 
 
-class Poller(threading.Thread):
-    """Liveness every second, metrics every 2 s, the host every 2 s — like the beat schedule."""
+class Poller:
+    """The resident poller of HOST (probes every `liveness_s`, metrics every `poll_s`), storing
+    every tick, with `errors` for the tests: what its duties logged as failures."""
 
     def __init__(self, *, host, engines, liveness_s=1.0, poll_s=2.0):
-        super().__init__(daemon=True)
-        self.host, self.engines, self.liveness_s, self.poll_s = host, engines, liveness_s, poll_s
-        self.halt, self.errors = threading.Event(), []
+        from dashboard.services.resident import ResidentPoller
 
-    def run(self):
-        from dashboard.services import polling
+        self.poller = ResidentPoller(host.name, poll_interval=poll_s, liveness_interval=liveness_s, duties={},
+                                     flush_interval=0)
+        self.errors = []
 
-        next_poll = 0.0
-        try:
-            while not self.halt.is_set():
-                started = time.monotonic()
-                self._guard(polling.engines_probe, engines=self._fresh())
-                if started >= next_poll:
-                    self._guard(polling.engines_poll, engines=self._fresh())
-                    self._guard(polling.host_poll, host=self.host)
-                    next_poll = started + self.poll_s
-                self.halt.wait(max(0.0, self.liveness_s - (time.monotonic() - started)))
-        finally:
-            connection.close()
-
-    def _fresh(self):
-        from dashboard.models import Engine
-
-        return list(Engine.objects.filter(pk__in=[e.pk for e in self.engines]))
-
-    def _guard(self, fn, **kwargs):
-        try:
-            fn(**kwargs)
-        except Exception as exc:  # keep polling; the test reads self.errors
-            self.errors.append(f"{fn.__name__}: {exc!r}")
+    def start(self):
+        self.poller.start()
+        return self
 
     def stop(self):
-        self.halt.set()
-        self.join(timeout=10)
+        self.poller.stop()
+        if self.poller.cycles["failed"]:
+            self.errors.append(f"{self.poller.cycles['failed']} failed duties (see the log)")

@@ -65,8 +65,8 @@ async def test_viewer_gets_no_operator_markup_operator_does(open_socket, viewer,
     await as_operator.disconnect()
 
 
-async def test_engines_polled_signal_pushes_card_and_numbers(open_socket, viewer, fleet):
-    from dashboard import signals
+async def test_a_polled_engine_pushes_card_and_numbers(open_socket, viewer, fleet):
+    from dashboard.live.publish import LivePublisher
 
     llama = fleet["llama"]
     comm, _ = await _connect(open_socket, viewer, "overview")
@@ -77,7 +77,7 @@ async def test_engines_polled_signal_pushes_card_and_numbers(open_socket, viewer
         llama.status, llama.status_reason = "up", ""
         llama.latest = {k: v for k, v in reading.items() if k != "prefix_cache_hit_rate"}
         llama.save()
-        signals.engines_polled.send_robust(sender=None, polled=[(llama, reading)])
+        LivePublisher().engines_polled([(llama, reading)])
 
     await database_sync_to_async(poll)()
     got = await comm.receive_json_from(timeout=3)

@@ -9,10 +9,9 @@ from channels.db import database_sync_to_async
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from dashboard import signals
-from dashboard.live import receivers
+from dashboard.live.publish import LivePublisher
 from dashboard.live.presence import DEFAULT_CACHE_S, DEFAULT_TTL_S, presence, viewers_present
-from dashboard.models import Engine, Host
+from dashboard.services.polling import Liveness
 from sparkops.redisproc import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,15 +24,17 @@ def samples(sent):
     return [call for call in sent if call[1] in SAMPLES]
 
 
-def poll_everything(fleet):
-    """One metrics cycle's worth of signals, as the poller sends them after its commit."""
+LIVE = LivePublisher()
+
+
+def poll_everything(fleet, live=LIVE):
+    """One metrics tick's and one probe's pushes, as the poller makes them."""
     vllm, llama, host = fleet["vllm"], fleet["llama"], fleet["host"]
     for engine in (vllm, llama):
         engine.latest, engine.last_poll_at = READING, timezone.now()
-    signals.engines_polled.send_robust(sender=Engine, polled=[(vllm, READING), (llama, READING)])
-    signals.host_polled.send_robust(sender=Host, host=host, reading=HOST_READING)
-    signals.engine_liveness.send_robust(sender=Engine, engine=llama, up=False, reason="connection refused",
-                                        checked_at=timezone.now(), rechecked=True, status="down", changed=True)
+    live.engines_polled([(vllm, READING), (llama, READING)])
+    live.host_polled(host, HOST_READING)
+    live.liveness(Liveness(llama, "down", "connection refused", True, timezone.now(), changed=True))
 
 
 async def _connect(open_socket, user, groups="overview"):
@@ -45,13 +46,12 @@ async def _connect(open_socket, user, groups="overview"):
 
 
 def test_with_no_socket_open_a_poll_renders_and_sends_no_samples(fleet, sent):
-    before = receivers.stats.copy()
+    live = LivePublisher()
     for _ in range(5):
-        poll_everything(fleet)
+        poll_everything(fleet, live)
     assert samples(sent) == []
-    assert receivers.stats["engine.sample"] == before["engine.sample"]  # no card rendered
-    assert receivers.stats["host.sample"] == before["host.sample"]
-    assert receivers.stats["skipped"] - before["skipped"] == 5 * (2 + 1 + 1)
+    assert live.stats["engine.sample"] == live.stats["host.sample"] == 0  # no card rendered
+    assert live.stats["skipped"] == 5 * (2 + 1 + 1)
     assert presence.lookups == 1  # five cycles, one Redis read: the answer is cached
 
 

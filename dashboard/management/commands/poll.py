@@ -5,7 +5,7 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from dashboard.services.polling import poll_once
+from dashboard.services.resident import poll_once
 
 
 class Command(BaseCommand):

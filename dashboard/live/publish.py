@@ -1,4 +1,4 @@
-"""Collector signals -> live events. Runs in the worker right after a poll commits.
+"""A poll's readings -> live events. The poller calls a `LivePublisher` at the end of each tick.
 
 Each event goes to the subject's own group (its detail page) and to the overview group,
 carrying numbers for Plotly's extendTraces and the card pre-rendered.
@@ -9,10 +9,7 @@ events are not gated."""
 import logging
 from collections import Counter
 
-from django.dispatch import receiver
 from django.utils import timezone
-
-from dashboard import signals
 
 from .cards import engine_card_html, host_card_html, worst_alerts
 from .events import GROUP_OVERVIEW, LiveEvent, engine_group, host_group, publish_on_commit
@@ -24,9 +21,6 @@ ENGINE_METRICS = ("requests_running", "requests_waiting", "kv_cache_usage", "pre
                   "prompt_tokens_per_s", "generation_tokens_per_s", "ttft_p50_s", "ttft_p95_s",
                   "itl_p50_s", "itl_p95_s", "kv_pool_tokens")
 GPU_METRICS = ("sm_clock_mhz", "sm_clock_max_mhz", "utilization_pct", "power_w", "temperature_c")
-# "engine.sample" / "host.sample": events built (each renders a card); "skipped": samples not
-# built because no viewer was present. For tests and benchmarks; never reset here.
-stats = Counter()
 
 
 def _finite(value):
@@ -68,7 +62,6 @@ def _iso(value):
 def engine_event(engine, *, points, t, alerts=None):
     payload = {"engine": engine.name, "id": engine.id, "status": engine.status, "reason": engine.status_reason,
                "t": t, "points": points, "html": engine_card_html(engine, alerts=alerts)}
-    stats["engine.sample"] += 1
     return LiveEvent(type="engine.sample", payload=payload)
 
 
@@ -78,42 +71,46 @@ def publish_engine(engine, *, points, t, alerts=None):
     publish_on_commit(GROUP_OVERVIEW, event)
 
 
-def _nobody_watching(samples=1):
-    if viewers_present():
-        return False
-    stats["skipped"] += samples
-    return True
+class LivePublisher:
+    """Pushes a poller's readings to the live view's groups, only while a viewer is present.
+    `stats`: "engine.sample" / "host.sample" events built (each renders a card), "skipped"
+    samples not built because nobody watched (for tests and benchmarks)."""
 
+    def __init__(self):
+        self.stats = Counter()
 
-@receiver(signals.engines_polled, dispatch_uid="live.engines_polled")
-def on_engines_polled(sender, polled, **kwargs):
-    polled = list(polled or ())
-    if not polled or _nobody_watching(len(polled)):
-        return
-    alerts = worst_alerts([engine for engine, _ in polled])  # one query for every card
-    for engine, reading in polled:
-        try:  # one engine's bad reading must not cost the others their push
-            publish_engine(engine, points=engine_points(reading or {}), t=_iso(engine.last_poll_at), alerts=alerts)
-        except Exception:
-            log.exception("live push of engine %s failed", engine.pk)
+    def _nobody_watching(self, samples=1):
+        if viewers_present():
+            return False
+        self.stats["skipped"] += samples
+        return True
 
+    def engines_polled(self, polled):
+        """POLLED: (Engine, reading) pairs of one metrics tick."""
+        if not polled or self._nobody_watching(len(polled)):
+            return
+        alerts = worst_alerts([engine for engine, _ in polled])  # one query for every card
+        for engine, reading in polled:
+            try:  # one engine's bad reading must not cost the others their push
+                publish_engine(engine, points=engine_points(reading or {}), t=_iso(engine.last_poll_at), alerts=alerts)
+                self.stats["engine.sample"] += 1
+            except Exception:
+                log.exception("live push of engine %s failed", engine.pk)
 
-@receiver(signals.engine_liveness, dispatch_uid="live.engine_liveness")
-def on_engine_liveness(sender, engine, up, reason="", checked_at=None, changed=True, **kwargs):
-    # The fast path for "it died": the card turns within a probe, not a metrics poll.
-    # An unchanged probe says nothing the last card did not (metrics polls refresh it).
-    if not changed or _nobody_watching():
-        return
-    publish_engine(engine, points={"up": 1.0 if up else 0.0}, t=_iso(checked_at))
+    def liveness(self, finding):
+        """The fast path for "it died": the card turns within a probe, not a metrics poll. An
+        unchanged probe says nothing the last card did not (metrics polls refresh it)."""
+        if not finding.changed or self._nobody_watching():
+            return
+        publish_engine(finding.engine, points={"up": 1.0 if finding.up else 0.0}, t=_iso(finding.checked_at))
+        self.stats["engine.sample"] += 1
 
-
-@receiver(signals.host_polled, dispatch_uid="live.host_polled")
-def on_host_polled(sender, host, reading, **kwargs):
-    if _nobody_watching():
-        return
-    payload = {"host": host.name, "id": host.id, "t": _iso(host.last_report_at),
-               "points": host_points(reading or {}), "html": host_card_html(host)}
-    stats["host.sample"] += 1
-    event = LiveEvent(type="host.sample", payload=payload)
-    publish_on_commit(host_group(host.id), event)
-    publish_on_commit(GROUP_OVERVIEW, event)
+    def host_polled(self, host, reading):
+        if self._nobody_watching():
+            return
+        payload = {"host": host.name, "id": host.id, "t": _iso(host.last_report_at),
+                   "points": host_points(reading or {}), "html": host_card_html(host)}
+        event = LiveEvent(type="host.sample", payload=payload)
+        publish_on_commit(host_group(host.id), event)
+        publish_on_commit(GROUP_OVERVIEW, event)
+        self.stats["host.sample"] += 1
