@@ -3,6 +3,7 @@ journal. Runs on the host itself (that box's worker's resident poller). Every so
 import time
 
 from dashboard.collectors import gpu, host as hostsrc, processes, systemd
+from typing import NamedTuple
 
 JOURNAL_EVERY_S = 10.0  # and at once when a unit's state moved: the journal says *why*
 # After a process scan that found no compiler, the next one comes this much later: a compile
@@ -12,8 +13,17 @@ IDLE_SCAN_S = 6.0
 KEEP_FATAL = 20
 
 
-def host_read(*, engines, state, now=None):
-    """Return (reading, values, unit_infos, new_state).
+class HostRead(NamedTuple):
+    """One reading of a host's sources."""
+
+    reading: dict  # {"host", "gpus", "gpu_state", "processes", "kernel_lines", "units"}: `poll --json`'s host part
+    values: dict  # {metric: number} for the sample store
+    unit_infos: dict  # {engine id: {"unit", "fatal_lines", "boot"}}
+    state: dict  # the host's new collector state
+
+
+def host_read(*, engines, state, now=None) -> HostRead:
+    """Read the host's sources (a `HostRead`).
 
     reading: {"host", "gpus", "gpu_state", "processes", "kernel_lines", "units"} (the
     `poll --json` host part); values: {metric: number} for the sample store; unit_infos:
@@ -30,7 +40,7 @@ def host_read(*, engines, state, now=None):
     reading = {"host": host, "gpus": gpus, "gpu_state": gpu_state, "processes": procs,
                "kernel_lines": kernel_lines, "units": units,
                "journal_errors": {k[14:]: v for k, v in new_state.items() if k.startswith("journal_error_")}}
-    return reading, {**_values(host, gpus, procs), **stall}, unit_infos, new_state
+    return HostRead(reading, {**_values(host, gpus, procs), **stall}, unit_infos, new_state)
 
 
 def _memory():

@@ -177,7 +177,13 @@ def _carry_static(snapshot, state):
     return static
 
 
-def _engine_reading(engine, snapshot, fetched_at, now, states):
+class EngineReading(NamedTuple):
+    reading: dict[str, Any]  # one engine object as `poll --json` prints it
+    state: dict  # the engine's new collector state
+    values: dict  # {metric: number} for the sample store
+
+
+def _engine_reading(engine, snapshot, fetched_at, now, states) -> EngineReading:
     state = states.get(StateKey("engine", engine.pk)) or {}
     unit_info = states.get(StateKey("unit", engine.pk)) or {}
     static = _carry_static(snapshot, state) if snapshot.up else {}
@@ -195,7 +201,7 @@ def _engine_reading(engine, snapshot, fetched_at, now, states):
     if snapshot.up:
         new_state["kv"] = _kv_ledger(engine, kv, (state.get("kv") or {}), now)
         new_state["static"] = static
-    return reading, new_state, values
+    return EngineReading(reading, new_state, values)
 
 
 def _kv_ledger(engine, kv, before, now):
@@ -311,5 +317,4 @@ class HostCollected(NamedTuple):
 def host_collect(*, host, engines, state) -> HostCollected:
     """Read HOST's sources (no database): ENGINES' units and journals, STATE as the last poll left it."""
     now = timezone.now()
-    reading, values, unit_infos, new_state = host_read(engines=engines, state=state, now=now.timestamp())
-    return HostCollected(now, reading, values, unit_infos, new_state)
+    return HostCollected(now, *host_read(engines=engines, state=state, now=now.timestamp()))
