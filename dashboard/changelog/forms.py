@@ -8,7 +8,7 @@ from django.utils import timezone
 from dashboard.models import Engine, KVPoolEntry
 from dashboard.models.ledgers import GIB
 
-from .grammar import parse_evidence_lines, parse_flags
+from .grammar import fenced_lines, parse_evidence_lines, parse_flags
 from .models import Claim, Correction, Entry
 
 DATETIME_WIDGET = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
@@ -18,8 +18,14 @@ EVIDENCE_HELP = "One per line: a URL, run:ID, alert:ID or chart:2026-08-20T09:00
 
 
 def _reserved_lines(text):
-    """Lines the Markdown log reads as structure; refused so export → import keeps the entry intact."""
+    """Lines the Markdown log reads as structure; refused so export → import keeps the entry
+    intact. Inside a fenced code block (``` or ~~~) they are only text."""
+    fenced, unclosed = fenced_lines(text.splitlines())
+    if unclosed:
+        return f"line {unclosed} opens a code fence that is never closed; close it with the same fence."
     for n, line in enumerate(text.splitlines(), 1):
+        if n in fenced:
+            continue
         if line.startswith("## "):
             return f"line {n} starts with '## ', which begins a new entry in the Markdown log; use '### '."
         if line.lstrip("> ").startswith("Correction ") and line.startswith(">"):

@@ -123,6 +123,27 @@ def parse_evidence_lines(text):
     return out
 
 
+_FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})")
+
+
+def fenced_lines(lines):
+    """(1-based numbers of the lines inside fenced code blocks, fence lines included; the line
+    of a fence never closed, or None). CommonMark's fences: ``` or ~~~ (three or more, up to
+    three spaces in), closed by a run of the same character at least as long."""
+    inside, fence, opened_at = set(), None, None
+    for n, line in enumerate(lines, 1):
+        m = _FENCE.match(line)
+        if fence is None:
+            if m and not (m["fence"][0] == "`" and "`" in line[m.end():]):
+                fence, opened_at = m["fence"], n
+                inside.add(n)
+            continue
+        inside.add(n)
+        if m and m["fence"][0] == fence[0] and len(m["fence"]) >= len(fence) and not line[m.end():].strip():
+            fence = None
+    return inside, (opened_at if fence is not None else None)
+
+
 def parse_when(text):
     """'YYYY-MM-DD' or 'YYYY-MM-DD HH:MM' in the site's time zone."""
     text = text.strip()

@@ -27,15 +27,22 @@ from dashboard.engine_lifecycle import retired_record
 from dashboard.models import Engine
 from dashboard.models.fleet import NAME_VALIDATOR
 
-from .grammar import format_when, parse_evidence, parse_flag, parse_prediction, parse_when
+from .grammar import fenced_lines, format_when, parse_evidence, parse_flag, parse_prediction, parse_when
 from .models import DuplicateError, Entry, content_hash
 from .services import correction_create, entry_create, fingerprint_of
 
-HEADING = re.compile(r"^## (?P<when>\S+(?: \d{1,2}:\d{2})?) · (?P<title>\S.*?)\s*$")
+# The title may follow the date after ' · ' (what export writes), ' — ', ' – ', ' - ' or ': '.
+HEADING = re.compile(r"^## (?P<when>\S+(?: \d{1,2}:\d{2})?)(?: · | — | – | - |: )(?P<title>\S.*?)\s*$")
 CORRECTION = re.compile(r"^> ?Correction (?P<when>\d{4}-\d{2}-\d{2}(?: \d{2}:\d{2})?)(?: \((?P<opts>[^)]*)\))?:\s?(?P<text>.*)$")
-HEADER = re.compile(r"^(?P<key>Engines|Units|Kind|Flag|Reason|Expected|Claim|Prediction|Evidence):\s?(?P<value>.*)$")
+HEADER = re.compile(r"^(?P<key>Engines|Units|Kind|Flag|Reason|Expected|Claim|Prediction|Evidence):\s?(?P<value>.*)$",
+                    re.IGNORECASE)
 SINGLE_KEYS = {"Engines", "Units", "Kind", "Reason", "Expected"}
 KINDS = {**{value: value for value in Entry.Kind.values}, **{label: value for value, label in Entry.Kind.choices}}
+
+
+def _kind_key(text):
+    """'Flag-Change', 'flag change', 'FLAG_CHANGE' → 'flag_change'."""
+    return re.sub(r"[\s_-]+", "_", text.strip().lower())
 
 
 class LogSyntaxError(ValueError):
@@ -74,6 +81,7 @@ class ParsedEntry:
     evidence: list = field(default_factory=list)
     body: str = ""
     corrections: list = field(default_factory=list)
+    notes: list = field(default_factory=list)  # [(line, text)]: liberal readings the import reports
 
     def fingerprint(self):
         claims = [(c["text"], *_prediction_tuple(c["prediction"])) for c in self.claims]
@@ -99,9 +107,12 @@ def parse_log(text):
     """Markdown text → [ParsedEntry]; raises LogSyntaxError naming the first bad line."""
     entries, current = [], None
     lines = text.splitlines()
+    fenced, unclosed = fenced_lines(lines)
+    if unclosed:
+        raise LogSyntaxError(unclosed, "a code fence (``` or ~~~) opens here and is never closed")
     blocks = []
     for n, line in enumerate(lines, 1):
-        if line.startswith("## "):
+        if line.startswith("## ") and n not in fenced:
             current = [n]
             blocks.append(current)
         elif current is not None:
@@ -109,20 +120,21 @@ def parse_log(text):
     if not blocks:
         raise LogSyntaxError(len(lines) or 1, "no entries: each entry starts with '## YYYY-MM-DD[ HH:MM] · title'")
     for block in blocks:
-        entries.append(_parse_entry([(n, lines[n - 1]) for n in block]))
+        entries.append(_parse_entry([(n, lines[n - 1]) for n in block], fenced))
     return entries
 
 
-def _parse_entry(numbered):
+def _parse_entry(numbered, fenced=frozenset()):
     (n, heading), rest = numbered[0], numbered[1:]
     m = HEADING.match(heading)
     if not m:
-        raise LogSyntaxError(n, "an entry heading reads '## YYYY-MM-DD[ HH:MM] · title'")
+        raise LogSyntaxError(n, "an entry heading reads '## YYYY-MM-DD[ HH:MM] · title' (or ' — ', ' - ', ': ' "
+                                "before the title); inside an entry use '### ', or put the line in a code fence")
     entry = ParsedEntry(line=n, effective_at=_when(n, m["when"]), title=m["title"])
     i = _parse_headers(entry, rest)
-    if not any(HEADER.match(line)["key"] == "Kind" for _, line in rest[:i]):
+    if not any(HEADER.match(line)["key"].capitalize() == "Kind" for _, line in rest[:i]):
         entry.kind = Entry.Kind.FLAG_CHANGE if entry.flags else Entry.Kind.DECISION
-    _parse_body(entry, rest[i:])
+    _parse_body(entry, rest[i:], fenced)
     return entry
 
 
@@ -139,7 +151,7 @@ def _parse_headers(entry, rest):
         m = HEADER.match(line)
         if not m:
             return i
-        key, value = m["key"], m["value"].strip()
+        key, value = m["key"].capitalize(), m["value"].strip()
         if key in SINGLE_KEYS and key in seen:
             raise LogSyntaxError(n, f"'{key}:' appears twice in one entry")
         seen.add(key)
@@ -157,9 +169,10 @@ def _apply_header(entry, n, key, value):
         elif key == "Units":
             entry.units = ", ".join(u.strip() for u in value.split(",") if u.strip())
         elif key == "Kind":
-            if value not in KINDS:
+            kind = KINDS.get(value) or KINDS.get(_kind_key(value))
+            if kind is None:
                 raise ValueError(f"unknown kind {value!r}; use one of {', '.join(Entry.Kind.values)}")
-            entry.kind = KINDS[value]
+            entry.kind = kind
         elif key == "Flag":
             entry.flags.append(parse_flag(value))
         elif key in ("Reason", "Expected"):
@@ -176,9 +189,13 @@ def _apply_header(entry, n, key, value):
         raise LogSyntaxError(n, str(exc)) from None
 
 
-def _parse_body(entry, rest):
-    body, correction = [], None
+def _parse_body(entry, rest, fenced=frozenset()):
+    body, correction, after = [], None, None  # after: the correction whose blockquote just ended
     for n, line in rest:
+        if n in fenced:  # a code block: '## ' and '> Correction' lines in it are only text
+            correction, after = None, _note_after(entry, n, line, correction or after)
+            body.append(line)
+            continue
         m = CORRECTION.match(line)
         if m:
             correction = _start_correction(entry, n, m)
@@ -187,13 +204,22 @@ def _parse_body(entry, rest):
         elif correction is not None and line.startswith(">"):
             _continue_correction(correction, n, line[1:].removeprefix(" "))
         else:
-            correction = None
+            correction, after = None, _note_after(entry, n, line, correction or after)
             body.append(line)
     entry.body = _clean_text("\n".join(body))
     for c in entry.corrections:
         c.text = _clean_text(c.text)
         if not c.text.strip():
             raise LogSyntaxError(c.line, "a correction needs text after the colon")
+
+
+def _note_after(entry, n, line, correction):
+    """Text below a correction's blockquote is the entry's body (export writes it above the
+    corrections); say so once per correction. Returns the correction still to report."""
+    if correction is None or not line.strip():
+        return correction
+    entry.notes.append((n, f"text after the correction of line {correction.line} is kept as the entry's body"))
+    return None
 
 
 def _clean_text(text):
@@ -240,6 +266,7 @@ class ImportPlan:
     # Engines the log names that SparkOps does not know: {name: first line}. They become
     # retired engine records (never polled), so every name the log was written with is kept.
     new_engines: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)  # [(line, text)] of every entry in the file
 
     def summary(self):
         text = (f"{len(self.new_entries)} new entr{'y' if len(self.new_entries) == 1 else 'ies'}, "
@@ -257,6 +284,7 @@ def plan_import(text):
     engines = {e.name: e for e in Engine.objects.all()}
     plan, seen = ImportPlan(), {}
     for entry in parsed:
+        plan.notes += entry.notes
         _check_engines(entry, engines, plan.new_engines)
         fp = entry.fingerprint()
         target = seen.get(fp) or Entry.objects.filter(fingerprint=fp).order_by("pk").first()

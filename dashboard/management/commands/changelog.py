@@ -39,6 +39,8 @@ class Command(BaseCommand):
             self.stdout.write(f"  + entry  line {p.line}: {p.effective_at:%Y-%m-%d %H:%M} · {p.title}")
         for _, c in plan.new_corrections:
             self.stdout.write(f"  + correction  line {c.line}: {c.corrected_at:%Y-%m-%d}")
+        for line, note in plan.notes:
+            self.stdout.write(f"  note  line {line}: {note}")
         if dry_run:
             self.stdout.write(f"dry run: would create {plan.summary()}")
             return
