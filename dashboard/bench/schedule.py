@@ -1,22 +1,13 @@
 """Benchmark scheduling. Each profile's cron lives in the database (django-celery-beat
-PeriodicTask + CrontabSchedule, editable in the UI); the static entry below only sweeps
-runs whose worker died."""
+PeriodicTask + CrontabSchedule, editable in the UI); the static sweep of runs whose worker
+died is in dashboard/schedule.py."""
 import json
 from datetime import timedelta
 
 from django.utils import timezone
 
-SWEEP_INTERVAL_S = 300.0
 STALE_MARGIN_S = 600
 SCHEDULE_EXPIRES_S = 3600  # a scheduled run that could not start within an hour is skipped, not piled up
-
-
-def schedule_entries():
-    return {
-        # Fail benchmark runs left "running" by a worker that died mid-run.
-        "bench-sweep-stale": {"task": "bench.sweep_stale", "schedule": SWEEP_INTERVAL_S,
-                              "options": {"expires": SWEEP_INTERVAL_S}},
-    }
 
 
 def parse_cron(text):

@@ -7,7 +7,7 @@ from django_celery_beat.models import PeriodicTask
 from dashboard.alerts.models import AlertEvent
 from dashboard.bench.models import Profile, Run
 from dashboard.bench.regression import judge
-from dashboard.bench.schedule import parse_cron, profile_set_schedule, runs_sweep_stale, schedule_entries
+from dashboard.bench.schedule import parse_cron, profile_set_schedule, runs_sweep_stale
 from dashboard.bench.tasks import bench_profile_scheduled
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,11 +26,6 @@ def test_cron_is_validated():
     for bad in ("", "0 3 * *", "61 3 * * *"):
         with pytest.raises(ValueError):
             parse_cron(bad)
-
-
-def test_schedule_entries_expire():
-    for entry in schedule_entries().values():
-        assert entry["options"]["expires"] > 0
 
 
 def test_profile_schedule_creates_and_removes_periodic_task(fleet):

@@ -5,7 +5,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from dashboard.collectors import gpu, schedule, store
+from dashboard import schedule
+from dashboard.collectors import gpu
 from dashboard.models import Engine
 from tests.collectors.conftest import fixture_bytes
 
@@ -42,7 +43,7 @@ def test_every_beat_entry_expires_and_names_a_registered_task():
     from sparkops.celery import app
 
     app.loader.import_default_modules()
-    for name, entry in schedule.schedule_entries().items():
+    for name, entry in schedule.beat_schedule().items():
         assert entry["options"]["expires"] > 0, name
         assert entry["task"] in app.tasks, name
 
