@@ -14,7 +14,7 @@ import time
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from .config import rule_settings
+from .rule_config import rule_settings
 from .lifecycle import Finding, alert_observe
 from .models import AlertEvent, AlertRule, AlertRuleOverride, RuleState
 from .rules import rules_for

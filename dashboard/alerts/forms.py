@@ -59,7 +59,7 @@ class RuleForm(forms.Form):
 
     def __init__(self, *args, rule, **kwargs):
         super().__init__(*args, **kwargs)
-        from .config import rule_settings
+        from .rule_config import rule_settings
 
         self.rule = rule
         current = rule_settings(rule)

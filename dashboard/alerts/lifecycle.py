@@ -12,7 +12,7 @@ from django.utils import timezone
 from dashboard.models import Incident
 
 from . import outbox
-from .config import renotify_interval_s
+from .rule_config import renotify_interval_s
 from .models import AlertEvent
 from .notes import note_add
 from .publish import alert_changed

@@ -145,7 +145,7 @@ def channel_routes_set(*, channel, routes):
 
 def rule_update(*, key, enabled=None, severity=None, params=None, renotify_s=None, engine=None):
     """Change a rule's settings (or one engine's override); params are validated against the rule's DEFAULTS."""
-    from .config import rule_row
+    from .rule_config import rule_row
     from .models import AlertRuleOverride
     from .rules import REGISTRY
 

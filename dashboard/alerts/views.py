@@ -170,7 +170,7 @@ def channel_test(request, pk):
 
 @require_GET
 def rules(request):
-    from .config import rule_settings
+    from .rule_config import rule_settings
 
     rows = [{"rule": r, "settings": rule_settings(r), "form": RuleForm(rule=r)} for r in REGISTRY.values()]
     return render(request, "alerts/rules.html", {"rows": rows})
