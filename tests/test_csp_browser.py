@@ -156,7 +156,7 @@ def test_every_main_page_carries_the_policy_and_passes_it(everything, web, brows
     tab = Tab(browser, web)
     tab.login("ada", "ada-password-123")
     tab.page.wait_for_url(web + "/")
-    problems = tab.settle("/login/")
+    problems = tab.settle("/login/ then /")
     for path in pages:
         tab.open(path)
         if path == "/":
