@@ -1,8 +1,7 @@
 """The KV-pool and incident ledgers as rows, Markdown tables and CSV, in the field report's
-columns. One row builder per ledger so the page, the Markdown and the CSV never disagree."""
-import csv
-import io
-
+columns. One row builder per ledger so the page, the Markdown and the CSV never disagree.
+The CSV goes through dashboard.csv_export (no cell is a live formula; numbers stay numbers)."""
+from dashboard.csv_export import Number, csv_text
 from dashboard.models import Incident, KVPoolEntry
 from dashboard.models.ledgers import GIB
 
@@ -14,7 +13,7 @@ INCIDENT_COLUMNS = ["date", "unit", "trigger", "peak or duration", "fix that hel
 
 
 def _num(value, fmt="{:,}"):
-    return "" if value is None else fmt.format(value)
+    return "" if value is None else Number(value, fmt)
 
 
 def kvpool_rows():
@@ -27,10 +26,15 @@ def kvpool_rows():
 
 def incident_rows():
     rows = Incident.objects.select_related("engine").prefetch_related("changelog_entries").order_by("opened_at", "id")
-    return [[format_when(i.opened_at), i.unit or (i.engine.name if i.engine_id else ""), i.trigger,
+    return [[format_when(i.opened_at), incident_unit(i), i.trigger,
              i.peak or _duration(i), i.fix_that_held, format_when(i.closed_at) if i.closed_at else "",
              ", ".join(f"#{e.pk} {e.title}" for e in i.changelog_entries.all())]
             for i in rows]
+
+
+def incident_unit(incident):
+    """The unit an incident concerns, else its engine's name; "" for a host-level one (a kernel fault)."""
+    return incident.unit or (incident.engine.name if incident.engine_id else "")
 
 
 def _duration(incident):
@@ -49,11 +53,7 @@ def as_markdown(title, columns, rows):
 
 
 def as_csv(columns, rows):
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(columns)
-    writer.writerows(rows)
-    return out.getvalue()
+    return csv_text(columns, rows)
 
 
 LEDGERS = {
