@@ -1,6 +1,8 @@
 from django import template
+from django.urls import reverse
 
 from ..grammar import format_when
+from ..ledgers import incident_unit as _incident_unit
 from ..render import render_markdown
 
 register = template.Library()
@@ -15,6 +17,26 @@ def markdown(text):
 def logdate(value):
     """The log's own date style: '2026-08-20' or '2026-08-20 09:00'."""
     return format_when(value) if value else ""
+
+
+# Where evidence that names a row by id links to. reverse() raises on a misspelt URL name, so the
+# page crawl (tests/test_crawl.py) catches it instead of the link quietly disappearing.
+_EVIDENCE_VIEWS = {"alert_event": "alerts:detail", "benchmark_run": "bench:run"}
+
+
+@register.filter
+def evidence_url(ev):
+    """The page EV (an EvidenceLink) points at: its URL, or the alert event's or benchmark run's page."""
+    if ev.kind == "url":
+        return ev.url
+    view = _EVIDENCE_VIEWS.get(ev.kind)
+    return reverse(view, args=[ev.ref_id]) if view and ev.ref_id else ""
+
+
+@register.filter
+def incident_unit(incident):
+    """The unit, else the engine; "—" for a host-level incident (a kernel fault has no engine)."""
+    return _incident_unit(incident) or "—"
 
 
 @register.filter
