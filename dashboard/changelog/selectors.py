@@ -82,3 +82,38 @@ def _comparison(claim, row, value):
     off_pct = abs(value - claim.predicted) / abs(claim.predicted) * 100 if claim.predicted else None
     return {"row": row, "measured": value, "predicted": claim.predicted, "off_pct": off_pct,
             "differs": off_pct is None or off_pct > claim.tolerance_pct}
+
+
+CLAIM_STATES = ("standing", "corrected", "withdrawn", "superseded")
+BELIEVED = ("standing", "corrected")  # what the log holds true now: as written, or as corrected
+
+
+def claim_state(claim, corrections):
+    """CORRECTIONS: the claim's own, oldest first. The latest withdrawal or supersession
+    decides; a correction without a mark leaves the claim standing, corrected."""
+    marked = [c for c in corrections if c.mark]
+    if marked:
+        return marked[-1].mark
+    return "corrected" if corrections else "standing"
+
+
+def claims_overview(*, engine=None, state=None):
+    """Every claim with its state, engines, prediction against measurement and evidence —
+    "what do we believe now?". ENGINE: the claim's own (its prediction's) or its entry's.
+    STATE: one of CLAIM_STATES, "believed" (standing or corrected), or None for all."""
+    qs = Claim.objects.select_related("entry", "engine").prefetch_related(
+        "entry__engines", "entry__evidence", "corrections__evidence")
+    if engine is not None:
+        qs = qs.filter(Q(engine=engine) | Q(engine__isnull=True, entry__engines=engine)).distinct()
+    wanted = set(BELIEVED) if state == "believed" else ({state} if state else None)
+    rows = []
+    for claim in qs.order_by("-entry__effective_at", "-entry_id", "position"):
+        corrections = sorted(claim.corrections.all(), key=lambda c: (c.corrected_at, c.pk))
+        current = claim_state(claim, corrections)
+        if wanted is not None and current not in wanted:
+            continue
+        engines = [claim.engine] if claim.engine_id else list(claim.entry.engines.all())
+        rows.append({"claim": claim, "entry": claim.entry, "state": current, "corrections": corrections,
+                     "engines": engines, "comparison": claim_measurement(claim=claim),
+                     "evidence": [*claim.entry.evidence.all(), *(ev for c in corrections for ev in c.evidence.all())]})
+    return rows

@@ -1,21 +1,25 @@
 """Change-log pages: timeline, entry (claims with corrections beside them), new entry, edit
 within the grace period, new correction, export. Viewers read; every write is operator-only."""
+import hashlib
+
 from django.contrib import messages
 from django.core.paginator import Paginator
+from django.db.models import Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
+from dashboard.models import Engine
 from dashboard.roles import role_required
 
 from . import markdown as log_markdown
 from .forms import ClaimFormSet, CorrectionForm, EntryForm, claims_from
 from .grammar import format_when
-from .models import AppendOnlyError, DuplicateError, Entry
-from .selectors import claim_measurement, entry_timeline
+from .models import AppendOnlyError, Claim, DuplicateError, Entry
+from .selectors import claim_measurement, claims_overview, entry_timeline
 from .services import correction_create, entry_create, entry_edit
-from .timeline import TimelineFilter
+from .timeline import ClaimFilter, ImportForm, TimelineFilter
 
 
 @require_GET
@@ -141,3 +145,52 @@ def export(request):
                             headers={"Content-Disposition": 'attachment; filename="changelog.json"'})
     return HttpResponse(log_markdown.export_markdown(), content_type="text/markdown; charset=utf-8",
                         headers={"Content-Disposition": 'attachment; filename="changelog.md"'})
+
+
+@require_GET
+def claims(request):
+    """What do we believe now? Every claim with its state, engine, prediction against
+    measurement and evidence; filterable by engine and state."""
+    filters = ClaimFilter(request.GET or None)
+    rows = claims_overview(**filters.criteria()) if filters.is_valid() or not request.GET else []
+    page = Paginator(rows, 100).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    named = Engine.objects.filter(Q(changelog_entries__isnull=False) | Q(pk__in=_claim_engine_ids())).distinct()
+    return render(request, "changelog/claims.html", {
+        "filters": filters, "page": page, "query": query.urlencode(), "engines": named.order_by("name")})
+
+
+def _claim_engine_ids():
+    return Claim.objects.filter(engine__isnull=False).values("engine_id")
+
+
+def _digest(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@role_required("operator")
+@require_http_methods(["GET", "POST"])
+def log_import(request):
+    """Step one shows the dry run (what would be created, the notes, or the refusal with its
+    line); nothing is written until step two imports exactly the text that was previewed."""
+    form = ImportForm(request.POST or None, request.FILES or None)
+    context = {"form": form, "plan": None, "error": None, "text": "", "digest": ""}
+    if request.method == "POST" and form.is_valid():
+        text = form.cleaned_data["text"]
+        context.update(text=text, digest=_digest(text))
+        if request.POST.get("action") == "import" and form.cleaned_data.get("previewed") == _digest(text):
+            try:
+                plan = log_markdown.import_log(text, author=request.user)
+            except log_markdown.LogSyntaxError as exc:  # the log changed between preview and import
+                context["error"] = f"{exc}; nothing imported"
+            else:
+                messages.success(request, f"Imported: {plan.summary()}.")
+                return redirect("changelog:index")
+        else:
+            try:
+                context["plan"] = log_markdown.plan_import(text)
+            except log_markdown.LogSyntaxError as exc:
+                context["error"] = f"{exc}; nothing imported"
+    status = 400 if context["error"] else 200
+    return render(request, "changelog/import.html", context, status=status)

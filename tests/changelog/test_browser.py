@@ -99,3 +99,39 @@ def test_ledgers_page_draws_the_pool_chart(page, live_server, pair):
     assert page.locator("#pool-chart .scatterlayer .trace").count() == 1
     assert "2,703,604" in page.inner_text("#kvpool-table")
     assert page.errors == []
+
+
+def test_operator_imports_a_fenced_log_after_its_dry_run_then_asks_what_is_believed(page, live_server, pair, tmp_path):
+    """Issue 14's "done when": the import page shows the dry run before anything is written, a
+    fenced block's '## ' and '> Correction' lines stay text, then the claims view answers."""
+    from .test_claims_and_import_pages import LOG
+    from .test_liberal_reading import FENCED
+
+    log = tmp_path / "hand-kept.md"
+    log.write_text(LOG + "\n" + FENCED + "\n## 2026-08-24 - Old driver notes\nEngines: driver-80b\nkind: claim\n"
+                   "Claim: the 80B driver needs 0.55\n")
+    page.goto(live_server.url + "/changelog/")
+    page.click("#import-link")
+    page.set_input_files("#id_file", str(log))
+    page.click("#preview")
+    page.wait_for_selector("#dry-run")
+    summary = page.inner_text("#dry-run-summary")
+    assert "4 new entries, 4 new correction(s)" in summary and "driver-80b" in summary
+    assert "text after the correction of line" in page.inner_text("#dry-run-items")
+    assert not Entry.objects.exists()  # shown, not written
+    page.click("#do-import")
+    page.wait_for_url(live_server.url + "/changelog/")
+    assert "Imported: 4 new entries" in page.inner_text(".messages")
+    fenced = Entry.objects.get(title="Pin the chat template")
+    assert "## not an entry: a comment in the unit" in fenced.body_md and fenced.corrections.count() == 1
+
+    page.click("#claims-link")
+    page.wait_for_selector("#claims-table")
+    page.click("#believed-links a[data-engine='q38']")
+    page.wait_for_url("**/changelog/claims/?engine=q38&state=believed")
+    rows = page.locator("#claims-table tr.claim-row")
+    states = {rows.nth(i).get_attribute("data-state") for i in range(rows.count())}
+    assert rows.count() == 3 and states == {"standing", "corrected"}
+    assert "0.40 each is enough" in page.inner_text("#claims-table")
+    assert "(retired)" in page.inner_text("#believed-links")  # driver-80b: a retired record from the log
+    assert page.errors == []

@@ -7,7 +7,6 @@ import sys
 from io import StringIO
 from pathlib import Path
 
-import pytest
 from django.conf import settings
 from django.core.management import call_command
 
