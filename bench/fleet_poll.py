@@ -54,7 +54,8 @@ def main():
     from django.core.management import call_command
     from django.db import connection
 
-    from dashboard.models import Engine, Host
+    from _fleet import retire, watch_only
+    from dashboard.models import Host
     from dashboard.services.resident import ResidentPoller
 
     call_command("migrate", verbosity=0)
@@ -63,16 +64,13 @@ def main():
     try:
         urls = json.loads(server.stdout.readline())
         host, _ = Host.objects.get_or_create(name="bench-fleet")
-        Engine.objects.filter(host=host).delete()
-        engines = [Engine.objects.create(name=f"bench-fleet-{i}", kind="vllm", url=url, host=host)
-                   for i, url in enumerate(urls)]
+        engines = watch_only(host, {f"bench-fleet-{i}": {"kind": "vllm", "url": url} for i, url in enumerate(urls)})
         print(f"database: {connection.vendor}; engines: {len(engines)}; cycles: {args.cycles}")
         for flush_interval, label in ((0, "stored every tick"), (10, "stored every 10 s (the default)")):
             poller = ResidentPoller(host.name, duties={}, flush_interval=flush_interval)
             cycles(poller, engines, args.cycles, f"whole tick, {label}")
             poller.stop()
-        Engine.objects.filter(host=host).delete()
-        host.delete()
+        retire(engines)
     finally:
         server.stdin.close()
         server.wait(timeout=30)

@@ -119,15 +119,15 @@ def main():
     django.setup()
     from django.core.management import call_command
 
+    from _fleet import watch_only
     from dashboard.models import Engine, Host
 
     call_command("migrate", verbosity=0)
     server = subprocess.Popen([sys.executable, "-c", SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT, text=True)
     engines = json.loads(server.stdout.readline())
     host, _ = Host.objects.get_or_create(name="bench-box")
-    Engine.objects.all().delete()
-    for kind, url in engines:
-        Engine.objects.create(name=f"bench-{kind}", kind=kind, url=url, host=host, unit=f"bench-{kind}.service")
+    watch_only(host, {f"bench-{kind}": {"kind": kind, "url": url, "unit": f"bench-{kind}.service"}
+                      for kind, url in engines})
     env = {**os.environ, "SPARKOPS_HOST_NAME": "bench-box", "SPARKOPS_SIM_STATE_DIR": sim_state(),
            "SPARKOPS_SYSTEMCTL": f"{BIN}/sim-systemctl", "SPARKOPS_JOURNALCTL": f"{BIN}/sim-journalctl",
            "SPARKOPS_NVIDIA_SMI": f"{BIN}/sim-nvidia-smi", "SPARKOPS_GPU_BACKEND": "nvidia-smi", "LOG_LEVEL": "WARNING"}
@@ -147,7 +147,7 @@ def main():
         time.sleep(args.warmup)
         procs = [psutil.Process(worker.pid), psutil.Process(beat.pid)]
         bare_proc, idle_proc = psutil.Process(bare.pid), psutil.Process(idle.pid)
-        polls0 = Engine.objects.filter(last_poll_at__isnull=False).count()
+        polls0 = Engine.objects.filter(retired_at__isnull=True, last_poll_at__isnull=False).count()
         cpu0, child0, _ = sample(procs)
         bare0, _, _ = sample([bare_proc])
         idle0, _, _ = sample([idle_proc])
@@ -164,7 +164,7 @@ def main():
         wakes1, bare_wakes1 = wakeups(procs), wakeups([bare_proc])
         elapsed = time.monotonic() - t0
         host.refresh_from_db()
-        fresh = [e.name for e in Engine.objects.all() if e.last_poll_at and time.time() - e.last_poll_at.timestamp() < 20]
+        fresh = [e.name for e in Engine.objects.filter(retired_at__isnull=True) if e.last_poll_at and time.time() - e.last_poll_at.timestamp() < 20]
         print(f"window: {elapsed:.0f} s after {args.warmup:.0f} s warm-up; engines polled in the last 20 s: {fresh} (of {polls0})")
         print(f"host reading fresh: {host.last_report_at is not None and time.time() - host.last_report_at.timestamp() < 20}")
         ours, bare_pct = (cpu1 - cpu0) / elapsed * 100, (bare1 - bare0) / elapsed * 100

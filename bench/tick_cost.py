@@ -60,6 +60,7 @@ def main():
     from dashboard.alerts import evaluate as alert_evaluate
     from dashboard.collectors import hostread, store
     from dashboard.live.publish import LivePublisher
+    from _fleet import watch_only
     from dashboard.models import Engine, Host
     from dashboard.services import polling, resident
 
@@ -68,9 +69,8 @@ def main():
     try:
         engines = json.loads(server.stdout.readline())
         host, _ = Host.objects.get_or_create(name="bench-box")
-        Engine.objects.all().delete()
-        for kind, url in engines:
-            Engine.objects.create(name=f"bench-{kind}", kind=kind, url=url, host=host, unit=f"bench-{kind}.service")
+        watch_only(host, {f"bench-{kind}": {"kind": kind, "url": url, "unit": f"bench-{kind}.service"}
+                          for kind, url in engines})
         for owner, name in ((resident.ResidentPoller, "metrics_tick"), (polling, "host_collect"), (polling, "engines_fetch"),
                             (polling.PendingWrites, "add_host"), (polling.PendingWrites, "add_engine"),
                             (polling.PendingWrites, "flush"),
