@@ -16,7 +16,11 @@ class RuleSettings:
 
 
 def rule_row(key):
-    row, _ = AlertRule.objects.get_or_create(key=key)
+    """The stored row of rule KEY, created (with the rule's default enablement) when missing."""
+    from .rules import REGISTRY
+
+    rule = REGISTRY.get(key)
+    row, _ = AlertRule.objects.get_or_create(key=key, defaults={"enabled": getattr(rule, "enabled_by_default", True)})
     return row
 
 
@@ -26,7 +30,7 @@ def rule_settings(rule, *, engine=None, host=None, row=None, override=None):
     if row is None:
         row = AlertRule.objects.filter(key=rule.key).first()
     params = dict(rule.DEFAULTS)
-    enabled, severity = True, rule.severity
+    enabled, severity = getattr(rule, "enabled_by_default", True), rule.severity
     if row:
         params.update(row.params or {})
         enabled, severity = row.enabled, row.severity or rule.severity

@@ -6,11 +6,12 @@ from .models import AlertEvent, Delivery, MaintenanceWindow, NotificationChannel
 
 
 def firing_alerts(user=None):
-    """Open alerts worth showing on the live view: firing ones first, critical before warning."""
+    """Firing alerts for the live view, by severity (critical, warning, info), then newest first: an
+    acknowledged critical stays above any warning or advisory."""
     qs = (AlertEvent.objects.filter(state="firing").select_related("engine", "host", "acknowledged_by")
-          .order_by("acknowledged_at", "-fired_at"))
+          .order_by("-fired_at", "-pk"))
     rank = {"critical": 0, "warning": 1, "info": 2}
-    return sorted(qs, key=lambda e: (e.acknowledged_at is not None, rank.get(e.severity, 3)))
+    return sorted(qs, key=lambda e: rank.get(e.severity, 3))  # a stable sort keeps newest first within a severity
 
 
 def alert_list(*, state="", rule="", engine="", limit=200):

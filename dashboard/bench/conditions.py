@@ -63,7 +63,8 @@ def conditions_snapshot(*, engine, partner_ids=()):
 
 
 def firing_alerts_during(*, engine, start, end):
-    """Alerts (other than the benchmark's own) that fired on this engine or its host during [start, end]."""
+    """Warning and critical alerts (other than the benchmark's own) that fired on this engine or its host
+    during [start, end]; an advisory (severity info) never taints a run."""
     try:
         AlertEvent = apps.get_model("alerts", "AlertEvent")
     except LookupError:  # the alert engine is not installed yet
@@ -71,6 +72,7 @@ def firing_alerts_during(*, engine, start, end):
     subject = Q(engine=engine) | Q(host=engine.host_id)
     overlap = Q(started_at__lte=end) & (Q(resolved_at__isnull=True) | Q(resolved_at__gte=start))
     rows = AlertEvent.objects.filter(subject, overlap).exclude(state="pending").exclude(rule=REGRESSION_RULE)
+    rows = rows.exclude(severity="info")
     return [f"alert {getattr(a, 'rule', '?')} ({getattr(a, 'severity', '?')}) was firing" for a in rows[:10]]
 
 

@@ -60,7 +60,8 @@ def _panels(specs, subject, obj, rng, prefix="", title_prefix=""):
 
 
 def alert_periods(*, rng, engine=None, host=None):
-    qs = AlertEvent.objects.exclude(state="pending").filter(started_at__lt=rng.end)
+    """Warning and critical alerts over the range (advisories, severity info, never shade a chart)."""
+    qs = AlertEvent.objects.exclude(state="pending").exclude(severity="info").filter(started_at__lt=rng.end)
     qs = qs.filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=rng.start))
     qs = qs.filter(engine=engine) if engine is not None else qs.filter(host=host)
     return [{"start": max(ev.fired_at or ev.started_at, rng.start).isoformat(),

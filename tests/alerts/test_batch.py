@@ -55,6 +55,7 @@ def test_three_engines_cost_no_more_queries_than_one(engines):
 
 def test_steady_open_alerts_cost_no_more_queries(engines):
     """Every engine's unit lacks Restart=always: the advisory is open for each and says the same every poll."""
+    rule_update(key="unit_no_restart", enabled=True)
     poll(engines, 1, Restart="on-failure")
     assert set(open_events()) == {("unit_no_restart", f"{e.unit}") for e in engines}
     one = queries(lambda: poll(engines[:1], 2, Restart="on-failure"))
@@ -128,6 +129,7 @@ def test_unchanged_pending_alert_still_fires_when_due(engines, django_assert_num
 
 def test_a_finding_sees_what_an_earlier_subject_of_the_batch_opened(fleet):
     """Two engines behind one unit name share the advisory's subject: the batch reads as separate evaluations would."""
+    rule_update(key="unit_no_restart", enabled=True)
     other = Engine.objects.create(name="vllm-alias", kind="vllm", url="http://127.0.0.1:18004", host=fleet["host"],
                                   unit="vllm-main.service", status="up")
     evaluate_many("engine_polled", [{"engine": fleet["vllm"], "reading": {"unit": {**UNIT, "Restart": "no"}}},
@@ -137,6 +139,7 @@ def test_a_finding_sees_what_an_earlier_subject_of_the_batch_opened(fleet):
 
 
 def test_a_metrics_tick_evaluates_every_engine(engines):
+    rule_update(key="unit_no_restart", enabled=True)
     polled = [(engines[0], {"unit": {**UNIT, "Restart": "on-failure"}}), (engines[1], None), (engines[2], reading(1))]
     evaluate_polled(polled)
     assert open_events() == {("unit_no_restart", "vllm-main.service"): "firing"}

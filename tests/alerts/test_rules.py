@@ -140,7 +140,17 @@ def test_queue_growing(fleet):
     assert open_event("queue_growing", "vllm-main") is None
 
 
+def test_unit_no_restart_advisory_is_off_by_default(fleet):
+    """A fresh install fires nothing for it (the launch-configuration audit reports it instead)."""
+    evaluate("engine_polled", engine=fleet["vllm"], reading={"unit": {**EXIT0, "ActiveState": "active"}})
+    assert open_event("unit_no_restart", "vllm-main.service") is None
+    rule_update(key="unit_no_restart", severity="info")  # editing it on the rules page does not switch it on
+    evaluate("engine_polled", engine=fleet["vllm"], reading={"unit": {**EXIT0, "ActiveState": "active"}})
+    assert open_event("unit_no_restart", "vllm-main.service") is None
+
+
 def test_unit_no_restart_advisory(fleet):
+    rule_update(key="unit_no_restart", enabled=True)
     evaluate("engine_polled", engine=fleet["vllm"], reading={"unit": {**EXIT0, "ActiveState": "active"}})
     event = open_event("unit_no_restart", "vllm-main.service")
     assert event.severity == "info" and "Restart=always" in event.message and "StartLimitBurst" in event.message
@@ -236,6 +246,7 @@ def test_disabled_rule_resolves_and_stays_quiet(fleet):
 
 def test_one_broken_rule_never_stops_the_others(fleet, caplog):
     # kv_saturated cannot compare "junk"; the advisory, evaluated after it from the same reading, still opens.
+    rule_update(key="unit_no_restart", enabled=True)
     evaluate("engine_polled", engine=fleet["vllm"], reading={"kv_cache_usage": "junk", "unit": {**EXIT0, "ActiveState": "active"}})
     assert "alert rule kv_saturated failed" in caplog.text
     assert open_event("unit_no_restart", "vllm-main.service") is not None

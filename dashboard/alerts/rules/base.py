@@ -10,6 +10,8 @@ class Rule:
     # Editable thresholds and durations (seconds); for_s is how long the condition must hold (pending).
     DEFAULTS: dict = {"for_s": 0}
     help = ""
+    # False: the rule is off until someone turns it on (an AlertRule row with enabled=True).
+    enabled_by_default = True
 
     def evaluate(self, *, settings, **context):
         """Return a list of dashboard.alerts.lifecycle.Finding (active or not) for this rule."""

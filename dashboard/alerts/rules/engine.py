@@ -170,8 +170,11 @@ class UnitNoRestart(Rule):
     severity = "info"
     signal = "engine_polled"
     DEFAULTS = {}
+    # An advisory, not an alarm: off by default so a fresh start fires nothing (the launch-configuration
+    # audit reports the same finding on its own page); turn it on on the rules page to have it fire.
+    enabled_by_default = False
     help = ("A watched unit has Restart=on-failure or no: when the engine dies but exits 0 — as vLLM does when its "
-            "EngineCore crashes — systemd leaves it dark. Raised before anything dies.")
+            "EngineCore crashes — systemd leaves it dark. Raised before anything dies. Off by default.")
 
     def evaluate(self, *, settings, engine, reading, **_):
         unit = reading.get("unit")
