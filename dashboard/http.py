@@ -25,8 +25,10 @@ from typing import Any
 import aiohttp
 import httpx
 
+from sparkops.version import __version__
+
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024  # a busy vLLM /metrics is ~200 KB; 4 MB is generous
-USER_AGENT = "sparkops/0.1"
+USER_AGENT = f"sparkops/{__version__}"  # the installed version (importlib.metadata)
 
 
 class HttpError(Exception):

@@ -2,6 +2,7 @@
 import os
 
 from celery import Celery
+from celery.signals import setup_logging
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sparkops.settings")
 
@@ -15,3 +16,17 @@ def _install_schedule(sender, **kwargs):
     from dashboard.schedule import beat_schedule
 
     sender.conf.beat_schedule = beat_schedule()
+
+
+@setup_logging.connect
+def _logging_as_django(loglevel=None, **kwargs):
+    """Worker and beat log through settings.LOGGING (SPARKOPS_LOG_FORMAT, no second timestamp
+    under journald), not Celery's own format; --loglevel still sets the level."""
+    import logging
+    from logging.config import dictConfig
+
+    from django.conf import settings
+
+    dictConfig(settings.LOGGING)
+    if loglevel:
+        logging.getLogger().setLevel(loglevel)

@@ -1,14 +1,40 @@
 """SparkOps settings: everything comes from the environment (see .env.example)."""
+import os
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from . import logformat as _logformat
 from .env import env_bool, env_list, env_number, env_str, generated_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(env_str("SPARKOPS_VAR_DIR", str(BASE_DIR / "var")))
+PACKAGE_DIR = Path(__file__).resolve().parent
+# The project's templates/ and static/: at the top of a checkout, inside the sparkops package
+# in an installed wheel (setup.py copies them there).
+ASSETS_DIR = BASE_DIR if (BASE_DIR / "templates").is_dir() and (BASE_DIR / "manage.py").is_file() else PACKAGE_DIR
+
+
+def _default_var_dir():
+    """Where the state lives (SQLite file, generated secret, demo state, up.lock), never
+    inside the install: SPARKOPS_VAR_DIR; else systemd's StateDirectory= ($STATE_DIRECTORY,
+    its first path); else var/ of the checkout being run from (a manage.py in the working
+    directory, or beside the code); else $XDG_STATE_HOME/sparkops (~/.local/state/sparkops)."""
+    given = env_str("SPARKOPS_VAR_DIR")
+    if given:
+        return Path(given).expanduser()
+    state = os.environ.get("STATE_DIRECTORY", "").split(":")[0]
+    if state:
+        return Path(state)
+    for checkout in (Path.cwd(), BASE_DIR):
+        if (checkout / "manage.py").is_file() and (checkout / "sparkops").is_dir():
+            return checkout / "var"
+    xdg = os.environ.get("XDG_STATE_HOME", "")
+    return (Path(xdg) if xdg.startswith("/") else Path.home() / ".local" / "state") / "sparkops"
+
+
+VAR_DIR = _default_var_dir()
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY", "")
@@ -46,6 +72,8 @@ MIDDLEWARE = [
     "sparkops.csp.CSPMiddleware",
     # Serves static/ from the app itself, so one process is a complete web server.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # 400 for a NUL character in the path, query or form (PostgreSQL refuses NUL in any query).
+    "dashboard.middleware.RejectNulMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -65,7 +93,7 @@ WSGI_APPLICATION = None
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [ASSETS_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -149,6 +177,7 @@ AXES_COOLOFF_TIME = timedelta(seconds=env_number("SPARKOPS_LOGIN_COOLOFF_S", 900
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True  # a good login forgets that pair's earlier failures
 AXES_LOCKOUT_CALLABLE = "dashboard.views.lockout.lockout_response"
+AXES_USERNAME_CALLABLE = "dashboard.views.lockout.login_username"  # cut to the 255 its rows hold
 AXES_HTTP_RESPONSE_CODE = 429
 # The client is REMOTE_ADDR (django-ipware is not installed): behind a reverse proxy every
 # client shares the proxy's address, so the pair is in effect the user name alone.
@@ -168,7 +197,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [ASSETS_DIR / "static"]
 # Only for `collectstatic` (the Docker image); a checkout serves static/ through the finders.
 STATIC_ROOT = env_str("STATIC_ROOT") or None
 # Serve straight from the finders: no collectstatic step for a single-box install.
@@ -211,6 +240,8 @@ SPARKOPS_JOURNALCTL = env_str("SPARKOPS_JOURNALCTL", "journalctl")
 SPARKOPS_NVIDIA_SMI = env_str("SPARKOPS_NVIDIA_SMI", "nvidia-smi")
 SPARKOPS_PROC_ROOT = env_str("SPARKOPS_PROC_ROOT", "/proc")
 SPARKOPS_CGROUP_ROOT = env_str("SPARKOPS_CGROUP_ROOT", "/sys/fs/cgroup")
+# Where files a unit names (EnvironmentFile=) are read: "/" on the box; the simulator's root in demo.
+SPARKOPS_HOST_ROOT = env_str("SPARKOPS_HOST_ROOT", "/")
 SPARKOPS_GPU_BACKEND = env_str("SPARKOPS_GPU_BACKEND", "auto")  # auto | nvml | nvidia-smi | none
 
 # Security headers that `check --deploy` expects when DEBUG is off.
@@ -249,11 +280,17 @@ CONTENT_SECURITY_POLICY = {
 if env_bool("SECURE_PROXY_SSL_HEADER", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
+# SPARKOPS_LOG_FORMAT: plain (default) or json (one object a line); under journald
+# (JOURNAL_STREAM set) no timestamp of our own, the journal has one (sparkops/logformat.py).
+SPARKOPS_LOG_FORMAT = env_str("SPARKOPS_LOG_FORMAT", "plain").strip().lower() or "plain"
+if SPARKOPS_LOG_FORMAT not in _logformat.FORMATS:
+    raise ImproperlyConfigured(f"SPARKOPS_LOG_FORMAT={SPARKOPS_LOG_FORMAT!r} is not one of: "
+                               + ", ".join(_logformat.FORMATS))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": _logformat.formatters(SPARKOPS_LOG_FORMAT, _logformat.under_journald()),
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "default"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # httpx logs every request at INFO: with webhooks and the CLI that is noise, not news.
     "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},

@@ -89,7 +89,7 @@ async def test_status_headers_body_and_post():
         assert resp.headers["x-thing"] == "Yes"
         head = server.requests[0][0].lower()
         assert head.startswith(b"post /a/b?x=1&y=%20 http/1.1\r\n")
-        assert b"\r\nhost: 127.0.0.1:" in head and b"\r\nuser-agent: sparkops/0.1\r\n" in head
+        assert b"\r\nhost: 127.0.0.1:" in head and f"\r\nuser-agent: {http.USER_AGENT}\r\n".encode() in head
         await clients.aclose()
 
 
