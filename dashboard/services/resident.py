@@ -330,7 +330,17 @@ class ResidentPoller:
         self._guard("alert rules", evaluate_polled, polled, memory=self.alerts)
         self._guard("live push", self.live.host_polled, host, collected.reading)
         self._guard("live push", self.live.engines_polled, polled)
+        self._guard("launch config", self._observe_launch, own, collected.reading)
         return TickResult(collected.reading, polled)
+
+    def _observe_launch(self, own, reading):
+        """How the box's engines were launched (`services/launchconfig.py`): a time check on
+        most ticks; every 60 s, and at once when a unit or an engine's status moved, a read."""
+        from dashboard.services.launchconfig import Observer
+
+        if getattr(self, "launch", None) is None:
+            self.launch = Observer()
+        self.launch.tick(engines=own, units=reading.get("units") or {})
 
     def probe_tick(self):
         """Probe every owned engine, except those whose metrics poll answered within the last
