@@ -236,6 +236,9 @@ SPARKOPS_HOST_NAME = env_str("SPARKOPS_HOST_NAME", "") or __import__("socket").g
 # Commands and paths the host collectors read; overridable for --user units, odd
 # installs, or the simulator (which ships systemctl/journalctl/nvidia-smi work-alikes).
 SPARKOPS_SYSTEMCTL = env_str("SPARKOPS_SYSTEMCTL", "systemctl")
+# On a box's worker: allow admins to restart this box's engine units from a down card (runs
+# `systemctl reset-failed` and `systemctl restart UNIT` as the worker's user). Off by default.
+SPARKOPS_UNIT_ACTIONS = env_bool("SPARKOPS_UNIT_ACTIONS", False)
 SPARKOPS_JOURNALCTL = env_str("SPARKOPS_JOURNALCTL", "journalctl")
 SPARKOPS_NVIDIA_SMI = env_str("SPARKOPS_NVIDIA_SMI", "nvidia-smi")
 SPARKOPS_PROC_ROOT = env_str("SPARKOPS_PROC_ROOT", "/proc")

@@ -125,6 +125,15 @@ class Simulation:
     def restart(self, name: str) -> dict:
         return self._post(f"/_sim/units/{name}/restart")
 
+    def dropin(self, name: str, file_name: str, text: str | None) -> dict:
+        """Write (text None: remove) a drop-in of NAME's unit; the next start runs it."""
+        return self._post(f"/_sim/units/{name}/dropin", {"name": file_name, "text": text})
+
+    @property
+    def root(self) -> Path:
+        """The simulator's "/" (unit files, environment files): SPARKOPS_HOST_ROOT for the collectors."""
+        return self.state_dir / "root"
+
     def gpu(self, fault: str) -> dict:
         return self._post("/_sim/gpu", {"fault": fault})
 

@@ -3,6 +3,8 @@
     GET  /_sim/units                         [{name, kind, url, unit, port, pid, state, ...}]
     POST /_sim/units/<name>/start|stop|restart
     POST /_sim/units/<name>/fault  {"kind": K, ...}   forwarded to the engine
+    POST /_sim/units/<name>/dropin {"name": "30-x.conf", "text": "[Service]\n..."}  write a drop-in
+                                   (text "" or null: remove it) and daemon-reload; the next start runs it
     POST /_sim/gpu   {"fault": "clock_stuck_low" | "clear"}
     POST /_sim/host  {"fault": "memory_pressure" | "clear"}
     POST /_sim/kernel {"message": "...", "priority": 3}
@@ -80,6 +82,18 @@ class ControlAPI:
             await self.sup.restart_unit(unit)
         elif action == "fault":
             return await self.fault(unit, self.body(req))
+        elif action == "dropin":
+            body = self.body(req)
+            text = body.get("text")
+            if not isinstance(body.get("name"), str) or (text is not None and not isinstance(text, str)):
+                raise BadRequest("'name' must be a drop-in file name and 'text' a string (or null to remove it)")
+            from .units import write_dropin
+            try:
+                write_dropin(self.sup.root, unit.id, body["name"], text)
+            except ValueError as exc:
+                raise BadRequest(str(exc)) from None
+            unit.reload()
+            unit.write()
         else:
             return json_response({"error": f"unknown action {action!r}; use start, stop, restart or fault"}, 404)
         return json_response(unit.info())

@@ -128,7 +128,7 @@ class SGLangEngine(OpenAIChatEngine):
         c = self.cfg
         return json_response({
             "model_path": c.model, "served_model_name": c.model, "host": c.host, "port": c.port,
-            "context_length": c.max_model_len, "page_size": c.block_size, "enable_metrics": True,
+            "context_length": c.max_model_len, "mem_fraction_static": c.memory_share or 0.9, "page_size": c.block_size, "enable_metrics": True,
             "enable_cache_report": True, "launch_command": f"python -m sglang.launch_server --model-path {c.model}",
             "status": "UnHealthy" if self.dead else "Up", "max_total_num_tokens": c.kv_tokens,
             "max_req_input_len": c.max_model_len - 1, "startup_time": self.started_at,

@@ -22,6 +22,7 @@ from pathlib import Path
 from sparkops.lifeline import die_with_parent
 
 from . import systemd as sd
+from . import units as unitfiles
 from .host import HostState
 
 RESTART_POLICIES = ("no", "on-success", "on-failure", "on-abnormal", "on-abort", "always")
@@ -105,6 +106,40 @@ class Unit:
                   "ActiveExitTimestamp": "", "InactiveEnterTimestamp": "",
                   "StartLimitIntervalUSec": sd.fmt_timespan(spec.start_limit_interval),
                   "StartLimitBurst": str(spec.start_limit_burst), "InvocationID": ""}
+        self.effective: dict = {}
+        unitfiles.install(sup.root, spec, spec.restart)
+        self.reload()
+
+    def reload(self) -> None:
+        """Read the unit's files as systemd's daemon-reload does: the properties `show` prints
+        change now, what runs changes at the next start."""
+        eff = self.effective = unitfiles.load(self.sup.root, self.id)
+        fragment, dropins = unitfiles.paths(self.sup.root, self.id)
+        d = {k: v["value"] for k, v in eff["directives"].items()}
+        spec = self.spec
+        spec.restart = d.get("Restart", "no") if d.get("Restart", "no") in RESTART_POLICIES else spec.restart
+        spec.restart_sec = _span(d.get("RestartSec"), spec.restart_sec)
+        spec.start_limit_burst = int(d.get("StartLimitBurst", spec.start_limit_burst))
+        spec.start_limit_interval = _span(d.get("StartLimitIntervalSec"), spec.start_limit_interval)
+        start = eff["exec_start"]
+        self.p.update({
+            "FragmentPath": fragment, "DropInPaths": " ".join(dropins), "Type": d.get("Type", "simple"),
+            "Restart": spec.restart, "RestartUSec": sd.fmt_timespan(spec.restart_sec),
+            "StartLimitBurst": str(spec.start_limit_burst),
+            "StartLimitIntervalUSec": sd.fmt_timespan(spec.start_limit_interval),
+            "TimeoutStartUSec": sd.fmt_timespan(_span(d.get("TimeoutStartSec"), 90.0)),
+            "ExecStart": _exec_struct(start["argv"]) if start else "",
+            "ExecStartPost": " ".join(_exec_struct(c["argv"]) for c in eff["exec_start_post"]),
+            "Environment": " ".join(_quoted(f"{k}={v}") for k, v in eff["environment"].items()
+                                    if eff["environment_origins"].get(k, "").startswith("/etc/systemd/")),
+            "EnvironmentFiles": " ".join(f"{e['path']} (ignore_errors={'yes' if e['optional'] else 'no'})"
+                                         for e in eff["environment_files"]),
+            "After": " ".join(eff["edges"]["After"] + ["sysinit.target", "system.slice", "basic.target"]),
+            "Wants": " ".join(eff["edges"]["Wants"]), "Requires": " ".join(eff["edges"]["Requires"] + ["system.slice"]),
+            "BindsTo": " ".join(eff["edges"]["BindsTo"]),
+            "MemoryHigh": _bytes(d.get("MemoryHigh")), "MemoryMax": _bytes(d.get("MemoryMax")),
+            "CPUQuotaPerSecUSec": _quota(d.get("CPUQuota")), "User": d.get("User", ""),
+        })
 
     @property
     def url(self) -> str:
@@ -131,9 +166,10 @@ class Unit:
         sd.write_atomic(self.sup.units_dir / f"{self.id}.show", text)
 
     def command(self) -> list[str]:
+        """The simulated engine, with the options the unit's effective ExecStart gives it."""
         cmd = [sys.executable, "-m", "dashboard.simulator.engine", "--kind", self.spec.kind,
                "--name", self.spec.name, "--port", str(self.spec.port)]
-        for key, value in self.spec.engine_opts.items():
+        for key, value in unitfiles.engine_options(self.spec.kind, self.effective, self.spec.engine_opts).items():
             cmd += [f"--{key.replace('_', '-')}", str(value)]
         return cmd
 
@@ -144,11 +180,55 @@ class Unit:
                 "restart": self.spec.restart}
 
 
+def _span(value, default: float) -> float:
+    """A unit file's time span (`90`, `0.5s`, `1min 30s`, `1h`) in seconds."""
+    if value is None:
+        return default
+    from dashboard.collectors.unitconfig import timespan_s
+
+    got = timespan_s(value)
+    return default if got is None else got
+
+
+def _exec_struct(argv: list[str]) -> str:
+    """An Exec property as `systemctl show` prints it (argv joined with spaces)."""
+    if not argv:
+        return ""
+    return (f"{{ path={argv[0]} ; argv[]={' '.join(argv)} ; ignore_errors=no ; start_time=[n/a] ; "
+            "stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }")
+
+
+def _quoted(word: str) -> str:
+    return f'"{word}"' if any(c.isspace() for c in word) else word
+
+
+def _bytes(value) -> str:
+    """MemoryMax=112G → bytes, as show prints it; unset → infinity."""
+    if not value or value == "infinity":
+        return "infinity"
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    try:
+        return str(int(float(value[:-1]) * mult[value[-1].upper()])) if value[-1].upper() in mult else str(int(value))
+    except ValueError:
+        return "infinity"
+
+
+def _quota(value) -> str:
+    """CPUQuota=600% → CPUQuotaPerSecUSec=6s."""
+    if not value or not value.endswith("%"):
+        return "infinity"
+    return sd.fmt_timespan(float(value[:-1]) / 100)
+
+
 class Supervisor:
     def __init__(self, specs: list[UnitSpec], state_dir: str | Path):
         self.state_dir = Path(state_dir)
         self.units_dir = self.state_dir / "units"
         self.units_dir.mkdir(parents=True, exist_ok=True)
+        self.root = self.state_dir / "root"  # the simulator's "/": unit files, environment files
+        for name, state in unitfiles.OTHER_UNITS.items():
+            props = {"Id": name, "Names": name, "LoadState": "loaded", **state}
+            sd.write_atomic(self.units_dir / f"{name}.show", "".join(f"{k}={v}\n" for k, v in props.items()))
         self.journal = sd.Journal(self.state_dir)
         self.host = HostState(self.state_dir)
         for spec in specs:
@@ -182,6 +262,7 @@ class Supervisor:
     async def start_unit(self, unit: Unit, *, manual: bool = True) -> None:
         if unit.proc is not None:
             return
+        unit.reload()  # the files as they are now (tests and the control API edit drop-ins)
         if unit.restart_task and manual:
             unit.restart_task.cancel()
         if manual:

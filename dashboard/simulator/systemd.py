@@ -23,7 +23,8 @@ SHOW_KEYS = (
     "ExecMainStatus", "ControlGroup", "MemoryCurrent", "Id", "Names", "Description", "LoadState", "ActiveState",
     "SubState", "FragmentPath", "UnitFileState", "StateChangeTimestamp", "InactiveExitTimestamp",
     "ActiveEnterTimestamp", "ActiveExitTimestamp", "InactiveEnterTimestamp", "StartLimitIntervalUSec",
-    "StartLimitBurst", "InvocationID",
+    "StartLimitBurst", "InvocationID", "DropInPaths", "ExecStart", "ExecStartPost", "Environment", "EnvironmentFiles",
+    "After", "Wants", "Requires", "BindsTo", "MemoryHigh", "MemoryMax", "CPUQuotaPerSecUSec", "User",
 )
 EXIT_STATUS_NAMES = {0: "SUCCESS", 1: "FAILURE", 2: "INVALIDARGUMENT", 3: "NOTIMPLEMENTED", 4: "NOPERMISSION",
                      5: "NOTINSTALLED", 6: "NOTCONFIGURED", 7: "NOTRUNNING"}

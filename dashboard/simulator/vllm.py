@@ -93,7 +93,7 @@ def cache_config_labels(cfg) -> dict:
     return {
         "block_size": str(cfg.block_size), "cache_dtype": "auto", "calculate_kv_scales": "False",
         "cpu_offload_gb": "0", "enable_prefix_caching": "True", "engine": "0",
-        "gpu_memory_utilization": "0.9", "is_attention_free": "False",
+        "gpu_memory_utilization": str(cfg.memory_share or 0.9), "is_attention_free": "False",
         "kv_cache_max_concurrency": str(round(conc, 2)), "kv_cache_memory_bytes": "None",
         "kv_cache_size_tokens": str(cfg.kv_tokens), "kv_offloading_backend": "None", "kv_offloading_size": "None",
         "kv_sharing_fast_prefill": "False", "mamba_cache_dtype": "auto", "mamba_page_size_padded": "None",

@@ -1,7 +1,9 @@
-"""`systemctl show UNIT... [-p A,B]... [--value] [--all] [--user]` and `is-active` over the
+"""`systemctl show UNIT... [-p A,B]... [--value] [--all] [--user]`, `cat UNIT...` and `is-active` over the
 simulator's state dir. Output is systemctl's: KEY=VALUE per line, units separated by a
 blank line, empty values suppressed unless requested with -p or --all, unknown units
-shown as the LoadState=not-found stub. `--user` reads the same units."""
+shown as the LoadState=not-found stub. `--user` reads the same units. `cat` prints each unit's
+fragment and drop-ins (from the simulator's root, `<state_dir>/root/`) after a `# PATH` line, units
+separated by a blank line, and exits 1 naming a unit that has no files, as systemctl does."""
 from __future__ import annotations
 
 import argparse
@@ -27,9 +29,38 @@ def show_text(props: dict, wanted: list[str] | None, all_: bool, value_only: boo
     return "".join((f"{props[k]}\n" if value_only else f"{k}={props[k]}\n") for k in keys)
 
 
+def cat_text(unit: str) -> str | None:
+    props = load(unit)
+    paths = [p for p in [props.get("FragmentPath", "")] + props.get("DropInPaths", "").split() if p]
+    if props.get("LoadState") != "loaded" or not paths:
+        return None
+    root = state_dir() / "root"
+    parts = []
+    for path in paths:
+        try:
+            text = (root / path.lstrip("/")).read_text()
+        except OSError:
+            continue
+        parts.append(f"# {path}\n{text}" + ("" if text.endswith("\n") else "\n"))
+    return "\n".join(parts)
+
+
+def cat(units: list[str]) -> int:
+    texts, rc = [], 0
+    for unit in units:
+        text = cat_text(unit)
+        if text is None:
+            print(f"No files found for {unit}.", file=sys.stderr)
+            rc = 1
+        else:
+            texts.append(text)
+    sys.stdout.write("\n".join(texts))
+    return rc
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="systemctl")
-    p.add_argument("verb", choices=["show", "is-active", "status"])
+    p.add_argument("verb", choices=["show", "cat", "is-active", "status"])
     p.add_argument("units", nargs="*")
     p.add_argument("-p", "--property", action="append", default=[])
     p.add_argument("-P", dest="value_property", action="append", default=[])
@@ -45,6 +76,8 @@ def main(argv=None) -> int:
         if not args.quiet:
             print("\n".join(states))
         return 0 if states and all(s == "active" for s in states) else 3
+    if args.verb == "cat":
+        return cat(units)
     if args.verb == "status":
         print("sim-systemctl supports 'show' and 'is-active' only", file=sys.stderr)
         return 1

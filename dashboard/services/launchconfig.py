@@ -1,0 +1,310 @@
+"""Know how each engine was launched: observe, version, and let the change log write itself.
+
+Each box's resident poller calls `Observer.tick` after every metrics tick; it costs a time
+check, except every OBSERVE_EVERY_S and at once when a unit's main process, start time or
+state, or an engine's status moved (a restart, a stop, a unit brought up). Then, for the
+box's own engines:
+
+1. read their units (`collectors.unitconfig.read_units`: one `systemctl show` and one
+   `systemctl cat` per scope, the named units' states, the EnvironmentFiles) and, for those
+   that answer, the engine's own account (vLLM `/v1/models`, `/version` and the
+   `vllm:cache_config_info` labels; llama.cpp `/props`; SGLang `/get_server_info`);
+2. parse the effective ExecStart with the engine's argument model (`collectors.flags`), each
+   flag credited to the file that set it (the fragment, the drop-in, or the EnvironmentFile of
+   an `LLAMA_ARG_*`/`$VAR` it came through);
+3. store a `ConfigSnapshot` when the canonical JSON hashes differently from the engine's last
+   one (secrets — API keys, tokens, passwords — are stored as a hash of their value only);
+4. write the difference into the change log as an *observed* `flag_change` entry by
+   "SparkOps" (`--max-model-len: 131072 → 262144 (set in …/20-window.conf)`), with a link to
+   the KV-pool ledger row of the same restart when there is one.
+
+An engine that is not up is snapshotted only once it has stayed so for a whole interval (its
+unit may be the reason it never comes up); otherwise the snapshot waits for the engine to
+answer, so one restart gives one snapshot with the flags and the account together."""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+
+from django.db import transaction
+from django.utils import timezone
+
+from dashboard import http
+from dashboard.collectors import flags as flagmodel
+from dashboard.collectors import prom, unitconfig
+from dashboard.models import ConfigSnapshot, KVPoolEntry
+
+log = logging.getLogger(__name__)
+OBSERVE_EVERY_S = 60.0
+ACCOUNT_TIMEOUT_S = 1.5
+AUTHOR = "SparkOps"
+SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
+SECRET_FLAGS = frozenset({"--api-key", "--hf-token", "--ssl-keyfile"})
+UNIT_LINES = (  # (label in the log, key in data["unit"], the directive that sets it)
+    ("Restart=", "restart", "Restart"), ("RestartUSec=", "restart_usec", "RestartSec"),
+    ("StartLimitBurst=", "start_limit_burst", "StartLimitBurst"),
+    ("StartLimitIntervalUSec=", "start_limit_interval_usec", "StartLimitIntervalSec"),
+    ("TimeoutStartUSec=", "timeout_start_usec", "TimeoutStartSec"), ("MemoryHigh=", "memory_high", "MemoryHigh"),
+    ("MemoryMax=", "memory_max", "MemoryMax"), ("CPUQuotaPerSecUSec=", "cpu_quota_per_sec_usec", "CPUQuota"),
+    ("User=", "user", "User"), ("Type=", "type", "Type"),
+)
+CACHE_INFO = prom.wanted_names(("vllm:cache_config_info",))
+
+
+class Observer:
+    """What one poller remembers between observations (nothing is lost by forgetting it)."""
+
+    def __init__(self, every_s=OBSERVE_EVERY_S):
+        self.every_s = every_s
+        self.at = float("-inf")
+        self.signature = None
+        self.down_seen: set[int] = set()  # engines seen not up at the last observation
+
+    def tick(self, *, engines, units, now=None):
+        """Observe ENGINES when due (UNITS: this tick's `systemctl show` of their units)."""
+        now = time.monotonic() if now is None else now
+        signature = {e.pk: (e.status, *[(units.get(e.unit) or {}).get(k) for k in
+                                        ("MainPID", "ExecMainStartTimestamp", "ActiveState")]) for e in engines}
+        if now - self.at < self.every_s and signature == self.signature:
+            return []
+        self.at, self.signature = now, signature
+        return self.observe(engines)
+
+    def observe(self, engines):
+        engines = [e for e in engines if e.retired_at is None and e.unit]  # (hand-run engines: not yet)
+        configs = unitconfig.read_units(engines)
+        made = []
+        for engine in engines:
+            up = engine.status == "up"
+            if not up and engine.pk not in self.down_seen:
+                self.down_seen.add(engine.pk)
+                continue  # it may be starting: the snapshot waits for its answer
+            if up:
+                self.down_seen.discard(engine.pk)
+            try:
+                snap = observe_engine(engine, configs.get(engine.pk), account=fetch_account(engine) if up else None)
+            except Exception:
+                log.exception("launch configuration of %s not observed", engine.name)
+                continue
+            if snap is not None:
+                made.append(snap)
+        return made
+
+
+# --- the engine's own account --------------------------------------------------------------
+
+def _json(url):
+    try:
+        return http.get(url, timeout=ACCOUNT_TIMEOUT_S).json()
+    except http.HttpError:
+        return None
+
+
+def fetch_account(engine):
+    """What the engine says about itself ({} when it does not answer)."""
+    base = engine.url.rstrip("/")
+    if engine.kind == "vllm":
+        models = _json(base + "/v1/models") or {}
+        cards = [c for c in models.get("data") or [] if isinstance(c, dict)] if isinstance(models, dict) else []
+        base_cards = [c for c in cards if not c.get("parent")]
+        version = _json(base + "/version") or {}
+        labels = {}
+        try:
+            text = http.get(base + "/metrics", timeout=ACCOUNT_TIMEOUT_S).text
+            labels = prom.first_labels(prom.parse(text, CACHE_INFO, url=base), "vllm:cache_config_info") or {}
+        except http.HttpError:
+            pass
+        return {"served_models": [c.get("id") for c in base_cards],
+                "max_model_len": base_cards[0].get("max_model_len") if base_cards else None,
+                "root": base_cards[0].get("root") if base_cards else None,
+                "version": version.get("version") if isinstance(version, dict) else None,
+                "cache_config": dict(labels)}
+    if engine.kind == "llamacpp":
+        props = _json(base + "/props") or {}
+        if not isinstance(props, dict):
+            return {}
+        gen = props.get("default_generation_settings") or {}
+        return {"n_ctx": gen.get("n_ctx") if isinstance(gen, dict) else None, "model": props.get("model_alias"),
+                "model_path": props.get("model_path"), "build_info": props.get("build_info"),
+                "total_slots": props.get("total_slots"),
+                "chat_template_kwargs": props.get("chat_template_kwargs")}
+    if engine.kind == "sglang":
+        info = _json(base + "/get_server_info") or {}
+        if not isinstance(info, dict):
+            return {}
+        keep = ("model_path", "served_model_name", "context_length", "mem_fraction_static", "max_total_num_tokens",
+                "kv_cache_dtype", "max_running_requests", "chunked_prefill_size", "version", "tp_size")
+        return {k: info.get(k) for k in keep if k in info}
+    return {}
+
+
+# --- the snapshot ------------------------------------------------------------------------------
+
+def _redact(name, value):
+    if isinstance(value, str) and value and SECRET.search(name):
+        return "redacted:" + hashlib.sha256(value.encode()).hexdigest()[:12]
+    return value
+
+
+def build_data(engine, unit_cfg, account):
+    """The canonical content of a snapshot (what is hashed) from the unit and the account."""
+    unit = dict(unit_cfg or {})
+    started_at = unit.pop("started_at", "")
+    env = {k: _redact(k, v) for k, v in (unit.pop("environment", None) or {}).items()}
+    env_origins = unit.pop("environment_origins", None) or {}
+    start = unit.get("exec_start") or {}
+    parsed = flagmodel.parse_argv(engine.kind if engine.kind in ("vllm", "llamacpp", "sglang") else None,
+                                  start.get("argv") or [], env=unit_cfg.get("environment", {}) if unit_cfg else {},
+                                  origins=start.get("origins")) if start.get("argv") else None
+    flag_data = None
+    if parsed is not None:
+        flag_data = parsed.as_dict()
+        via = {}
+        for flag, origin in list(flag_data["origins"].items()):
+            if origin.startswith("env:"):  # LLAMA_ARG_*: credit the file that set the variable
+                name = origin[4:]
+                via[flag] = name
+                flag_data["origins"][flag] = env_origins.get(name, "")
+        flag_data["via_env"] = via
+        flag_data["flags"] = {k: ("redacted:" + hashlib.sha256(str(v).encode()).hexdigest()[:12] if k in SECRET_FLAGS else v)
+                              for k, v in flag_data["flags"].items()}
+        if start.get("argv"):
+            start = {**start, "argv": [_redact_word(w) for w in start["argv"]]}
+            unit["exec_start"] = start
+    data = {"engine": engine.name, "kind": engine.kind, "launch": "unit" if unit_cfg else "none",
+            "unit": unit or None, "environment": env, "environment_origins": env_origins,
+            "flags": flag_data, "account": account or {}}
+    return data, {"unit_started_at": started_at}
+
+
+def _redact_word(word):
+    key, sep, value = word.partition("=")
+    return f"{key}=redacted" if sep and key in SECRET_FLAGS else word
+
+
+def canonical(data):
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def digest(data):
+    return hashlib.sha256(canonical(data).encode()).hexdigest()
+
+
+def observe_engine(engine, unit_cfg, *, account=None, now=None):
+    """Store a new snapshot of ENGINE when its configuration changed; the snapshot or None.
+    ACCOUNT None: the engine did not answer; the last snapshot's account is carried."""
+    now = now or timezone.now()
+    if unit_cfg is not None and unit_cfg.get("error"):
+        log.info("unit of %s not read: %s", engine.name, unit_cfg["error"])
+        return None
+    previous = ConfigSnapshot.objects.filter(engine=engine).order_by("-observed_at", "-id").first()
+    if account is None:
+        account = (previous.data or {}).get("account") if previous else {}
+    data, observed = build_data(engine, unit_cfg, account)
+    h = digest(data)
+    if previous is not None and previous.hash == h:
+        return None
+    with transaction.atomic():
+        snap = ConfigSnapshot.objects.create(engine=engine, observed_at=now, hash=h,
+                                             data={**data, "observed": observed}, previous=previous)
+        if previous is not None:
+            lines = diff(previous.data or {}, data)
+            if lines:
+                entry = log_change(engine, snap, lines, now=now)
+                if entry is not None:
+                    snap.logged_entry_id = entry.pk
+                    snap.save(update_fields=["logged_entry_id"])
+    return snap
+
+
+# --- the difference, and the change log ------------------------------------------------------
+
+def _flags_of(data):
+    return ((data or {}).get("flags") or {}).get("flags") or {}
+
+
+def _origin(data, flag):
+    return (((data or {}).get("flags") or {}).get("origins") or {}).get(flag, "")
+
+
+def diff(before, after):
+    """[(name, old, new, file that set the new value)] between two snapshots' data: the flags,
+    the model, the unit's directives, its readiness helper and ordering, the environment."""
+    lines = []
+    old_f, new_f = _flags_of(before), _flags_of(after)
+    for flag in sorted(set(old_f) | set(new_f), key=lambda f: (f not in new_f, f)):
+        if old_f.get(flag) != new_f.get(flag):
+            lines.append((flag, _render(old_f.get(flag)), _render(new_f.get(flag)),
+                          _origin(after, flag) if flag in new_f else _origin(before, flag)))
+    old_m = ((before or {}).get("flags") or {}).get("model")
+    new_m = ((after or {}).get("flags") or {}).get("model")
+    if old_m != new_m and "--model" not in new_f and "--model-path" not in new_f:
+        lines.append(("model", _render(old_m), _render(new_m), ((after.get("unit") or {}).get("exec_start") or {}).get("file", "")))
+    old_u, new_u = before.get("unit") or {}, after.get("unit") or {}
+    files = new_u.get("directive_files") or {}
+    for label, key, directive in UNIT_LINES:
+        if old_u.get(key) != new_u.get(key):
+            lines.append((label, _render(old_u.get(key)), _render(new_u.get(key)), files.get(directive, "")))
+    old_post = [" ".join(c.get("argv") or []) for c in old_u.get("exec_start_post") or []]
+    new_post = [" ".join(c.get("argv") or []) for c in new_u.get("exec_start_post") or []]
+    if old_post != new_post:
+        lines.append(("ExecStartPost=", "; ".join(old_post), "; ".join(new_post),
+                      ((new_u.get("exec_start_post") or [{}])[-1] or {}).get("file", "")))
+    for edge in unitconfig.EDGES:
+        a, b = (old_u.get("edges") or {}).get(edge) or [], (new_u.get("edges") or {}).get(edge) or []
+        if a != b:
+            lines.append((f"{edge}=", " ".join(a), " ".join(b), ", ".join((new_u.get("edge_files") or {}).get(edge) or [])))
+    old_env, new_env = before.get("environment") or {}, after.get("environment") or {}
+    origins = after.get("environment_origins") or {}
+    for name in sorted(set(old_env) | set(new_env)):
+        if old_env.get(name) != new_env.get(name) and not name.endswith("_ARGS"):  # $X_ARGS: its flags are listed
+            lines.append((f"{name}=", _render(old_env.get(name)), _render(new_env.get(name)), origins.get(name, "")))
+    return lines
+
+
+def _render(value):
+    return "(unset)" if value is None else flagmodel.render(value)
+
+
+def line_text(name, old, new, origin):
+    return f"`{name}`: {old} → {new}" + (f" (set in {origin})" if origin else "")
+
+
+def log_change(engine, snap, lines, *, now):
+    """The observed change-log entry for LINES (the change log's own service writes it)."""
+    from dashboard.changelog.grammar import EvidenceLine, FlagLine
+    from dashboard.changelog.models import AppendOnlyError
+    from dashboard.changelog.services import entry_create
+
+    shown = [f"{n} {o} → {v}" for n, o, v, _ in lines[:2]]
+    title = f"Observed on {engine.name}: " + "; ".join(shown) + (f" (+{len(lines) - 2} more)" if len(lines) > 2 else "")
+    body = ["Observed by SparkOps in what runs (`systemctl show`/`cat` of the unit, its environment, "
+            f"the engine's own account), configuration snapshot {snap.pk}:", ""]
+    body += [f"- {line_text(*line)}" for line in lines]
+    row = (KVPoolEntry.objects.filter(engine=engine, recorded_at__gte=(snap.previous.observed_at if snap.previous else now))
+           .order_by("-recorded_at").first())
+    evidence = []
+    if row is not None:
+        body += ["", f"KV-pool ledger row of the same restart: {row.pool_tokens} tokens at window {row.window} "
+                     f"({row.note})."]
+        evidence.append(EvidenceLine(kind="url", url=f"/changelog/ledgers/#kv-{row.pk}"))
+    unit = (snap.data.get("unit") or {}).get("unit", "")
+    try:
+        return entry_create(author=None, author_name=AUTHOR, effective_at=now, title=title[:200], kind="flag_change",
+                            engines=[engine], units=unit, body_md="\n".join(body),
+                            flags=[FlagLine(n[:120], o[:500], v[:500]) for n, o, v, _ in lines], evidence=evidence)
+    except AppendOnlyError as exc:  # the same content already logged (a DuplicateError)
+        log.info("observed change of %s not logged again: %s", engine.name, exc)
+        return None
+
+
+def is_observed(entry):
+    """Whether a change-log entry was written by this module rather than by a person."""
+    return entry.author_id is None and entry.author_name == AUTHOR
+
+
+def latest_snapshot(engine):
+    return ConfigSnapshot.objects.filter(engine=engine).order_by("-observed_at", "-id").first()

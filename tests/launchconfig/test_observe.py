@@ -1,0 +1,83 @@
+"""End to end on the simulator: unit files with drop-ins → snapshots → the observed change-log entry."""
+import pytest
+
+from dashboard.models import ConfigSnapshot, KVPoolEntry
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+WINDOW = "[Service]\nExecStart=\nExecStart=/opt/vllm/bin/vllm serve Qwen/Qwen3-8B --host 127.0.0.1 --port {port} --max-model-len {n} --gpu-memory-utilization 0.9 --enable-prefix-caching $VLLM_EXTRA_ARGS\n"
+
+
+def tick(engines):
+    from dashboard.services.resident import ResidentPoller
+
+    engine = next(iter(engines.values()))
+    poller = ResidentPoller(engine.host.name, duties={}, flush_interval=0)
+    return poller.metrics_tick(engines=list(engines.values())), poller
+
+
+def test_snapshot_records_unit_files_environment_flags_and_account(box_engines, sim_box):
+    from dashboard.collectors.unitconfig import read_units
+    from dashboard.services.launchconfig import Observer
+
+    made = Observer().observe(list(box_engines.values()))
+    assert {s.engine.name for s in made} == {"nemotron", "lla"}
+    snap = ConfigSnapshot.objects.get(engine=box_engines["nemotron"])
+    d = snap.data
+    unit = d["unit"]
+    assert unit["fragment_path"] == "/etc/systemd/system/nemotron.service"
+    assert unit["drop_in_paths"] == ["/etc/systemd/system/nemotron.service.d/10-extra-args.conf",
+                                     "/etc/systemd/system/nemotron.service.d/20-seqs.conf"]
+    flags = d["flags"]["flags"]
+    assert flags["--max-model-len"] == "131072" and flags["--enable-prefix-caching"] is True
+    # The later drop-in wins, and the flag is credited to it.
+    assert flags["--max-num-seqs"] == "128"
+    assert d["flags"]["origins"]["--max-num-seqs"] == "/etc/systemd/system/nemotron.service.d/20-seqs.conf"
+    assert d["flags"]["origins"]["--max-model-len"] == "/etc/systemd/system/nemotron.service"
+    assert d["environment"]["MAX_JOBS"] == "4" and d["environment"]["CUDA_HOME"] == "/usr/local/cuda"
+    assert unit["restart"] == "on-failure" and unit["start_limit_burst"] == 5 and unit["timeout_start_usec"] == "1min 30s"
+    assert unit["memory_max"] == str(112 << 30) and unit["user"] == "llm"
+    assert unit["exec_start_post"][0]["argv"][0] == "/usr/local/bin/sparkops-wait-ready"
+    assert unit["edge_states"]["network-online.target"]["UnitFileState"] == "static"
+    assert d["account"]["max_model_len"] == 131072 and d["account"]["cache_config"]["num_gpu_blocks"]
+    assert d["account"]["version"]
+    lla = ConfigSnapshot.objects.get(engine=box_engines["lla"]).data
+    # llama-server's context comes from LLAMA_ARG_CTX_SIZE in its EnvironmentFile.
+    assert lla["flags"]["flags"]["--ctx-size"] == str(32768 * 4) and lla["flags"]["flags"]["--parallel"] == "4"
+    assert lla["flags"]["origins"]["--ctx-size"] == "/etc/default/lla"
+    assert lla["flags"]["via_env"]["--ctx-size"] == "LLAMA_ARG_CTX_SIZE"
+    assert lla["account"]["n_ctx"] == 32768
+    assert lla["unit"]["edge_states"]["demo-vision.service"]["UnitFileState"] == "disabled"
+    # Nothing changed: no new snapshot.
+    assert Observer().observe(list(box_engines.values())) == []
+    assert ConfigSnapshot.objects.count() == 2
+    assert read_units([box_engines["nemotron"]])[box_engines["nemotron"].pk]["files_read"][-1].endswith("20-seqs.conf")
+
+
+def test_a_window_raise_writes_the_observed_entry_with_the_file_and_ledger_row(box_engines, sim_box):
+    from dashboard.changelog.models import Entry
+    from dashboard.services.launchconfig import Observer
+
+    engines = {"nemotron": box_engines["nemotron"]}
+    tick(engines)
+    first = ConfigSnapshot.objects.get(engine=box_engines["nemotron"])
+    port = sim_box.url("nemotron").rsplit(":", 1)[1]
+    sim_box.dropin("nemotron", "20-window.conf", WINDOW.format(port=port, n=262144))
+    sim_box.restart("nemotron")
+    sim_box.wait_ready("nemotron")
+    result, poller = tick(engines)
+    snaps = list(ConfigSnapshot.objects.filter(engine=box_engines["nemotron"]).order_by("id"))
+    assert len(snaps) == 2 and snaps[1].previous_id == first.pk
+    assert snaps[1].data["flags"]["flags"]["--max-model-len"] == "262144"
+    assert snaps[1].data["account"]["max_model_len"] == 262144
+    entry = Entry.objects.get(pk=snaps[1].logged_entry_id)
+    assert entry.kind == "flag_change" and entry.author_id is None and entry.author_name == "SparkOps"
+    assert list(entry.engines.all()) == [box_engines["nemotron"]]
+    assert [(f.flag, f.old, f.new) for f in entry.flags.all()] == [("--max-model-len", "131072", "262144")]
+    assert ("`--max-model-len`: 131072 → 262144 (set in /etc/systemd/system/nemotron.service.d/20-window.conf)"
+            in entry.body_md)
+    row = KVPoolEntry.objects.filter(engine=box_engines["nemotron"]).order_by("-recorded_at").first()
+    assert row.window == 262144 and row.pool_tokens < 766464  # the raise cost the pool a little
+    assert [e.url for e in entry.evidence.all()] == [f"/changelog/ledgers/#kv-{row.pk}"]
+    # The next tick (within the minute, nothing moved) observes nothing: a time check only.
+    assert poller.launch.tick(engines=list(engines.values()), units=result.host["units"]) == []
