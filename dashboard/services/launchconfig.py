@@ -171,18 +171,28 @@ def build_data(engine, unit_cfg, account):
         flag_data["via_env"] = via
         flag_data["flags"] = {k: ("redacted:" + hashlib.sha256(str(v).encode()).hexdigest()[:12] if k in SECRET_FLAGS else v)
                               for k, v in flag_data["flags"].items()}
-        if start.get("argv"):
-            start = {**start, "argv": [_redact_word(w) for w in start["argv"]]}
-            unit["exec_start"] = start
+        secrets = {v for k, v in ((unit_cfg or {}).get("environment") or {}).items() if v and SECRET.search(k)}
+        unit["exec_start"] = {**start, "argv": _redact_argv(start["argv"], secrets)}
     data = {"engine": engine.name, "kind": engine.kind, "launch": "unit" if unit_cfg else "none",
             "unit": unit or None, "environment": env, "environment_origins": env_origins,
             "flags": flag_data, "account": account or {}}
     return data, {"unit_started_at": started_at}
 
 
-def _redact_word(word):
-    key, sep, value = word.partition("=")
-    return f"{key}=redacted" if sep and key in SECRET_FLAGS else word
+def _redact_argv(argv, secrets):
+    """ARGV with the values of secret flags (`--api-key K`, `--api-key=K`) and of secret
+    environment variables expanded into it replaced."""
+    out, hide_next = [], False
+    for word in argv:
+        key, sep, _ = word.partition("=")
+        if hide_next or word in secrets:
+            out.append("redacted")
+        elif sep and key in SECRET_FLAGS:
+            out.append(f"{key}=redacted")
+        else:
+            out.append(word)
+        hide_next = word in SECRET_FLAGS
+    return out
 
 
 def canonical(data):

@@ -24,7 +24,7 @@ def sim_settings(state_dir):
     """Settings that point the host collectors at the simulator's work-alikes."""
     return {"SPARKOPS_SYSTEMCTL": str(SIM_BIN / "sim-systemctl"), "SPARKOPS_JOURNALCTL": str(SIM_BIN / "sim-journalctl"),
             "SPARKOPS_NVIDIA_SMI": str(SIM_BIN / "sim-nvidia-smi"), "SPARKOPS_GPU_BACKEND": "nvidia-smi",
-            "SPARKOPS_PROC_ROOT": str(Path(state_dir) / "proc")}
+            "SPARKOPS_PROC_ROOT": str(Path(state_dir) / "proc"), "SPARKOPS_HOST_ROOT": str(Path(state_dir) / "root")}
 
 
 def _wait(predicate, timeout, what):

@@ -100,7 +100,7 @@ class Command(BaseCommand):
         return {"SPARKOPS_SIM_STATE_DIR": str(state_dir), "SPARKOPS_SYSTEMCTL": str(SIM_BIN / "sim-systemctl"),
                 "SPARKOPS_JOURNALCTL": str(SIM_BIN / "sim-journalctl"),
                 "SPARKOPS_NVIDIA_SMI": str(SIM_BIN / "sim-nvidia-smi"), "SPARKOPS_GPU_BACKEND": "nvidia-smi",
-                "SPARKOPS_PROC_ROOT": str(state_dir / "proc")}
+                "SPARKOPS_PROC_ROOT": str(state_dir / "proc"), "SPARKOPS_HOST_ROOT": str(state_dir / "root")}
 
     def _ensure_admin(self):
         User = get_user_model()

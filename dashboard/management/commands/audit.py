@@ -1,0 +1,55 @@
+"""`sparkops audit [--engine NAME] [--host NAME] [--json] [--set CHECK.THRESHOLD=VALUE]... [--no-observe]`"""
+import json
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.models import Engine, Host
+from dashboard.services import audit
+
+
+class Command(BaseCommand):
+    help = ("Audit how the box's engines are launched against the playbook; exit 1 when any check fails "
+            "(so a box's config repository can run it in CI).")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--engine", default=None, help="only this engine's checks")
+        parser.add_argument("--host", default=None, help="the box (default: this one, or the engine's)")
+        parser.add_argument("--json", action="store_true")
+        parser.add_argument("--set", action="append", default=[], metavar="CHECK.THRESHOLD=VALUE",
+                            help="a threshold for this run, e.g. compile_caps.max_jobs=8 (repeatable)")
+        parser.add_argument("--no-observe", action="store_true",
+                            help="audit the stored snapshots; by default this box's units are read first")
+
+    def handle(self, *args, engine=None, host=None, json=False, set=(), no_observe=False, **opts):
+        try:
+            overrides = audit.parse_overrides(set)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        only = None
+        if engine:
+            only = Engine.objects.select_related("host").filter(name=engine).first()
+            if only is None:
+                raise CommandError(f"no engine named {engine!r}; `sparkops engine list` shows them")
+        box = only.host if only else Host.objects.filter(name=host or settings.SPARKOPS_HOST_NAME).first()
+        if box is None:
+            raise CommandError(f"no host named {host or settings.SPARKOPS_HOST_NAME!r}")
+        engines = list(Engine.objects.select_related("host").filter(host=box, retired_at__isnull=True).order_by("name"))
+        if not no_observe and box.name == settings.SPARKOPS_HOST_NAME:
+            from dashboard.services.launchconfig import Observer
+
+            Observer().observe(engines)
+        results = audit.audit(engines, overrides=overrides, only_engine=only)
+        failed = any(r.status == "fail" for r in results)
+        if json:
+            self.stdout.write(__import__("json").dumps({"host": box.name, "failed": failed,
+                                                        "results": [r.as_dict() for r in results]}, indent=2))
+        else:
+            if not results:
+                self.stdout.write(f"{box.name}: no launch configuration observed yet (is the worker running?)")
+            for r in results:
+                self.stdout.write(f"{r.status.upper():4}  {r.subject:24} {r.title}: {r.evidence}")
+                if r.fix:
+                    self.stdout.write(f"      fix: {r.fix}")
+        if failed:
+            raise SystemExit(1)

@@ -1,0 +1,327 @@
+"""The launch configuration audited against the playbook (../shared/reference: the field reports).
+
+Each check is a small class in CHECKS (registered like the alert rules) with DEFAULTS, its
+editable thresholds (`sparkops audit --set compile_caps.max_jobs=8`), reading the engines' latest
+`ConfigSnapshot`s and returning `Result`s: pass / warn / fail, the evidence line (what the unit
+or environment says, and which file said it) and the fix. Advisories are findings, never
+firing alerts: they show on the audit page and as a badge on the engine card."""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+from dashboard.collectors.unitconfig import memory_bytes, timespan_s
+
+CHECKS: dict[str, "Check"] = {}
+ORDER = {"fail": 0, "warn": 1, "pass": 2}
+GOOD_FILE_STATES = {"enabled", "enabled-runtime", "static", "alias", "indirect", "generated", "linked", "linked-runtime"}
+JIT_KINDS = ("vllm", "sglang")
+
+
+def register(cls):
+    CHECKS[cls.key] = cls()
+    return cls
+
+
+@dataclass
+class Result:
+    check: str
+    title: str
+    subject: str  # an engine's name, or the box's
+    status: str  # pass | warn | fail
+    evidence: str
+    fix: str = ""
+
+    def as_dict(self):
+        return asdict(self)
+
+
+class Check:
+    key = ""
+    title = ""
+    scope = "engine"  # "engine": once per engine; "box": once for the box's engines together
+    DEFAULTS: dict = {}
+    fix = ""
+
+    def run(self, snapshots, *, settings):
+        """SNAPSHOTS: [(engine, data)] of one box. Returns a list of Result."""
+        if self.scope == "box":
+            return self.box(snapshots, settings)
+        out = []
+        for engine, data in snapshots:
+            res = self.engine(engine, data, settings)
+            if res is not None:
+                status, evidence = res
+                out.append(Result(self.key, self.title, engine.name, status, evidence, "" if status == "pass" else self.fix))
+        return out
+
+    def engine(self, engine, data, settings):  # pragma: no cover - per check
+        raise NotImplementedError
+
+    def box(self, snapshots, settings):  # pragma: no cover - per check
+        raise NotImplementedError
+
+
+def _unit(data):
+    return (data or {}).get("unit") or {}
+
+
+def _file(data, directive):
+    path = (_unit(data).get("directive_files") or {}).get(directive)
+    return f" ({path})" if path else ""
+
+
+@register
+class RestartBounded(Check):
+    key = "restart_always_bounded"
+    title = "Restart=always, bounded by StartLimitBurst"
+    DEFAULTS = {"max_burst": 5}
+    fix = ("An engine can die fatally and hand systemd a clean exit (Restart=on-failure never fires): add a drop-in "
+           "[Service] Restart=always, RestartSec=10, and [Unit] StartLimitBurst=3, StartLimitIntervalSec=3600")
+
+    def engine(self, engine, data, s):
+        u = _unit(data)
+        if not u:
+            return None
+        restart, burst = u.get("restart") or "no", u.get("start_limit_burst")
+        interval = timespan_s(u.get("start_limit_interval_usec"))
+        where = _file(data, "Restart")
+        if restart != "always":
+            return "fail", f"Restart={restart}{where}: an engine that exits 0 after a fatal error stays down"
+        if not burst or not interval:
+            return "fail", f"Restart=always with StartLimitBurst={burst} StartLimitIntervalUSec={u.get('start_limit_interval_usec')}: a crash loop is unbounded"
+        if burst > s["max_burst"]:
+            return "warn", f"Restart=always, StartLimitBurst={burst} (more than {s['max_burst']}) per {u.get('start_limit_interval_usec')}"
+        return "pass", f"Restart=always{where}, StartLimitBurst={burst} per {u.get('start_limit_interval_usec')}"
+
+
+@register
+class CompileCaps(Check):
+    key = "compile_caps"
+    title = "Compile caps in the effective environment"
+    DEFAULTS = {"max_jobs": 4, "nvcc_threads": 1, "torchinductor_compile_threads": 4, "flashinfer_nvcc_threads": 1}
+    fix = ("A cold JIT cache spawns nproc+2 compilers at 3-6 GiB each: set Environment=MAX_JOBS=4 NVCC_THREADS=1 "
+           "TORCHINDUCTOR_COMPILE_THREADS=4 FLASHINFER_NVCC_THREADS=1 in the unit, and export them in every "
+           "launch script a person runs by hand")
+
+    def engine(self, engine, data, s):
+        if engine.kind not in JIT_KINDS or not _unit(data):
+            return None
+        env = data.get("environment") or {}
+        missing, over = [], []
+        for name in ("MAX_JOBS", "NVCC_THREADS", "TORCHINDUCTOR_COMPILE_THREADS", "FLASHINFER_NVCC_THREADS"):
+            limit = s[name.lower()]
+            value = env.get(name)
+            if value is None:
+                missing.append(name)
+            elif not str(value).isdigit() or int(value) > limit:
+                over.append(f"{name}={value} (cap {limit})")
+        if missing or over:
+            return "fail", "; ".join(([f"unset: {', '.join(missing)}"] if missing else []) + over)
+        origins = data.get("environment_origins") or {}
+        return "pass", ", ".join(f"{n}={env[n]}" for n in ("MAX_JOBS", "NVCC_THREADS")) + (
+            f" (set in {origins.get('MAX_JOBS')})" if origins.get("MAX_JOBS") else "")
+
+
+@register
+class CudaPath(Check):
+    key = "cuda_on_path"
+    title = "CUDA bin on PATH and CUDA_HOME"
+    DEFAULTS = {"cuda_bin": "/usr/local/cuda/bin"}
+    fix = ("FlashInfer needs nvcc at engine init; a compiler on PATH in a shell and absent under systemd makes the "
+           "same command line fail as a unit: Environment=\"PATH=/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin\" "
+           "CUDA_HOME=/usr/local/cuda")
+
+    def engine(self, engine, data, s):
+        if engine.kind not in JIT_KINDS or not _unit(data):
+            return None
+        env = data.get("environment") or {}
+        path = env.get("PATH") or "(systemd's default) /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"
+        on_path = s["cuda_bin"].rstrip("/") in [p.rstrip("/") for p in path.replace("(systemd's default) ", "").split(":")]
+        problems = ([] if on_path else [f"PATH={path} lacks {s['cuda_bin']}"]) + ([] if env.get("CUDA_HOME") else ["CUDA_HOME unset"])
+        return ("fail", "; ".join(problems)) if problems else ("pass", f"PATH has {s['cuda_bin']}, CUDA_HOME={env['CUDA_HOME']}")
+
+
+def helper_budget_s(argv):
+    """A readiness helper's budget: its last number argument (`wait-ready 8012 1080` → 1080)."""
+    numbers = [w for w in argv[1:] if re.fullmatch(r"\d+(\.\d+)?", w)]
+    return float(numbers[-1]) if numbers else None
+
+
+@register
+class Readiness(Check):
+    key = "readiness_budget"
+    title = "Readiness helper within TimeoutStartSec"
+    DEFAULTS = {"margin_s": 60}
+    fix = ("Hold the unit in activating until the engine serves: ExecStartPost=wait-ready PORT BUDGET that exits 1 "
+           "when $MAINPID dies or the budget runs out, counting wall clock, with BUDGET + a margin below TimeoutStartSec")
+
+    def engine(self, engine, data, s):
+        u = _unit(data)
+        if not u:
+            return None
+        timeout = timespan_s(u.get("timeout_start_usec"))
+        posts = u.get("exec_start_post") or []
+        if not posts:
+            if u.get("type") == "notify":
+                return "pass", "Type=notify"
+            return "warn", f"no ExecStartPost readiness helper (Type={u.get('type')}): dependents start before it serves"
+        argv = posts[-1].get("argv") or []
+        budget = helper_budget_s(argv)
+        shown = " ".join(argv)
+        if budget is None:
+            return "warn", f"ExecStartPost={shown}: no budget argument to compare with TimeoutStartUSec={u.get('timeout_start_usec')}"
+        if timeout is not None and budget + s["margin_s"] > timeout:
+            return "fail", (f"ExecStartPost={shown}: budget {budget:g} s + margin {s['margin_s']} s is past "
+                            f"TimeoutStartUSec={u.get('timeout_start_usec')} ({timeout:g} s)")
+        return "pass", f"ExecStartPost={shown}: budget {budget:g} s within TimeoutStartUSec={u.get('timeout_start_usec')}"
+
+
+@register
+class OrderingEnabled(Check):
+    key = "after_enabled_units"
+    title = "After= edges name enabled units"
+    fix = ("After= only orders units in the same boot transaction: a disabled or removed unit orders nothing at boot. "
+           "Order after a unit that is enabled (systemctl enable it), or remove the stale edge")
+
+    def engine(self, engine, data, s):
+        u = _unit(data)
+        if not u:
+            return None
+        states = u.get("edge_states") or {}
+        dead = []
+        for name in (u.get("edges") or {}).get("After") or []:
+            st = states.get(name) or {}
+            if st.get("LoadState") not in ("loaded", None, "") or (st.get("UnitFileState") or "") not in GOOD_FILE_STATES:
+                dead.append(f"{name}: {st.get('LoadState') or '?'}/{st.get('UnitFileState') or 'not installed'}")
+        files = ", ".join((u.get("edge_files") or {}).get("After") or [])
+        if dead:
+            return "fail", f"After= ({files}) names " + "; ".join(dead)
+        return "pass", "After=" + " ".join((u.get("edges") or {}).get("After") or []) or "no After= edges"
+
+
+@register
+class ColdStartsSerialized(Check):
+    key = "cold_starts_serialized"
+    title = "Cold starts serialized"
+    scope = "box"
+    fix = ("Two cold compile storms do not fit in one box: order the units one after the other (After= the other "
+           "engine's unit, ordering only) behind a readiness helper that fails honestly")
+
+    def box(self, snapshots, s):
+        units = {(_unit(d).get("unit")): e.name for e, d in snapshots if _unit(d).get("unit")}
+        out = []
+        items = [(e, d) for e, d in snapshots if _unit(d).get("unit")]
+        for i, (a, da) in enumerate(items):
+            for b, db in items[i + 1:]:
+                ua, ub = _unit(da)["unit"], _unit(db)["unit"]
+                edge = (ub in ((_unit(da).get("edges") or {}).get("After") or [])
+                        or ua in ((_unit(db).get("edges") or {}).get("After") or []))
+                subject = f"{a.name} + {b.name}"
+                if edge:
+                    out.append(Result(self.key, self.title, subject, "pass", f"{ua} and {ub} are ordered"))
+                else:
+                    out.append(Result(self.key, self.title, subject, "fail",
+                                      f"no After= edge between {ua} and {ub}: cold starts not serialized", self.fix))
+        del units
+        return out
+
+
+@register
+class MemoryMaxSet(Check):
+    key = "memory_max_set"
+    title = "MemoryMax set"
+    fix = ("MemoryHigh alone throttles and reclaims; it does not stop a runaway compile from driving the box into a "
+           "global OOM: add MemoryMax= (e.g. 112G) so the unit is killed instead of the box")
+
+    def engine(self, engine, data, s):
+        u = _unit(data)
+        if not u:
+            return None
+        high, cap = memory_bytes(u.get("memory_high")), memory_bytes(u.get("memory_max"))
+        if cap is None:
+            return "fail", f"MemoryMax={u.get('memory_max') or 'infinity'}" + (f", MemoryHigh={high / (1 << 30):.0f}G only" if high else "")
+        return "pass", f"MemoryMax={cap / (1 << 30):.0f}G{_file(data, 'MemoryMax')}"
+
+
+def memory_share(engine, data):
+    f = ((data or {}).get("flags") or {}).get("flags") or {}
+    raw = f.get("--gpu-memory-utilization") if engine.kind == "vllm" else f.get("--mem-fraction-static") if engine.kind == "sglang" else None
+    try:
+        return float(raw) if raw is not None else (0.9 if engine.kind == "vllm" and f else None)
+    except (TypeError, ValueError):
+        return None
+
+
+@register
+class MemoryShareSum(Check):
+    key = "memory_share_sum"
+    title = "Memory shares fit with headroom"
+    scope = "box"
+    DEFAULTS = {"headroom": 0.15}
+    fix = ("Each engine reserves its share of the one unified pool at boot: lower --gpu-memory-utilization / "
+           "--mem-fraction-static so the shares sum to at most 1 - headroom")
+
+    def box(self, snapshots, s):
+        shares = [(e.name, memory_share(e, d)) for e, d in snapshots]
+        shares = [(n, v) for n, v in shares if v is not None]
+        if not shares:
+            return []
+        total, limit = sum(v for _, v in shares), 1 - s["headroom"]
+        evidence = " + ".join(f"{n} {v:g}" for n, v in shares) + f" = {total:.2f} (limit {limit:.2f})"
+        return [Result(self.key, self.title, "box", "fail" if total > limit + 1e-9 else "pass", evidence,
+                       self.fix if total > limit + 1e-9 else "")]
+
+
+def settings_for(key, overrides=None):
+    check = CHECKS[key]
+    return {**check.DEFAULTS, **((overrides or {}).get(key) or {})}
+
+
+def parse_overrides(pairs):
+    """['compile_caps.max_jobs=8'] → {'compile_caps': {'max_jobs': 8}}; ValueError names a bad one."""
+    out = {}
+    for pair in pairs or ():
+        name, sep, raw = pair.partition("=")
+        key, dot, field = name.partition(".")
+        if not sep or not dot or key not in CHECKS or field not in CHECKS[key].DEFAULTS:
+            known = ", ".join(f"{k}.{f}" for k, c in CHECKS.items() for f in c.DEFAULTS)
+            raise ValueError(f"{pair!r} is not CHECK.THRESHOLD=VALUE; thresholds: {known}")
+        default = CHECKS[key].DEFAULTS[field]
+        try:
+            value = type(default)(raw)
+        except ValueError:
+            raise ValueError(f"{pair!r}: {field} takes a {type(default).__name__}") from None
+        out.setdefault(key, {})[field] = value
+    return out
+
+
+def snapshots_of(engines):
+    from dashboard.services.launchconfig import latest_snapshot
+
+    out = []
+    for engine in engines:
+        snap = latest_snapshot(engine)
+        if snap is not None:
+            out.append((engine, snap.data))
+    return out
+
+
+def audit(engines, *, overrides=None, only_engine=None):
+    """Every check over ENGINES (one box's), worst first. ONLY_ENGINE: that engine's results
+    (box-wide checks: those naming it)."""
+    snaps = snapshots_of(engines)
+    results = []
+    for key, check in CHECKS.items():
+        results += check.run(snaps, settings=settings_for(key, overrides))
+    if only_engine is not None:
+        name = only_engine.name
+        results = [r for r in results if r.subject == name or name in r.subject.split(" + ") or r.subject == "box"]
+    return sorted(results, key=lambda r: (ORDER[r.status], r.subject, r.check))
+
+
+def audit_host(host, *, overrides=None):
+    from dashboard.models import Engine
+
+    engines = list(Engine.objects.filter(host=host, retired_at__isnull=True).order_by("name"))
+    return audit(engines, overrides=overrides)
