@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .views import charts, engines, health, hosts, overview, plotly_js
+from .views import audit, charts, engines, health, hosts, overview, plotly_js
 
 urlpatterns = [
     path("", overview.overview, name="overview"),
@@ -8,6 +8,8 @@ urlpatterns = [
     path("engines/", engines.engine_list, name="engine-list"),
     path("engines/<str:name>/", engines.engine_detail, name="engine-detail"),
     path("hosts/<str:name>/", hosts.host_detail, name="host-detail"),
+    path("hosts/<str:name>/audit/", audit.host_audit, name="host-audit"),
+    path("engines/<str:name>/audit/", audit.engine_audit, name="engine-audit"),
     path("coresidency/", hosts.coresidency, name="coresidency"),
     path("live/alerts/", overview.firing_alerts_partial, name="live-alerts"),
     path("charts/engine/<str:name>.json", charts.engine_chart_json, name="chart-engine"),
