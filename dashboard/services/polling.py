@@ -83,18 +83,27 @@ def states_read(states: States, keys):
         states.update({key: found.get(name) or {} for name, key in missing.items()})
 
 
+# Bodies larger than this are parsed on a worker thread, so the loop goes on serving the other
+# engines' sockets meanwhile; smaller ones parse in well under a millisecond, less than the
+# hand-off to a thread costs. Either way the parse is bounded (collectors/prom.Limits).
+INLINE_PARSE_BYTES = 256 * 1024
+
+
+async def _snapshot(coll, bodies):
+    size = sum(len(b.content) for b in bodies.values() if isinstance(b, http.Response))
+    return await asyncio.to_thread(coll.snapshot, bodies) if size > INLINE_PARSE_BYTES else coll.snapshot(bodies)
+
+
 async def _fetch(client, engine, refresh=True, static_kv=None):
-    """One engine's answer. Its bodies are parsed on a worker thread, so the loop goes on
-    serving the other engines' sockets meanwhile (the parse is bounded: prom.Limits)."""
     coll = collector_for(engine.kind)
     bodies = await coll.fetch(client, engine.base_url, timeout=poll_timeout(engine), refresh=refresh)
-    snap = await asyncio.to_thread(coll.snapshot, bodies)
+    snap = await _snapshot(coll, bodies)
     if not refresh and snap.up and _static_stale(snap.kv, static_kv or {}):
         # The pool changed between two polls: the engine restarted faster than the probe saw,
         # so the window and models carried from before may be wrong too. Re-read them now.
         refresh = True
         bodies = await coll.fetch(client, engine.base_url, timeout=poll_timeout(engine), refresh=True)
-        snap = await asyncio.to_thread(coll.snapshot, bodies)
+        snap = await _snapshot(coll, bodies)
     snap.info["refreshed"] = refresh
     return Fetched(snap, time.time())
 
