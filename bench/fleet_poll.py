@@ -51,10 +51,10 @@ def main():
     import django
 
     django.setup()
+    from _fleet import retire, watch_only
     from django.core.management import call_command
     from django.db import connection
 
-    from _fleet import retire, watch_only
     from dashboard.models import Host
     from dashboard.services.resident import ResidentPoller
 

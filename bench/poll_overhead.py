@@ -117,9 +117,9 @@ def main():
     import django
 
     django.setup()
+    from _fleet import watch_only
     from django.core.management import call_command
 
-    from _fleet import watch_only
     from dashboard.models import Engine, Host
 
     call_command("migrate", verbosity=0)

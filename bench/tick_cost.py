@@ -55,13 +55,13 @@ def main():
     import django
 
     django.setup()
+    from _fleet import watch_only
     from django.core.management import call_command
 
     from dashboard.alerts import evaluate as alert_evaluate
     from dashboard.collectors import hostread, store
     from dashboard.live.publish import LivePublisher
-    from _fleet import watch_only
-    from dashboard.models import Engine, Host
+    from dashboard.models import Host
     from dashboard.services import polling, resident
 
     call_command("migrate", verbosity=0)

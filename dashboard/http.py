@@ -216,7 +216,7 @@ def request(method, url, *, timeout, max_bytes=DEFAULT_MAX_BYTES, ok_statuses=No
 
 def _has_elapsed(raw):
     try:
-        raw.elapsed
+        _ = raw.elapsed  # httpx raises until the response is closed
     except RuntimeError:
         return False
     return True

@@ -14,9 +14,9 @@ import time
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from .rule_config import rule_settings
 from .lifecycle import Finding, alert_observe
 from .models import AlertEvent, AlertRule, AlertRuleOverride, RuleState
+from .rule_config import rule_settings
 from .rules import rules_for
 
 log = logging.getLogger(__name__)

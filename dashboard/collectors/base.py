@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from dashboard import http
 
-REGISTRY: dict[str, "EngineCollector"] = {}
+REGISTRY: dict[str, EngineCollector] = {}
 
 
 def register(cls):

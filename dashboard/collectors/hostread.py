@@ -1,9 +1,10 @@
 """One host reading: memory, PSI, GPUs, compiler processes, and the engines' units and
 journal. Runs on the host itself (that box's worker's resident poller). Every source fails alone."""
 import time
-
-from dashboard.collectors import gpu, host as hostsrc, processes, systemd
 from typing import NamedTuple
+
+from dashboard.collectors import gpu, processes, systemd
+from dashboard.collectors import host as hostsrc
 
 JOURNAL_EVERY_S = 10.0  # and at once when a unit's state moved: the journal says *why*
 # After a process scan that found no compiler, the next one comes this much later: a compile

@@ -10,7 +10,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone as dt_timezone
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from django.conf import settings
@@ -148,7 +148,7 @@ class PendingWrites:
     def add_engine(self, engine, fetched: Fetched, states: States) -> dict[str, Any]:
         """Derive ENGINE's reading from what was fetched and hold its rows; STATES gets its new
         collector state. A KV-pool ledger row is written at once (it is rare and kept for ever)."""
-        now = datetime.fromtimestamp(fetched.at, tz=dt_timezone.utc)
+        now = datetime.fromtimestamp(fetched.at, tz=UTC)
         reading, new_state, values = _engine_reading(engine, fetched.snapshot, fetched.at, now, states)
         key = StateKey("engine", engine.pk)
         states[key] = new_state

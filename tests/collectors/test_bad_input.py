@@ -1,16 +1,14 @@
 """Engines answering garbage, against real servers on 127.0.0.1: every case is a failed
 reading with its reason stored, never an exception, and the next poll proceeds."""
 import socket
-import threading
 import time
 
 import pytest
 
 from dashboard import http
 from dashboard.models import Engine
-from dashboard.services import polling
-from tests.polls import poll, poll_one
 from tests.collectors.conftest import fixture_bytes
+from tests.polls import poll, poll_one
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MODELS = fixture_bytes("vllm", "0.33.0_v1_models.json")

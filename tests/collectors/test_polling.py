@@ -7,8 +7,8 @@ import pytest
 from dashboard.models import Engine, KVPoolEntry
 from dashboard.selectors.series import latest_value
 from dashboard.services import polling
-from tests.polls import poll, poll_one
 from tests.collectors.conftest import fixture_bytes
+from tests.polls import poll, poll_one
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
