@@ -227,7 +227,46 @@ def observe_engine(engine, unit_cfg, *, account=None, now=None):
                 if entry is not None:
                     snap.logged_entry_id = entry.pk
                     snap.save(update_fields=["logged_entry_id"])
+    if account and snap is not None:  # the engine answered: what runs now is known
+        try:
+            check_drift(engine, data)
+        except Exception:
+            log.exception("config drift of %s not checked", engine.name)
     return snap
+
+
+# --- drift: the log's newest human-written flag lines against what runs ------------------------
+
+def _norm(value):
+    text = str(value).strip().replace(",", "").replace("_", "")
+    return text.lower()
+
+
+def check_drift(engine, data):
+    """Fire `config_drift` for each flag whose newest human-written change-log line (an entry
+    naming ENGINE, not written by SparkOps) disagrees with the running value; resolve the others."""
+    from dashboard.alerts.services import external_alert_fire, external_alert_resolve
+    from dashboard.changelog.models import FlagChange
+
+    running = _flags_of(data)
+    lines = (FlagChange.objects.filter(entry__engines=engine, flag__startswith="-")
+             .exclude(entry__author__isnull=True, entry__author_name=AUTHOR)
+             .select_related("entry").order_by("-entry__effective_at", "-entry_id", "-position"))
+    newest = {}
+    for line in lines:
+        newest.setdefault(line.flag, line)
+    for flag, line in newest.items():
+        subject = f"{engine.name} {flag}"
+        now_value = running.get(flag)
+        if now_value is None or _norm(line.new) == _norm(flagmodel.render(now_value)):
+            external_alert_resolve(rule="config_drift", engine=engine, subject=subject)
+            continue
+        origin = _origin(data, flag)
+        external_alert_fire(rule="config_drift", severity="warning", engine=engine, subject=subject,
+                            cause=origin.rsplit("/", 1)[-1] if origin else "",
+                            message=(f"{flag}: the change log says {line.new} (entry {line.entry_id}, "
+                                     f"{line.entry.effective_at:%Y-%m-%d %H:%M}) but {engine.name} runs "
+                                     f"{flagmodel.render(now_value)}, set in {origin or 'the unit'}"))
 
 
 # --- the difference, and the change log ------------------------------------------------------

@@ -81,3 +81,39 @@ def test_a_window_raise_writes_the_observed_entry_with_the_file_and_ledger_row(b
     assert [e.url for e in entry.evidence.all()] == [f"/changelog/ledgers/#kv-{row.pk}"]
     # The next tick (within the minute, nothing moved) observes nothing: a time check only.
     assert poller.launch.tick(engines=list(engines.values()), units=result.host["units"]) == []
+
+
+def test_a_later_drop_in_still_at_the_old_value_is_config_drift_naming_it(box_engines, sim_box):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dashboard.alerts.models import AlertEvent
+    from dashboard.changelog.grammar import FlagLine
+    from dashboard.changelog.services import entry_create
+
+    nemotron = box_engines["nemotron"]
+    engines = {"nemotron": nemotron}
+    tick(engines)
+    entry_create(author_name="alice", effective_at=timezone.now() - timedelta(minutes=1), kind="flag_change",
+                 title="Raise --max-model-len 131072 → 262144 on nemotron", engines=[nemotron],
+                 flags=[FlagLine("--max-model-len", "131072", "262,144")])
+    port = sim_box.url("nemotron").rsplit(":", 1)[1]
+    sim_box.dropin("nemotron", "20-window.conf", WINDOW.format(port=port, n=262144))
+    sim_box.dropin("nemotron", "30-old.conf", WINDOW.format(port=port, n=131072))  # sorted after: it wins
+    sim_box.restart("nemotron")
+    sim_box.wait_ready("nemotron")
+    tick(engines)
+    event = AlertEvent.objects.get(rule="config_drift")
+    assert event.state == "firing" and event.engine_id == nemotron.pk
+    assert "--max-model-len: the change log says 262,144" in event.message and "runs 131072" in event.message
+    assert "/etc/systemd/system/nemotron.service.d/30-old.conf" in event.message
+    # The drop-in is fixed, the engine restarts: the drift resolves and the observed entry appears.
+    sim_box.dropin("nemotron", "30-old.conf", None)
+    sim_box.restart("nemotron")
+    sim_box.wait_ready("nemotron")
+    tick(engines)
+    event.refresh_from_db()
+    assert event.state == "resolved"
+    latest = ConfigSnapshot.objects.filter(engine=nemotron).order_by("-id").first()
+    assert latest.data["flags"]["flags"]["--max-model-len"] == "262144" and latest.logged_entry_id
