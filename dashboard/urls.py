@@ -1,12 +1,14 @@
 from django.urls import path
 
-from .views import audit, charts, engines, health, hosts, overview, plotly_js
+from .views import audit, charts, engines, health, hosts, metrics, overview, plotly_js
 
 urlpatterns = [
     path("", overview.overview, name="overview"),
     path("healthz", health.healthz, name="healthz"),
+    path("metrics", metrics.metrics, name="metrics"),
     path("engines/", engines.engine_list, name="engine-list"),
     path("engines/<str:name>/", engines.engine_detail, name="engine-detail"),
+    path("engines/<str:name>/restart/", engines.engine_restart, name="engine-restart"),
     path("hosts/<str:name>/", hosts.host_detail, name="host-detail"),
     path("hosts/<str:name>/audit/", audit.host_audit, name="host-audit"),
     path("engines/<str:name>/audit/", audit.engine_audit, name="engine-audit"),

@@ -4,6 +4,7 @@ goes to the journal) a line carries no timestamp of its own: the journal stamps 
 import json
 import logging
 import os
+from datetime import UTC, datetime
 
 FORMATS = ("plain", "json")
 
@@ -33,9 +34,7 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
     def formatTime(self, record, datefmt=None):
-        from datetime import datetime, timezone
-
-        return datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds")
+        return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
 
 
 def formatters(log_format, journald):

@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "dashboard.alerts",
     "dashboard.changelog",
     "dashboard.bench",
+    "dashboard.tokens",
 ]
 
 MIDDLEWARE = [
@@ -78,6 +79,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # `Authorization: Bearer` API tokens on /api/… and /metrics: read-only, 401 when wrong.
+    "dashboard.tokens.middleware.ApiTokenMiddleware",
     # Every page needs a login unless its view is marked @login_not_required.
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

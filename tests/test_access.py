@@ -6,6 +6,8 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 PUBLIC = {"login", "healthz"}
+# For scrapers: no login page, 401 without an API token (tests/test_metrics_tokens.py).
+TOKEN_ONLY = {"metrics"}
 SAMPLE_ARGS = {"int": "1", "str": "x", "slug": "x", "uuid": "00000000-0000-0000-0000-000000000000", "path": "x"}
 
 
@@ -49,6 +51,9 @@ def test_anonymous_is_sent_to_login_everywhere_but_login_and_healthz(client):
         if name in PUBLIC:
             continue
         path = _sample_path(route)
+        if name in TOKEN_ONLY:
+            assert client.get(path).status_code == 401 and client.post(path).status_code == 401, name
+            continue
         response = client.get(path)
         assert response.status_code == 302, f"{name} ({path}) answered {response.status_code} to anonymous"
         assert response["Location"].startswith("/login/"), f"{name} ({path}) redirects elsewhere"
