@@ -3,6 +3,7 @@ tasks: each worker's resident poller runs them on the clock (dashboard/services/
 from celery import shared_task
 
 from dashboard.collectors import store
+from dashboard.unit_actions import unit_restart  # noqa: F401 — registered with the worker
 
 
 @shared_task(name="collectors.rollups_minute", ignore_result=True)

@@ -15,6 +15,9 @@ class Host(models.Model):
     last_report_at = models.DateTimeField(null=True, blank=True)
     # The last host reading as `sparkops poll --json` prints it: host, gpus, processes.
     latest = models.JSONField(default=dict, blank=True)
+    # Set by the box's worker when it starts: its SPARKOPS_UNIT_ACTIONS (the Restart button on down cards).
+    unit_actions = models.BooleanField(default=False, editable=False,
+                                       help_text="This box's worker runs unit actions (SPARKOPS_UNIT_ACTIONS=1)")
 
     class Meta:
         ordering = ["name"]

@@ -44,3 +44,12 @@ def ratio(value, whole):
     """value/whole as a 0–100 width for a bar; 0 when either is missing."""
     a, b = _number(value), _number(whole)
     return 0 if not a or not b else max(0, min(100, round(a / b * 100)))
+
+
+@register.inclusion_tag("dashboard/partials/_unit_fix.html")
+def unit_fix(engine):
+    """A down card's fix: the unit's commands to copy, and the Restart form where the box allows it
+    (shown to admins only; the card is pushed alike to every browser, the server checks the role)."""
+    from dashboard.unit_actions import can_restart, fix_commands
+
+    return {"engine": engine, "commands": fix_commands(engine), "restartable": can_restart(engine)}

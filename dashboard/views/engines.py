@@ -1,9 +1,13 @@
-from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.live.cards import engine_card_context
 from dashboard.live.ranges import PRESETS
 from dashboard.models import Engine
+from dashboard.roles import role_required
 
 
 @require_GET
@@ -17,3 +21,25 @@ def engine_detail(request, name):
     others = Engine.objects.exclude(pk=engine.pk).filter(retired_at__isnull=True).values_list("name", flat=True)
     return render(request, "dashboard/engine_detail.html",
                   {**engine_card_context(engine), "ranges": list(PRESETS), "others": list(others)})
+
+
+@require_POST
+@role_required("admin")
+def engine_restart(request, name):
+    """The down card's Restart button: queued on the engine's own box (dashboard.unit_actions)."""
+    from dashboard.unit_actions import restart_request
+
+    engine = get_object_or_404(Engine.objects.select_related("host"), name=name)
+    if not engine.unit or request.POST.get("confirm") != engine.unit:
+        messages.error(request, f"Not restarted: confirm the restart of {engine.unit or engine.name} first.")
+    else:
+        try:
+            restart_request(engine=engine, user=request.user)
+            messages.success(request, f"Restart of {engine.unit} sent to {engine.host.name}'s worker; "
+                                      "its outcome will be on the alert's timeline and in the change log.")
+        except ValidationError as exc:
+            messages.error(request, "Not restarted: " + "; ".join(exc.messages))
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return redirect(target)
+    return redirect("engine-detail", name=engine.name)

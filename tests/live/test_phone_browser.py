@@ -61,3 +61,103 @@ def test_a_fresh_start_fires_nothing_and_shades_no_chart(stack, browser, operato
     page.wait_for_selector("#chart-tokens .main-svg", timeout=10000)
     ops.shot("engine-detail-fresh")
     assert not ops.errors, ops.errors
+
+
+def _start_worker(tmp_path, host_name, *, unit_actions):
+    """A real `sparkops worker` for HOST_NAME's queue (no poller: the test's own polls), with the
+    test systemctl that restarts through the simulator's control API."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from django.db import connection
+
+    from .stack import ROOT
+
+    control = json.loads((tmp_path / "engines.json").read_text().splitlines()[0])["control"]
+    name = connection.settings_dict["NAME"]
+    url = f"sqlite:///{name}" if connection.vendor == "sqlite" else f"postgres://postgres@127.0.0.1:5432/{name}"
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "sparkops.settings",
+           "SPARKOPS_UNIT_ACTIONS": "1" if unit_actions else "0", "SPARKOPS_SIM_CONTROL": control,
+           "SPARKOPS_SYSTEMCTL": str(ROOT / "tests" / "live" / "bin" / "unit-systemctl"),
+           "UNIT_ACTIONS_LOG": str(tmp_path / "unit-actions.log")}
+    env.pop("SPARKOPS_TEST_DB_NAME", None)
+    log = open(tmp_path / "worker.log", "w")
+    return subprocess.Popen([sys.executable, "-m", "sparkops.cli", "worker", "--host", host_name, "--no-poller",
+                             "--concurrency", "1"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_down_card_carries_its_fix_and_an_admin_restarts_it_through_the_boxs_worker(
+        stack, browser, viewer, admin_user, tmp_path, size):
+    import httpx
+
+    from dashboard.alerts.models import AlertEvent, AlertNote
+    from dashboard.changelog.models import Entry
+    from dashboard.models import Host
+
+    from .stack import stop
+
+    worker = _start_worker(tmp_path, stack.host.name, unit_actions=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not Host.objects.get(pk=stack.host.pk).unit_actions:
+            assert worker.poll() is None and time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-3000:]
+            time.sleep(0.2)
+        vllm = stack.engines["sim-vllm"]
+        admin = SizedSession(browser, stack.base, admin_user, size)
+        admin.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=stack.base)
+        page = admin.page
+        _live(page)
+        card = page.locator(f"#engine-card-{vllm.id}")
+        card.and_(page.locator(".status-up")).wait_for(timeout=15000)
+        assert card.locator("[data-field=fix]").count() == 0  # an up card carries no fix
+        assert httpx.post(vllm.url.rstrip("/") + "/_sim/fault", json={"kind": "exit0"}, timeout=5).status_code == 200
+        card.and_(page.locator(".status-down")).wait_for(timeout=10000)
+        fix = card.locator("[data-field=fix]")
+        fix.wait_for(timeout=10000)
+        button = card.locator("form.unit-restart button[type=submit]")
+        button.wait_for(state="visible", timeout=15000)  # the box's worker allows it: shown to an admin
+        text = fix.inner_text()
+        for command in ("sudo systemctl restart sim-vllm.service", "sudo systemctl reset-failed sim-vllm.service",
+                        "Restart=always", "daemon-reload"):
+            assert command in text, text
+        fix.locator("button[data-copy]").first.click()
+        wait_for_js(page, "!!document.querySelector('button[data-copy][data-copied]')")
+        assert page.evaluate("navigator.clipboard.readText()") == "sudo systemctl restart sim-vllm.service"
+        right = page.evaluate(f"document.getElementById('engine-card-{vllm.id}').getBoundingClientRect().right")
+        assert right <= SIZES[size][0], f"the card ends at {right} px"
+        fix.scroll_into_view_if_needed()
+        admin.shot("overview-down-fix")
+
+        viewer_session = SizedSession(browser, stack.base, viewer, size)
+        viewer_card = viewer_session.page.locator(f"#engine-card-{vllm.id}")
+        viewer_card.locator("[data-field=fix]").wait_for(timeout=10000)
+        assert not viewer_card.locator("form.unit-restart").is_visible(), "a viewer sees the Restart button"
+
+        page.once("dialog", lambda d: d.dismiss())  # a slip of the thumb: nothing happens
+        button.click()
+        page.wait_for_timeout(300)
+        assert not AlertNote.objects.filter(kind="unit_action").exists()
+        page.once("dialog", lambda d: d.accept())
+        button.click()
+        page.locator(".messages", has_text="Restart of sim-vllm.service sent").wait_for(timeout=10000)
+        event = AlertEvent.objects.filter(engine=vllm, rule="engine_down").latest("started_at")
+        deadline = time.monotonic() + 30
+        while not AlertNote.objects.filter(event=event, kind="unit_action", text__endswith=": done").exists():
+            assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-3000:]
+            time.sleep(0.2)
+        page.locator(f"#engine-card-{vllm.id}.status-up").wait_for(timeout=20000)
+        notes = list(AlertNote.objects.filter(event=event, kind="unit_action").values_list("text", flat=True))
+        assert notes[0].startswith("Restart of sim-vllm.service requested by ada")
+        assert notes[1] == "systemctl restart sim-vllm.service on spark-sim: done"
+        assert set(Entry.objects.filter(kind="incident_note").values_list("title", flat=True)) == set(notes)
+        assert (tmp_path / "unit-actions.log").read_text().splitlines() == [
+            '["reset-failed", "sim-vllm.service"]', '["restart", "sim-vllm.service"]']
+        page.goto(f"{stack.base}/alerts/{event.pk}/")
+        page.get_by_text("systemctl restart sim-vllm.service on spark-sim: done").first.wait_for(timeout=5000)
+        admin.shot("alert-restart-timeline")
+        assert not admin.errors and not viewer_session.errors, admin.errors + viewer_session.errors
+    finally:
+        stop(worker)

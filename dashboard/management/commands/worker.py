@@ -39,6 +39,8 @@ class Command(BaseCommand):
 
         name = opts["host"] or settings.SPARKOPS_HOST_NAME
         host, _ = Host.objects.get_or_create(name=name)
+        # What the web shows on this box's down cards: a Restart button only where this worker runs it.
+        Host.objects.filter(pk=host.pk).update(unit_actions=settings.SPARKOPS_UNIT_ACTIONS)
         queues = ["celery", host.queue, *[q for q in opts["queues"].split(",") if q]]
         argv = ["worker", "--pool=threads", f"--concurrency={max(1, opts['concurrency'])}",
                 f"--loglevel={opts['loglevel']}", f"--queues={','.join(queues)}", f"--hostname={name}@%h",

@@ -1,0 +1,113 @@
+"""The fix on the page: the exact systemd commands for a down engine's unit, and (for admins, on a
+box whose worker runs with SPARKOPS_UNIT_ACTIONS=1) a restart through that box's own worker queue.
+
+The web never runs systemctl itself: the restart is a Celery task on the queue `host.<name>`, so it
+runs on the box that owns the unit, and that worker refuses it unless its own environment allows it.
+Every request and its outcome is written on the alert's timeline and in the change log."""
+import logging
+import shlex
+import subprocess
+
+from celery import shared_task
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from dashboard.roles import require_role
+
+log = logging.getLogger(__name__)
+DROPIN = "50-sparkops-restart.conf"
+DROPIN_TEXT = "[Unit]\nStartLimitIntervalSec=600\nStartLimitBurst=5\n\n[Service]\nRestart=always\nRestartSec=5\n"
+RESTART_TIMEOUT_S = 120
+
+
+def fix_commands(engine):
+    """[(label, command)] for ENGINE's unit, to copy and paste into a shell on its box; [] without a unit."""
+    unit = engine.unit
+    if not unit:
+        return []
+    u = shlex.quote(unit)
+    folder = shlex.quote(f"/etc/systemd/system/{unit}.d")
+    printf = "printf " + shlex.quote(DROPIN_TEXT.replace("\n", "\\n"))
+    return [
+        ("Start it again", f"sudo systemctl restart {u}"),
+        ("After “start request repeated too quickly” (start limit hit)", f"sudo systemctl reset-failed {u}"),
+        ("Restart it on every exit from now on (a drop-in setting Restart=always)",
+         f"sudo mkdir -p {folder} && {printf} | sudo tee {folder}/{DROPIN} && sudo systemctl daemon-reload"),
+    ]
+
+
+def can_restart(engine):
+    """The box allows unit actions (its worker said so when it started) and the engine has a unit."""
+    return bool(engine.unit and engine.host_id and getattr(engine.host, "unit_actions", False))
+
+
+def _open_event(engine):
+    from dashboard.alerts.models import AlertEvent
+
+    return (AlertEvent.objects.filter(engine=engine, state__in=AlertEvent.OPEN_STATES)
+            .order_by("severity", "-started_at").first())  # "critical" sorts before "warning"
+
+
+def _note(engine, event, kind, text, *, user=None):
+    """TEXT on the alert's timeline (when one is open) and in the change log as an incident note."""
+    from dashboard.alerts.notes import note_add
+    from dashboard.changelog.services import entry_create
+
+    if event is not None:
+        note_add(event, kind, text, user=user)
+    entry_create(author=user, author_name="" if user else "sparkops", effective_at=timezone.now(),
+                 title=text[:200], kind="incident_note", engines=[engine], units=engine.unit,
+                 body_md=f"From the engine card of {engine.name} on {engine.host.name}."
+                 + (f" Alert #{event.pk} ({event.rule})." if event is not None else ""))
+
+
+def restart_request(*, engine, user):
+    """Queue a restart of ENGINE's unit on its box's worker; returns the alert event it was noted on (or None)."""
+    require_role(user, "admin")
+    if not engine.unit:
+        raise ValidationError(f"{engine.name} has no systemd unit to restart.")
+    if not can_restart(engine):
+        raise ValidationError(f"Unit actions are off on {engine.host.name if engine.host_id else 'its box'}: "
+                              "start that box's worker with SPARKOPS_UNIT_ACTIONS=1 to allow them.")
+    with transaction.atomic():
+        event = _open_event(engine)
+        _note(engine, event, "unit_action",
+              f"Restart of {engine.unit} requested by {user.username} (through {engine.host.queue})", user=user)
+        args = [engine.pk, event.pk if event is not None else None, user.pk]
+        transaction.on_commit(lambda: unit_restart.apply_async(args=args, queue=engine.host.queue))
+    return event
+
+
+def _run(*args):
+    argv = [*shlex.split(settings.SPARKOPS_SYSTEMCTL), *args]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=RESTART_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, str(exc)
+    out = (done.stderr or done.stdout or "").strip().splitlines()
+    return done.returncode == 0, (out[-1] if out else f"exit status {done.returncode}")
+
+
+@shared_task(name="dashboard.unit_restart", ignore_result=True)
+def unit_restart(engine_id, event_id, user_id):
+    """On the unit's own box: reset-failed, then restart; the outcome goes where the request went."""
+    from django.contrib.auth import get_user_model
+
+    from dashboard.alerts.models import AlertEvent
+    from dashboard.models import Engine
+
+    engine = Engine.objects.select_related("host").get(pk=engine_id)
+    event = AlertEvent.objects.filter(pk=event_id).first() if event_id else None
+    user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
+    if not settings.SPARKOPS_UNIT_ACTIONS:
+        _note(engine, event, "unit_action",
+              f"Restart of {engine.unit} refused on {engine.host.name}: SPARKOPS_UNIT_ACTIONS is not set on its worker")
+        return
+    _run("reset-failed", engine.unit)  # a unit past its start limit refuses a plain restart
+    ok, detail = _run("restart", engine.unit)
+    text = (f"systemctl restart {engine.unit} on {engine.host.name}: done" if ok
+            else f"systemctl restart {engine.unit} on {engine.host.name} failed: {detail}")
+    log.info("unit action by %s: %s", user, text)
+    _note(engine, event, "unit_action", text)
