@@ -8,6 +8,16 @@ from django.conf import settings
 from dashboard.roles import set_role
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _close_the_main_threads_http_client():
+    """Tests that tick a poller in the main thread leave its event loop and aiohttp session
+    open; close them while the session's output is still captured."""
+    yield
+    from dashboard.collectors import runner
+
+    runner.close()
+
+
 def _user(django_user_model, name, role):
     user = django_user_model.objects.create_user(username=name, password=f"{name}-password-123")
     set_role(user, role)

@@ -117,40 +117,37 @@ def test_readings_are_evaluated_every_tick_and_stored_every_flush_interval(fleet
         Engine.objects.filter(pk=fleet["vllm"].pk).update(url=sims.urls[0], status="up")
         Engine.objects.filter(pk=fleet["llama"].pk).delete()
         vllm = Engine.objects.get(pk=fleet["vllm"].pk)
-        try:
-            poller = ResidentPoller("spark-1", duties={}, flush_interval=60)
-            evaluate = poller.alerts.rule_rows
-            poller.alerts.rule_rows = lambda keys, *a: (polled.append(keys), evaluate(keys, *a))[1]
-            poller.metrics_tick()  # a poller's first tick (the engine's first reading) is stored at once
-            first = Engine.objects.get(pk=vllm.pk).last_poll_at
-            stored = Sample.objects.filter(series__engine=vllm).count()
-            assert first is not None and stored > 0
+        poller = ResidentPoller("spark-1", duties={}, flush_interval=60)
+        evaluate = poller.alerts.rule_rows
+        poller.alerts.rule_rows = lambda keys, *a: (polled.append(keys), evaluate(keys, *a))[1]
+        poller.metrics_tick()  # a poller's first tick (the engine's first reading) is stored at once
+        first = Engine.objects.get(pk=vllm.pk).last_poll_at
+        stored = Sample.objects.filter(series__engine=vllm).count()
+        assert first is not None and stored > 0
 
-            def due_again():  # as if the engine's interval had passed
-                poller.engines[0].last_poll_at -= timedelta(seconds=5)
+        def due_again():  # as if the engine's interval had passed
+            poller.engines[0].last_poll_at -= timedelta(seconds=5)
 
-            due_again()
-            poller.metrics_tick()  # rates need two readings: their series are new
-            due_again()
-            with CaptureQueriesContext(connection) as queries:
-                poller.metrics_tick()
-            assert len(polled) == 6  # the alerts were evaluated every tick, the host's and the engine's
-            # A steady tick reads and writes nothing but the alerts' open events: the readings are held.
-            assert [q["sql"] for q in queries.captured_queries if "alerts_alertevent" not in q["sql"]] == []
-            assert Sample.objects.filter(series__engine=vllm).count() == stored
-            assert Engine.objects.get(pk=vllm.pk).last_poll_at == first
-            # The engine's metrics endpoint breaks: a status change is stored at once, with what was held.
-            poller.engines[0].url = "http://127.0.0.1:9"
-            due_again()
+        due_again()
+        poller.metrics_tick()  # rates need two readings: their series are new
+        due_again()
+        with CaptureQueriesContext(connection) as queries:
             poller.metrics_tick()
-            row = Engine.objects.get(pk=vllm.pk)
-            assert row.status == "down" and row.last_poll_at > first
-            ups = Sample.objects.filter(series__engine=vllm, series__metric="up").order_by("ts").values_list("value", flat=True)
-            assert list(ups) == [1.0, 1.0, 1.0, 0.0]
-            host = Host.objects.get(name="spark-1")
-            assert host.last_report_at is not None and Sample.objects.filter(series__host=host).exists()
-        finally:
-            pass
+        assert len(polled) == 6  # the alerts were evaluated every tick, the host's and the engine's
+        # A steady tick reads and writes nothing but the alerts' open events: the readings are held.
+        assert [q["sql"] for q in queries.captured_queries if "alerts_alertevent" not in q["sql"]] == []
+        assert Sample.objects.filter(series__engine=vllm).count() == stored
+        assert Engine.objects.get(pk=vllm.pk).last_poll_at == first
+        # The engine's metrics endpoint breaks: a status change is stored at once, with what was held.
+        poller.engines[0].url = "http://127.0.0.1:9"
+        due_again()
+        poller.metrics_tick()
+        row = Engine.objects.get(pk=vllm.pk)
+        assert row.status == "down" and row.last_poll_at > first
+        ups = Sample.objects.filter(series__engine=vllm, series__metric="up").order_by("ts").values_list("value", flat=True)
+        assert list(ups) == [1.0, 1.0, 1.0, 0.0]
+        host = Host.objects.get(name="spark-1")
+        assert host.last_report_at is not None and Sample.objects.filter(series__host=host).exists()
     # What a poller held when it stops is stored.
     poller.engines[0].last_poll_at -= timedelta(seconds=5)
     poller.metrics_tick()
