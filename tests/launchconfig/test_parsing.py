@@ -35,6 +35,9 @@ ExecStart=
 ExecStart=/opt/vllm/bin/vllm serve nvidia/Nemotron --max-model-len 262144 $VLLM_ARGS
 
 # /etc/systemd/system/nemotron.service.d/30-old.conf
+[Unit]
+After=
+After=q38.service
 [Service]
 ExecStart=
 ExecStart=/opt/vllm/bin/vllm serve nvidia/Nemotron --max-model-len=131072 $VLLM_ARGS
@@ -69,7 +72,7 @@ def test_the_last_drop_in_wins_and_each_word_knows_its_file():
     assert parsed.flags["--max-num-seqs"] == "128" and parsed.origins["--max-num-seqs"] == PATHS[0]
     assert eff["directives"]["Restart"] == {"value": "always", "file": PATHS[2]}
     assert [s["file"] for s in eff["shadowed"]] == [PATHS[0], PATHS[1]]
-    assert eff["edges"]["After"] == ["network-online.target"]
+    assert eff["edges"]["After"] == ["q38.service"]  # an empty After= resets the list, as in systemd
     fragment_only = unitconfig.effective([unitconfig.UnitFile(PATHS[0], texts[PATHS[0]])])
     spec = flags.parse_argv("vllm", fragment_only["exec_start"]["argv"]).flags["--speculative-config"]
     assert spec == {"method": "mtp", "num_speculative_tokens": 2}  # a JSON value survives (show's argv[] would not)
