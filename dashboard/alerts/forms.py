@@ -11,7 +11,7 @@ class ChannelForm(forms.Form):
     name = forms.CharField(max_length=63)
     kind = forms.ChoiceField(choices=NotificationChannel.Kind.choices)
     address = forms.CharField(required=False, max_length=254)
-    url = forms.CharField(required=False, max_length=500)
+    url = forms.CharField(required=False, max_length=2000)
     secret = forms.CharField(required=False, max_length=200)
     format = forms.ChoiceField(required=False, choices=[("sparkops", "SparkOps JSON"), ("alertmanager", "Alertmanager JSON")])
 
@@ -35,12 +35,20 @@ class ChannelForm(forms.Form):
                 URLValidator(schemes=["http", "https"])(data.get("url") or "")
             except forms.ValidationError:
                 self.add_error("url", "A webhook channel needs an http:// or https:// URL.")
+        elif kind == "apprise":
+            from .transports.apprise import apprise_url_error
+
+            problem = apprise_url_error(data.get("url"))
+            if problem:
+                self.add_error("url", problem)
         return data
 
     def config(self):
         data = self.cleaned_data
         if data["kind"] == "email":
             return {"address": data["address"]}
+        if data["kind"] == "apprise":
+            return {"url": data["url"].strip()}
         return {"url": data["url"], "format": data.get("format") or "sparkops"}
 
 

@@ -19,6 +19,7 @@ class NotificationChannel(models.Model):
     class Kind(models.TextChoices):
         EMAIL = "email", "email"
         WEBHOOK = "webhook", "webhook"
+        APPRISE = "apprise", "Apprise (chat, push)"
 
     class Health(models.TextChoices):
         OK = "ok", "ok"
@@ -27,7 +28,8 @@ class NotificationChannel(models.Model):
     name = models.CharField(max_length=63, unique=True, validators=[NAME_VALIDATOR])
     kind = models.CharField(max_length=8, choices=Kind.choices)
     # Validated per kind by dashboard.alerts.forms.ChannelForm:
-    # email {"address": ...}; webhook {"url": ..., "format": "sparkops"|"alertmanager"}.
+    # email {"address": ...}; webhook {"url": ..., "format": "sparkops"|"alertmanager"};
+    # apprise {"url": an Apprise URL, e.g. ntfy://topic} (checked by Apprise when saved).
     config = models.JSONField(default=dict)
     secret = models.CharField(max_length=200, blank=True, help_text="HMAC-SHA256 key for X-SparkOps-Signature")
     enabled = models.BooleanField(default=True)
@@ -44,7 +46,23 @@ class NotificationChannel(models.Model):
 
     @property
     def target(self):
+        if self.kind == self.Kind.APPRISE:  # its URL holds the service's token: shown masked
+            from .transports.apprise import redacted
+
+            return redacted(self.config.get("url", ""))
         return self.config.get("address") or self.config.get("url") or ""
+
+    def clean(self):
+        """The admin's check (the CLI and forms check through ChannelForm): an Apprise URL
+        Apprise cannot read is refused when saved."""
+        from django.core.exceptions import ValidationError
+
+        if self.kind == self.Kind.APPRISE:
+            from .transports.apprise import apprise_url_error
+
+            problem = apprise_url_error((self.config or {}).get("url", "") if isinstance(self.config, dict) else "")
+            if problem:
+                raise ValidationError({"config": problem})
 
 
 class Route(models.Model):

@@ -1,9 +1,10 @@
 """One transport class per channel kind, looked up in a registry (healthchecks' transports, split)."""
+from .apprise import AppriseTransport
 from .base import Transport, TransportError
 from .email import EmailTransport
 from .webhook import WebhookTransport
 
-REGISTRY = {"email": EmailTransport, "webhook": WebhookTransport}
+REGISTRY = {"email": EmailTransport, "webhook": WebhookTransport, "apprise": AppriseTransport}
 
 
 def transport_for(channel) -> Transport:

@@ -8,7 +8,7 @@ from dashboard.alerts.services import channel_as_dict, channel_create
 
 
 class Command(BaseCommand):
-    help = "Add or list notification channels (email, webhook)."
+    help = "Add or list notification channels (email, webhook, Apprise: chat and push services by URL)."
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
@@ -17,6 +17,8 @@ class Command(BaseCommand):
         target = add.add_mutually_exclusive_group(required=True)
         target.add_argument("--email", metavar="ADDRESS")
         target.add_argument("--webhook", metavar="URL")
+        target.add_argument("--apprise", metavar="URL",
+                            help="an Apprise URL: slack://…, discord://…, tgram://…, ntfy://…, pover://…, json://…")
         add.add_argument("--secret", default="", help="HMAC-SHA256 key for X-SparkOps-Signature (webhook)")
         add.add_argument("--format", choices=["sparkops", "alertmanager"], default="sparkops",
                          help="webhook body format")
@@ -29,12 +31,13 @@ class Command(BaseCommand):
         else:
             self.do_list(**opts)
 
-    def do_add(self, *, name, email, webhook, secret, format, **_):
-        if email and secret:
+    def do_add(self, *, name, email, webhook, apprise, secret, format, **_):
+        if (email is not None or apprise is not None) and secret:
             raise CommandError("--secret applies to webhooks only")
+        kind = "email" if email is not None else "apprise" if apprise is not None else "webhook"
         try:
-            channel = channel_create(name=name, kind="email" if email else "webhook", address=email or "",
-                                     url=webhook or "", secret=secret, format=format)
+            channel = channel_create(name=name, kind=kind, address=email or "",
+                                     url=(apprise if kind == "apprise" else webhook) or "", secret=secret, format=format)
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages)) from None
         self.stdout.write(f"added {channel.kind} channel {channel.name} -> {channel.target}")

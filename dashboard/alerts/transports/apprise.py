@@ -1,0 +1,71 @@
+"""Chat and push channels through Apprise (Slack, Discord, Telegram, ntfy, Pushover, Matrix,
+Teams, Gotify, … each by its URL; https://github.com/caronc/apprise/wiki).
+
+Apprise says only success or failure, so a failure is transient (retried with the outbox's
+backoff until SPARKOPS_ALERT_RETRY_FOR_S) unless the URL itself is invalid, which is refused
+when the channel is saved and is permanent should one slip through. The reason of a failure
+is what Apprise logged while it tried."""
+import logging
+
+import apprise
+
+from .base import Transport, TransportError
+
+NOTIFY_TYPES = {"resolved": apprise.NotifyType.SUCCESS, "test": apprise.NotifyType.INFO}
+SEVERITY_TYPES = {"critical": apprise.NotifyType.FAILURE, "warning": apprise.NotifyType.WARNING}
+
+
+def apprise_url_error(url):
+    """Why URL is not an Apprise URL Apprise can send to, or None when it is."""
+    url = (url or "").strip()
+    if not url:
+        return "An Apprise channel needs a URL (e.g. ntfy://topic, tgram://bot-token/chat-id, json://host/path)."
+    if len(url) > 2000:
+        return "The Apprise URL is longer than 2000 characters."
+    if apprise.Apprise.instantiate(url, suppress_exceptions=True) is None:
+        return (f"Apprise does not read {redacted(url)!r} as a notification URL: check the scheme and "
+                "the fields it needs (https://github.com/caronc/apprise/wiki).")
+    return None
+
+
+def redacted(url):
+    """URL with its secrets (tokens, passwords) masked, as Apprise shows it; for lists and logs."""
+    plugin = apprise.Apprise.instantiate(url, suppress_exceptions=True)
+    if plugin is None:
+        scheme = url.split("://", 1)[0] if "://" in url else ""
+        return f"{scheme}://…" if scheme else "…"
+    return plugin.url(privacy=True)
+
+
+def title_and_body(payload):
+    word = {"resolved": "RESOLVED", "test": "TEST"}.get(payload["transition"], payload["severity"].upper())
+    title = f"[SparkOps {word}] {payload['rule']} on {payload['subject']}"[:250]
+    lines = [payload["message"]]
+    if payload.get("cause"):
+        lines.append(f"Cause: {payload['cause']}")
+    lines.append(f"Started: {payload['started_at']}")
+    if payload.get("resolved_at"):
+        lines.append(f"Resolved: {payload['resolved_at']}")
+    lines.append(payload["link"])
+    return title, "\n".join(lines)
+
+
+def notify_type(payload):
+    return NOTIFY_TYPES.get(payload["transition"]) or SEVERITY_TYPES.get(payload["severity"], apprise.NotifyType.INFO)
+
+
+class AppriseTransport(Transport):
+    def send(self, delivery):
+        url = self.channel.config.get("url", "")
+        problem = apprise_url_error(url)
+        if problem:
+            raise TransportError(problem, permanent=True)
+        notifier = apprise.Apprise()
+        notifier.add(url)
+        title, body = title_and_body(delivery.payload)
+        with apprise.LogCapture(level=logging.WARNING) as said:
+            ok = notifier.notify(title=title, body=body, notify_type=notify_type(delivery.payload),
+                                 body_format=apprise.NotifyFormat.TEXT)
+        if not ok:
+            reason = " ".join(line.strip() for line in said.getvalue().splitlines() if line.strip())[-1000:]
+            raise TransportError(f"Apprise ({redacted(url)}): not delivered" + (f": {reason}" if reason else ""))
