@@ -11,7 +11,36 @@ def firing_alerts(user=None):
     qs = (AlertEvent.objects.filter(state="firing").select_related("engine", "host", "acknowledged_by")
           .order_by("-fired_at", "-pk"))
     rank = {"critical": 0, "warning": 1, "info": 2}
-    return sorted(qs, key=lambda e: rank.get(e.severity, 3))  # a stable sort keeps newest first within a severity
+    events = sorted(qs, key=lambda e: rank.get(e.severity, 3))  # a stable sort keeps newest first within a severity
+    return mark_suppressed(events)
+
+
+def _covers(rule_or_none, engine_id, host_id, event, engine_host_id):
+    """Whether a silence/maintenance row (its rule, engine, host) covers EVENT (as outbox.suppression_of reads it)."""
+    if rule_or_none not in (None, "", event.rule):
+        return False
+    if engine_id is None and host_id is None:
+        return True
+    if engine_id is not None:
+        return engine_id == event.engine_id
+    return host_id in (event.host_id, engine_host_id)
+
+
+def mark_suppressed(events, *, now=None):
+    """Set .silenced_by (the active Silence that covers it, latest end first) and .maintenance (the active
+    window) on each of EVENTS, for the live view's marks; two queries whatever the number of events."""
+    now = now or timezone.now()
+    silences = sorted(Silence.objects.filter(until__gt=now).select_related("created_by"), key=lambda s: s.until,
+                      reverse=True) if events else []
+    windows = list(MaintenanceWindow.objects.filter(starts_at__lte=now, ends_at__gt=now)
+                   .select_related("created_by")) if events else []
+    for event in events:
+        host_of_engine = event.engine.host_id if event.engine_id else None
+        event.silenced_by = next((s for s in silences
+                                  if _covers(s.rule, s.engine_id, s.host_id, event, host_of_engine)), None)
+        event.maintenance = next((w for w in windows
+                                  if _covers(None, w.engine_id, w.host_id, event, host_of_engine)), None)
+    return events
 
 
 def alert_list(*, state="", rule="", engine="", limit=200):

@@ -45,3 +45,30 @@ def test_advisories_never_taint_a_benchmark_run(fleet):
     _event(fleet, "kv_saturated", "warning", 5)
     assert firing_alerts_during(engine=fleet["vllm"], start=now - timedelta(minutes=1), end=now) == [
         "alert kv_saturated (warning) was firing"]
+
+
+def test_marks_name_the_silence_or_window_that_covers_each_alert(fleet, operator):
+    from dashboard.alerts.models import MaintenanceWindow, Silence
+    from dashboard.alerts.selectors import mark_suppressed
+
+    now = timezone.now()
+    kv = _event(fleet, "kv_saturated", "warning", 5)
+    down = _event(fleet, "engine_down", "critical", 3)
+    llama = AlertEvent.objects.create(rule="engine_down", severity="critical", state="firing", engine=fleet["llama"],
+                                      subject="llama-side", message="down", started_at=now, fired_at=now)
+    host_event = AlertEvent.objects.create(rule="memory_pressure", severity="warning", state="firing", host=fleet["host"],
+                                           subject="spark-1", message="PSI", started_at=now, fired_at=now)
+    silence = Silence.objects.create(engine=fleet["vllm"], rule="kv_saturated", until=now + timedelta(hours=1),
+                                     created_by=operator)
+    Silence.objects.create(engine=fleet["vllm"], rule="kv_saturated", until=now - timedelta(minutes=1))  # over
+    marked = {e.pk: e for e in mark_suppressed([kv, down, llama, host_event])}
+    assert marked[kv.pk].silenced_by == silence
+    assert marked[down.pk].silenced_by is None and marked[llama.pk].silenced_by is None
+    assert marked[host_event.pk].silenced_by is None
+    whole_host = Silence.objects.create(host=fleet["host"], until=now + timedelta(hours=2))
+    window = MaintenanceWindow.objects.create(engine=fleet["llama"], starts_at=now - timedelta(minutes=1),
+                                              ends_at=now + timedelta(minutes=30))
+    marked = {e.pk: e for e in mark_suppressed([kv, down, llama, host_event])}
+    assert marked[kv.pk].silenced_by == whole_host  # the one that ends last
+    assert marked[llama.pk].silenced_by == whole_host and marked[llama.pk].maintenance == window
+    assert marked[host_event.pk].silenced_by == whole_host and marked[down.pk].maintenance is None

@@ -26,6 +26,21 @@ class SizedSession(Session):
         return path
 
 
+@pytest.fixture
+def web(tmp_path, monkeypatch):
+    """Only the web server (no simulator, no poller): for pages whose rows the test writes itself."""
+    from types import SimpleNamespace
+
+    from django.db import connection
+
+    from .stack import start_web, stop
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    proc, base = start_web(db_name=connection.settings_dict["NAME"], log_path=tmp_path / "web.log")
+    yield SimpleNamespace(base=base, proc=proc)
+    stop(proc)
+
+
 def _wait_ticks(stack, n, timeout=30):
     """Until the resident poller has run N more metrics ticks (each evaluates every engine's rules)."""
     cycles = stack.poller.poller.cycles
@@ -161,3 +176,40 @@ def test_a_down_card_carries_its_fix_and_an_admin_restarts_it_through_the_boxs_w
         assert not admin.errors and not viewer_session.errors, admin.errors + viewer_session.errors
     finally:
         stop(worker)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_silenced_and_acknowledged_alerts_are_marked_on_the_overview(web, fleet, browser, operator, size):
+    from dashboard.alerts.services import external_alert_fire
+
+    down = external_alert_fire(rule="engine_down", severity="critical", engine=fleet["llama"], subject="llama-side",
+                               message="llama-side exited with status 0", cause="exit0_no_restart")
+    kv = external_alert_fire(rule="kv_saturated", severity="warning", engine=fleet["vllm"], subject="vllm-main",
+                             message="KV cache 99 % full")
+    ops = SizedSession(browser, web.base, operator, size)
+    page = ops.page
+    _live(page)
+    row = page.locator(f"#alert-{down.pk}")
+    row.wait_for(timeout=10000)
+    assert row.locator(".mark").count() == 0, "a fresh alert carries no mark"
+    row.locator("button", has_text="Ack").click()
+    page.locator(f"#alert-{down.pk} [data-field=acked]").wait_for(timeout=10000)
+    assert page.locator(f"#alert-{down.pk} [data-field=acked]").inner_text().startswith("acknowledged by otto at ")
+    other = page.locator(f"#alert-{kv.pk}")
+    other.locator("input.hours").fill("1.5")
+    other.locator("button", has_text="Silence").click()
+    mark = page.locator(f"#alert-{kv.pk} [data-field=silenced]")
+    mark.wait_for(timeout=10000)
+    from dashboard.alerts.models import Silence
+    until = Silence.objects.get().until
+    assert mark.inner_text() == f"silenced until {until:%H:%M} UTC by otto", mark.inner_text()
+    assert page.locator(f"#alert-{down.pk} [data-field=silenced]").count() == 0  # the silence covers only its rule
+    # Thumb-sized: the row's buttons are at least 40 px tall on the phone
+    if size == "phone":
+        heights = page.evaluate("Array.from(document.querySelectorAll('#firing-alerts button')).map(b => b.getBoundingClientRect().height)")
+        assert heights and min(heights) >= 40, heights
+    # The critical stays on top though acknowledged.
+    ids = page.evaluate("Array.from(document.querySelectorAll('#firing-alerts .alert-row')).map(r => r.dataset.alertId)")
+    assert ids == [str(down.pk), str(kv.pk)]
+    ops.shot("overview-marks")
+    assert not ops.errors, ops.errors
