@@ -28,13 +28,16 @@ def fix_commands(engine):
     if not unit:
         return []
     u = shlex.quote(unit)
-    folder = shlex.quote(f"/etc/systemd/system/{unit}.d")
     printf = "printf " + shlex.quote(DROPIN_TEXT.replace("\n", "\\n"))
+    if engine.unit_scope == "user":  # the user's own manager: no sudo, drop-ins under ~/.config
+        folder, ctl, sudo = f"~/.config/systemd/user/{shlex.quote(unit)}.d", "systemctl --user", ""
+    else:
+        folder, ctl, sudo = shlex.quote(f"/etc/systemd/system/{unit}.d"), "sudo systemctl", "sudo "
     return [
-        ("Start it again", f"sudo systemctl restart {u}"),
-        ("After “start request repeated too quickly” (start limit hit)", f"sudo systemctl reset-failed {u}"),
+        ("Start it again", f"{ctl} restart {u}"),
+        ("After “start request repeated too quickly” (start limit hit)", f"{ctl} reset-failed {u}"),
         ("Restart it on every exit from now on (a drop-in setting Restart=always)",
-         f"sudo mkdir -p {folder} && {printf} | sudo tee {folder}/{DROPIN} && sudo systemctl daemon-reload"),
+         f"{sudo}mkdir -p {folder} && {printf} | {sudo}tee {folder}/{DROPIN} && {ctl} daemon-reload"),
     ]
 
 
@@ -105,8 +108,9 @@ def unit_restart(engine_id, event_id, user_id):
         _note(engine, event, "unit_action",
               f"Restart of {engine.unit} refused on {engine.host.name}: SPARKOPS_UNIT_ACTIONS is not set on its worker")
         return
-    _run("reset-failed", engine.unit)  # a unit past its start limit refuses a plain restart
-    ok, detail = _run("restart", engine.unit)
+    scope = ["--user"] if engine.unit_scope == "user" else []
+    _run(*scope, "reset-failed", engine.unit)  # a unit past its start limit refuses a plain restart
+    ok, detail = _run(*scope, "restart", engine.unit)
     text = (f"systemctl restart {engine.unit} on {engine.host.name}: done" if ok
             else f"systemctl restart {engine.unit} on {engine.host.name} failed: {detail}")
     log.info("unit action by %s: %s", user, text)

@@ -37,6 +37,11 @@ def test_commands_name_this_engines_unit(fleet):
     printf = commands[2].split(" | ")[0].split(" && ")[1]
     assert subprocess.run(["sh", "-c", printf], capture_output=True, text=True).stdout == DROPIN_TEXT
     assert "Restart=always" in DROPIN_TEXT
+    user_unit = fleet["vllm"]
+    user_unit.unit_scope = "user"
+    commands = [c for _, c in fix_commands(user_unit)]
+    assert commands[0] == "systemctl --user restart vllm-main.service" and "sudo" not in " ".join(commands)
+    assert "~/.config/systemd/user/vllm-main.service.d/50-sparkops-restart.conf" in commands[2]
 
 
 def test_a_down_card_shows_the_commands_and_restart_only_where_the_box_allows_it(down, fleet):
