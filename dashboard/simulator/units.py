@@ -43,7 +43,8 @@ def fragment_text(spec, restart):
                    "After=network-online.target\nWants=network-online.target\n"
                    f"StartLimitBurst={spec.start_limit_burst}\nStartLimitIntervalSec={_secs(spec.start_limit_interval)}\n\n")
     service = (f"[Service]\nType=simple\nUser=llm\nEnvironmentFile=-/etc/default/{spec.name}\n"
-               f"Restart={restart}\nRestartSec={_secs(spec.restart_sec)}\nTimeoutStartSec=90\nMemoryHigh=105G\n")
+               f"Restart={restart}\nRestartSec={_secs(spec.restart_sec)}\nTimeoutStartSec={90 if spec.kind == 'llamacpp' else 300}\n"
+               "MemoryHigh=105G\n")
     if spec.kind == "vllm":
         model = o.get("model") or "Qwen/Qwen3-8B"
         return common_unit.replace("\n\n", "\nRequires=network-online.target\n\n") + service + (

@@ -22,7 +22,9 @@ def test_the_box_audit_page_shows_a_failing_check_with_its_fix(stack, browser, v
     row.first.wait_for(timeout=10000)
     text = row.first.inner_text()
     assert "demo-vision.service: loaded/disabled" in text and "systemctl enable" in text
-    page.goto(f"{stack.base}/engines/{llama.name}/audit/")
+    page.goto(f"{stack.base}/engines/{llama.name}/")
+    page.click("text=launch audit")  # the engine page links its audit
+    page.wait_for_url(f"{stack.base}/engines/{llama.name}/audit/")
     page.locator("tr.audit-fail").first.wait_for(timeout=10000)
     s.shot("audit-engine")
     assert not s.errors, s.errors

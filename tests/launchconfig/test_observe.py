@@ -35,7 +35,7 @@ def test_snapshot_records_unit_files_environment_flags_and_account(box_engines, 
     assert d["flags"]["origins"]["--max-num-seqs"] == "/etc/systemd/system/nemotron.service.d/20-seqs.conf"
     assert d["flags"]["origins"]["--max-model-len"] == "/etc/systemd/system/nemotron.service"
     assert d["environment"]["MAX_JOBS"] == "4" and d["environment"]["CUDA_HOME"] == "/usr/local/cuda"
-    assert unit["restart"] == "on-failure" and unit["start_limit_burst"] == 5 and unit["timeout_start_usec"] == "1min 30s"
+    assert unit["restart"] == "on-failure" and unit["start_limit_burst"] == 5 and unit["timeout_start_usec"] == "5min"
     assert unit["memory_max"] == str(112 << 30) and unit["user"] == "llm"
     assert unit["exec_start_post"][0]["argv"][0] == "/usr/local/bin/sparkops-wait-ready"
     assert unit["edge_states"]["network-online.target"]["UnitFileState"] == "static"
