@@ -5,6 +5,7 @@ from django.http import JsonResponse, Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from dashboard.params import ParamError, int_param
 from dashboard.roles import role_required
 
 from .forms import PairForm, ProfileForm
@@ -84,10 +85,13 @@ def run_detail(request, pk):
 
 
 def compare(request):
-    try:
-        a, b = int(request.GET.get("a", "")), int(request.GET.get("b", ""))
-    except ValueError:
+    if not request.GET.get("a") and not request.GET.get("b"):
         return render(request, "bench/compare.html", {"error": "Pick two runs to compare (?a=RUN&b=RUN)."})
+    try:
+        a, b = (int_param(request.GET, key, required=True) for key in ("a", "b"))
+    except ParamError as exc:
+        return render(request, "bench/compare.html", {"error": f"Pick two runs to compare (?a=RUN&b=RUN): {exc}"},
+                      status=400)
     run_a, run_b = runs_for_compare(a=a, b=b)
     if run_a is None or run_b is None:
         raise Http404("no such run")

@@ -30,6 +30,18 @@ def say_duration(delta):
     return " ".join(parts)
 
 
+def login_username(request, credentials=None):
+    """The user name django-axes records (AXES_USERNAME_CALLABLE): as typed, cut to what its rows hold.
+
+    A 5,000-character user name would otherwise fail the AccessAttempt insert (varchar 255) and
+    the login page would answer 500; no real user name is that long (Django's hold 150)."""
+    if credentials:
+        username = credentials.get("username")
+    else:
+        username = getattr(request, "data", request.POST).get("username")
+    return username[:AccessAttempt._meta.get_field("username").max_length] if isinstance(username, str) else username
+
+
 def lockout_response(request, original_response=None, credentials=None):
     from django.conf import settings
 
