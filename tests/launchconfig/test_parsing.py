@@ -118,3 +118,22 @@ def test_secrets_are_stored_as_a_hash(db):
     assert data["environment"]["MAX_JOBS"] == "4" and data["environment"]["HF_TOKEN"].startswith("redacted:")
     assert data["flags"]["flags"]["--api-key"].startswith("redacted:") and "sk-1" not in str(data)
     assert "hf_secret" not in str(data)
+
+
+def test_the_engines_own_account_against_its_argv_is_drift(db):
+    from dashboard.alerts.models import AlertEvent
+    from dashboard.models import Engine, Host
+    from dashboard.services.launchconfig import check_account_drift
+
+    engine = Engine.objects.create(name="q", kind="vllm", url="http://127.0.0.1:1", host=Host.objects.create(name="h"))
+    data = {"flags": {"flags": {"--kv-cache-dtype": "auto", "--max-model-len": "262144"},
+                      "origins": {"--kv-cache-dtype": "/etc/systemd/system/q.service"}},
+            "account": {"max_model_len": 262144, "cache_config": {"cache_dtype": "fp8_e4m3"}}}
+    check_account_drift(engine, data)
+    (event,) = AlertEvent.objects.filter(rule="config_drift")
+    assert event.subject == "q account --kv-cache-dtype" and event.state == "firing"
+    assert "says auto (set in /etc/systemd/system/q.service) but q reports fp8_e4m3" in event.message
+    data["account"]["cache_config"]["cache_dtype"] = "auto"
+    check_account_drift(engine, data)
+    event.refresh_from_db()
+    assert event.state == "resolved"
