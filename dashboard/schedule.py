@@ -44,6 +44,7 @@ def resident_duties():
     """name -> (interval s, callable), run by the fleet's leading worker. Every
     SPARKOPS_ALERT_SWEEP_S (5 s): a retry waits up to that much past its backoff, and a silent
     collector is flagged 6–11 s after its last report."""
+    from dashboard import heartbeat
     from dashboard.alerts.evaluate import evaluate_beat
     from dashboard.alerts.outbox import sweep
 
@@ -52,4 +53,6 @@ def resident_duties():
         "alerts-sweep-outbox": (alerts_conf.sweep_interval_s(), sweep),
         # Collector-stale check: on the leader's box, apart from the other boxes it watches.
         "alerts-check-stale": (alerts_conf.sweep_interval_s(), evaluate_beat),
+        # The watcher's heartbeat to an outside checker (SPARKOPS_HEARTBEAT_URL): a ping while /healthz is ok, /fail when not.
+        **heartbeat.duties(),
     }

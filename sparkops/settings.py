@@ -250,6 +250,19 @@ SPARKOPS_CGROUP_ROOT = env_str("SPARKOPS_CGROUP_ROOT", "/sys/fs/cgroup")
 SPARKOPS_HOST_ROOT = env_str("SPARKOPS_HOST_ROOT", "/")
 SPARKOPS_GPU_BACKEND = env_str("SPARKOPS_GPU_BACKEND", "auto")  # auto | nvml | nvidia-smi | none
 
+# The watcher's heartbeat (dashboard/heartbeat.py): the leading worker GETs (or POSTs) this
+# Healthchecks-style URL every interval while /healthz would say 200, and the failure URL
+# (default: URL + "/fail") when it would say 503. Unset: no heartbeat.
+SPARKOPS_HEARTBEAT_URL = env_str("SPARKOPS_HEARTBEAT_URL", "").strip()
+SPARKOPS_HEARTBEAT_FAIL_URL = env_str("SPARKOPS_HEARTBEAT_FAIL_URL", "").strip()
+SPARKOPS_HEARTBEAT_METHOD = env_str("SPARKOPS_HEARTBEAT_METHOD", "GET").strip().upper()
+SPARKOPS_HEARTBEAT_INTERVAL_S = env_number("SPARKOPS_HEARTBEAT_INTERVAL_S", 60.0, cast=float, minimum=1)
+for _name in ("SPARKOPS_HEARTBEAT_URL", "SPARKOPS_HEARTBEAT_FAIL_URL"):
+    if globals()[_name] and not globals()[_name].startswith(("http://", "https://")):
+        raise ImproperlyConfigured(f"{_name}={globals()[_name]!r} is not an http:// or https:// URL")
+if SPARKOPS_HEARTBEAT_METHOD not in ("GET", "POST"):
+    raise ImproperlyConfigured(f"SPARKOPS_HEARTBEAT_METHOD={SPARKOPS_HEARTBEAT_METHOD!r} is not GET or POST")
+
 # Security headers that `check --deploy` expects when DEBUG is off.
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)

@@ -50,6 +50,13 @@ def _stale_hosts(limit):
 @login_not_required
 @require_GET
 def healthz(request):
+    body = health_report()
+    return JsonResponse(body, status=200 if body["status"] == "ok" else 503)
+
+
+def health_report():
+    """What /healthz says, as a dict: status "ok" or "unhealthy", the problems, the checks.
+    The heartbeat (dashboard/heartbeat.py) sends its verdict outside."""
     problems, body = [], {}
     for name, check in (("database", _check_database), ("redis", _check_redis)):
         try:
@@ -69,4 +76,4 @@ def healthz(request):
         problems.extend(_stale_hosts(limit))
     body["status"] = "ok" if not problems else "unhealthy"
     body["problems"] = problems
-    return JsonResponse(body, status=200 if not problems else 503)
+    return body
