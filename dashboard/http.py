@@ -18,9 +18,11 @@ import errno
 import json
 import math
 import time
+import urllib.request
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import httpx
@@ -237,20 +239,37 @@ class AsyncClient:
 
     The session is made on first use, inside the loop that will run it (aiohttp binds a
     session to its loop). `headers` are sent with every request; POLL_HEADERS ask for no
-    compression, which costs both ends more than it saves on loopback or a LAN. Proxies
-    from the environment (HTTP_PROXY, NO_PROXY) apply as aiohttp reads them."""
+    compression, which costs both ends more than it saves on loopback or a LAN.
+
+    Proxies from the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY) apply, looked up once per
+    origin here rather than by aiohttp's `trust_env`, which also reads ~/.netrc on a thread for
+    every request: a thread hand-off per poll."""
 
     def __init__(self, *, limit=400, limit_per_host=16, headers=None):
         self.limit, self.limit_per_host = limit, limit_per_host
         self.headers = {"user-agent": USER_AGENT, **(headers or {})}
         self._session: aiohttp.ClientSession | None = None
+        self._env_proxies = urllib.request.getproxies()
+        self._proxies: dict[tuple[str, str], str | None] = {}  # (scheme, host) -> proxy URL or None
 
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self.limit, limit_per_host=self.limit_per_host)
-            self._session = aiohttp.ClientSession(connector=connector, headers=self.headers, trust_env=True,
+            self._session = aiohttp.ClientSession(connector=connector, headers=self.headers, trust_env=False,
                                                   auto_decompress=True, raise_for_status=False)
         return self._session
+
+    def proxy_for(self, url: str) -> str | None:
+        parts = urlsplit(url)
+        key = (parts.scheme, parts.hostname or "")
+        if key not in self._proxies:
+            proxy = self._env_proxies.get(parts.scheme) or self._env_proxies.get("all")
+            self._proxies[key] = None if not proxy or urllib.request.proxy_bypass(key[1]) else proxy
+        return self._proxies[key]
+
+    def request(self, method, url, tmo, kwargs):
+        return self.session().request(method, url, timeout=_client_timeout(tmo), allow_redirects=False,
+                                      proxy=self.proxy_for(url), **_body_kwargs(kwargs))
 
     async def aclose(self):
         session, self._session = self._session, None
@@ -328,8 +347,7 @@ async def arequest(client, method, url, *, timeout, max_bytes=DEFAULT_MAX_BYTES,
 async def _arequest(client, method, url, tmo, max_bytes, ok_statuses, kwargs):
     started = time.monotonic()
     try:
-        async with client.session().request(method, url, timeout=_client_timeout(tmo), allow_redirects=False,
-                                            **_body_kwargs(kwargs)) as raw:
+        async with client.request(method, url, tmo, kwargs) as raw:
             _length_guard(raw.headers, max_bytes, url)
             chunks, size = [], 0
             async for chunk in raw.content.iter_any():
@@ -390,8 +408,7 @@ async def astream(client, method, url, *, timeout, ok_statuses=None, **kwargs):
     checked before the body is read; the caller bounds what it reads and for how long."""
     tmo = _timeout(timeout)
     try:
-        async with client.session().request(method, url, timeout=_client_timeout(tmo), allow_redirects=False,
-                                            **_body_kwargs(kwargs)) as raw:
+        async with client.request(method, url, tmo, kwargs) as raw:
             resp = StreamedResponse(raw, url)
             if raw.status >= 400 and not (ok_statuses and raw.status in ok_statuses):
                 await resp.aread()

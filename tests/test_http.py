@@ -330,14 +330,50 @@ async def test_a_poll_asks_for_no_compression_and_a_post_sends_its_body():
     assert server.connections == 1  # both on the one kept connection
 
 
-async def test_a_redirect_is_an_answer_not_followed():
+async def test_a_redirect_is_not_followed_and_says_where_it_pointed():
     async with Server(static(302, b"", ["Location: /elsewhere"])) as server:
         clients = poll_client()
-        resp = await http.aget(clients, server.url + "/metrics", timeout=2)
+        with pytest.raises(http.HttpStatus) as err:
+            await http.aget(clients, server.url + "/metrics", timeout=2)
         await clients.aclose()
-    assert resp.status == 302 and len(server.requests) == 1
+    assert err.value.reason == "HTTP 302 redirect to /elsewhere (not followed)" and len(server.requests) == 1
 
 
 async def test_a_timeout_is_required():
     with pytest.raises(TypeError):
         await http.aget(poll_client(), "http://127.0.0.1:9/", timeout=None)
+
+
+def test_proxies_from_the_environment_apply_per_origin(monkeypatch):
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    assert poll_client().proxy_for("http://127.0.0.1:8000/metrics") is None
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "spark-2")
+    clients = poll_client()
+    assert clients.proxy_for("http://spark-1:8000/metrics") == "http://proxy.example:3128"
+    assert clients.proxy_for("http://spark-2:8000/metrics") is None  # NO_PROXY
+    assert clients.proxy_for("https://spark-1:8443/metrics") is None  # no HTTPS_PROXY
+
+
+async def test_a_poll_hands_nothing_to_a_thread():
+    """aiohttp's trust_env reads ~/.netrc on an executor thread for every request: a thread
+    hand-off per poll. The poll client must not."""
+    import concurrent.futures
+
+    handed = []
+    loop = asyncio.get_running_loop()
+
+    class Watching(concurrent.futures.ThreadPoolExecutor):
+        def submit(self, fn, *args, **kwargs):
+            handed.append(fn)
+            return super().submit(fn, *args, **kwargs)
+
+    loop.set_default_executor(Watching(max_workers=1))
+    async with Server(static()) as server:
+        clients = poll_client()
+        for _ in range(3):
+            assert (await http.aget(clients, server.url + "/", timeout=2)).content == b"ok"
+        await clients.aclose()
+    assert handed == []
