@@ -1,5 +1,6 @@
 """Server-rendered cards: the same partials draw the first page and every pushed update."""
-from datetime import timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 from django.conf import settings
 from django.template.loader import render_to_string
@@ -13,9 +14,49 @@ LOW_CLOCK_SHARE = 0.6
 BUSY_UTIL_PCT = 80
 
 
-def _last_error(reading):
-    lines = reading.get("fatal_lines") or []
-    return reading.get("error") or (lines[-1] if lines else "")
+# A journal line this long before the engine went down still explains it (vLLM's API server exits ~4.5 s
+# after its EngineCore died; a readiness gate may sit for minutes).
+FATAL_LINE_SLACK = timedelta(minutes=10)
+
+
+def _line_time(line):
+    try:
+        return datetime.fromtimestamp(int(line.get("time_us")) / 1e6, tz=dt_timezone.utc)
+    except (TypeError, ValueError, OverflowError, OSError):
+        return None
+
+
+def _clock(at):
+    return timezone.localtime(at).strftime("%H:%M:%S") + " " + timezone.get_current_timezone_name()
+
+
+def _sentence(text):
+    text = " ".join(str(text).split())
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def fatal_line_sentence(line, *, unit=""):
+    """One journal fatal line (the collector's dict) as a sentence with its time."""
+    at = _line_time(line)
+    who = "the kernel" if line.get("kernel") else (line.get("unit") or unit or "the unit")
+    message = line.get("message") or line.get("signature") or "a fatal error"
+    return (f"At {_clock(at)} " if at else "") + f"{who} logged: " + _sentence(message)
+
+
+def last_error(engine, reading):
+    """Why ENGINE is not serving, as one sentence with the time; "" while it is up (the engine page
+    keeps the history). The journal's latest fatal line of this death wins over the poll's error."""
+    if engine.status == "up" or not (reading.get("error") or reading.get("fatal_lines")):
+        return ""
+    since = engine.status_changed_at or engine.last_poll_at
+    for line in reversed(reading.get("fatal_lines") or []):
+        at = _line_time(line) if isinstance(line, dict) else None
+        if at is not None and (since is None or at >= since - FATAL_LINE_SLACK):
+            return fatal_line_sentence(line, unit=engine.unit)
+    error = reading.get("error")
+    if not error:
+        return ""
+    return (f"At {_clock(since)} " if since else "") + "the poll failed: " + _sentence(error)
 
 
 def worst_alerts(engines):
@@ -34,7 +75,7 @@ def engine_card_context(engine, *, alerts=None):
     reading = engine.latest or {}
     alerts = worst_alerts([engine]) if alerts is None else alerts
     return {"engine": engine, "r": reading, "unit": reading.get("unit") or None,
-            "last_error": _last_error(reading), "alert": alerts.get(engine.id)}
+            "last_error": last_error(engine, reading), "alert": alerts.get(engine.id)}
 
 
 def engine_card_html(engine, *, alerts=None):
@@ -73,3 +114,19 @@ def host_card_context(host):
 
 def host_card_html(host):
     return render_to_string("dashboard/partials/_host_card.html", host_card_context(host))
+
+
+def error_history(engine, *, limit=12):
+    """The engine page's record of what went wrong: its recent warning and critical alerts (with when
+    they fired and resolved) and the journal's fatal lines still held, newest first."""
+    from dashboard.alerts.models import AlertEvent
+
+    events = (AlertEvent.objects.filter(engine=engine).exclude(state="pending").exclude(severity="info")
+              .order_by("-started_at")[:limit])
+    rows = [{"at": e.fired_at or e.started_at, "until": e.resolved_at, "what": e.rule + (f" · {e.cause}" if e.cause else ""),
+             "text": e.message, "alert": e.pk} for e in events]
+    for line in (engine.latest or {}).get("fatal_lines") or []:
+        if isinstance(line, dict) and _line_time(line):
+            rows.append({"at": _line_time(line), "until": None, "what": "journal",
+                         "text": fatal_line_sentence(line, unit=engine.unit), "alert": None})
+    return sorted(rows, key=lambda r: r["at"], reverse=True)[:limit]

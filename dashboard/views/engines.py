@@ -4,7 +4,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard.live.cards import engine_card_context
+from dashboard.live.cards import engine_card_context, error_history
 from dashboard.live.ranges import PRESETS
 from dashboard.models import Engine
 from dashboard.roles import role_required
@@ -20,7 +20,8 @@ def engine_detail(request, name):
     engine = get_object_or_404(Engine.objects.select_related("host"), name=name)
     others = Engine.objects.exclude(pk=engine.pk).filter(retired_at__isnull=True).values_list("name", flat=True)
     return render(request, "dashboard/engine_detail.html",
-                  {**engine_card_context(engine), "ranges": list(PRESETS), "others": list(others)})
+                  {**engine_card_context(engine), "ranges": list(PRESETS), "others": list(others),
+                   "error_history": error_history(engine)})
 
 
 @require_POST

@@ -213,3 +213,37 @@ def test_silenced_and_acknowledged_alerts_are_marked_on_the_overview(web, fleet,
     assert ids == [str(down.pk), str(kv.pk)]
     ops.shot("overview-marks")
     assert not ops.errors, ops.errors
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_last_error_is_a_sentence_cleared_on_recovery_and_kept_on_the_engine_page(stack, browser, operator, tmp_path,
+                                                                                  size):
+    import json
+    import re
+
+    import httpx
+
+    vllm = stack.engines["sim-vllm"]
+    control = json.loads((tmp_path / "engines.json").read_text().splitlines()[0])["control"]
+    ops = SizedSession(browser, stack.base, operator, size)
+    page = ops.page
+    _live(page)
+    card = page.locator(f"#engine-card-{vllm.id}")
+    card.and_(page.locator(".status-up")).wait_for(timeout=15000)
+    assert card.locator("[data-field=last-error]").inner_text().strip() == "—"
+    assert httpx.post(vllm.url.rstrip("/") + "/_sim/fault", json={"kind": "exit0"}, timeout=5).status_code == 200
+    card.and_(page.locator(".status-down")).wait_for(timeout=10000)
+    wait_for_js(page, f"document.querySelector('#engine-card-{vllm.id} [data-field=last-error]').textContent.trim() !== '—'")
+    sentence = card.locator("[data-field=last-error]").inner_text().strip()
+    assert re.match(r"^At \d\d:\d\d:\d\d UTC .+\.$", sentence), sentence
+    assert "{" not in sentence and "time_us" not in sentence, sentence
+    ops.shot("overview-last-error")
+    assert httpx.post(f"{control}/_sim/units/sim-vllm/restart", json={}, timeout=30).status_code == 200
+    card.and_(page.locator(".status-up")).wait_for(timeout=20000)
+    wait_for_js(page, f"document.querySelector('#engine-card-{vllm.id} [data-field=last-error]').textContent.trim() === '—'")
+    page.goto(f"{stack.base}/engines/{vllm.name}/")
+    history = page.locator("#error-history")
+    history.get_by_text("engine_down").first.wait_for(timeout=5000)
+    assert page.locator(f"#engine-card-{vllm.id} [data-field=last-error]").inner_text().strip() == "—"
+    ops.shot("engine-detail-error-history")
+    assert not ops.errors, ops.errors
