@@ -2,7 +2,7 @@
 anyone, superusers included, so the admin is not a back door around append-only."""
 from django.contrib import admin
 
-from .models import Claim, Correction, Entry, EntryRevision, EvidenceLink, FlagChange
+from .models import Claim, Correction, Entry, EntryRevision, EvidenceLink, FlagChange, SearchDocument
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -64,3 +64,11 @@ class EntryRevisionAdmin(ReadOnlyAdmin):
 @admin.register(EvidenceLink)
 class EvidenceLinkAdmin(ReadOnlyAdmin):
     list_display = ("kind", "url", "ref_id", "entry", "correction")
+
+
+@admin.register(SearchDocument)
+class SearchDocumentAdmin(ReadOnlyAdmin):
+    """Derived from the entry and its corrections (the text search reads it); shown, never edited."""
+
+    list_display = ("entry",)
+    search_fields = ("document",)

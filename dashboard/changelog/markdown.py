@@ -19,17 +19,29 @@ byte-identical (README, "Change log")."""
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, OperationalError, transaction
+from django.utils import timezone
 
 from dashboard.engine_lifecycle import retired_record
 from dashboard.models import Engine
 from dashboard.models.fleet import NAME_VALIDATOR
 
-from .grammar import fenced_lines, format_when, parse_evidence, parse_flag, parse_prediction, parse_when
-from .models import DuplicateError, Entry, content_hash
-from .services import correction_create, entry_create, fingerprint_of
+from .grammar import (
+    EvidenceLine,
+    Prediction,
+    fenced_lines,
+    format_when,
+    parse_evidence,
+    parse_flag,
+    parse_prediction,
+    parse_when,
+)
+from .models import Claim, Correction, DuplicateError, Entry, EvidenceLink, FlagChange, content_hash, grace_period
+from .search import index_entries
+from .services import _body, _evidence_fields, _one_line, _units, fingerprint_of
 
 # The title may follow the date after ' · ' (what export writes), ' — ', ' – ', ' - ' or ': '.
 HEADING = re.compile(r"^## (?P<when>\S+(?: \d{1,2}:\d{2})?)(?: · | — | – | - |: )(?P<title>\S.*?)\s*$")
@@ -279,27 +291,49 @@ class ImportPlan:
 
 
 def plan_import(text):
-    """What importing TEXT would create; raises LogSyntaxError (nothing is written)."""
+    """What importing TEXT would create; raises LogSyntaxError (nothing is written).
+    A handful of queries whatever the log's size: fingerprints and corrections are read in bulk."""
     parsed = parse_log(text)
     engines = {e.name: e for e in Engine.objects.all()}
     plan, seen = ImportPlan(), {}
-    for entry in parsed:
+    fingerprints = [entry.fingerprint() for entry in parsed]
+    stored = _stored_entries(set(fingerprints))
+    known = _stored_corrections(stored.values())
+    for entry, fp in zip(parsed, fingerprints):
         plan.notes += entry.notes
         _check_engines(entry, engines, plan.new_engines)
-        fp = entry.fingerprint()
-        target = seen.get(fp) or Entry.objects.filter(fingerprint=fp).order_by("pk").first()
+        target = seen.get(fp) or stored.get(fp)
         if target is None:
             plan.new_entries.append(entry)
             seen[fp] = entry
             target = entry
         else:
             plan.existing += 1
-        known = _known_corrections(target, plan)
+        have = known.setdefault(id(target), set())
         for c in entry.corrections:
-            if c.fingerprint() not in known:
+            if c.fingerprint() not in have:
                 plan.new_corrections.append((target, c))
-                known.add(c.fingerprint())
+                have.add(c.fingerprint())
     return plan
+
+
+def _stored_entries(fingerprints, chunk=500):
+    out, fingerprints = {}, sorted(fingerprints)
+    for i in range(0, len(fingerprints), chunk):
+        for e in Entry.objects.filter(fingerprint__in=fingerprints[i:i + chunk]).order_by("pk"):
+            out.setdefault(e.fingerprint, e)
+    return out
+
+
+def _stored_corrections(entries):
+    """{id(entry): {correction fingerprints}} for stored ENTRIES."""
+    by_pk = {e.pk: e for e in entries}
+    known = {id(e): set() for e in entries}
+    pks = sorted(by_pk)
+    for i in range(0, len(pks), 500):
+        for c in Correction.objects.filter(entry_id__in=pks[i:i + 500]).select_related("claim"):
+            known[id(by_pk[c.entry_id])].add(c.fingerprint())
+    return known
 
 
 def _check_engines(entry, engines, new_engines):
@@ -325,25 +359,63 @@ def _known_corrections(target, plan):
     return known | {c.fingerprint() for t, c in plan.new_corrections if t is target}
 
 
+LIVE_WINDOW = timedelta(days=30)  # the longest range a live chart shows
+LIVE_MAX = 50
+
+
 @transaction.atomic
 def apply_import(plan, *, author=None, author_name="import"):
-    created = {}
+    """Write PLAN in one transaction, in bulk (a few INSERTs per table, not a dozen queries per
+    entry). Returns {id(ParsedEntry): Entry}. Open live views hear of what their charts can
+    show: the entries of the last 30 days (50 at most)."""
     engines = {e.name: e for e in Engine.objects.all()}
     for name in sorted(plan.new_engines):
         if name not in engines:
             engines[name] = retired_record(name)
-    for p in plan.new_entries:
-        created[id(p)] = entry_create(
-            author=author, author_name=author_name, effective_at=p.effective_at, title=p.title, kind=p.kind,
-            engines=[engines[n] for n in p.engines], units=p.units, body_md=p.body, reason=p.reason,
-            expected_effect=p.expected, flags=p.flags, evidence=p.evidence,
-            claims=[_claim_fields(c, engines) for c in p.claims])
+    now = timezone.now()
+    author_name = author_name or (author.get_username() if author is not None else "")
+    rows = [Entry(effective_at=p.effective_at, title=_one_line(p.title), kind=p.kind, units=_units(p.units),
+                  body_md=_body(p.body), reason=_one_line(p.reason), expected_effect=_one_line(p.expected),
+                  author=author, author_name=author_name, created_at=now, locked_at=now + grace_period(),
+                  fingerprint=p.fingerprint()) for p in plan.new_entries]
+    Entry.objects.bulk_create(rows)
+    created = {id(p): row for p, row in zip(plan.new_entries, rows)}
+    links, flags, claims, evidence = [], [], {}, []
+    for p, row in zip(plan.new_entries, rows):
+        links += [Entry.engines.through(entry_id=row.pk, engine_id=engines[n].pk) for n in p.engines]
+        flags += [FlagChange(entry=row, position=i, flag=f.flag, old=f.old, new=f.new) for i, f in enumerate(p.flags)]
+        for i, c in enumerate(p.claims):
+            claims[(row.pk, i)] = Claim(entry=row, position=i, **_claim_fields(c, engines))
+        evidence += [EvidenceLink(entry=row, **_evidence_fields(ev)) for ev in p.evidence]
+    Entry.engines.through.objects.bulk_create(links)
+    FlagChange.objects.bulk_create(flags)
+    Claim.objects.bulk_create(list(claims.values()))
+    targets = {t.pk for t, _ in plan.new_corrections if isinstance(t, Entry)}
+    claims.update({(c.entry_id, c.position): c for c in Claim.objects.filter(entry_id__in=targets)})
+    corrections = []
     for target, c in plan.new_corrections:
         entry = target if isinstance(target, Entry) else created[id(target)]
-        claim = entry.claims.get(position=c.claim - 1) if c.claim else None
-        correction_create(entry=entry, author=author, author_name=author_name, text_md=c.text,
-                          corrected_at=c.corrected_at, claim=claim, mark=c.mark, evidence=c.evidence)
+        correction = Correction(entry=entry, claim=claims[(entry.pk, c.claim - 1)] if c.claim else None,
+                                text_md=_body(c.text).strip(), mark=c.mark or "", corrected_at=c.corrected_at,
+                                author=author, author_name=author_name, created_at=now)
+        correction.content_fingerprint = correction.fingerprint()
+        corrections.append((correction, c))
+    Correction.objects.bulk_create([c for c, _ in corrections])
+    evidence += [EvidenceLink(correction=row, **_evidence_fields(ev)) for row, c in corrections for ev in c.evidence]
+    EvidenceLink.objects.bulk_create(evidence)
+    index_entries([*rows, *{row.entry_id: row.entry for row, _ in corrections}.values()])
+    _publish_recent(rows, corrections, now)
     return created
+
+
+def _publish_recent(rows, corrections, now):
+    from .services import publish_entry
+
+    recent = sorted({*(r for r in rows if r.effective_at >= now - LIVE_WINDOW),
+                     *(c.entry for c, _ in corrections if c.entry.effective_at >= now - LIVE_WINDOW)},
+                    key=lambda e: e.effective_at)[-LIVE_MAX:]
+    for entry in recent:
+        publish_entry(entry)
 
 
 IMPORT_ATTEMPTS = 5
@@ -379,17 +451,39 @@ def _is_race(exc):
 def _claim_fields(claim, engines):
     p = claim["prediction"]
     if p is None:
-        return {"text": claim["text"]}
-    return {"text": claim["text"], "metric": p.metric, "predicted": p.value, "window": p.window,
+        return {"text": _one_line(claim["text"])}
+    return {"text": _one_line(claim["text"]), "metric": p.metric, "predicted": p.value, "window": p.window,
             "engine": engines[p.engine] if p.engine else None}
 
 
 # ---- export --------------------------------------------------------------------------------
 
 def _entries_for_export():
-    return (Entry.objects.order_by("effective_at", "id")
-            .prefetch_related("engines", "flags", "claims__engine", "evidence", "corrections__claim",
-                              "corrections__evidence"))
+    """Every entry, oldest first, with its parts attached as lists (ex_engines, ex_flags,
+    ex_claims, ex_evidence, ex_corrections; a correction's ex_evidence): one query per table,
+    grouped here — Django's prefetch_related spent most of an export building per-entry querysets."""
+    from collections import defaultdict
+
+    entries = list(Entry.objects.order_by("effective_at", "id"))
+    engines, flags, claims, evidence, corrections, corr_evidence = (defaultdict(list) for _ in range(6))
+    for entry_id, name in Entry.engines.through.objects.values_list("entry_id", "engine__name"):
+        engines[entry_id].append(name)
+    for f in FlagChange.objects.order_by("entry_id", "position", "id"):
+        flags[f.entry_id].append(f)
+    claim_by_pk = {}
+    for c in Claim.objects.select_related("engine").order_by("entry_id", "position", "id"):
+        claims[c.entry_id].append(c)
+        claim_by_pk[c.pk] = c
+    for ev in EvidenceLink.objects.order_by("id"):
+        (evidence[ev.entry_id] if ev.entry_id else corr_evidence[ev.correction_id]).append(ev)
+    for c in Correction.objects.order_by("corrected_at", "id"):
+        c.claim = claim_by_pk.get(c.claim_id) if c.claim_id else None
+        c.ex_evidence = corr_evidence[c.pk]
+        corrections[c.entry_id].append(c)
+    for e in entries:
+        e.ex_engines, e.ex_flags, e.ex_claims = sorted(engines[e.pk]), flags[e.pk], claims[e.pk]
+        e.ex_evidence, e.ex_corrections = evidence[e.pk], corrections[e.pk]
+    return entries
 
 
 def export_markdown():
@@ -400,33 +494,28 @@ def export_markdown():
 
 def _entry_markdown(e):
     lines = [f"## {format_when(e.effective_at)} · {e.title}"]
-    engines = sorted(x.name for x in e.engines.all())
-    lines += [f"Engines: {', '.join(engines)}"] if engines else []
+    lines += [f"Engines: {', '.join(e.ex_engines)}"] if e.ex_engines else []
     lines += [f"Units: {e.units}"] if e.units else []
     lines.append(f"Kind: {e.kind}")
-    lines += [f"Flag: {f}" for f in e.flags.all()]
+    lines += [f"Flag: {f}" for f in e.ex_flags]
     lines += [f"Reason: {e.reason}"] if e.reason else []
     lines += [f"Expected: {e.expected_effect}"] if e.expected_effect else []
-    for c in e.claims.all():
+    for c in e.ex_claims:
         lines.append(f"Claim: {c.text}")
         if c.has_prediction:
             lines.append(f"Prediction: {_prediction_text(c)}")
-    lines += [f"Evidence: {_evidence_text(ev)}" for ev in e.evidence.all()]
+    lines += [f"Evidence: {_evidence_text(ev)}" for ev in e.ex_evidence]
     lines += ["", e.body_md] if e.body_md else []
-    for c in e.corrections.all():
+    for c in e.ex_corrections:
         lines += ["", *_correction_markdown(c)]
     return "\n".join(lines) + "\n"
 
 
 def _prediction_text(c):
-    from .grammar import Prediction
-
     return str(Prediction(c.metric, c.predicted, c.window, c.engine.name if c.engine_id else None))
 
 
 def _evidence_text(ev):
-    from .grammar import EvidenceLine
-
     return str(EvidenceLine(ev.kind, ev.url, ev.ref_id, ev.window_start, ev.window_end))
 
 
@@ -435,7 +524,7 @@ def _correction_markdown(c):
     head = f"Correction {format_when(c.corrected_at)}" + (f" ({', '.join(opts)})" if opts else "") + ":"
     first, *more = c.text_md.split("\n")
     out = [f"> {head} {first}"] + [f"> {line}" if line else ">" for line in more]
-    return out + [f"> Evidence: {_evidence_text(ev)}" for ev in c.evidence.all()]
+    return out + [f"> Evidence: {_evidence_text(ev)}" for ev in c.ex_evidence]
 
 
 def export_json():
@@ -445,14 +534,14 @@ def export_json():
 def _entry_json(e):
     return {
         "id": e.pk, "effective_at": e.effective_at.isoformat(), "title": e.title, "kind": e.kind,
-        "engines": sorted(x.name for x in e.engines.all()), "units": e.units, "body_md": e.body_md,
+        "engines": e.ex_engines, "units": e.units, "body_md": e.body_md,
         "reason": e.reason, "expected_effect": e.expected_effect, "author": e.author_name,
         "created_at": e.created_at.isoformat(),
-        "flags": [{"flag": f.flag, "old": f.old, "new": f.new} for f in e.flags.all()],
+        "flags": [{"flag": f.flag, "old": f.old, "new": f.new} for f in e.ex_flags],
         "claims": [{"position": c.position + 1, "text": c.text, "metric": c.metric or None, "predicted": c.predicted,
-                    "window": c.window, "engine": c.engine.name if c.engine_id else None} for c in e.claims.all()],
-        "evidence": [_evidence_text(ev) for ev in e.evidence.all()],
+                    "window": c.window, "engine": c.engine.name if c.engine_id else None} for c in e.ex_claims],
+        "evidence": [_evidence_text(ev) for ev in e.ex_evidence],
         "corrections": [{"corrected_at": c.corrected_at.isoformat(), "claim": c.claim.position + 1 if c.claim_id else None,
                          "mark": c.mark or None, "text_md": c.text_md, "author": c.author_name,
-                         "evidence": [_evidence_text(ev) for ev in c.evidence.all()]} for c in e.corrections.all()],
+                         "evidence": [_evidence_text(ev) for ev in c.ex_evidence]} for c in e.ex_corrections],
     }

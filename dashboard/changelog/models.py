@@ -296,5 +296,15 @@ class EntryRevision(models.Model):
         super().save(*args, **kwargs)
 
 
+class SearchDocument(models.Model):
+    """The text an entry is found by (title, body, reason, flags, claims, its corrections'
+    text): derived, rewritten whenever the entry or a correction to it is written, so it is
+    not append-only. The database indexes it: a GIN-indexed tsvector column on PostgreSQL, an
+    FTS5 table on SQLite (migration changelog 0005; dashboard/changelog/search.py)."""
+
+    entry = models.OneToOneField(Entry, primary_key=True, on_delete=models.CASCADE, related_name="search_document")
+    document = models.TextField()
+
+
 def content_hash(*parts):
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()

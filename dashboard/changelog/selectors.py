@@ -4,6 +4,7 @@ from django.db.models import Count, Exists, OuterRef, Q
 from dashboard.models import KVPoolEntry
 
 from .models import Claim, Correction, Entry
+from .search import search_filter
 
 
 def _concerning(qs, *, engine=None, host=None):
@@ -40,9 +41,7 @@ def entry_timeline(*, engine=None, kind=None, start=None, end=None, has_correcti
     if has_corrections is not None:
         qs = _filter_corrected(qs, has_corrections)
     if text:
-        qs = qs.filter(Q(title__icontains=text) | Q(body_md__icontains=text) | Q(reason__icontains=text)
-                       | Q(claims__text__icontains=text) | Q(flags__flag__icontains=text)
-                       | Q(corrections__text_md__icontains=text))
+        qs = search_filter(qs, text)  # the database's full-text search (search.py)
     qs = qs.distinct().annotate(n_corrections=Count("corrections", distinct=True))
     return qs.prefetch_related("engines", "flags").order_by("-effective_at", "-id")
 
@@ -97,23 +96,67 @@ def claim_state(claim, corrections):
     return "corrected" if corrections else "standing"
 
 
-def claims_overview(*, engine=None, state=None):
+def claims_overview(*, engine=None, state=None, measure=True):
     """Every claim with its state, engines, prediction against measurement and evidence —
-    "what do we believe now?". ENGINE: the claim's own (its prediction's) or its entry's.
-    STATE: one of CLAIM_STATES, "believed" (standing or corrected), or None for all."""
-    qs = Claim.objects.select_related("entry", "engine").prefetch_related(
-        "entry__engines", "entry__evidence", "corrections__evidence")
+    "what do we believe now?". ENGINE: the claim's own (its prediction's) or, for a claim
+    without one, its entry's. STATE: one of CLAIM_STATES, "believed" (standing or corrected),
+    or None for all. MEASURE=False leaves "comparison" to measure_claims() (a page's rows only).
+    Related rows are read once per table and grouped here (prefetch_related's per-claim
+    querysets were most of the page's time at the field report's size)."""
+    from collections import defaultdict
+
+    from dashboard.models import Engine
+
+    from .models import EvidenceLink
+
+    qs = Claim.objects.select_related("entry", "engine")
     if engine is not None:
         qs = qs.filter(Q(engine=engine) | Q(engine__isnull=True, entry__engines=engine)).distinct()
+    claims = list(qs.order_by("-entry__effective_at", "-entry_id", "position"))
+    entry_ids = qs.values("entry_id")
+    engines = {e.pk: e for e in Engine.objects.all()}
+    entry_engines, entry_evidence, corrections, corr_evidence = (defaultdict(list) for _ in range(4))
+    for entry_id, engine_id in (Entry.engines.through.objects.filter(entry_id__in=entry_ids)
+                                .order_by("engine__name").values_list("entry_id", "engine_id")):
+        entry_engines[entry_id].append(engines[engine_id])
+    for ev in EvidenceLink.objects.filter(entry_id__in=entry_ids).order_by("id"):
+        entry_evidence[ev.entry_id].append(ev)
+    for c in Correction.objects.filter(claim_id__in=qs.values("pk")).order_by("corrected_at", "id"):
+        corrections[c.claim_id].append(c)
+    for ev in EvidenceLink.objects.filter(correction__claim_id__in=qs.values("pk")).order_by("id"):
+        corr_evidence[ev.correction_id].append(ev)
     wanted = set(BELIEVED) if state == "believed" else ({state} if state else None)
     rows = []
-    for claim in qs.order_by("-entry__effective_at", "-entry_id", "position"):
-        corrections = sorted(claim.corrections.all(), key=lambda c: (c.corrected_at, c.pk))
-        current = claim_state(claim, corrections)
+    for claim in claims:
+        own = corrections[claim.pk]
+        current = claim_state(claim, own)
         if wanted is not None and current not in wanted:
             continue
-        engines = [claim.engine] if claim.engine_id else list(claim.entry.engines.all())
-        rows.append({"claim": claim, "entry": claim.entry, "state": current, "corrections": corrections,
-                     "engines": engines, "comparison": claim_measurement(claim=claim),
-                     "evidence": [*claim.entry.evidence.all(), *(ev for c in corrections for ev in c.evidence.all())]})
+        rows.append({"claim": claim, "entry": claim.entry, "state": current, "corrections": own,
+                     "engines": [claim.engine] if claim.engine_id else entry_engines[claim.entry_id],
+                     "comparison": None,
+                     "evidence": [*entry_evidence[claim.entry_id], *(ev for c in own for ev in corr_evidence[c.pk])]})
+    return measure_claims(rows) if measure else rows
+
+
+def measure_claims(rows):
+    """claim_measurement() for every row's claim, reading the ledger once for all of them."""
+    wanted = [r for r in rows if r["claim"].has_prediction and r["claim"].metric in _METRIC_READERS and r["engines"]]
+    if not wanted:
+        return rows
+    engine_ids = {e.pk for r in wanted for e in r["engines"]}
+    since = min(r["entry"].effective_at for r in wanted)
+    ledger = list(KVPoolEntry.objects.filter(engine_id__in=engine_ids, recorded_at__gte=since)
+                  .select_related("engine").order_by("recorded_at", "id"))
+    for r in wanted:
+        claim, engines = r["claim"], {e.pk for e in r["engines"]}
+        for row in ledger:
+            if row.engine_id not in engines or row.recorded_at < r["entry"].effective_at:
+                continue
+            if claim.window and row.window != claim.window:
+                continue
+            value = _METRIC_READERS[claim.metric](row)
+            if value is not None:
+                r["comparison"] = _comparison(claim, row, value)
+                break
     return rows

@@ -7,6 +7,8 @@ from django.utils import timezone
 
 from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
 
+from .search import index_entries
+
 from .models import (
     AppendOnlyError,
     Claim,
@@ -91,6 +93,7 @@ def entry_create(*, author=None, author_name="", effective_at, title, kind, engi
     entry.incidents.set(incidents)
     _write_children(entry, flags=flags, claims=claims, evidence=evidence)
     _refresh_fingerprint(entry)
+    index_entries([entry])
     _publish(entry)
     return entry
 
@@ -118,6 +121,7 @@ def entry_edit(*, entry, user, effective_at, title, kind, engines, units="", bod
     _replace_flags(entry, flags)
     _update_claims(entry, claims)
     _refresh_fingerprint(entry)
+    index_entries([entry])
     _publish(entry)
     return entry
 
@@ -150,6 +154,7 @@ def correction_create(*, entry, author=None, author_name="", text_md, corrected_
         corrected_at=corrected_at or timezone.now(), author=author, author_name=author_name or _name(author))
     for ev in evidence:
         EvidenceLink.objects.create(correction=correction, **_evidence_fields(ev))
+    index_entries([entry])
     _publish(entry, correction=correction)
     return correction
 
@@ -157,6 +162,11 @@ def correction_create(*, entry, author=None, author_name="", text_md, corrected_
 def entry_link_incidents(*, entry, incidents):
     """Linking an incident to the entry that fixed it is about the incident; allowed at any age."""
     entry.incidents.add(*incidents)
+
+
+def publish_entry(entry):
+    """Tell open live views about ENTRY once the transaction commits."""
+    _publish(entry)
 
 
 def _publish(entry, correction=None):

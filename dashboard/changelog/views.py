@@ -17,7 +17,7 @@ from . import markdown as log_markdown
 from .forms import ClaimFormSet, CorrectionForm, EntryForm, claims_from
 from .grammar import format_when
 from .models import AppendOnlyError, Claim, DuplicateError, Entry
-from .selectors import claim_measurement, claims_overview, entry_timeline
+from .selectors import claim_measurement, claims_overview, entry_timeline, measure_claims
 from .services import correction_create, entry_create, entry_edit
 from .timeline import ClaimFilter, ImportForm, TimelineFilter
 
@@ -152,8 +152,9 @@ def claims(request):
     """What do we believe now? Every claim with its state, engine, prediction against
     measurement and evidence; filterable by engine and state."""
     filters = ClaimFilter(request.GET or None)
-    rows = claims_overview(**filters.criteria()) if filters.is_valid() or not request.GET else []
-    page = Paginator(rows, 100).get_page(request.GET.get("page"))
+    rows = claims_overview(**filters.criteria(), measure=False) if filters.is_valid() or not request.GET else []
+    page = Paginator(rows, 50).get_page(request.GET.get("page"))
+    measure_claims(page.object_list)  # the ledger is read for the rows shown only
     query = request.GET.copy()
     query.pop("page", None)
     named = Engine.objects.filter(Q(changelog_entries__isnull=False) | Q(pk__in=_claim_engine_ids())).distinct()

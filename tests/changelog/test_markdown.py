@@ -81,8 +81,8 @@ def _wipe_log():
     from django.db import connection
 
     with connection.cursor() as cur:
-        for table in ("evidencelink", "correction", "flagchange", "claim", "entryrevision", "entry_engines",
-                      "entry_incidents", "entry"):
+        for table in ("searchdocument", "evidencelink", "correction", "flagchange", "claim", "entryrevision",
+                      "entry_engines", "entry_incidents", "entry"):
             cur.execute(f"DELETE FROM changelog_{table}")
 
 
