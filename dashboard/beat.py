@@ -6,12 +6,24 @@ edited in the UI), with two changes:
 - at start it deletes the rows of static entries that `dashboard/schedule.py` no longer
   declares. django-celery-beat copies the static schedule into PeriodicTask rows and never
   removes one, so an entry dropped from the code (the 1 s probe and 2 s tick that moved to
-  the resident poller) would go on being sent for ever, to a task that may not exist."""
-import time
+  the resident poller) would go on being sent for ever, to a task that may not exist.
 
+It also touches VAR_DIR/beat.alive every ALIVE_EVERY_S while it ticks: the docker-compose
+healthcheck of beat reads its age (beat has no port to ask)."""
+import logging
+import time
+from pathlib import Path
+
+from django.conf import settings
 from django_celery_beat.schedulers import DatabaseScheduler
 
+log = logging.getLogger(__name__)
 CHANGE_CHECK_S = 10.0
+ALIVE_EVERY_S = 10.0
+
+
+def alive_path():
+    return Path(settings.VAR_DIR) / "beat.alive"
 # Static entries are named "<concern>-…" (dashboard/schedule.py); UI-made rows are not.
 STATIC_PREFIXES = ("collectors-", "alerts-", "bench-")
 
@@ -33,6 +45,18 @@ def retired_static_entries(current):
 
 class SparkOpsScheduler(DatabaseScheduler):
     _next_change_check = 0.0
+    _next_alive = 0.0
+
+    def tick(self, *args, **kwargs):
+        interval = super().tick(*args, **kwargs)
+        now = time.monotonic()
+        if now >= self._next_alive:
+            self._next_alive = now + ALIVE_EVERY_S
+            try:
+                alive_path().touch()
+            except OSError as exc:
+                log.warning("beat: cannot touch %s (its healthcheck will fail): %s", alive_path(), exc)
+        return interval
 
     def setup_schedule(self):
         retired_static_entries(self.app.conf.beat_schedule)

@@ -5,6 +5,7 @@ from .views import audit, charts, engines, health, hosts, metrics, overview, plo
 urlpatterns = [
     path("", overview.overview, name="overview"),
     path("healthz", health.healthz, name="healthz"),
+    path("livez", health.livez, name="livez"),
     path("metrics", metrics.metrics, name="metrics"),
     path("engines/", engines.engine_list, name="engine-list"),
     path("engines/<str:name>/", engines.engine_detail, name="engine-detail"),

@@ -1,11 +1,11 @@
-"""/healthz: lets an outside checker watch the watcher. No login."""
+"""/healthz: lets an outside checker watch the watcher; /livez: the web process answers. No login."""
 from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.db import connection
 from django.db.models import Max
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
@@ -45,6 +45,15 @@ def _stale_hosts(limit):
             yield f"host {name}: its worker has never reported"
         elif now - reported > limit:
             yield f"host {name}: its worker has not reported for {int((now - reported).total_seconds())} s"
+
+
+@login_not_required
+@require_GET
+def livez(request):
+    """Liveness only (no database, no Redis): what a container or proxy healthcheck of the web
+    process asks, so a database outage does not get the web container restarted in a loop.
+    /healthz stays the deep check of the whole stack."""
+    return HttpResponse("ok\n", content_type="text/plain")
 
 
 @login_not_required
