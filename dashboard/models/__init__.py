@@ -1,6 +1,6 @@
 from .fleet import Engine, Host
-from .launchconfig import ConfigSnapshot
+from .launchconfig import ConfigSnapshot, EngineStart
 from .ledgers import Incident, KVPoolEntry
 from .samples import CollectorState, Rollup, Sample, Series
 
-__all__ = ["CollectorState", "ConfigSnapshot", "Engine", "Host", "Incident", "KVPoolEntry", "Rollup", "Sample", "Series"]
+__all__ = ["CollectorState", "ConfigSnapshot", "EngineStart", "Engine", "Host", "Incident", "KVPoolEntry", "Rollup", "Sample", "Series"]

@@ -24,3 +24,33 @@ class ConfigSnapshot(models.Model):
     @property
     def flags(self):
         return ((self.data or {}).get("flags") or {}).get("flags") or {}
+
+
+class EngineStart(models.Model):
+    """One start of an engine's unit, measured: the unit's start (ExecMainStartTimestamp) to
+    active (ActiveEnterTimestamp) and to the first healthy answer the poller saw; cold when
+    compilers ran in the unit during it."""
+
+    class Kind(models.TextChoices):
+        COLD = "cold", "cold"
+        WARM = "warm", "warm"
+
+    engine = models.ForeignKey("dashboard.Engine", on_delete=models.PROTECT, related_name="starts")
+    started_at = models.DateTimeField()
+    active_at = models.DateTimeField(null=True, blank=True)
+    healthy_at = models.DateTimeField()
+    kind = models.CharField(max_length=4, choices=Kind.choices)
+    compilers_max = models.PositiveIntegerField(default=0, help_text="most compilers seen in the unit during the start")
+    budget_s = models.FloatField(null=True, blank=True, help_text="the readiness helper's budget")
+    timeout_s = models.FloatField(null=True, blank=True, help_text="TimeoutStartSec")
+
+    class Meta:
+        ordering = ["-started_at"]
+        indexes = [models.Index(fields=["engine", "started_at"], name="enginestart_engine_time")]
+
+    def __str__(self):
+        return f"{self.engine} {self.kind} start {self.started_at:%Y-%m-%d %H:%M}: {self.duration_s:.0f} s"
+
+    @property
+    def duration_s(self):
+        return (self.healthy_at - self.started_at).total_seconds()

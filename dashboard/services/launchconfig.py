@@ -62,10 +62,16 @@ class Observer:
         self.at = float("-inf")
         self.signature = None
         self.down_seen: set[int] = set()  # engines seen not up at the last observation
+        self.starts = StartTracker()
 
-    def tick(self, *, engines, units, now=None):
-        """Observe ENGINES when due (UNITS: this tick's `systemctl show` of their units)."""
+    def tick(self, *, engines, units, processes=None, now=None):
+        """Observe ENGINES when due (UNITS: this tick's `systemctl show` of their units;
+        PROCESSES: its compiler scan, for telling cold starts from warm ones)."""
         now = time.monotonic() if now is None else now
+        try:
+            self.starts.track(engines, units, processes or {})
+        except Exception:
+            log.exception("engine starts not tracked")
         signature = {e.pk: (e.status, *[(units.get(e.unit) or {}).get(k) for k in
                                         ("MainPID", "ExecMainStartTimestamp", "ActiveState")]) for e in engines}
         if now - self.at < self.every_s and signature == self.signature:
@@ -92,6 +98,138 @@ class Observer:
             if snap is not None:
                 made.append(snap)
         return made
+
+
+# --- starts: the restart budget ---------------------------------------------------------------
+
+def parse_timestamp(text):
+    """systemd's `Tue 2026-07-14 10:02:11 UTC` (or `@1752487331`) → aware datetime, or None."""
+    from datetime import datetime, timezone as dt_timezone
+
+    if not text:
+        return None
+    text = text.strip()
+    if text.startswith("@"):
+        try:
+            return datetime.fromtimestamp(float(text[1:]), tz=dt_timezone.utc)
+        except ValueError:
+            return None
+    parts = text.split()
+    if len(parts) >= 3 and len(parts[0]) == 3:
+        parts = parts[1:]  # the weekday
+    try:
+        naive = datetime.strptime(" ".join(parts[:2]), "%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return None
+    if len(parts) > 2 and parts[2] in ("UTC", "GMT"):
+        return naive.replace(tzinfo=dt_timezone.utc)
+    return datetime.fromtimestamp(time.mktime(naive.timetuple()), tz=dt_timezone.utc)  # the box's local time
+
+
+class StartTracker:
+    """Every start of every unit, from its ExecMainStartTimestamp to the first answer the poller
+    had from the new process (a time check and a dict per tick; one row when a start ends)."""
+
+    def __init__(self):
+        self.stamps: dict[int, str] = {}
+        self.last_ok: dict[int, object] = {}
+        self.pending: dict[int, dict] = {}
+
+    def track(self, engines, units, processes):
+        for e in engines:
+            props = units.get(e.unit) or {}
+            stamp = props.get("ExecMainStartTimestamp")
+            first = e.pk not in self.stamps
+            if stamp and stamp != self.stamps.get(e.pk):
+                self.stamps[e.pk] = stamp
+                if not first or (e.status != "up" and props.get("ActiveState") in ("active", "activating")):
+                    self.pending[e.pk] = {"stamp": stamp, "active": props.get("ActiveEnterTimestamp"), "compilers": 0,
+                                          "ok_before": self.last_ok.get(e.pk) if not first else e.last_ok_at}
+            p = self.pending.get(e.pk)
+            if p is not None:
+                mine = [c for c in processes.get("compiler_procs") or [] if c.get("unit") == e.unit]
+                p["compilers"] = max(p["compilers"], len(mine))
+                p["active"] = props.get("ActiveEnterTimestamp") or p["active"]
+                if e.status == "up" and e.last_ok_at and (p["ok_before"] is None or e.last_ok_at > p["ok_before"]):
+                    del self.pending[e.pk]
+                    record_start(e, p)
+            self.last_ok[e.pk] = e.last_ok_at
+
+
+def record_start(engine, pending):
+    """Store one measured start and raise what it broke: over its budget, or a cold start
+    overlapping another engine's on the same box."""
+    from dashboard.alerts.services import external_alert_fire, external_alert_resolve
+    from dashboard.models import EngineStart
+    from dashboard.services.audit import helper_budget_s
+
+    started = parse_timestamp(pending["stamp"])
+    if started is None:
+        return None
+    active = parse_timestamp(pending["active"])
+    snap = latest_snapshot(engine)
+    unit = ((snap.data if snap else {}) or {}).get("unit") or {}
+    posts = unit.get("exec_start_post") or []
+    budget = helper_budget_s(posts[-1].get("argv") or []) if posts else None
+    timeout = unitconfig.timespan_s(unit.get("timeout_start_usec"))
+    start = EngineStart.objects.create(
+        engine=engine, started_at=started, active_at=active if active and active >= started else None,
+        healthy_at=max(engine.last_ok_at, started), kind="cold" if pending["compilers"] else "warm",
+        compilers_max=pending["compilers"], budget_s=budget,
+        timeout_s=timeout if timeout not in (None, float("inf")) else None)
+    limit = start.budget_s or start.timeout_s
+    if limit and start.duration_s > limit:
+        external_alert_fire(rule="start_over_budget", severity="warning", engine=engine, subject=engine.name,
+                            message=(f"{engine.name}'s {start.kind} start took {start.duration_s:.0f} s, past its "
+                                     f"{'readiness budget' if start.budget_s else 'TimeoutStartSec'} of {limit:g} s"))
+    else:
+        external_alert_resolve(rule="start_over_budget", engine=engine, subject=engine.name)
+    if start.kind == "cold":
+        overlap = (EngineStart.objects.filter(engine__host_id=engine.host_id, kind="cold", started_at__lt=start.healthy_at,
+                                              healthy_at__gt=start.started_at).exclude(engine=engine)
+                   .select_related("engine").first())
+        if overlap is not None:
+            external_alert_fire(rule="cold_starts_overlap", severity="warning", host=engine.host,
+                                subject=engine.host.name,
+                                message=(f"{engine.name} and {overlap.engine.name} cold-started at once "
+                                         f"({start.started_at:%H:%M:%S} and {overlap.started_at:%H:%M:%S}): two compile "
+                                         "storms do not fit in one box; serialize the units"))
+    return start
+
+
+def restart_budget(engine):
+    """The engine's starts per class: {"cold"|"warm": {n, median, min, max, first, last}}, and the
+    budgets of its latest start."""
+    from statistics import median
+
+    from dashboard.models import EngineStart
+
+    rows = list(EngineStart.objects.filter(engine=engine).order_by("started_at"))
+    out = {"starts": rows[-20:][::-1], "classes": {}}
+    for kind in ("cold", "warm"):
+        mine = [r for r in rows if r.kind == kind]
+        if mine:
+            d = [r.duration_s for r in mine]
+            out["classes"][kind] = {"n": len(mine), "median": median(d), "min": min(d), "max": max(d),
+                                    "first": mine[0].started_at, "last": mine[-1].started_at}
+    last = rows[-1] if rows else None
+    out["budget_s"], out["timeout_s"] = (last.budget_s, last.timeout_s) if last else (None, None)
+    return out
+
+
+def box_cold_boot(host):
+    """A full cold boot of HOST: the sum of its engines' median cold starts (they must be
+    serialized), with each engine's figure; engines never seen cold count their slowest start."""
+    from dashboard.models import Engine
+
+    parts = []
+    for engine in Engine.objects.filter(host=host, retired_at__isnull=True).order_by("name"):
+        b = restart_budget(engine)
+        figure = (b["classes"].get("cold") or {}).get("median") or max(
+            [c["max"] for c in b["classes"].values()] or [0])
+        if figure:
+            parts.append((engine.name, figure, b["budget_s"], b["timeout_s"]))
+    return {"total_s": sum(p[1] for p in parts), "engines": parts}
 
 
 # --- the engine's own account --------------------------------------------------------------

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 # The demo should look alive: synthetic traffic moves the counters, rates and hit rates.
-DEFAULT_ENGINES = ("vllm:demo-vllm,background_rps=0.5", "llamacpp:demo-llama,background_rps=0.3")
+DEFAULT_ENGINES = ("vllm:demo-vllm,background_rps=0.5,cold_seconds=7", "llamacpp:demo-llama,background_rps=0.3")
 
 
 def build_parser(prog="sparkops simulate") -> argparse.ArgumentParser:

@@ -129,6 +129,10 @@ class Simulation:
         """Write (text None: remove) a drop-in of NAME's unit; the next start runs it."""
         return self._post(f"/_sim/units/{name}/dropin", {"name": file_name, "text": text})
 
+    def cold(self, name: str) -> dict:
+        """Empty NAME's JIT cache: its next start is a cold one."""
+        return self._post(f"/_sim/units/{name}/cold")
+
     @property
     def root(self) -> Path:
         """The simulator's "/" (unit files, environment files): SPARKOPS_HOST_ROOT for the collectors."""

@@ -5,6 +5,8 @@
     POST /_sim/units/<name>/fault  {"kind": K, ...}   forwarded to the engine
     POST /_sim/units/<name>/dropin {"name": "30-x.conf", "text": "[Service]\n..."}  write a drop-in
                                    (text "" or null: remove it) and daemon-reload; the next start runs it
+    POST /_sim/units/<name>/cold   the JIT cache is gone: the next start is cold (cold_seconds longer,
+                                   MAX_JOBS compilers — nproc + 2 uncapped — in the simulated /proc)
     POST /_sim/gpu   {"fault": "clock_stuck_low" | "clear"}
     POST /_sim/host  {"fault": "memory_pressure" | "clear"}
     POST /_sim/kernel {"message": "...", "priority": 3}
@@ -82,6 +84,8 @@ class ControlAPI:
             await self.sup.restart_unit(unit)
         elif action == "fault":
             return await self.fault(unit, self.body(req))
+        elif action == "cold":  # a driver bump or a system update emptied the JIT cache
+            unit.cold_next = True
         elif action == "dropin":
             body = self.body(req)
             text = body.get("text")

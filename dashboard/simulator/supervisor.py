@@ -26,7 +26,10 @@ from . import units as unitfiles
 from .host import HostState
 
 RESTART_POLICIES = ("no", "on-success", "on-failure", "on-abnormal", "on-abort", "always")
-UNIT_OPTIONS = {"restart": str, "restart_sec": float, "start_limit_burst": int, "start_limit_interval": float}
+UNIT_OPTIONS = {"restart": str, "restart_sec": float, "start_limit_burst": int, "start_limit_interval": float,
+                "cold_seconds": float}
+NPROC = 20  # the simulated box's cores: an uncapped ninja runs nproc + 2 compilers
+COMPILER_RSS = int(3.3 * (1 << 30))
 IDENT = {"vllm": "vllm", "llamacpp": "llama-server", "sglang": "python3", "openai": "python3"}
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,6 +44,7 @@ class UnitSpec:
     restart_sec: float = 0.5
     start_limit_burst: int = 5
     start_limit_interval: float = 10.0
+    cold_seconds: float = 0.0  # >0: a start on a cold JIT cache takes this much longer and spawns compilers
 
     @classmethod
     def parse(cls, text: str) -> "UnitSpec":
@@ -107,6 +111,8 @@ class Unit:
                   "StartLimitIntervalUSec": sd.fmt_timespan(spec.start_limit_interval),
                   "StartLimitBurst": str(spec.start_limit_burst), "InvocationID": ""}
         self.effective: dict = {}
+        self.cold_next = True  # the first start after boot finds the JIT cache empty
+        self.compilers: list[Path] = []
         unitfiles.install(sup.root, spec, spec.restart)
         self.reload()
 
@@ -169,7 +175,10 @@ class Unit:
         """The simulated engine, with the options the unit's effective ExecStart gives it."""
         cmd = [sys.executable, "-m", "dashboard.simulator.engine", "--kind", self.spec.kind,
                "--name", self.spec.name, "--port", str(self.spec.port)]
-        for key, value in unitfiles.engine_options(self.spec.kind, self.effective, self.spec.engine_opts).items():
+        opts = unitfiles.engine_options(self.spec.kind, self.effective, self.spec.engine_opts)
+        if self.cold_next and self.spec.cold_seconds > 0:
+            opts["load_seconds"] = float(opts.get("load_seconds", 0.5)) + self.spec.cold_seconds
+        for key, value in opts.items():
             cmd += [f"--{key.replace('_', '-')}", str(value)]
         return cmd
 
@@ -276,6 +285,9 @@ class Supervisor:
                                                          preexec_fn=die_with_parent())
         unit.start_times.append(time.monotonic())
         pid = unit.proc.pid
+        if unit.cold_next and unit.spec.cold_seconds > 0:
+            self._spawn_compilers(unit, pid)
+        unit.cold_next = False
         unit.set_state("active", "running", MainPID=pid, ExecMainPID=pid, ExecMainCode=0, ExecMainStatus=0,
                        ExecMainStartTimestamp=sd.fmt_timestamp(time.time()), ExecMainExitTimestamp="",
                        Result="success", InvocationID=uuid.uuid4().hex)
@@ -284,12 +296,50 @@ class Supervisor:
         self._watchers.add(task)
         task.add_done_callback(self._watchers.discard)
 
+    def _spawn_compilers(self, unit: Unit, pid: int) -> None:
+        """A cold start's JIT compile: MAX_JOBS compilers (nproc + 2 when the unit does not cap
+        it) in the simulated /proc, children of the engine, in its cgroup, for cold_seconds."""
+        env = unit.effective.get("environment") or {}
+        try:
+            jobs = max(1, int(env["MAX_JOBS"]))
+        except (KeyError, ValueError):
+            jobs = NPROC + 2
+        base = 4_000_000 + 1000 * list(self.units).index(unit.spec.name)
+        paths = []
+        for i in range(jobs):
+            d = self.host.dir / "proc" / str(base + i)
+            d.mkdir(parents=True, exist_ok=True)
+            pages = COMPILER_RSS // 4096
+            (d / "cgroup").write_text(f"0::/system.slice/{unit.id}\n")
+            sd.write_atomic(d / "stat", f"{base + i} (cicc) R {pid} {base} {base} 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 1 "
+                                        f"{COMPILER_RSS} {pages} 18446744073709551615\n")
+            paths.append(d)
+        unit.compilers = paths
+        self.journal.process_line(unit.id, pid, IDENT.get(unit.spec.kind, "python3"),
+                                  f"INFO: JIT cache is cold: compiling kernels with {jobs} jobs")
+
+        async def finish():
+            await asyncio.sleep(unit.spec.cold_seconds)
+            self._reap_compilers(unit)
+
+        task = asyncio.create_task(finish())
+        self._watchers.add(task)
+        task.add_done_callback(self._watchers.discard)
+
+    def _reap_compilers(self, unit: Unit) -> None:
+        import shutil
+
+        for d in unit.compilers:
+            shutil.rmtree(d, ignore_errors=True)
+        unit.compilers = []
+
     async def _watch(self, unit: Unit, proc) -> None:
         ident = IDENT.get(unit.spec.kind, "python3")
         async for raw in proc.stdout:
             self.journal.process_line(unit.id, proc.pid, ident, raw.decode(errors="replace").rstrip("\n"))
         rc = await proc.wait()
         unit.proc = None
+        self._reap_compilers(unit)
         self.on_exit(unit, rc)
 
     def on_exit(self, unit: Unit, rc: int) -> None:

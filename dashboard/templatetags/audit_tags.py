@@ -36,3 +36,11 @@ def audit_badge(engine):
         return ""
     return format_html('<a class="badge audit-fail" href="{}" title="launch audit: failing checks">audit: {} failing</a>',
                        reverse("engine-audit", args=[engine.name]), count)
+
+
+@register.inclusion_tag("dashboard/partials/_restart_budget.html")
+def restart_budget_table(engine):
+    """The engine's cold and warm starts (median, min, max, dates) against its budgets."""
+    from dashboard.services.launchconfig import restart_budget
+
+    return {"engine": engine, "budget": restart_budget(engine)}

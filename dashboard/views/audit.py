@@ -10,8 +10,11 @@ def host_audit(request, name):
     """Every playbook check over the box's engines, worst first."""
     host = get_object_or_404(Host, name=name)
     results = audit.audit_host(host)
+    from dashboard.services.launchconfig import box_cold_boot
+
     return render(request, "dashboard/audit.html", {"host": host, "engine": None, "results": results,
-                                                    "failed": sum(r.status == "fail" for r in results)})
+                                                    "failed": sum(r.status == "fail" for r in results),
+                                                    "cold_boot": box_cold_boot(host)})
 
 
 @require_GET

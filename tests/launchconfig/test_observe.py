@@ -117,3 +117,48 @@ def test_a_later_drop_in_still_at_the_old_value_is_config_drift_naming_it(box_en
     assert event.state == "resolved"
     latest = ConfigSnapshot.objects.filter(engine=nemotron).order_by("-id").first()
     assert latest.data["flags"]["flags"]["--max-model-len"] == "262144" and latest.logged_entry_id
+
+
+def test_starts_are_measured_cold_with_compilers_then_warm(tmp_path, settings, monkeypatch, db, client, viewer):
+    from django.conf import settings as django_settings
+
+    from dashboard.alerts.models import AlertEvent
+    from dashboard.models import Engine, EngineStart, Host
+    from dashboard.services.resident import ResidentPoller
+    from dashboard.simulator.client import Simulation
+
+    with Simulation(engines=["vllm:cold,cold_seconds=7"], state_dir=tmp_path / "sim", ready_timeout=30) as sim:
+        monkeypatch.setenv("SPARKOPS_SIM_STATE_DIR", str(sim.state_dir))
+        for key, value in {"SPARKOPS_SYSTEMCTL": "sim-systemctl", "SPARKOPS_JOURNALCTL": "sim-journalctl",
+                           "SPARKOPS_NVIDIA_SMI": "sim-nvidia-smi"}.items():
+            setattr(settings, key, str(sim.bin_dir / value))
+        settings.SPARKOPS_GPU_BACKEND, settings.SPARKOPS_PROC_ROOT = "nvidia-smi", str(sim.state_dir / "proc")
+        settings.SPARKOPS_HOST_ROOT = str(sim.root)
+        host = Host.objects.create(name=django_settings.SPARKOPS_HOST_NAME)
+        engine = Engine.objects.create(name="cold", kind="vllm", url=sim.url("cold"), host=host, unit=sim.unit("cold"))
+        poller = ResidentPoller(host.name, duties={}, flush_interval=0)
+
+        def tick_until(predicate, timeout=30):
+            deadline = __import__("time").monotonic() + timeout
+            while not predicate():
+                assert __import__("time").monotonic() < deadline
+                poller.metrics_tick()  # its own engines, as the worker's poller ticks
+                __import__("time").sleep(0.5)
+
+        # Its first boot was cold; the JIT cache is emptied again and it restarts with this poller
+        # watching: MAX_JOBS=4 compilers in its unit for 7 s.
+        sim.cold("cold")
+        poller.metrics_tick()
+        sim.restart("cold")
+        tick_until(lambda: EngineStart.objects.filter(engine=engine).exists())
+        start = EngineStart.objects.get(engine=engine)
+        assert start.kind == "cold" and start.compilers_max == 4 and start.duration_s >= 6
+        assert start.budget_s == 60 and start.timeout_s == 300
+        sim.restart("cold")
+        tick_until(lambda: EngineStart.objects.filter(engine=engine).count() == 2)
+        warm = EngineStart.objects.filter(engine=engine).order_by("-started_at").first()
+        assert warm.kind == "warm" and warm.compilers_max == 0 and warm.duration_s < start.duration_s
+        assert not AlertEvent.objects.filter(rule="start_over_budget", state="firing").exists()
+        client.force_login(viewer)
+        page = client.get("/engines/cold/").content.decode()
+        assert 'data-kind="cold"' in page and 'data-kind="warm"' in page and "Readiness budget 60 s" in page

@@ -23,3 +23,25 @@ class ConfigDrift(Rule):
     help = ("After a restart, the running value of a flag disagrees with the newest flag line a person wrote for the "
             "engine in the change log; names the flag, both values and the file that set the running one (raised "
             "by dashboard/services/launchconfig.py).")
+
+
+@register
+class StartOverBudget(Rule):
+    key = "start_over_budget"
+    title = "Start over its budget"
+    severity = "warning"
+    signal = "external"
+    DEFAULTS = {}
+    help = ("An engine's start (unit start to first healthy answer) took longer than its readiness helper's budget, "
+            "or than TimeoutStartSec without one (raised by dashboard/services/launchconfig.py).")
+
+
+@register
+class ColdStartsOverlap(Rule):
+    key = "cold_starts_overlap"
+    title = "Cold starts at once"
+    severity = "warning"
+    signal = "external"
+    DEFAULTS = {}
+    help = ("Two engines of one box were in a cold start (compilers running) at the same time: two compile storms "
+            "do not fit in one box (raised by dashboard/services/launchconfig.py).")
