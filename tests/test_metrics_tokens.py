@@ -170,3 +170,28 @@ def test_grafana_dashboard_charts_only_exposed_metrics(polled, viewer, client):
     names = {f"{name}{suffix}" for name in exposed for suffix in ("", "_total")}
     used = {name for expr in exprs for name in re.findall(r"\bsparkops_[a-z_]+", expr)}
     assert used and used - names == set(), used - names
+
+
+def test_a_token_lists_alerts_changelog_entries_and_benchmark_runs(fleet, viewer, client):
+    from dashboard.bench.models import Run
+
+    AlertEvent.objects.create(rule="engine_down", severity="critical", state="firing", engine=fleet["llama"],
+                              subject="llama-side", message="down", started_at=timezone.now(), fired_at=timezone.now())
+    call_command("changelog", "import", str(Path(__file__).parent / "fixtures" / "changelog" / "spark-config-log.md"),
+                 stdout=io.StringIO())
+    Run.objects.create(engine=fleet["vllm"], params_hash="abc123", status="failed", reason="HTTP 400")
+    token = bearer(create_token(viewer))
+
+    (alert,) = client.get("/api/alerts/?state=firing", headers=token).json()["alerts"]
+    assert alert["rule"] == "engine_down" and alert["engine"] == "llama-side" and alert["acknowledged_by"] is None
+    assert client.get("/api/alerts/?state=resolved", headers=token).json()["alerts"] == []
+    entries = client.get("/api/changelog/", headers=token).json()["entries"]
+    out = io.StringIO()
+    call_command("changelog", "export", "--format", "json", stdout=out)
+    assert entries == json.loads(out.getvalue()) and len(entries) >= 2
+    (run,) = client.get("/api/bench/runs/", headers=token).json()["runs"]
+    assert run["engine"] == "vllm-main" and run["status"] == "failed" and run["reason"] == "HTTP 400"
+
+    for bad in ("/api/alerts/?limit=0", "/api/alerts/?limit=x", "/api/bench/runs/?limit=5000", "/api/alerts/?state=on"):
+        response = client.get(bad, headers=token)
+        assert response.status_code == 400 and response.json()["error"], bad
