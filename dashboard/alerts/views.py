@@ -2,13 +2,13 @@
 ack/silence/end/maintenance/test/route/edit POSTs."""
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.http import Http404
+from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.models import Engine
+from dashboard.params import safe_next
 from dashboard.roles import has_role, role_required
 
 from . import selectors, services
@@ -39,10 +39,8 @@ def detail(request, pk):
 
 
 def _back(request, event):
-    target = request.POST.get("next", "")
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
-        return redirect(target)
-    return redirect("alerts:detail", pk=event.pk)
+    target = safe_next(request)
+    return HttpResponseRedirect(target) if target else redirect("alerts:detail", pk=event.pk)
 
 
 @require_POST

@@ -14,6 +14,8 @@ from .models import Claim, Correction, Entry
 DATETIME_WIDGET = forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M")
 DT_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d"]
 FLAG_HELP = "One per line: --max-model-len: 131072 → 262144 ('->' works too)."
+MAX_WINDOW = 2**31 - 1  # Claim.window is a PositiveIntegerField: its range on every database
+MAX_KV_GIB = 1024**2  # a PiB of KV cache is beyond any box; KVPoolEntry.kv_memory_bytes is a bigint
 EVIDENCE_HELP = "One per line: a URL, run:ID, alert:ID or chart:2026-08-20T09:00/2026-08-20T10:00."
 
 
@@ -83,7 +85,7 @@ class ClaimForm(forms.Form):
     text = forms.CharField(label="Claim", required=False, widget=forms.Textarea(attrs={"rows": 2}))
     metric = forms.ChoiceField(choices=[("", "no prediction"), *Claim.Metric.choices], required=False)
     predicted = forms.FloatField(required=False, label="Predicted value")
-    window = forms.IntegerField(required=False, min_value=1, label="At window")
+    window = forms.IntegerField(required=False, min_value=1, max_value=MAX_WINDOW, label="At window")
     engine = forms.ModelChoiceField(queryset=Engine.objects.all(), required=False)
 
     def clean(self):
@@ -147,7 +149,7 @@ class CorrectionForm(forms.Form):
 
 
 class KVPoolEntryForm(forms.ModelForm):
-    kv_memory_gib = forms.FloatField(required=False, min_value=0, label="KV memory (GiB)")
+    kv_memory_gib = forms.FloatField(required=False, min_value=0, max_value=MAX_KV_GIB, label="KV memory (GiB)")
 
     class Meta:
         model = KVPoolEntry

@@ -13,6 +13,7 @@ _PREDICTION = re.compile(
     r"^(?P<metric>[a-z_]+)\s+(?P<value>[0-9][0-9,]*(?:\.[0-9]+)?)\s*×?"
     r"(?:\s+at\s+(?P<window>[0-9][0-9,]*))?(?:\s+on\s+(?P<engine>\S+))?$")
 METRICS = ("concurrency", "pool_tokens", "kv_memory_gib", "tokens_per_gib")
+MAX_REF_ID = 2**31 - 1  # EvidenceLink.ref_id is a PositiveIntegerField: its range on every database
 EVIDENCE_PREFIXES = {"run": "benchmark_run", "alert": "alert_event", "chart": "chart_window"}
 
 
@@ -103,6 +104,8 @@ def parse_evidence(text):
     if text.startswith(("http://", "https://")):
         return EvidenceLine("url", url=text)
     if prefix in ("run", "alert") and rest.isdigit():
+        if not 1 <= int(rest) <= MAX_REF_ID:
+            raise ValueError(f"{prefix}:ID takes an id from 1 to {MAX_REF_ID}, got {text!r}")
         return EvidenceLine(EVIDENCE_PREFIXES[prefix], ref_id=int(rest))
     if prefix == "chart" and "/" in rest:
         start, end = (parse_when(part.replace("T", " ")) for part in rest.split("/", 1))

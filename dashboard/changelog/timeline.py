@@ -9,7 +9,6 @@ from dashboard.models import Engine
 
 from .models import Entry
 
-
 # The days a filter may name: a day the site's time zone can hold, with the day after (the range's
 # exclusive end) too; 9999-12-31 + 1 day would be an OverflowError, a 500.
 SEARCHABLE_DAYS = [MinValueValidator(date(1900, 1, 1), "Pick a day from 1900-01-01 on."),
@@ -70,8 +69,8 @@ class ImportForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        upload = data.get("file")
-        if upload is not None:
+        upload = data.get("file")  # False when the form's "clear" box came ticked
+        if upload:
             if upload.size > self.MAX_BYTES:
                 raise forms.ValidationError(f"The file is over {self.MAX_BYTES // 1024 // 1024} MB.")
             try:

@@ -1,12 +1,13 @@
 from django.contrib import messages
 from django.core.exceptions import ValidationError
+from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.live.cards import engine_card_context, error_history
 from dashboard.live.ranges import PRESETS
 from dashboard.models import Engine
+from dashboard.params import safe_next
 from dashboard.roles import role_required
 
 
@@ -40,7 +41,5 @@ def engine_restart(request, name):
                                       "its outcome will be on the alert's timeline and in the change log.")
         except ValidationError as exc:
             messages.error(request, "Not restarted: " + "; ".join(exc.messages))
-    target = request.POST.get("next", "")
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
-        return redirect(target)
-    return redirect("engine-detail", name=engine.name)
+    target = safe_next(request)
+    return HttpResponseRedirect(target) if target else redirect("engine-detail", name=engine.name)
