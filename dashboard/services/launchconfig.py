@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 OBSERVE_EVERY_S = 60.0
 ACCOUNT_TIMEOUT_S = 1.5
 AUTHOR = "SparkOps"
+# The first words of an observed entry's body: its mark after an export and import, which keep
+# the text but write the importer as the author.
+OBSERVED_MARK = "Observed by SparkOps"
 SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
 SECRET_FLAGS = frozenset({"--api-key", "--hf-token", "--ssl-keyfile"})
 UNIT_LINES = (  # (label in the log, key in data["unit"], the directive that sets it)
@@ -434,6 +437,7 @@ def check_drift(engine, data):
     running = _flags_of(data)
     lines = (FlagChange.objects.filter(entry__engines=engine, flag__startswith="-")
              .exclude(entry__author__isnull=True, entry__author_name=AUTHOR)
+             .exclude(entry__body_md__startswith=OBSERVED_MARK)
              .select_related("entry").order_by("-entry__effective_at", "-entry_id", "-position"))
     newest = {}
     for line in lines:
@@ -513,7 +517,7 @@ def log_change(engine, snap, lines, *, now):
 
     shown = [f"{n} {o} → {v}" for n, o, v, _ in lines[:2]]
     title = f"Observed on {engine.name}: " + "; ".join(shown) + (f" (+{len(lines) - 2} more)" if len(lines) > 2 else "")
-    body = ["Observed by SparkOps in what runs (`systemctl show`/`cat` of the unit, its environment, "
+    body = [f"{OBSERVED_MARK} in what runs (`systemctl show`/`cat` of the unit, its environment, "
             f"the engine's own account), configuration snapshot {snap.pk}:", ""]
     body += [f"- {line_text(*line)}" for line in lines]
     row = (KVPoolEntry.objects.filter(engine=engine, recorded_at__gte=(snap.previous.observed_at if snap.previous else now))
@@ -535,7 +539,7 @@ def log_change(engine, snap, lines, *, now):
 
 def is_observed(entry):
     """Whether a change-log entry was written by this module rather than by a person."""
-    return entry.author_id is None and entry.author_name == AUTHOR
+    return (entry.author_id is None and entry.author_name == AUTHOR) or entry.body_md.startswith(OBSERVED_MARK)
 
 
 def latest_snapshot(engine):

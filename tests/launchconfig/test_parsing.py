@@ -137,3 +137,38 @@ def test_the_engines_own_account_against_its_argv_is_drift(db):
     check_account_drift(engine, data)
     event.refresh_from_db()
     assert event.state == "resolved"
+
+
+def test_observed_entries_export_import_and_never_count_as_human_lines(db):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dashboard.alerts.models import AlertEvent
+    from dashboard.changelog.grammar import FlagLine
+    from dashboard.changelog.markdown import export_markdown, import_log
+    from dashboard.changelog.models import Entry
+    from dashboard.changelog.services import entry_create
+    from dashboard.models import ConfigSnapshot, Engine, Host
+    from dashboard.services.launchconfig import check_drift, is_observed, observe_engine
+
+    engine = Engine.objects.create(name="n", kind="vllm", url="http://127.0.0.1:1", host=Host.objects.create(name="h"))
+
+    def unit(window):
+        return {"unit": "n.service", "environment": {}, "environment_origins": {},
+                "exec_start": {"argv": ["vllm", "serve", "M", "--max-model-len", window], "origins": ["/f"] * 5, "file": "/f"}}
+
+    observe_engine(engine, unit("131072"), account={}, now=timezone.now() - timedelta(minutes=5))
+    snap = observe_engine(engine, unit("262144"), account={})
+    observed = Entry.objects.get(pk=snap.logged_entry_id)
+    assert is_observed(observed)
+    text = export_markdown()
+    assert "Observed on n: --max-model-len 131072 → 262144" in text and "Flag: --max-model-len: 131072 → 262144" in text
+
+    assert import_log(text, author=None, author_name="import").summary().startswith("0 new entries")
+    # An imported copy (its author the importer) is still known by its body, and never taken for
+    # the operator's word: with only observed lines there is nothing to drift from.
+    entry_create(author_name="import", effective_at=timezone.now(), kind="flag_change", engines=[engine],
+                 title="copied", body_md=observed.body_md, flags=[FlagLine("--max-model-len", "262144", "65536")])
+    check_drift(engine, ConfigSnapshot.objects.get(pk=snap.pk).data)
+    assert not AlertEvent.objects.filter(rule="config_drift").exists()
