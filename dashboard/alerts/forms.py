@@ -52,6 +52,9 @@ class ChannelForm(forms.Form):
         return {"url": data["url"], "format": data.get("format") or "sparkops"}
 
 
+RENOTIFY_MAX_S = 7 * 86400
+
+
 class SilenceForm(forms.Form):
     hours = forms.FloatField(min_value=0.05, max_value=24 * 90, initial=2, help_text="How long, in hours")
     reason = forms.CharField(required=False, max_length=500)
@@ -63,7 +66,8 @@ class RuleForm(forms.Form):
     enabled = forms.BooleanField(required=False)
     severity = forms.ChoiceField(choices=[("", "default"), ("info", "info"), ("warning", "warning"), ("critical", "critical")],
                                  required=False)
-    renotify_s = forms.IntegerField(required=False, min_value=0, label="Re-notify every (s)")
+    renotify_s = forms.IntegerField(required=False, min_value=0, max_value=RENOTIFY_MAX_S, label="Re-notify every (s)",
+                                    help_text="0 or blank: the default; otherwise 60 s to 7 days")
 
     def __init__(self, *args, rule, **kwargs):
         super().__init__(*args, **kwargs)
@@ -73,8 +77,18 @@ class RuleForm(forms.Form):
         current = rule_settings(rule)
         self.fields["enabled"].initial = current.enabled
         self.fields["severity"].initial = current.severity
+        from .rules.base import param_bounds
+
         for name, default in rule.DEFAULTS.items():
-            self.fields[f"p_{name}"] = forms.FloatField(label=name, min_value=0, initial=current.params.get(name, default))
+            low, high = param_bounds(name)
+            self.fields[f"p_{name}"] = forms.FloatField(label=name, min_value=low, max_value=high,
+                                                        initial=current.params.get(name, default))
+
+    def clean_renotify_s(self):
+        value = self.cleaned_data.get("renotify_s")
+        if value and value < 60:
+            raise forms.ValidationError("Re-notify at most once a minute: 60 s or more (0: the default).")
+        return value
 
     def update_kwargs(self):
         data = self.cleaned_data

@@ -1,5 +1,6 @@
 """Alert rules, events, silences, maintenance windows, routing and the notification outbox."""
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
@@ -87,7 +88,8 @@ class AlertRule(models.Model):
     severity = models.CharField(max_length=8, choices=Severity.choices, blank=True, help_text="Blank: the rule's default")
     # Overrides of the class's DEFAULTS (thresholds, durations in seconds); validated by the rules form.
     params = models.JSONField(default=dict, blank=True)
-    renotify_s = models.PositiveIntegerField(null=True, blank=True, help_text="Re-notify unacknowledged critical alerts every N s")
+    renotify_s = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(60), MaxValueValidator(7 * 86400)],
+                                             help_text="Re-notify unacknowledged critical alerts every N s (60 s – 7 days)")
 
     class Meta:
         ordering = ["key"]

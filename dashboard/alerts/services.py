@@ -153,6 +153,8 @@ def rule_update(*, key, enabled=None, severity=None, params=None, renotify_s=Non
     if rule is None:
         raise ValidationError(f"no rule named {key!r}")
     clean = _clean_params(rule, params or {})
+    if renotify_s and not 60 <= renotify_s <= 7 * 86400:
+        raise ValidationError(f"re-notify every 60 s to 7 days (604800 s), not {renotify_s} s")
     row = rule_row(key)
     if engine is not None:
         override, _ = AlertRuleOverride.objects.get_or_create(rule=row, engine=engine)
@@ -173,6 +175,8 @@ def rule_update(*, key, enabled=None, severity=None, params=None, renotify_s=Non
 
 
 def _clean_params(rule, params):
+    from .rules.base import param_bounds
+
     clean = {}
     for name, value in params.items():
         if name not in rule.DEFAULTS:
@@ -181,8 +185,9 @@ def _clean_params(rule, params):
             number = float(value)
         except (TypeError, ValueError):
             raise ValidationError(f"{name} must be a number, not {value!r}") from None
-        if number < 0:
-            raise ValidationError(f"{name} must not be negative")
+        low, high = param_bounds(name)
+        if not low <= number <= high:
+            raise ValidationError(f"{name} must be between {low} and {high}, not {value}")
         clean[name] = int(number) if isinstance(rule.DEFAULTS[name], int) and number.is_integer() else number
     return clean
 

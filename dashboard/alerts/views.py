@@ -168,10 +168,18 @@ def channel_test(request, pk):
 
 @require_GET
 def rules(request):
+    return _rules_page(request)
+
+
+def _rules_page(request, *, bound=None, status=200):
+    """The rules page; BOUND: a rule's form as submitted, drawn with its errors at the fields and its input kept."""
     from .rule_config import rule_settings
 
-    rows = [{"rule": r, "settings": rule_settings(r), "form": RuleForm(rule=r)} for r in REGISTRY.values()]
-    return render(request, "alerts/rules.html", {"rows": rows})
+    rows = [{"rule": r, "settings": rule_settings(r),
+             "form": bound if bound is not None and bound.rule.key == r.key else RuleForm(rule=r)}
+            for r in REGISTRY.values()]
+    return render(request, "alerts/rules.html", {"rows": rows, "bound_key": bound.rule.key if bound else ""},
+                  status=status)
 
 
 @require_POST
@@ -185,8 +193,8 @@ def rule_edit(request, key):
         try:
             services.rule_update(key=key, **form.update_kwargs())
             messages.success(request, f"Rule {key} updated.")
+            return redirect("alerts:rules")
         except ValidationError as exc:
-            messages.error(request, f"Rule {key} not changed: " + "; ".join(exc.messages))
-    else:
-        messages.error(request, f"Rule {key} not changed: " + "; ".join(f"{f}: {e}" for f, errs in form.errors.items() for e in errs))
-    return redirect("alerts:rules")
+            form.add_error(None, exc)
+    messages.error(request, f"Rule {key} not changed: see the marked fields below.")
+    return _rules_page(request, bound=form, status=400)

@@ -2,6 +2,8 @@ import json
 
 from django import forms
 
+from dashboard.forms.bounds import bound_widgets
+
 from .models import PairRun, Profile
 from .schedule import parse_cron
 
@@ -21,6 +23,7 @@ class ProfileForm(forms.ModelForm):
 
     def __init__(self, *args, cron="", schedule_enabled=True, **kwargs):
         super().__init__(*args, **kwargs)
+        bound_widgets(self)
         self.fields["cron"].initial = cron
         self.fields["schedule_enabled"].initial = schedule_enabled
         if self.instance.pk:

@@ -1,11 +1,17 @@
 """Benchmark profiles, runs and repetitions (definitions of every figure: README, Benchmarks)."""
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.db import models
 
 from dashboard.models.fleet import NAME_VALIDATOR
 
 from .spec import RunSpec
+
+
+# Bounds of a profile (issue 19): a context of 1M tokens is the largest any engine here serves.
+MAX_DEPTH, MAX_OUTPUT, MAX_REPS, MAX_CONCURRENCY, MAX_TIMEOUT_S = 1_048_576, 131_072, 51, 256, 86_400
+MAX_INSTRUCTION = 4000
 
 
 class Profile(models.Model):
@@ -27,17 +33,23 @@ class Profile(models.Model):
     engine = models.ForeignKey("dashboard.Engine", on_delete=models.PROTECT, related_name="bench_profiles")
     workload = models.CharField(max_length=80, default="essay", help_text="Label of the prompt shape, e.g. 'codegen'")
     instruction = models.TextField(default="Continue the text above with a long, detailed essay.",
+                                   validators=[MaxLengthValidator(MAX_INSTRUCTION)], max_length=MAX_INSTRUCTION,
                                    help_text="The task appended after the filler; it decides how easy decoding is")
-    depth = models.PositiveIntegerField(default=1024, help_text="Prompt tokens (checked against usage.prompt_tokens)")
+    depth = models.PositiveIntegerField(default=1024, validators=[MaxValueValidator(MAX_DEPTH)],
+                                        help_text="Prompt tokens (checked against usage.prompt_tokens), 0–1,048,576")
     mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.COLD)
-    output_tokens = models.PositiveIntegerField(default=512, help_text="Pinned with min_tokens/n_predict + ignore_eos")
+    output_tokens = models.PositiveIntegerField(default=512, validators=[MinValueValidator(1), MaxValueValidator(MAX_OUTPUT)],
+                                                help_text="Pinned with min_tokens/n_predict + ignore_eos, 1–131,072")
     sampling = models.CharField(max_length=10, choices=Sampling.choices, default=Sampling.SERVER)
     sampling_params = models.JSONField(default=dict, blank=True, help_text='Only for explicit, e.g. {"temperature": 0.6}')
     thinking = models.CharField(max_length=8, choices=Thinking.choices, default=Thinking.SERVER)
-    reps = models.PositiveSmallIntegerField(default=3, help_text="Odd, so the median is a measured value")
-    concurrency = models.PositiveSmallIntegerField(default=1)
+    reps = models.PositiveSmallIntegerField(default=3, validators=[MinValueValidator(1), MaxValueValidator(MAX_REPS)],
+                                            help_text="Odd, so the median is a measured value; 1–51")
+    concurrency = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_CONCURRENCY)],
+                                                   help_text="Parallel requests, 1–256")
     force = models.BooleanField(default=False, help_text="Allow depth > 0 with concurrency > 1 (deadlocked an engine once)")
-    timeout_s = models.PositiveIntegerField(default=600, help_text="Per request, whole answer")
+    timeout_s = models.PositiveIntegerField(default=600, validators=[MinValueValidator(1), MaxValueValidator(MAX_TIMEOUT_S)],
+                                            help_text="Per request, whole answer; 1–86,400 s")
     schedule = models.OneToOneField("django_celery_beat.PeriodicTask", null=True, blank=True,
                                     on_delete=models.SET_NULL, related_name="bench_profile")
     params_hash = models.CharField(max_length=16, editable=False, db_index=True)

@@ -1,6 +1,7 @@
 """Forms for entries, corrections and the ledgers. They validate everything and build the
 arguments the services take, so a view never saves half an entry."""
-from datetime import timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 from django import forms
 from django.utils import timezone
@@ -35,6 +36,19 @@ def _reserved_lines(text):
     return None
 
 
+EARLIEST = datetime(2000, 1, 1, tzinfo=dt_timezone.utc)  # before any of this hardware; a typo, not a date
+FUTURE_SLACK = timedelta(days=7)  # a change planned for next week may be written down now
+
+
+def sane_date(at, *, what):
+    """AT, or a clear error when it lies before 2000 or more than a week ahead."""
+    if at < EARLIEST:
+        raise forms.ValidationError(f"{what} dated {at:%Y-%m-%d} is before 2000: check the year.")
+    if at > timezone.now() + FUTURE_SLACK:
+        raise forms.ValidationError(f"{what} dated {at:%Y-%m-%d} is more than a week ahead: check the date.")
+    return at
+
+
 class EntryForm(forms.Form):
     effective_at = forms.DateTimeField(widget=DATETIME_WIDGET, input_formats=DT_FORMATS,
                                        help_text="When it took effect; may be in the past.")
@@ -54,6 +68,9 @@ class EntryForm(forms.Form):
         if "\n" in title or not title:
             raise forms.ValidationError("A title is one non-empty line.")
         return title
+
+    def clean_effective_at(self):
+        return sane_date(self.cleaned_data["effective_at"], what="A change")
 
     def clean_flags(self):
         try:
@@ -130,6 +147,13 @@ class CorrectionForm(forms.Form):
             return parse_evidence_lines(self.cleaned_data["evidence"])
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
+
+    def clean_corrected_at(self):
+        at = sane_date(self.cleaned_data["corrected_at"], what="A correction")
+        if at < self.entry.effective_at:
+            raise forms.ValidationError("A correction cannot be older than the entry it corrects "
+                                        f"({timezone.localtime(self.entry.effective_at):%Y-%m-%d %H:%M}).")
+        return at
 
     def clean_text_md(self):
         text = self.cleaned_data["text_md"].strip()

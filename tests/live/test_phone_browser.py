@@ -247,3 +247,63 @@ def test_last_error_is_a_sentence_cleared_on_recovery_and_kept_on_the_engine_pag
     assert page.locator(f"#engine-card-{vllm.id} [data-field=last-error]").inner_text().strip() == "—"
     ops.shot("engine-detail-error-history")
     assert not ops.errors, ops.errors
+
+
+OVERFLOWING = """() => Array.from(document.querySelectorAll('body *')).filter(e => {
+    const r = e.getBoundingClientRect(); return r.width > 0 && r.right > window.innerWidth + 1
+      && getComputedStyle(e).position !== 'fixed' && !e.closest('.offscreen');
+  }).slice(0, 8).map(e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.className && e.className.baseVal === undefined
+      ? '.' + String(e.className).split(' ').join('.') : '') + ' ' + Math.round(e.getBoundingClientRect().right))"""
+
+
+def _no_sideways_scroll(page):
+    """True when the page fits its viewport's width; else the first elements that stick out (for the message)."""
+    if page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"):
+        return True
+    print("sticking out on", page.url, page.evaluate(OVERFLOWING))
+    return False
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_absurd_input_is_refused_at_the_field_and_long_text_wraps(web, fleet, browser, operator, size):
+    from dashboard.bench.models import Profile
+    from dashboard.changelog.models import Entry
+
+    ops = SizedSession(browser, web.base, operator, size)
+    page = ops.page
+    page.goto(f"{web.base}/bench/profiles/new/")
+    page.fill("#id_name", "decode-1k")
+    page.select_option("#id_engine", str(fleet["vllm"].pk))
+    page.fill("#id_output_tokens", "99999999999")
+    page.fill("#id_timeout_s", "0")
+    # The browser refuses first (the fields carry the model's bounds) ...
+    page.click("form.card button[type=submit]")
+    assert page.evaluate("document.getElementById('id_output_tokens').validity.rangeOverflow")
+    assert page.evaluate("document.getElementById('id_timeout_s').validity.rangeUnderflow")
+    assert not Profile.objects.exists() and page.url.endswith("/bench/profiles/new/")
+    # ... and the server too, should anything skip the browser's check: errors at the fields, input kept.
+    page.evaluate("document.querySelector('form.card').noValidate = true")
+    page.click("form.card button[type=submit]")
+    page.wait_for_load_state()
+    page.locator(".errorlist").first.wait_for(timeout=5000)
+    assert not Profile.objects.exists()
+    rows = page.locator("form.card tr", has=page.locator("#id_output_tokens"))
+    assert "less than or equal to 131072" in rows.inner_text()
+    assert "greater than or equal to 1" in page.locator("form.card tr", has=page.locator("#id_timeout_s")).inner_text()
+    assert page.input_value("#id_output_tokens") == "99999999999" and page.input_value("#id_name") == "decode-1k"
+    ops.shot("bench-profile-refused")
+    assert _no_sideways_scroll(page), "the profile form scrolls sideways"
+
+    entry = Entry.objects.create(effective_at=timezone_now(), kind="flag_change", title="--max-num-seqs " + "x" * 180)
+    entry.engines.add(fleet["vllm"])
+    page.goto(f"{web.base}/changelog/")
+    page.get_by_text("--max-num-seqs").first.wait_for(timeout=5000)
+    ops.shot("changelog-long-title")
+    assert _no_sideways_scroll(page), "a long title widens the change log"
+    assert not ops.errors, ops.errors
+
+
+def timezone_now():
+    from django.utils import timezone
+
+    return timezone.now()

@@ -16,3 +16,21 @@ class Rule:
     def evaluate(self, *, settings, **context):
         """Return a list of dashboard.alerts.lifecycle.Finding (active or not) for this rule."""
         raise NotImplementedError
+
+
+# Bounds of the editable settings, by what the name says it is (issue 19: failures=0 was accepted).
+MAX_SPAN_S = 30 * 86400
+MAX_COUNT = 1_000_000
+
+
+def param_bounds(name):
+    """(lowest, highest) a rule setting NAME may take: percentages (…_pct, drop_points) 0–100,
+    durations (…_s) up to 30 days (for_s may be 0: fire at once; other spans at least 1 s),
+    sizes in MiB up to 1 TiB, and counts (failures, count, min_queries, intervals) 1–1,000,000."""
+    if name.endswith("_pct") or name.endswith("_points"):
+        return 0, 100
+    if name.endswith("_s"):
+        return (0 if name == "for_s" else 1), MAX_SPAN_S
+    if name.endswith("_mib"):
+        return 0, 1024 * 1024
+    return 1, MAX_COUNT
