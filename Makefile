@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: up install test redis-server check clean
+.PHONY: up install test lint redis-server check clean
 
 up: install redis-server
 	$(VENV)/bin/sparkops up --demo
@@ -31,6 +31,12 @@ redis-server:
 
 test: install redis-server
 	$(PY) -m sparkops.redisproc -- $(PY) -m pytest $(PYTEST_ARGS)
+
+# What CI checks before the tests: ruff's lint and format, mypy (their scope is in pyproject.toml).
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 check: install
 	$(PY) manage.py check
