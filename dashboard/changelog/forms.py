@@ -1,7 +1,6 @@
 """Forms for entries, corrections and the ledgers. They validate everything and build the
 arguments the services take, so a view never saves half an entry."""
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 from django import forms
 from django.utils import timezone
@@ -36,7 +35,7 @@ def _reserved_lines(text):
     return None
 
 
-EARLIEST = datetime(2000, 1, 1, tzinfo=dt_timezone.utc)  # before any of this hardware; a typo, not a date
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)  # before any of this hardware; a typo, not a date
 FUTURE_SLACK = timedelta(days=7)  # a change planned for next week may be written down now
 
 

@@ -1,6 +1,5 @@
 """Server-rendered cards: the same partials draw the first page and every pushed update."""
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.template.loader import render_to_string
@@ -21,7 +20,7 @@ FATAL_LINE_SLACK = timedelta(minutes=10)
 
 def _line_time(line):
     try:
-        return datetime.fromtimestamp(int(line.get("time_us")) / 1e6, tz=dt_timezone.utc)
+        return datetime.fromtimestamp(int(line.get("time_us")) / 1e6, tz=UTC)
     except (TypeError, ValueError, OverflowError, OSError):
         return None
 
