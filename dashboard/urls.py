@@ -1,11 +1,13 @@
 from django.urls import path
 
-from .views import audit, charts, engines, health, hosts, metrics, overview, plotly_js
+from .views import account, audit, charts, engines, health, hosts, metrics, overview, plotly_js
 
 urlpatterns = [
     path("", overview.overview, name="overview"),
     path("healthz", health.healthz, name="healthz"),
     path("livez", health.livez, name="livez"),
+    path("account/tokens/", account.tokens, name="account-tokens"),
+    path("account/tokens/<int:pk>/revoke/", account.token_revoke, name="account-token-revoke"),
     path("metrics", metrics.metrics, name="metrics"),
     path("engines/", engines.engine_list, name="engine-list"),
     path("engines/<str:name>/", engines.engine_detail, name="engine-detail"),

@@ -195,3 +195,23 @@ def test_a_token_lists_alerts_changelog_entries_and_benchmark_runs(fleet, viewer
     for bad in ("/api/alerts/?limit=0", "/api/alerts/?limit=x", "/api/bench/runs/?limit=5000", "/api/alerts/?state=on"):
         response = client.get(bad, headers=token)
         assert response.status_code == 400 and response.json()["error"], bad
+
+
+def test_the_profile_page_shows_a_new_token_once_and_revokes_it(viewer_client, viewer, operator, client):
+    page = viewer_client.get("/account/tokens/")
+    assert page.status_code == 200 and b"No tokens yet" in page.content
+    created = viewer_client.post("/account/tokens/", {"name": "grafana"})
+    token = re.search(rb"<pre class=\"mono\">(spk_[A-Za-z0-9_-]+)</pre>", created.content).group(1).decode()
+    row = ApiToken.objects.get(user=viewer)
+    assert row.name == "grafana" and row.digest == hashlib.sha256(token.encode()).hexdigest()
+    assert token.encode() not in viewer_client.get("/account/tokens/").content  # shown once
+    assert client.get("/api/engines/", headers=bearer(token)).status_code == 200
+
+    theirs, _ = ApiToken.issue(operator)
+    assert viewer_client.post(f"/account/tokens/{theirs.pk}/revoke/").status_code == 404  # not yours
+    assert not ApiToken.objects.get(pk=theirs.pk).is_revoked
+    assert viewer_client.post("/account/tokens/", {"name": "x" * 101}).status_code == 400
+    assert ApiToken.objects.filter(user=viewer).count() == 1
+    response = viewer_client.post(f"/account/tokens/{row.pk}/revoke/")
+    assert response.status_code == 302 and ApiToken.objects.get(pk=row.pk).is_revoked
+    assert client.get("/api/engines/", headers=bearer(token)).status_code == 401
