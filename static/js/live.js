@@ -163,9 +163,29 @@
     });
     return charts.baseLayout({ title: { text: panel.title, font: { size: 13, color: fg }, x: 0.01 }, height: 230,
              margin: { l: 50, r: 12, t: 34, b: 30 }, showlegend: true, legend: { orientation: "h", x: 1, xanchor: "right", y: 1.02, yanchor: "bottom" },
-             xaxis: { type: "date", gridcolor: line, range: [data.range.start, data.range.end] },
+             xaxis: { type: "date", gridcolor: line, range: [viewStart(data), data.range.end] },
              yaxis: { gridcolor: line, tickformat: panel.tickformat || "", rangemode: "tozero", fixedrange: false },
              shapes: shapes, annotations: annotations, hovermode: "x unified" });
+  }
+
+  // A preset range longer than the history (a fresh box asked for 7 days) starts where the data
+  // starts instead of drawing days of nothing; a custom range is drawn as asked.
+  function dataStart(data) {
+    var first = null;
+    (data.panels || []).forEach(function (p) {
+      p.traces.forEach(function (tr) {
+        for (var i = 0; i < tr.t.length; i++) {
+          if (tr.y[i] != null) { var t = Date.parse(tr.t[i]); if (first === null || t < first) first = t; break; }
+        }
+      });
+    });
+    return first;
+  }
+
+  function viewStart(data) {
+    var start = Date.parse(data.range.start), first = dataStart(data);
+    if (data.range.key === "custom" || first === null || first <= start) return data.range.start;
+    return new Date(first).toISOString();
   }
 
   function tracesFor(panel) {
@@ -242,8 +262,10 @@
     var r = state.chartData && state.chartData.range;
     if (!r || r.key === "custom" || div._userZoom) return;
     var span = Date.parse(r.end) - Date.parse(r.start), now = Date.now();
+    var first = dataStart(state.chartData), from = now - span;
+    if (first !== null && first > from) from = first;
     div._sliding = true;
-    window.Plotly.relayout(div, { "xaxis.range": [new Date(now - span).toISOString(), new Date(now).toISOString()] })
+    window.Plotly.relayout(div, { "xaxis.range": [new Date(from).toISOString(), new Date(now).toISOString()] })
       .then(function () { div._sliding = false; }, function () { div._sliding = false; });
   }
 
@@ -258,25 +280,66 @@
     }).join("");
   }
 
+  // The range lives in the query string (?range=7d, or ?start=…&end=…): a reload, a bookmark or a
+  // shared link shows the same span; Back returns to the previous one.
+  function rangeFromUrl() {
+    var q = new URLSearchParams(location.search);
+    if (q.get("start")) {
+      var r = { start: q.get("start") };
+      if (q.get("end")) r.end = q.get("end");
+      return r;
+    }
+    var key = q.get("range");
+    var known = key && document.querySelector('.range-bar button[data-range="' + key.replace(/[^\w]/g, "") + '"]');
+    return { range: known ? key : "1h" };
+  }
+
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+  function localInput(iso) {
+    var d = new Date(iso);
+    if (!isFinite(d)) return "";
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + "T" + pad(d.getHours()) + ":" + pad(d.getMinutes());
+  }
+
+  function showRange() {
+    document.querySelectorAll(".range-bar button[data-range]").forEach(function (b) {
+      b.classList.toggle("active", !state.range.start && b.dataset.range === state.range.range);
+    });
+    var form = document.querySelector("[data-custom-range]");
+    if (form && state.range.start) {
+      form.elements.start.value = localInput(state.range.start);
+      form.elements.end.value = state.range.end ? localInput(state.range.end) : "";
+    }
+  }
+
+  function setRange(range) {
+    state.range = range;
+    var q = new URLSearchParams(location.search);
+    ["range", "start", "end"].forEach(function (k) { q.delete(k); });
+    Object.keys(range).forEach(function (k) { q.set(k, range[k]); });
+    var url = location.pathname + "?" + q.toString() + location.hash;
+    if (url !== location.pathname + location.search + location.hash) history.pushState({ range: range }, "", url);
+    showRange();
+    loadCharts();
+  }
+
   function bindRangeBar() {
+    state.range = rangeFromUrl();
+    showRange();
     document.querySelectorAll("[data-range]").forEach(function (btn) {
       if (btn.tagName !== "BUTTON") return;
-      btn.addEventListener("click", function () {
-        document.querySelectorAll(".range-bar button.active").forEach(function (b) { b.classList.remove("active"); });
-        btn.classList.add("active");
-        state.range = { range: btn.dataset.range };
-        loadCharts();
-      });
+      btn.addEventListener("click", function () { setRange({ range: btn.dataset.range }); });
     });
     var form = document.querySelector("[data-custom-range]");
     if (form) form.addEventListener("submit", function (ev) {
       ev.preventDefault();
-      var start = form.elements.start.value, end = form.elements.end.value;
-      state.range = { start: new Date(start).toISOString() };
-      if (end) state.range.end = new Date(end).toISOString();
-      document.querySelectorAll(".range-bar button.active").forEach(function (b) { b.classList.remove("active"); });
-      loadCharts();
+      var start = new Date(form.elements.start.value), end = form.elements.end.value;
+      if (!isFinite(start)) { setStatus("Give the start of the range."); return; }
+      var range = { start: start.toISOString() };
+      if (end && isFinite(new Date(end))) range.end = new Date(end).toISOString();
+      setRange(range);
     });
+    window.addEventListener("popstate", function () { state.range = rangeFromUrl(); showRange(); loadCharts(); });
   }
 
   document.addEventListener("sparkops:theme", function () { if (state.chartData) renderCharts(state.chartData); });

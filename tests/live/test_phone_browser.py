@@ -307,3 +307,45 @@ def timezone_now():
     from django.utils import timezone
 
     return timezone.now()
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_time_range_lives_in_the_url_and_survives_a_reload(web, fleet, browser, viewer, size):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from .helpers import add_minute_rollups, add_samples
+
+    vllm, now = fleet["vllm"], timezone.now()
+    add_samples(metric="generation_tokens_per_s", values=[60.0] * 300, end=now, engine=vllm)
+    add_minute_rollups(metric="generation_tokens_per_s", start=now - timedelta(hours=30), minutes=30 * 60 - 5,
+                       value=60.0, engine=vllm)  # a box watched for 30 hours
+    session = SizedSession(browser, web.base, viewer, size)
+    page = session.page
+    base = f"{web.base}/engines/{vllm.name}/"
+    page.goto(base)
+    wait_for_js(page, "window.sparkopsLive.chartData && window.sparkopsLive.chartData.range.key === '1h'")
+    page.click("button[data-range='7d']")
+    wait_for_js(page, "window.sparkopsLive.chartData.range.key === '7d'")
+    assert page.url == base + "?range=7d"
+    page.reload()
+    wait_for_js(page, "window.sparkopsLive && window.sparkopsLive.chartData && window.sparkopsLive.chartData.range.key === '7d'")
+    assert page.locator(".range-bar button.active").inner_text() == "7d"
+    # Seven days asked, thirty hours held: the axis starts where the data starts.
+    x0 = page.evaluate("Date.parse(document.getElementById('chart-tokens').layout.xaxis.range[0])")
+    assert abs(x0 / 1000 - (now - timedelta(hours=30)).timestamp()) < 3600, "the 7-day axis starts days before the data"
+    session.shot("engine-detail-7d")
+    # A custom span is kept as well, and Back returns to the 7-day view.
+    page.fill("[data-custom-range] input[name=start]", (timezone.localtime(now) - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M"))
+    page.click("[data-custom-range] button[type=submit]")
+    wait_for_js(page, "window.sparkopsLive.chartData.range.key === 'custom'")
+    assert "start=" in page.url and "range=" not in page.url
+    page.reload()
+    wait_for_js(page, "window.sparkopsLive && window.sparkopsLive.chartData && window.sparkopsLive.chartData.range.key === 'custom'")
+    assert page.locator(".range-bar button.active").count() == 0
+    assert page.input_value("[data-custom-range] input[name=start]")
+    page.go_back()
+    wait_for_js(page, "window.sparkopsLive.chartData.range.key === '7d'")
+    assert _no_sideways_scroll(page), "the engine page scrolls sideways"
+    assert not session.errors, session.errors
