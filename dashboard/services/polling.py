@@ -266,9 +266,10 @@ class Liveness:
                 "rechecked": self.rechecked}
 
 
-def engines_probe(*, engines) -> list[Liveness]:
+def engines_probe(*, engines, keep_down=frozenset()) -> list[Liveness]:
     """Cheap liveness probe of every engine; a failed probe is re-checked ~0.3 s later.
-    A status that moved is stored at once."""
+    A status that moved is stored at once, except an "up" for an engine in KEEP_DOWN (ids of
+    engines a metrics poll found down: a healthy /health does not overrule their /metrics)."""
     engines = list(engines)
     if not engines:
         return []
@@ -276,7 +277,8 @@ def engines_probe(*, engines) -> list[Liveness]:
     async def probe_all(client):
         return await asyncio.gather(*(_probe_twice(client, e) for e in engines))
 
-    return [liveness_record(finding) for finding in runner.run(probe_all)]
+    return [finding if finding.up and finding.engine.pk in keep_down else liveness_record(finding)
+            for finding in runner.run(probe_all)]
 
 
 async def _probe_once(client, engine):

@@ -190,6 +190,10 @@ class ResidentPoller:
         self.alerts, self.live = Memory(), LivePublisher()
         self.forget()
         self.answered = {}  # engine pk -> when (epoch s) its last metrics poll that answered fetched it
+        # Engines whose last metrics poll found them down: a probe that finds /health answering
+        # does not move them up (their /metrics may be garbage behind a healthy /health); the
+        # next metrics poll that reads them whole does.
+        self.down_by_metrics = set()
         self.lease = lease  # a PollerLease, or None: poll unconditionally (tests, `poll --once`)
         self.cycles = {"metrics": 0, "probe": 0, "failed": 0, **{name: 0 for name in self.duties}}
         self._metrics_idle = threading.Event()  # clear while a metrics tick runs
@@ -321,6 +325,10 @@ class ResidentPoller:
             for engine, reading in polled:
                 if reading.get("up"):
                     self.answered[engine.pk] = engine.last_poll_at.timestamp()  # when the answer came
+                if reading.get("status") == "down":
+                    self.down_by_metrics.add(engine.pk)
+                else:
+                    self.down_by_metrics.discard(engine.pk)
         finally:
             self._metrics_idle.set()
         if self.pending.urgent or time.monotonic() - self.flushed_at >= self.flush_interval - self.poll_interval / 2:
@@ -347,13 +355,16 @@ class ResidentPoller:
         half liveness interval: a full /metrics answer is proof of life, so that probe would
         only repeat it (the metrics tick and every other probe tick coincide; a probe waits
         for a metrics tick that started less than METRICS_WAIT_S ago, never longer, then
-        probes what it has not heard from). Their liveness is taken from the poll."""
+        probes what it has not heard from). Their liveness is taken from the poll. A probe that
+        finds up an engine the last metrics poll found down changes nothing (`down_by_metrics`)."""
         running_for = time.monotonic() - self._metrics_started
         if running_for < METRICS_WAIT_S:  # a tick that has just started: its answers are coming
             self._metrics_idle.wait(METRICS_WAIT_S - running_for)
         engines, now = self.engines, time.time()  # the metrics thread may swap the list meanwhile
         answered = {pk: at for pk, at in self.answered.items() if now - at < self.liveness_interval / 2}
-        findings = polling.engines_probe(engines=[e for e in engines if e.pk not in answered])
+        probed = polling.engines_probe(engines=[e for e in engines if e.pk not in answered],
+                                       keep_down=self.down_by_metrics)
+        findings = [f for f in probed if not (f.up and f.engine.pk in self.down_by_metrics)]
         findings += [polling.liveness_record(polling.Liveness(e, "up", "", False, e.last_poll_at))
                      for e in engines if e.pk in answered]
         for finding in findings:

@@ -252,3 +252,27 @@ def test_a_hung_engine_never_delays_the_other_engines_probes(fleet, http_server)
         poller.stop()
     during = [t for t in health_hits if stuck_from + 0.1 < t < stuck_from + 1.3]
     assert len(during) >= 3, (len(during), poller.cycles)  # ~4 probes of the healthy engine while the tick hangs
+
+
+def test_a_healthy_health_does_not_overrule_garbage_metrics(fleet, http_server):
+    """/health answers 200 while /metrics is HTML: the metrics poll finds the engine down with
+    the reason, and the probes between metrics polls leave it down instead of flapping it up."""
+    from tests.collectors.test_polling import vllm_routes
+
+    routes = vllm_routes("0.33.0_metrics_busy.txt")
+    routes["/metrics"] = (200, b"<!DOCTYPE html><html>sign in</html>", {})
+    Engine.objects.filter(pk=fleet["vllm"].pk).update(url=http_server(routes))
+    Engine.objects.filter(pk=fleet["llama"].pk).delete()
+    poller = ResidentPoller("spark-1", liveness_interval=1.0, duties={}, flush_interval=0)
+    poller.metrics_tick()
+    for _ in range(2):
+        poller.answered.clear()
+        assert [f.status for f in poller.probe_tick()] == []  # found up, kept down
+    engine = Engine.objects.get(pk=fleet["vllm"].pk)
+    assert engine.status == "down" and "not Prometheus" in engine.status_reason
+    routes["/metrics"] = vllm_routes("0.33.0_metrics_busy.txt")["/metrics"]  # fixed: the next poll reads it up
+    poller.engines[0].last_poll_at -= timedelta(seconds=5)
+    poller.metrics_tick()
+    poller.answered.clear()
+    assert [f.status for f in poller.probe_tick()] == ["up"]
+    assert Engine.objects.get(pk=fleet["vllm"].pk).status == "up"
