@@ -4,7 +4,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from dashboard.forms import EngineForm
-from dashboard.models import Engine, Host
+from dashboard.models import Host
 
 
 def host_get_or_create(*, name=None):
@@ -37,12 +37,6 @@ def engine_create(*, name, kind, url, unit="", host=None, unit_scope="system", p
     engine.host = host_get_or_create(name=host)
     engine.save()
     return engine
-
-
-def engine_remove(*, name):
-    deleted, _ = Engine.objects.filter(name=name).delete()
-    if not deleted:
-        raise ValidationError(f"no engine named {name!r}")
 
 
 def engine_as_dict(engine):
