@@ -163,4 +163,4 @@ def _register_demo_engine(spec):
     Engine.objects.update_or_create(
         name=spec["name"],
         defaults={"kind": spec["kind"], "url": spec["url"], "unit": spec.get("unit", ""),
-                  "host": host_get_or_create(), "retired_at": None})  # a demo engine removed earlier is watched again
+                  "host": host_get_or_create(), "retired_at": None, "expected_up": True})  # watched again if retired
