@@ -139,7 +139,7 @@ def main():
         host, _ = Host.objects.get_or_create(name="bench-bad")
         for kind, name, url in specs:
             Engine.objects.update_or_create(name=name, defaults={"kind": kind, "url": url, "host": host,
-                                                                 "retired_at": None, "status": "unknown"})
+                                                                 "retired_at": None, "expected_up": True, "status": "unknown"})
         poller = resident.ResidentPoller(host.name, duties={}).start()
         time.sleep(args.seconds)
         poller.stop()
