@@ -197,7 +197,8 @@ class OrderingEnabled(Check):
         files = ", ".join((u.get("edge_files") or {}).get("After") or [])
         if dead:
             return "fail", f"After= ({files}) names " + "; ".join(dead)
-        return "pass", "After=" + " ".join((u.get("edges") or {}).get("After") or []) or "no After= edges"
+        after = (u.get("edges") or {}).get("After") or []
+        return "pass", ("After=" + " ".join(after)) if after else "no After= edges"
 
 
 @register
@@ -209,7 +210,6 @@ class ColdStartsSerialized(Check):
            "engine's unit, ordering only) behind a readiness helper that fails honestly")
 
     def box(self, snapshots, s):
-        units = {(_unit(d).get("unit")): e.name for e, d in snapshots if _unit(d).get("unit")}
         out = []
         items = [(e, d) for e, d in snapshots if _unit(d).get("unit")]
         for i, (a, da) in enumerate(items):
@@ -223,7 +223,6 @@ class ColdStartsSerialized(Check):
                 else:
                     out.append(Result(self.key, self.title, subject, "fail",
                                       f"no After= edge between {ua} and {ub}: cold starts not serialized", self.fix))
-        del units
         return out
 
 

@@ -39,6 +39,7 @@ from dashboard.models import ConfigSnapshot, KVPoolEntry
 
 log = logging.getLogger(__name__)
 OBSERVE_EVERY_S = 60.0
+MIN_GAP_S = 5.0  # a flapping engine's every status change does not cost an observation each
 ACCOUNT_TIMEOUT_S = 1.5
 AUTHOR = "SparkOps"
 # The first words of an observed entry's body: its mark after an export and import, which keep
@@ -77,7 +78,8 @@ class Observer:
             log.exception("engine starts not tracked")
         signature = {e.pk: (e.status, *[(units.get(e.unit) or {}).get(k) for k in
                                         ("MainPID", "ExecMainStartTimestamp", "ActiveState")]) for e in engines}
-        if now - self.at < self.every_s and signature == self.signature:
+        since = now - self.at
+        if since < MIN_GAP_S or (since < self.every_s and signature == self.signature):
             return []
         self.at, self.signature = now, signature
         return self.observe(engines)
@@ -93,8 +95,12 @@ class Observer:
                 continue  # it may be starting: the snapshot waits for its answer
             if up:
                 self.down_seen.discard(engine.pk)
+            unit_cfg = configs.get(engine.pk)
+            if unit_cfg is not None and unit_cfg.get("error"):
+                log.info("unit of %s not read: %s", engine.name, unit_cfg["error"])
+                continue  # nothing to version, so its account is not asked either
             try:
-                snap = observe_engine(engine, configs.get(engine.pk), account=fetch_account(engine) if up else None)
+                snap = observe_engine(engine, unit_cfg, account=fetch_account(engine) if up else None)
             except Exception:
                 log.exception("launch configuration of %s not observed", engine.name)
                 continue
