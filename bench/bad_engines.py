@@ -6,8 +6,8 @@ slowloris body, an endless stream, a hang) are served by a subprocess on 127.0.0
 process runs a `ResidentPoller` (its two threads, storing every 10 s as deployed) for the
 given seconds, then prints:
 
-- the healthy engines' poll spacing (the time between two of their readings; the target is a
-  p99 ≤ 2.5 s at the 2 s default interval);
+- the healthy engines' poll spacing (the time between two of their answers, which is what
+  their samples are stamped with; the target is a p99 ≤ 2.5 s at the 2 s default interval);
 - each bad engine's reason, as its card shows it;
 - this process's peak RSS (the poller's, with the servers in the other process).
 
@@ -115,11 +115,11 @@ def main():
     call_command("migrate", verbosity=0)
     server = subprocess.Popen([sys.executable, "-c", SERVE], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               text=True)
-    seen = {}  # engine name -> times of its readings
+    seen = {}  # engine name -> when its answers came (epoch s: the samples' timestamps)
     original = polling.PendingWrites.add_engine
 
     def add_engine(self, engine, fetched, states):
-        seen.setdefault(engine.name, []).append(time.monotonic())
+        seen.setdefault(engine.name, []).append(fetched.at)
         return original(self, engine, fetched, states)
 
     polling.PendingWrites.add_engine = add_engine
