@@ -1,0 +1,756 @@
+"""No page answers 5xx: every URL pattern, crawled as every role, over a database holding one of
+everything, with every query parameter the views read fuzzed, and every POST endpoint given
+empty and garbage forms.
+
+The URL patterns come from the resolver (a new pattern is crawled without editing this file,
+unless it takes an argument nobody here knows how to fill: then the test says which). The query
+parameters come from the views themselves: a test middleware records which keys each view reads
+from request.GET / request.POST, and the crawl repeats with those keys fuzzed until no new key
+shows up."""
+import re
+import time
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import quote, urlencode
+
+import pytest
+from django.contrib.admin.sites import site as admin_site
+from django.db import transaction
+from django.http import QueryDict
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
+
+from dashboard.roles import set_role
+
+pytestmark = pytest.mark.django_db
+
+LOG_FIXTURE = Path(__file__).parent / "fixtures" / "changelog" / "spark-config-log.md"
+HUGE = "99999999999999999999999"
+# Values every read query or form key gets, alone and all together.
+FUZZ_VALUES = [
+    HUGE, "-" + HUGE, "-1", "0", "1", "9223372036854775808", "1e309", "nan", "-3.5", "", " ",
+    "ünï©ødé ✓ 😀", "<script>alert(1)</script>", "x" * 5000, "\x00", "9999-12-31", "0001-01-01",
+    "9999-12-31T23:59", "0001-01-01T00:00", "2026-13-45T99:99", "=HYPERLINK(\"http://x\")", "alert:" + HUGE, "on",
+]
+# Pairs some views read together (a range from start to end).
+FUZZ_PAIRS = [
+    {"start": "0001-01-01T00:00", "end": "0001-01-02T00:00"},
+    {"start": "9999-12-30T00:00", "end": "9999-12-31T23:59"},
+    {"start": "9999-12-31", "end": "9999-12-31"},
+    {"start": "0001-01-01", "end": "0001-01-01"},
+    {"start": "2026-01-01T00:00+14:00", "end": "2026-01-01T00:00-12:00"},
+]
+ROLES = ("viewer", "operator", "admin")
+ADMIN_FUZZED = ("/admin/dashboard/engine/", "/admin/alerts/alertevent/", "/admin/login/", "/admin/logout/")
+
+
+# --- one of everything ---------------------------------------------------------------------------------
+
+READING = {"up": True, "status": "up", "models": ["qwen3-8b"], "requests_running": 2, "requests_waiting": 1,
+           "generation_tokens_per_s": 61.5, "kv_cache_usage": 0.42, "prefix_cache_hit_rate": 0.92, "window": 262144,
+           "unit": {"ActiveState": "active", "SubState": "running", "Result": "success", "ExecMainStatus": "0",
+                    "Restart": "on-failure", "NRestarts": "2"}}
+DOWN = {"up": False, "status": "down", "error": "connection refused", "models": [],
+        "unit": {"ActiveState": "inactive", "SubState": "dead", "Result": "success", "ExecMainStatus": "0",
+                 "Restart": "on-failure", "NRestarts": "0"}}
+HOST = {"host": {"mem_total_bytes": 128 * 1024**3, "mem_available_bytes": 32 * 1024**3, "swap_total_bytes": 16 * 1024**3,
+                 "swap_used_bytes": 15 * 1024**3,
+                 "psi": {"memory": {"some": {"avg10": 82.0}, "full": {"avg10": 40.5}}, "cpu": {"some": {"avg10": 3.0}}}},
+        "gpus": [{"index": 0, "name": "NVIDIA GB10", "sm_clock_mhz": 800, "sm_clock_max_mhz": 2500, "pstate": "P0",
+                  "utilization_pct": 96, "power_w": 31.5, "temperature_c": 55, "clocks_event_reasons": []}],
+        "processes": {"compilers": 21, "compilers_rss_bytes": 69 * 1024**3}}
+
+
+def _stats(median):
+    figure = {"n": 3, "median": median, "min": median * 0.9, "max": median * 1.1}
+    return {"decode_tokens_per_s": figure, "ttft_ms": {"n": 3, "median": 80.0, "min": 70.0, "max": 90.0},
+            "first_answer_ms": {}, "prompt_tokens": {"n": 3, "median": 32768}, "cached_tokens": {"n": 3, "median": 0},
+            "completion_tokens": {"n": 3, "median": 512}, "reasoning_tokens": {}, "chunks": {"n": 3, "median": 512},
+            "errors": {"overload": 1}, "reps": 3, "ok": 2}
+
+
+def build_world(user=None):
+    """Rows of every kind the pages show, made through the project's own services where they exist."""
+    from dashboard.alerts import services as alert_services
+    from dashboard.alerts.models import (
+        AlertRule,
+        AlertRuleOverride,
+        Delivery,
+        MaintenanceWindow,
+        NotificationChannel,
+        Route,
+    )
+    from dashboard.alerts.rules import REGISTRY
+    from dashboard.bench.client import BUCKETS
+    from dashboard.bench.models import PairRun, Profile, Repetition, Run
+    from dashboard.bench.pair import pair_table
+    from dashboard.bench.schedule import profile_set_schedule
+    from dashboard.changelog.grammar import EvidenceLine, FlagLine
+    from dashboard.changelog.markdown import apply_import, plan_import
+    from dashboard.changelog.models import Entry
+    from dashboard.changelog.services import correction_create, entry_create, entry_link_incidents
+    from dashboard.models import Engine, Host, Incident, KVPoolEntry
+    from dashboard.models.samples import Rollup, Sample, Series
+
+    now = timezone.now()
+    spark = Host.objects.create(name="spark", latest=HOST, last_report_at=now)
+    Host.objects.create(name="never-reported")
+    nemotron = Engine.objects.create(name="nemotron", kind="vllm", url="http://127.0.0.1:8012", host=spark,
+                                     unit="vllm-nemotron.service", status="up", latest=READING, last_poll_at=now,
+                                     last_ok_at=now, status_changed_at=now - timedelta(hours=3))
+    q38 = Engine.objects.create(name="q38", kind="vllm", url="http://127.0.0.1:8011", host=spark,
+                                unit="vllm-q38.service", status="down", status_reason="connection refused", latest=DOWN,
+                                last_poll_at=now)
+    Engine.objects.create(name="llama", kind="llamacpp", url="http://127.0.0.1:8080", host=spark,
+                                  unit="llama.service", unit_scope="user", status="loading", poll_interval_s=5)
+    Engine.objects.create(name="sg", kind="sglang", url="http://127.0.0.1:30000", host=spark)
+    Engine.objects.create(name="oa", kind="openai", url="http://127.0.0.1:9000/", host=spark, expected_up=False)
+    # An engine that is no longer watched: it left incidents, ledger rows and log entries behind.
+    gone = Engine.objects.create(name="gone", kind="vllm", url="http://127.0.0.1:8099", host=spark, unit="gone.service")
+
+    for subject in (nemotron, spark):
+        for metric in ("generation_tokens_per_s", "mem_available_bytes"):
+            series = Series.objects.create(engine=subject if subject is nemotron else None,
+                                           host=subject if subject is spark else None, metric=metric)
+            Sample.objects.bulk_create(Sample(series=series, ts=now - timedelta(seconds=2 * i), value=50.0 + i % 7)
+                                       for i in range(60))
+            Rollup.objects.bulk_create(Rollup(series=series, resolution=res, ts=now - timedelta(seconds=res * i),
+                                              min=1.0, mean=2.0, max=3.0, count=5)
+                                       for res in dict(Rollup.Resolution.choices) for i in range(5))
+
+    # Channels of every kind and health, with routes; every rule fired (still open) and fired then resolved.
+    NotificationChannel.objects.create(name="ops-mail", kind="email", config={"address": "ops@example.test"})
+    hook = NotificationChannel.objects.create(name="ops-hook", kind="webhook", secret="s3cret",
+                                              config={"url": "http://127.0.0.1:9/hook", "format": "alertmanager"})
+    NotificationChannel.objects.create(name="broken", kind="webhook", config={"url": "http://127.0.0.1:9/x"},
+                                       enabled=False, health="failing", last_error="connection refused",
+                                       failing_since=now - timedelta(hours=1))
+    Route.objects.create(channel=hook, rule="engine_down", min_severity="critical")
+    Route.objects.create(channel=hook, rule="", min_severity="warning")
+    events = {}
+    for key, rule in REGISTRY.items():
+        host_rule = type(rule).__module__.endswith(".host")
+        for subject_engine, state in ((nemotron, "open"), (q38, "resolved"), (gone, "open")):
+            kw = {"host": spark, "subject": f"spark/{subject_engine.name}"} if host_rule else \
+                {"engine": subject_engine, "subject": subject_engine.name}
+            event = alert_services.external_alert_fire(rule=key, severity=rule.severity, message=f"{key} fired",
+                                                       cause="exit0_no_restart", **kw)
+            if state == "resolved":
+                event = alert_services.external_alert_resolve(rule=key, **kw)
+            events[(key, state, subject_engine.name)] = event
+    AlertRule.objects.update_or_create(key="engine_down", defaults={"severity": "warning", "renotify_s": 600,
+                                                                    "params": {"for_s": 0}})
+    AlertRuleOverride.objects.create(rule=AlertRule.objects.get(key="engine_down"), engine=nemotron, enabled=False)
+    open_event = events[("engine_down", "open", "nemotron")]
+    alert_services.alert_ack(event=open_event, user=user)
+    Delivery.objects.filter(pk__in=Delivery.objects.values("pk")[:2]).update(status="failed", attempts=5,
+                                                                            last_error="HTTP 500")
+    Delivery.objects.filter(status="pending").update(status="sent", sent_at=now, attempts=1, duration_ms=12.5)
+
+    # Silences (engine, host, everything, expired) and maintenance windows (now, later, over).
+    alert_services.silence_create(event=open_event, hours=2, reason="rebuilding")
+    alert_services.silence_create(host=spark, rule="memory_pressure", hours=1)
+    alert_services.silence_create(rule="", hours=0.5, reason="everything")
+    alert_services.silence_create(engine=q38, hours=1)
+    from dashboard.alerts.models import Silence
+    Silence.objects.create(engine=q38, until=now - timedelta(hours=1))
+    alert_services.maintenance_create(starts_at=now - timedelta(minutes=5), ends_at=now + timedelta(hours=1),
+                                      engine=q38, reason="swap the model")
+    alert_services.maintenance_create(starts_at=now + timedelta(days=1), ends_at=now + timedelta(days=1, hours=2),
+                                      host=spark)
+    MaintenanceWindow.objects.create(starts_at=now - timedelta(days=2), ends_at=now - timedelta(days=1))
+
+    # Incidents: host-level (no engine), engine, closed with its fix, and the removed engine's.
+    Incident.objects.create(opened_at=now - timedelta(days=3), trigger="Xid 13 on GPU 0")  # host-level, no unit
+    closed = Incident.objects.create(opened_at=now - timedelta(days=2), engine=nemotron, unit="vllm-nemotron.service",
+                                     trigger="CUDA illegal instruction, exit 0", closed_at=now - timedelta(days=1),
+                                     fix_that_held="Restart=always")
+    Incident.objects.create(opened_at=now - timedelta(hours=5), engine=gone, trigger="OOM kill", peak="=cmd|' /C calc'!A0")
+
+    # KV-pool ledger rows: by hand and from the collector, a formula in a note, a negative share.
+    first = KVPoolEntry.objects.create(recorded_at=now - timedelta(days=10), engine=nemotron, memory_share=0.30,
+                                       kv_memory_bytes=9 * 1024**3, pool_tokens=2_780_000, window=131072,
+                                       concurrency=21.2, source="collector")
+    KVPoolEntry.objects.create(recorded_at=now - timedelta(days=9), engine=nemotron, memory_share=0.25,
+                               kv_memory_bytes=8 * 1024**3, pool_tokens=2_500_000, window=262144, concurrency=10.31,
+                               previous=first, note='=HYPERLINK("http://evil.example","click")')
+    KVPoolEntry.objects.create(recorded_at=now - timedelta(days=8), engine=q38, memory_share=-3.5, note="+1 -1 @x")
+    KVPoolEntry.objects.create(recorded_at=now - timedelta(days=7), engine=gone, pool_tokens=0, kv_memory_bytes=0)
+
+    # Benchmarks: profiles (scheduled or not), runs of every status, repetitions of every bucket, a pair.
+    profile = Profile.objects.create(name="deep-32k", engine=nemotron, depth=32768, reps=3)
+    profile_set_schedule(profile=profile, cron="0 3 * * *", enabled=True)
+    other = Profile.objects.create(name="q38-cold", engine=q38, depth=1024, reps=1)
+    Profile.objects.create(name="gone-profile", engine=gone)
+    runs = {}
+    for status in Run.Status.values:
+        runs[status] = Run.objects.create(
+            engine=nemotron, profile=profile, params_hash=profile.params_hash, status=status, total_reps=3,
+            done_reps=3 if status in ("done", "failed") else 1, stats=_stats(60.0) if status == "done" else {},
+            reason="" if status == "done" else f"{status}: because", started_at=now - timedelta(minutes=9),
+            finished_at=now if status in ("done", "failed", "refused") else None,
+            tainted=status == "done", taint_reasons=["gpu clock low"] if status == "done" else [],
+            regression=status == "done", regression_detail={"baseline": 70.0} if status == "done" else {},
+            checks=[{"name": "cold", "ok": False, "detail": "cached 12 tokens"}], trigger="scheduled",
+            config={"window": 262144, "models": ["qwen3-8b"]},
+            conditions={"start": {"gpu": {"sm_clock_mhz": 800}}, "end": {}})
+    Run.objects.create(engine=q38, params_hash="cli", status="done", trigger="cli", stats=_stats(30.0))
+    Run.objects.create(engine=gone, params_hash="gone", status="done", stats=_stats(1.0))
+    done = runs["done"]
+    for i, bucket in enumerate(("", *BUCKETS)):
+        Repetition.objects.create(run=done, index=i, started_at=now, ok=not bucket, bucket=bucket,
+                                  error=f"{bucket} happened" if bucket else "", http_status=503 if bucket else 200,
+                                  ttft_ms=None if bucket else 80.0, decode_tokens_per_s=None if bucket else 60.0,
+                                  chunks=0 if bucket else 512, timings={"predicted_per_second": 60.0})
+    pair = PairRun.objects.create(profile_a=profile, profile_b=other, status="done", finished_at=now)
+    pair_runs = {(p.pk, phase): Run.objects.create(engine=p.engine, profile=p, params_hash=p.params_hash, status="done",
+                                                   trigger="pair", pair=pair, phase=phase, stats=_stats(rate))
+                 for p, rate in ((profile, 60.0), (other, 30.0)) for phase in ("solo", "both")}
+    pair.table = pair_table(a=profile, b=other, solo={p.pk: pair_runs[(p.pk, "solo")] for p in (profile, other)},
+                            both={p.pk: pair_runs[(p.pk, "both")] for p in (profile, other)})
+    pair.save()
+    PairRun.objects.create(profile_a=profile, profile_b=other, status="failed", reason="engine down")
+
+    # The change log: the field report's log (claims, predictions, corrections of claims), plus an entry with
+    # evidence of every kind and an entry-level correction, one still editable and one locked.
+    apply_import(plan_import(LOG_FIXTURE.read_text()))
+    alert_ref = events[("kernel_fault", "resolved", "q38")]
+    evidence = [EvidenceLine("url", url="https://example.test/log"), EvidenceLine("benchmark_run", ref_id=done.pk),
+                EvidenceLine("alert_event", ref_id=alert_ref.pk), EvidenceLine("alert_event", ref_id=4_000_000_000 // 2),
+                EvidenceLine("benchmark_run", ref_id=123456789),
+                EvidenceLine("chart_window", window_start=now - timedelta(hours=2), window_end=now - timedelta(hours=1))]
+    entry = entry_create(effective_at=now - timedelta(hours=1), title="Restart=always for nemotron", kind="decision",
+                         engines=[nemotron, gone], units="vllm-nemotron.service", body_md="**bold** <b>raw</b>",
+                         flags=[FlagLine("Restart", "on-failure", "always")], evidence=evidence,
+                         claims=[{"text": "pool grows", "metric": "pool_tokens", "predicted": 950000.0, "window": 262144,
+                                  "engine": gone}])
+    correction_create(entry=entry, text_md="Entry-level: it was the unit, not the flag.", mark="withdrawn",
+                      evidence=evidence)
+    correction_create(entry=entry, claim=entry.claims.first(), text_md="Claim-level: pool shrank.", mark="superseded")
+    entry_link_incidents(entry=entry, incidents=[closed])
+    for kind in Entry.Kind.values:
+        entry_create(effective_at=now - timedelta(days=400), title=f"old {kind}", kind=kind)
+
+    _stop_watching(gone)
+    return {"entry": entry, "alert_ref": alert_ref, "done_run": done}
+
+
+def _stop_watching(engine):
+    """Retire ENGINE (engines are retired, never deleted: what it left behind stays)."""
+    try:
+        from dashboard.engine_lifecycle import engine_retire
+    except ImportError:
+        engine.retired_at, engine.expected_up = timezone.now(), False
+        engine.save(update_fields=["retired_at", "expected_up"])
+    else:
+        engine_retire(name=engine.name)
+
+
+# --- recording which query and form keys a view reads ----------------------------------------------------
+
+class RecordingQueryDict(QueryDict):
+    """A QueryDict that notes every key a view asks for."""
+
+    reads = None
+
+    def _note(self, key):
+        if self.reads is not None and isinstance(key, str):
+            self.reads.add(key)
+
+    def __getitem__(self, key):
+        self._note(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self._note(key)
+        return super().get(key, default)
+
+    def getlist(self, key, default=None):
+        self._note(key)
+        return super().getlist(key, default)
+
+    def __contains__(self, key):
+        self._note(key)
+        return super().__contains__(key)
+
+    def __copy__(self):
+        result = super().__copy__()
+        result.reads = self.reads
+        return result
+
+    def __deepcopy__(self, memo):
+        result = super().__deepcopy__(memo)
+        result.reads = self.reads
+        return result
+
+
+READS = {"GET": {}, "POST": {}}  # view key -> keys read
+
+
+def recording_middleware(get_response):
+    def middleware(request):
+        from django.urls import resolve
+
+        try:
+            match = resolve(request.path_info)
+        except Exception:  # a 404 path: nothing to record
+            return get_response(request)
+        key = match.view_name or match.route
+        for method in ("GET", "POST"):
+            source = getattr(request, method)
+            recorded = RecordingQueryDict(mutable=True)
+            for name, values in source.lists():
+                recorded.setlist(name, values)
+            recorded._mutable = False
+            recorded.reads = READS[method].setdefault(key, set())
+            setattr(request, method, recorded)
+        return get_response(request)
+
+    return middleware
+
+
+@pytest.fixture
+def recording(settings):
+    settings.MIDDLEWARE = ["tests.test_crawl.recording_middleware", *settings.MIDDLEWARE]
+    for reads in READS.values():
+        reads.clear()
+    return READS
+
+
+# --- the URL patterns and their arguments ---------------------------------------------------------------
+
+def walk(patterns, prefix="", namespace=None):
+    for p in patterns:
+        route = prefix + str(p.pattern)
+        if isinstance(p, URLResolver):
+            yield from walk(p.url_patterns, route, p.namespace or namespace)
+        elif isinstance(p, URLPattern):
+            name = f"{namespace}:{p.name}" if namespace and p.name else (p.name or route)
+            yield route, name, p.callback
+
+
+ARG = re.compile(r"<(?:(?P<conv>\w+):)?(?P<name>\w+)>|\(\?P<(?P<rname>\w+)>[^)]*\)")
+
+
+def _argument_values(name, arg, route):
+    """Real values and absent ones for one path argument of the pattern NAME."""
+    from dashboard.alerts.models import AlertEvent, MaintenanceWindow, NotificationChannel, Silence
+    from dashboard.alerts.rules import REGISTRY
+    from dashboard.bench.models import PairRun, Profile, Run
+    from dashboard.changelog.models import Entry
+    from dashboard.models import Engine, Host, Incident
+
+    absent_ints = ["0", "424242", HUGE]
+    absent_names = ["no-such", "ünï©ødé", "%00", "x" * 300]
+    by_view = {
+        "alerts:detail": AlertEvent, "alerts:ack": AlertEvent, "alerts:silence": AlertEvent,
+        "alerts:channel-test": NotificationChannel, "alerts:channel-routes": NotificationChannel,
+        "alerts:silence-end": Silence, "alerts:maintenance-end": MaintenanceWindow,
+        "changelog:entry": Entry, "changelog:edit": Entry, "changelog:correct": Entry,
+        "changelog:incident-close": Incident,
+        "bench:profile": Profile, "bench:profile-edit": Profile, "bench:profile-run": Profile, "bench:run": Run,
+        "bench:pair": PairRun,
+    }
+    if name in by_view:
+        return _real_ids(by_view[name]) + absent_ints
+    if arg == "name" and route.startswith(("engines/", "charts/engine/")):
+        return list(Engine.objects.values_list("name", flat=True)) + absent_names
+    if arg == "name" and route.startswith(("hosts/", "charts/host/")):
+        return list(Host.objects.values_list("name", flat=True)) + absent_names
+    if name == "alerts:rule-edit":
+        return list(REGISTRY) + absent_names
+    if name == "changelog:ledger-export":
+        return {"ledger": ["kvpool", "incidents", "nope"], "fmt": ["md", "csv", "xlsx"]}[arg]
+    if route.startswith("admin/"):
+        return _admin_values(name, arg, route)
+    raise AssertionError(f"the crawl does not know how to fill <{arg}> of URL pattern {name}: add it here")
+
+
+def _interesting(model):
+    """Rows worth a page of their own, beside the first and last few."""
+    from django.db.models import Q
+
+    from dashboard.alerts.models import AlertEvent
+    from dashboard.changelog.models import Entry
+    from dashboard.models import Incident
+
+    return {
+        AlertEvent: [Q(engine__isnull=True), Q(engine__name="gone"), Q(state="resolved"),
+                     Q(acknowledged_at__isnull=False), Q(incident__isnull=False, engine__isnull=True)],
+        Incident: [Q(engine__isnull=True, unit=""), Q(engine__name="gone"), Q(closed_at__isnull=False)],
+        Entry: [Q(evidence__isnull=False, corrections__isnull=False), Q(created_at__lt=timezone.now() - timedelta(days=1))],
+    }.get(model, [])
+
+
+def _real_ids(model, edge=2):
+    """Real primary keys of MODEL: the interesting rows first, then the first and last EDGE."""
+    pks = list(model.objects.order_by("pk").values_list("pk", flat=True))
+    chosen = [model.objects.filter(q).order_by("pk").values_list("pk", flat=True).first() for q in _interesting(model)]
+    chosen += pks[:edge] + pks[-edge:]
+    return [str(pk) for pk in dict.fromkeys(pk for pk in chosen if pk is not None)]
+
+
+def _admin_values(name, arg, route):
+    from django.contrib.contenttypes.models import ContentType
+
+    if arg == "app_label":
+        return sorted({m._meta.app_label for m in admin_site._registry}) + ["nope"]
+    if arg == "object_id" and name == "admin:view_on_site":
+        return ["1", "424242"]
+    if arg in ("object_id", "id"):
+        app_label, model_name = route.split("/")[1:3]
+        for model in admin_site._registry:
+            if (model._meta.app_label, model._meta.model_name) == (app_label, model_name):
+                return _real_ids(model, edge=1) + ["424242", HUGE, "x%00"]
+        raise AssertionError(f"no admin model for {route}")
+    if arg == "content_type_id":
+        return [str(ContentType.objects.first().pk), "424242"]
+    if arg == "url":
+        return ["nope/", "dashboard/nope/"]
+    raise AssertionError(f"the crawl does not know how to fill <{arg}> of admin pattern {name}")
+
+
+def crawl_paths():
+    """(view name, path, is_real) for every URL pattern and argument value."""
+    out = []
+    for route, name, _ in walk(get_resolver().url_patterns):
+        route = route.lstrip("^").replace("\\Z", "").rstrip("$")
+        args = [m.group("name") or m.group("rname") for m in ARG.finditer(route)]
+        combos = [{}]
+        for arg in args:
+            values = _argument_values(name, arg, route)
+            combos = [{**c, arg: v} for c in combos for v in values]
+        for combo in combos:
+            def fill(m):
+                value = combo[m.group("name") or m.group("rname")]
+                return value if "%" in value else quote(value, safe="")
+            path = "/" + ARG.sub(fill, route).replace("\\", "")
+            out.append((name, path))
+    return out
+
+
+# --- the crawl -----------------------------------------------------------------------------------------
+
+def _clients(django_user_model):
+    clients = {"anonymous": Client(raise_request_exception=False)}
+    for role in ROLES:
+        user = django_user_model.objects.create_user(username=f"crawl-{role}", password="crawl-password-123")
+        set_role(user, role)
+        clients[role] = Client(raise_request_exception=False)
+        clients[role].force_login(user)
+    return clients
+
+
+class _RolledBack(Exception):
+    def __init__(self, response):
+        super().__init__()
+        self.response = response
+
+
+class Crawl:
+    """The world, a client per role, the paths to crawl, and the 5xx answers seen."""
+
+    def __init__(self, django_user_model):
+        self.clients = _clients(django_user_model)
+        self.world = build_world(django_user_model.objects.get(username="crawl-operator"))
+        self.paths = crawl_paths()
+        self.failures, self.requests, self.started = [], 0, time.monotonic()
+
+    def request(self, role, method, path, data=None):
+        client = self.clients[role]
+        # Each request in a savepoint, as each real request has a transaction of its own: a database error
+        # in one (a 500) must not abort the test's transaction for every request after it.
+        try:
+            with transaction.atomic():
+                response = client.get(path, data) if method == "GET" else client.post(path, data or {})
+                if response.status_code >= 500:
+                    raise _RolledBack(response)
+        except _RolledBack as answered:
+            response = answered.response
+        self.requests += 1
+        if response.status_code >= 500 and not (path == "/healthz" and response.status_code == 503):  # its "unhealthy"
+            exc = getattr(response, "exc_info", None)
+            why = f"{exc[0].__name__}: {str(exc[1])[:160]}" if exc else ""
+            shown = {k: (v[:30] + "…" if isinstance(v, str) and len(v) > 30 else v) for k, v in (data or {}).items()}
+            self.failures.append(f"{method} {path[:120]} {shown or ''} as {role}: {response.status_code} {why}")
+        return response
+
+    def representative(self):
+        """One path per view: the first, which has a real argument (real values are listed first)."""
+        seen = {}
+        for name, path in self.paths:
+            seen.setdefault(name, path)
+        return seen
+
+    def assert_no_5xx(self):
+        unique = list(dict.fromkeys(self.failures))  # in the order they happened
+        assert not unique, f"{len(unique)} requests (of {self.requests}) answered 5xx:\n" + "\n".join(unique[:60])
+
+
+@pytest.fixture
+def crawl(django_user_model, recording, settings):
+    settings.DEBUG_PROPAGATE_EXCEPTIONS = False
+    return Crawl(django_user_model)
+
+
+def test_every_url_pattern_as_every_role(crawl):
+    """GET every pattern with real and absent arguments, as every role."""
+    representative = set(crawl.representative().values())
+    for role in ("anonymous", *ROLES):
+        for _name, path in crawl.paths:
+            is_admin = path.startswith("/admin/")
+            # Viewers and admins see every path (the least and the most on a page); anonymous visitors and
+            # operators one path of each pattern, and outside the admin's own pages.
+            every = role == "admin" or (role == "viewer" and not is_admin)
+            if not every and path not in representative:
+                continue
+            crawl.request(role, "GET", path)
+    print(f"crawl: {time.monotonic() - crawl.started:.0f} s, {crawl.requests} GETs over {len(crawl.paths)} paths of {len(representative)} patterns")
+    crawl.assert_no_5xx()
+
+
+def _fuzzed_queries(keys):
+    for value in FUZZ_VALUES:
+        for key in keys:
+            yield [(key, value)]
+        yield [(k, v) for k in keys for v in (value, "1", value)]  # every key, repeated
+    for pair in FUZZ_PAIRS:
+        yield list(pair.items())
+
+
+def test_every_query_parameter_fuzzed(crawl, recording):
+    """Each view's query keys (those it was seen to read) get every fuzz value, alone, all together and repeated,
+    round after round until no new key is read. As an operator (the pages with most controls), and the
+    all-together queries as a viewer and an admin too."""
+    # The admin's views are the same few for every model: fuzz them on two models, the app's views on all.
+    views = {name: path for name, path in crawl.representative().items()
+             if not path.startswith("/admin/") or path.startswith(ADMIN_FUZZED)}
+    for path in views.values():
+        crawl.request("operator", "GET", path)
+    fuzzed = {}
+    for _round in range(5):
+        todo = {name: sorted(recording["GET"].get(name, set()) - fuzzed.get(name, set())) for name in views}
+        todo = {name: keys for name, keys in todo.items() if keys}
+        if not todo:
+            break
+        for name, keys in todo.items():
+            keys = sorted(fuzzed.setdefault(name, set()) | set(keys))
+            fuzzed[name] = set(keys)
+            for query in _fuzzed_queries(keys):
+                url = views[name] + "?" + urlencode(query)
+                crawl.request("operator", "GET", url)
+                if len(query) > 1:
+                    crawl.request("viewer", "GET", url)
+                    crawl.request("admin", "GET", url)
+    assert {"a", "b"} <= fuzzed.get("bench:compare", set()), f"the recording middleware saw too little: {fuzzed}"
+    print(f"fuzz: {time.monotonic() - crawl.started:.0f} s, {crawl.requests} GETs; keys read: " + ", ".join(f"{n}={sorted(k)}" for n, k in sorted(fuzzed.items())))
+    crawl.assert_no_5xx()
+
+
+FORMSET_INDEX = re.compile(r"-(\d+)-")
+
+
+def _post_keys(recording, name):
+    """The form keys NAME read; of a formset's forms the first three (a garbage TOTAL_FORMS reads a thousand)."""
+    keys = recording["POST"].get(name, set()) - {"crawl"}
+    return sorted(k for k in keys if not (m := FORMSET_INDEX.search(k)) or int(m.group(1)) < 3)
+
+
+def _formset_safe(key, value):
+    """VALUE, but a formset's form count stays small (a thousand forms per request would take minutes)."""
+    if key.endswith(("-TOTAL_FORMS", "-INITIAL_FORMS", "-MIN_NUM_FORMS", "-MAX_NUM_FORMS")):
+        return value if len(value) < 3 else "2"
+    return value
+
+
+def test_every_post_endpoint_with_empty_and_garbage_forms(crawl, recording):
+    """POST to every app pattern with real and absent arguments, empty; then to one real path of each, every
+    form key it read set to each fuzz value, round after round until no new key is read, as an operator and an
+    admin (a viewer's empty POSTs too: 403 or 405, never 5xx)."""
+    # Logging out ends the client's session: that one comes last.
+    paths = [(name, path) for name, path in crawl.paths if not path.startswith("/admin/") and name != "logout"]
+    views = crawl.representative()
+    for name, path in paths:  # every path as an admin, one of each pattern as an operator and a viewer
+        crawl.request("admin", "POST", path, {})
+        if path == views[name]:
+            crawl.request("operator", "POST", path, {})
+            crawl.request("viewer", "POST", path, {})
+            for role in ("operator", "admin"):  # a non-empty POST binds the views' forms: they read their keys
+                crawl.request(role, "POST", path, {"crawl": "1"})
+    fuzzed = {}
+    for _round in range(4):
+        todo = {name: keys for name in views if (keys := _post_keys(recording, name)) and keys != fuzzed.get(name)}
+        if not todo:
+            break
+        for name, keys in todo.items():
+            fuzzed[name] = keys
+            for role in ("operator", "admin"):
+                for value in FUZZ_VALUES:
+                    crawl.request(role, "POST", views[name], {k: _formset_safe(k, value) for k in keys})
+    for name, keys in fuzzed.items():  # a formset told it has a huge number of forms: Django caps it at 1000
+        if any(k.endswith("-TOTAL_FORMS") for k in keys):
+            crawl.request("admin", "POST", views[name], {k: HUGE if k.endswith("-TOTAL_FORMS") else "x" for k in keys})
+    for role in ROLES:
+        crawl.request(role, "POST", "/logout/", {"next": HUGE})
+    read = {name: sorted(keys) for name, keys in recording["POST"].items() if keys - {"crawl"}}
+    print(f"post: {time.monotonic() - crawl.started:.0f} s, {crawl.requests} POSTs; keys read: {read}")
+    crawl.assert_no_5xx()
+    assert "text_md" in read.get("changelog:correct", []), f"the forms' keys were not seen: {read}"
+
+
+# One field at a time made bad in a form that is otherwise valid, so the bad value reaches the code past
+# validation (the service, the database), where a garbage-everywhere form never gets.
+MUTATIONS = [HUGE, "-" + HUGE, "9223372036854775808", "2147483648", "-1", "1e300", "nan", "", "x" * 5000,
+             "ünï©ødé ✓", "9999-12-31T23:59", "0001-01-01T00:00", "alert:" + HUGE, "run:" + HUGE,
+             "alert:2147483648", "chart:0001-01-01T00:00/9999-12-31T23:59", "=HYPERLINK(\"http://x\")"]
+
+
+def _valid_forms(world):
+    from dashboard.alerts.models import AlertEvent
+    from dashboard.models import Engine, Incident
+
+    nemotron = Engine.objects.get(name="nemotron")
+    entry, event = world["entry"], AlertEvent.objects.filter(state="firing").first()
+    incident = Incident.objects.filter(closed_at__isnull=True).first()
+    return {
+        "/changelog/new/": {
+            "effective_at": "2026-08-20T09:00", "kind": "flag_change", "title": "Raise the window",
+            "engines": str(nemotron.pk), "flags": "--max-model-len: 131072 → 262144", "body_md": "why",
+            "units": "vllm-nemotron.service", "reason": "r", "expected_effect": "e", "evidence": f"run:{world['done_run'].pk}",
+            "claims-TOTAL_FORMS": "1", "claims-INITIAL_FORMS": "0", "claims-0-text": "allocates nothing",
+            "claims-0-metric": "concurrency", "claims-0-predicted": "10.6", "claims-0-window": "262144",
+            "claims-0-engine": str(nemotron.pk)},
+        f"/changelog/{entry.pk}/correct/": {
+            "corrected_at": "2026-08-21T09:00", "target": "entry", "mark": "", "text_md": "It was the unit.",
+            "evidence": f"alert:{event.pk}"},
+        "/changelog/ledgers/kvpool/add/": {
+            "recorded_at": "2026-08-20T14:00", "engine": str(nemotron.pk), "memory_share": "0.45", "kv_memory_gib": "26.8",
+            "pool_tokens": "858483", "window": "262144", "concurrency": "", "note": "window raised"},
+        f"/changelog/ledgers/incidents/{incident.pk}/close/": {
+            "closed_at": "2026-12-01T09:00", "fix_that_held": "Restart=always", "entries": str(entry.pk)},
+        f"/alerts/{event.pk}/silence": {"hours": "2", "reason": "rebuilding"},
+        "/alerts/maintenance/new": {"scope": "all", "starts_at": "", "ends_at": "2099-01-01T00:00", "reason": "swap"},
+    }
+
+
+def test_valid_forms_with_one_bad_field(crawl):
+    """Each write form, valid but for one field, with each mutation in that field: no 5xx (a 400 or a
+    re-rendered form with the reason, or, where the value is acceptable, a redirect)."""
+    for path, valid in _valid_forms(crawl.world).items():
+        for key in valid:
+            for value in MUTATIONS:
+                crawl.request("operator", "POST", path, {**valid, key: value})
+        crawl.request("operator", "POST", path, valid)
+    print(f"forms: {time.monotonic() - crawl.started:.0f} s, {crawl.requests} POSTs")
+    crawl.assert_no_5xx()
+
+
+# --- what the crawl found, each pinned by a test of its own ------------------------------------------------
+
+@pytest.fixture
+def host_incident(db):
+    """What any kernel fault leaves: an incident with no engine and no unit."""
+    from dashboard.models import Incident
+
+    return Incident.objects.create(opened_at=timezone.now(), trigger="kernel_fault: Xid 79, GPU has fallen off the bus")
+
+
+def test_ledgers_page_with_a_host_level_incident(viewer_client, host_incident):
+    response = viewer_client.get("/changelog/ledgers/")
+    assert response.status_code == 200 and "Xid 79" in response.content.decode()
+
+
+def test_failed_kvpool_post_rerenders_beside_a_host_level_incident(operator_client, host_incident):
+    response = operator_client.post("/changelog/ledgers/kvpool/add/", {"pool_tokens": "-5"})
+    assert response.status_code == 400 and "Nothing was saved" in response.content.decode()
+
+
+def test_closing_a_host_level_incident_names_no_engine(operator_client, host_incident):
+    response = operator_client.get(f"/changelog/ledgers/incidents/{host_incident.pk}/close/")
+    assert response.status_code == 200 and "<strong>—</strong>" in response.content.decode()
+
+
+@pytest.mark.parametrize("query", [
+    {"a": HUGE, "b": "1"}, {"a": "1", "b": "-" + HUGE}, {"a": "-1", "b": "1"}, {"a": "0", "b": "1"},
+    {"a": "1e3", "b": "1"}, {"a": "9223372036854775808", "b": "1"}, {"a": "1"},
+])
+def test_compare_refuses_ids_no_run_can_have(viewer_client, query):
+    response = viewer_client.get("/bench/compare/", query)
+    page = response.content.decode()
+    assert response.status_code == 400 and "Pick two runs" in page
+    assert re.search(r"[ab] (must be a whole number|is required: a whole number) from 1 to 9223372036854775807", page)
+
+
+def test_compare_of_absent_runs_in_range_is_404(viewer_client):
+    assert viewer_client.get("/bench/compare/", {"a": "9223372036854775807", "b": "1"}).status_code == 404
+
+
+def test_int_param():
+    from dashboard.params import DB_INT_MAX, ParamError, int_param
+
+    assert int_param(QueryDict("a=12"), "a") == 12 and int_param(QueryDict("a=+7&a=%2012%20"), "a") == 12
+    assert int_param(QueryDict(""), "a", default=3) == 3 and int_param(QueryDict("a="), "a") is None
+    assert int_param(QueryDict(f"a={DB_INT_MAX}"), "a") == DB_INT_MAX
+    assert int_param(QueryDict("a=-5"), "a", minimum=-10) == -5
+    for bad in (HUGE, str(DB_INT_MAX + 1), "0", "-1", "1.5", "1e3", "x", "١٢", "0x10"):
+        with pytest.raises(ParamError, match="a must be a whole number"):
+            int_param(QueryDict(f"a={quote(bad)}"), "a")
+    with pytest.raises(ParamError, match="a is required"):
+        int_param(QueryDict(""), "a", required=True)
+
+
+@pytest.mark.parametrize("path", ["/engines/%00/", "/hosts/%00/", "/charts/engine/%00.json", "/alerts/?engine=%00",
+                                  "/coresidency/?a=%00", "/changelog/?q=a%00b"])
+def test_nul_anywhere_is_a_400(viewer_client, path):
+    response = viewer_client.get(path)
+    assert response.status_code == 400 and "NUL character" in response.content.decode()
+
+
+def test_nul_in_a_form_is_a_400_and_changes_nothing(operator_client, fleet):
+    from dashboard.alerts.models import MaintenanceWindow
+
+    response = operator_client.post("/alerts/maintenance/new", {"reason": "a\x00b", "hours": "1"})
+    assert response.status_code == 400 and not MaintenanceWindow.objects.exists()
+
+
+@pytest.mark.parametrize("day", ["9999-12-31", "0001-01-01"])
+def test_timeline_filter_days_out_of_range_are_explained(viewer_client, day):
+    response = viewer_client.get("/changelog/", {"start": day, "end": day})
+    assert response.status_code == 200 and "Pick a day" in response.content.decode()
+
+
+@pytest.mark.parametrize("url", ["/login/", "/admin/login/"])
+def test_login_with_a_huge_user_name_is_refused_not_500(client, url):
+    response = client.post(url, {"username": "x" * 5000, "password": "wrong"})
+    assert response.status_code == 200 and "username" in response.content.decode().lower()
+
+
+@pytest.mark.parametrize("next_, expected", [("1", None), ("nan", None), ("https://evil.example/", None),
+                                             ("//evil.example/", None), ("/alerts/", "/alerts/")])
+def test_ack_goes_back_only_to_a_path_on_this_site(operator_client, fleet, next_, expected):
+    from dashboard.alerts.services import external_alert_fire
+
+    event = external_alert_fire(rule="engine_down", severity="critical", engine=fleet["vllm"], subject="vllm-main",
+                                message="down")
+    response = operator_client.post(f"/alerts/{event.pk}/ack", {"next": next_})
+    assert response.status_code == 302 and response["Location"] == (expected or f"/alerts/{event.pk}/")
+
+
+@pytest.mark.parametrize("evidence", ["alert:2147483648", "run:" + HUGE])
+def test_evidence_ids_past_the_database_are_form_errors(operator_client, fleet, evidence):
+    from dashboard.changelog.models import Entry
+
+    response = operator_client.post("/changelog/new/", {
+        "effective_at": timezone.now().strftime("%Y-%m-%dT%H:%M"), "kind": "decision", "title": "t",
+        "evidence": evidence, "claims-TOTAL_FORMS": "0", "claims-INITIAL_FORMS": "0"})
+    assert response.status_code == 200 and "takes an id from 1 to 2147483647" in response.content.decode()
+    assert not Entry.objects.exists()
+
+
+def test_kv_memory_past_the_database_is_a_form_error(operator_client, fleet):
+    from dashboard.models import KVPoolEntry
+
+    response = operator_client.post("/changelog/ledgers/kvpool/add/", {
+        "recorded_at": "2026-08-20T14:00", "engine": fleet["vllm"].pk, "kv_memory_gib": "1e300", "pool_tokens": "1"})
+    assert response.status_code == 400 and not KVPoolEntry.objects.exists()
