@@ -3,7 +3,7 @@
 - `BEAT_SCHEDULE`: Celery beat's static entries, one commented line each. Every entry
   `expires` after its own period, so a stalled worker drops stale runs instead of piling them
   up (tests/collectors/test_commands.py checks it). Benchmark crons are not here: they live in
-  the database through django-celery-beat, editable in the UI (dashboard/bench/schedule.py).
+  the database through django-celery-beat, editable in the UI (dashboard/benchmarks/schedule.py).
 - `resident_duties()`: upkeep the fleet's leading worker runs between its polls, without a
   Celery task per run (dashboard/services/resident.py).
 

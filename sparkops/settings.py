@@ -63,7 +63,7 @@ INSTALLED_APPS = [
     "dashboard",
     "dashboard.alerts",
     "dashboard.changelog",
-    "dashboard.bench",
+    "dashboard.benchmarks",
     "dashboard.tokens",
 ]
 

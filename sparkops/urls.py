@@ -9,7 +9,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("alerts/", include("dashboard.alerts.urls")),
     path("changelog/", include("dashboard.changelog.urls")),
-    path("bench/", include("dashboard.bench.urls")),
+    path("bench/", include("dashboard.benchmarks.urls")),
     path("api/", include("dashboard.api_urls")),
     path("", include("dashboard.urls")),
 ]

@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from dashboard.alerts.models import AlertRule
 from dashboard.alerts.services import rule_update
-from dashboard.bench.forms import ProfileForm
-from dashboard.bench.models import Profile
+from dashboard.benchmarks.forms import ProfileForm
+from dashboard.benchmarks.models import Profile
 from dashboard.changelog.models import Correction, Entry
 
 pytestmark = pytest.mark.django_db

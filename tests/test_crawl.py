@@ -82,10 +82,10 @@ def build_world(user=None):
         Route,
     )
     from dashboard.alerts.rules import REGISTRY
-    from dashboard.bench.client import BUCKETS
-    from dashboard.bench.models import PairRun, Profile, Repetition, Run
-    from dashboard.bench.pair import pair_table
-    from dashboard.bench.schedule import profile_set_schedule
+    from dashboard.benchmarks.client import BUCKETS
+    from dashboard.benchmarks.models import PairRun, Profile, Repetition, Run
+    from dashboard.benchmarks.pair import pair_table
+    from dashboard.benchmarks.schedule import profile_set_schedule
     from dashboard.changelog.grammar import EvidenceLine, FlagLine
     from dashboard.changelog.markdown import apply_import, plan_import
     from dashboard.changelog.models import Entry
@@ -337,7 +337,7 @@ def _argument_values(name, arg, route):
     """Real values and absent ones for one path argument of the pattern NAME."""
     from dashboard.alerts.models import AlertEvent, MaintenanceWindow, NotificationChannel, Silence
     from dashboard.alerts.rules import REGISTRY
-    from dashboard.bench.models import PairRun, Profile, Run
+    from dashboard.benchmarks.models import PairRun, Profile, Run
     from dashboard.changelog.models import Entry
     from dashboard.models import Engine, Host, Incident
 

@@ -10,7 +10,7 @@ from django.db import connection
 from django.utils import timezone
 
 from dashboard.alerts.models import AlertEvent, MaintenanceWindow, Silence
-from dashboard.bench.models import Profile, Run
+from dashboard.benchmarks.models import Profile, Run
 from dashboard.changelog.models import Entry
 from dashboard.models import Incident, KVPoolEntry
 from tests.live.helpers import add_samples

@@ -173,7 +173,7 @@ def test_grafana_dashboard_charts_only_exposed_metrics(polled, viewer, client):
 
 
 def test_a_token_lists_alerts_changelog_entries_and_benchmark_runs(fleet, viewer, client):
-    from dashboard.bench.models import Run
+    from dashboard.benchmarks.models import Run
 
     AlertEvent.objects.create(rule="engine_down", severity="critical", state="firing", engine=fleet["llama"],
                               subject="llama-side", message="down", started_at=timezone.now(), fired_at=timezone.now())

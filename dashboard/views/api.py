@@ -67,7 +67,7 @@ def changelog(request):
 
 def bench_runs(request):
     """Benchmark runs, newest first (?engine=, ?limit=)."""
-    from dashboard.bench.models import Run
+    from dashboard.benchmarks.models import Run
 
     limit, error = _limit(request)
     if error:

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from dashboard.alerts.models import AlertEvent
 from dashboard.alerts.selectors import firing_alerts
-from dashboard.bench.conditions import firing_alerts_during
+from dashboard.benchmarks.conditions import firing_alerts_during
 from dashboard.live.chartdata import alert_periods
 from dashboard.live.ranges import parse_range
 

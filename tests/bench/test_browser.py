@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from dashboard.bench.models import Profile, Run
+from dashboard.benchmarks.models import Profile, Run
 from dashboard.changelog.models import Entry
 from tests.live.stack import start_web, stop
 from tests.live.test_browser import Session, browser, wait_for_js  # noqa: F401  (browser: the shared Chromium fixture)
@@ -63,7 +63,7 @@ def test_profile_trend_draws_runs_and_change_log_entries(live_server, operator, 
 
 # The run page's live progress bar, end to end: uvicorn (HTTP + WebSocket) on the test database,
 # the Redis channel layer, a simulated vLLM engine, and the run executed by the very service the
-# Celery task calls (dashboard/bench/tasks.py is a thin wrapper around run_execute).
+# Celery task calls (dashboard/benchmarks/tasks.py is a thin wrapper around run_execute).
 
 # Every change of the progress box, with the document it happened in (a reload starts a new one).
 OBSERVE_PROGRESS = """
@@ -97,7 +97,7 @@ def test_run_page_follows_each_repetition_live_then_shows_the_result(sim, make_e
 
     from django.db import connection
 
-    from dashboard.bench.services import run_create, run_execute
+    from dashboard.benchmarks.services import run_create, run_execute
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
     eng = sim("vllm", rate=40.0, ttft=0.05)  # 32 tokens at 40 tok/s: ~0.8 s per repetition

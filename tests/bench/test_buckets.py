@@ -2,8 +2,8 @@
 import httpx
 import pytest
 
-from dashboard.bench.services import run_create, run_execute
-from dashboard.bench.spec import RunSpec
+from dashboard.benchmarks.services import run_create, run_execute
+from dashboard.benchmarks.spec import RunSpec
 
 from .servers import delta_chunk, finish_chunk, sse, usage_chunk
 

@@ -2,7 +2,7 @@
 import pytest
 from django.urls import reverse
 
-from dashboard.bench.models import PairRun, Profile, Repetition, Run
+from dashboard.benchmarks.models import PairRun, Profile, Repetition, Run
 
 pytestmark = pytest.mark.django_db
 

@@ -1,8 +1,8 @@
 """Co-residency: each engine alone, then both generating at once."""
 import pytest
 
-from dashboard.bench.models import Profile
-from dashboard.bench.pair import pair_create, pair_execute
+from dashboard.benchmarks.models import Profile
+from dashboard.benchmarks.pair import pair_create, pair_execute
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

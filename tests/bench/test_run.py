@@ -5,9 +5,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from dashboard.bench.models import Run
-from dashboard.bench.services import run_create, run_execute
-from dashboard.bench.spec import RunSpec
+from dashboard.benchmarks.models import Run
+from dashboard.benchmarks.services import run_create, run_execute
+from dashboard.benchmarks.spec import RunSpec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -5,10 +5,10 @@ import pytest
 from django_celery_beat.models import PeriodicTask
 
 from dashboard.alerts.models import AlertEvent
-from dashboard.bench.models import Profile, Run
-from dashboard.bench.regression import judge
-from dashboard.bench.schedule import parse_cron, profile_set_schedule, runs_sweep_stale
-from dashboard.bench.tasks import bench_profile_scheduled
+from dashboard.benchmarks.models import Profile, Run
+from dashboard.benchmarks.regression import judge
+from dashboard.benchmarks.schedule import parse_cron, profile_set_schedule, runs_sweep_stale
+from dashboard.benchmarks.tasks import bench_profile_scheduled
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,7 +6,7 @@ import pytest
 from django.template.loader import render_to_string
 
 from dashboard.alerts.services import external_alert_fire
-from dashboard.bench.models import Run
+from dashboard.benchmarks.models import Run
 from dashboard.changelog.grammar import parse_evidence
 from dashboard.changelog.models import EvidenceLink
 from dashboard.changelog.services import correction_create, entry_create

@@ -2,9 +2,9 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.bench.models import Profile, Run
-from dashboard.bench.services import run_create, run_execute, run_summary
-from dashboard.bench.spec import RunSpec
+from dashboard.benchmarks.models import Profile, Run
+from dashboard.benchmarks.services import run_create, run_execute, run_summary
+from dashboard.benchmarks.spec import RunSpec
 from dashboard.models import Engine
 
 FIGURES = ("ttft_ms", "first_answer_ms", "decode_tokens_per_s", "prompt_tokens", "completion_tokens",
