@@ -2,6 +2,6 @@ from django.apps import AppConfig
 
 
 class BenchConfig(AppConfig):
-    name = "dashboard.bench"
+    name = "dashboard.benchmarks"
     label = "bench"
     verbose_name = "Benchmarks"
