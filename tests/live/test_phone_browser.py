@@ -6,6 +6,8 @@ import time
 
 import pytest
 
+from tests.test_csp_browser import everything  # noqa: F401 — fixture: one of each thing the pages show
+
 from .test_browser import SHOTS, Session, _live, browser, stack, wait_for_js  # noqa: F401 — fixtures
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -266,7 +268,7 @@ def _no_sideways_scroll(page):
 
 @pytest.mark.parametrize("size", SIZES)
 def test_absurd_input_is_refused_at_the_field_and_long_text_wraps(web, fleet, browser, operator, size):
-    from dashboard.bench.models import Profile
+    from dashboard.benchmarks.models import Profile
     from dashboard.changelog.models import Entry
 
     ops = SizedSession(browser, web.base, operator, size)
@@ -349,3 +351,57 @@ def test_the_time_range_lives_in_the_url_and_survives_a_reload(web, fleet, brows
     wait_for_js(page, "window.sparkopsLive.chartData.range.key === '7d'")
     assert _no_sideways_scroll(page), "the engine page scrolls sideways"
     assert not session.errors, session.errors
+
+
+def _shot_name(path):
+    import re
+
+    name = re.sub(r"[^a-z0-9]+", "-", path.strip("/").lower()).strip("-")
+    return "page-" + (name or "overview")
+
+
+def test_every_page_fits_a_phone_and_each_is_photographed_at_both_sizes(everything, web, browser, admin_user):
+    """No page scrolls sideways at 390×844; every page is photographed at 1280×800 and 390×844."""
+    fleet, runs = everything["fleet"], everything["runs"]
+    vllm, llama, host = fleet["vllm"], fleet["llama"], fleet["host"]
+    from dashboard.models import Incident
+
+    incident = Incident.objects.get()
+    pages = ["/", "/engines/", f"/engines/{vllm.name}/", f"/engines/{llama.name}/", f"/hosts/{host.name}/",
+             f"/coresidency/?a={vllm.name}&b={llama.name}", f"/hosts/{host.name}/audit/", f"/engines/{vllm.name}/audit/",
+             "/alerts/", f"/alerts/{everything['alert'].pk}/", "/alerts/channels/", "/alerts/silences/", "/alerts/rules/",
+             "/changelog/", f"/changelog/{everything['entry'].pk}/", "/changelog/new/", "/changelog/claims/",
+             "/changelog/import/", "/changelog/ledgers/", f"/changelog/ledgers/incidents/{incident.pk}/close/",
+             "/bench/", f"/bench/profiles/{everything['profile'].pk}/", "/bench/profiles/new/",
+             f"/bench/profiles/{everything['profile'].pk}/edit/", f"/bench/runs/{runs[0].pk}/",
+             f"/bench/compare/?a={runs[0].pk}&b={runs[1].pk}"]
+    wide = []
+    for size in SIZES:
+        session = SizedSession(browser, web.base, admin_user, size)
+        page = session.page
+        for path in pages:
+            response = page.goto(web.base + path)
+            assert response.status == 200, (path, response.status)
+            if page.locator("#charts, .chart").count():
+                page.wait_for_selector(".main-svg", timeout=15000)
+            page.wait_for_load_state("load")
+            page.wait_for_timeout(200)
+            session.shot(_shot_name(path))
+            if path == "/alerts/rules/":
+                print(f"rules page at {size}: {page.evaluate('document.documentElement.scrollHeight')} px tall")
+            if not _no_sideways_scroll(page):
+                wide.append(f"{size} {path}: {page.evaluate(OVERFLOWING)}")
+        assert not session.errors, session.errors
+        session.context.close()
+    login = browser.new_context(viewport={"width": 390, "height": 844}).new_page()
+    login.goto(web.base + "/login/")
+    # The home-screen manifest and its icons load (from the page, as the phone's browser reads them).
+    icons = login.evaluate("""async () => {
+        const m = await (await fetch(document.querySelector('link[rel=manifest]').href)).json();
+        return Promise.all(m.icons.map(async i => [i.sizes, (await fetch(i.src)).status]));
+      }""")
+    assert dict(icons) == {"192x192": 200, "512x512": 200, "any": 200}, icons
+    if not _no_sideways_scroll(login):
+        wide.append(f"phone /login/: {login.evaluate(OVERFLOWING)}")
+    login.screenshot(path=str(SHOTS / "page-login-phone.png"), full_page=True)
+    assert wide == [], "\n".join(wide)
