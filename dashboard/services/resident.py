@@ -348,7 +348,8 @@ class ResidentPoller:
 
         if getattr(self, "launch", None) is None:
             self.launch = Observer()
-        self.launch.tick(engines=own, units=reading.get("units") or {}, processes=reading.get("processes") or {})
+        self.launch.tick(engines=own, units=reading.get("units") or {}, processes=reading.get("processes") or {},
+                         host=self.host)
 
     def probe_tick(self):
         """Probe every owned engine, except those whose metrics poll answered within the last
