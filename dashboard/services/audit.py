@@ -105,8 +105,9 @@ class CompileCaps(Check):
            "launch script a person runs by hand")
 
     def engine(self, engine, data, s):
-        if engine.kind not in JIT_KINDS or not _unit(data):
-            return None
+        hand_run = (data or {}).get("launch") == "hand-run"
+        if engine.kind not in JIT_KINDS or not (_unit(data) or hand_run):
+            return None  # every launch path: the unit's environment, or the shell's a hand-run engine had
         env = data.get("environment") or {}
         missing, over = [], []
         for name in ("MAX_JOBS", "NVCC_THREADS", "TORCHINDUCTOR_COMPILE_THREADS", "FLASHINFER_NVCC_THREADS"):
@@ -117,7 +118,8 @@ class CompileCaps(Check):
             elif not str(value).isdigit() or int(value) > limit:
                 over.append(f"{name}={value} (cap {limit})")
         if missing or over:
-            return "fail", "; ".join(([f"unset: {', '.join(missing)}"] if missing else []) + over)
+            where = " in the environment of a hand-run engine (no unit)" if hand_run else ""
+            return "fail", "; ".join(([f"unset: {', '.join(missing)}{where}"] if missing else []) + over)
         origins = data.get("environment_origins") or {}
         return "pass", ", ".join(f"{n}={env[n]}" for n in ("MAX_JOBS", "NVCC_THREADS")) + (
             f" (set in {origins.get('MAX_JOBS')})" if origins.get("MAX_JOBS") else "")

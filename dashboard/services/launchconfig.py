@@ -68,7 +68,7 @@ class Observer:
         self.down_seen: set[int] = set()  # engines seen not up at the last observation
         self.starts = StartTracker()
 
-    def tick(self, *, engines, units, processes=None, now=None):
+    def tick(self, *, engines, units, processes=None, host=None, now=None):
         """Observe ENGINES when due (UNITS: this tick's `systemctl show` of their units;
         PROCESSES: its compiler scan, for telling cold starts from warm ones)."""
         now = time.monotonic() if now is None else now
@@ -82,12 +82,15 @@ class Observer:
         if since < MIN_GAP_S or (since < self.every_s and signature == self.signature):
             return []
         self.at, self.signature = now, signature
-        return self.observe(engines)
+        return self.observe(engines, host=host)
 
-    def observe(self, engines):
-        engines = [e for e in engines if e.retired_at is None and e.unit]  # (hand-run engines: not yet)
+    def observe(self, engines, *, host=None):
+        """Snapshot ENGINES' launch configurations (those whose unit or process says something
+        new), and find the engines no unit runs on HOST (default: the engines' host)."""
+        host = host or next((e.host for e in engines), None)
+        made = observe_hand_run(host, engines) if host is not None else []
+        engines = [e for e in engines if e.retired_at is None and e.unit]
         configs = unitconfig.read_units(engines)
-        made = []
         for engine in engines:
             up = engine.status == "up"
             if not up and engine.pk not in self.down_seen:
@@ -107,6 +110,59 @@ class Observer:
             if snap is not None:
                 made.append(snap)
         return made
+
+
+# --- engines outside any unit ------------------------------------------------------------------
+
+HAND_RUN_PREFIX = "hand-run-"
+
+
+def observe_hand_run(host, engines):
+    """Engine servers on this box that no watched unit runs become engines of their own
+    (`hand-run-PORT`, polled and on the overview like the rest) with a snapshot of their argv and
+    environment (/proc/PID/environ: what a shell gave them); one whose process is gone is retired."""
+    from dashboard.collectors import handrun
+    from dashboard.engine_lifecycle import engine_add, engine_retire
+    from dashboard.models import Engine
+
+    found = handrun.scan(watched_units={e.unit for e in engines if e.unit})
+    made, seen = [], set()
+    for proc in found:
+        url = f"http://{proc['host']}:{proc['port']}"
+        known = next((e for e in engines if _same_address(e.url, proc["host"], proc["port"])), None)
+        if known is not None and known.unit:
+            continue  # a watched unit's engine after all (its cgroup did not say so)
+        name = known.name if known is not None else f"{HAND_RUN_PREFIX}{proc['port']}"
+        seen.add(name)
+        engine = known or Engine.objects.select_related("host").filter(name=name).first()
+        if engine is None or engine.retired_at is not None:
+            with transaction.atomic():
+                engine, _ = engine_add(name=name, kind=proc["kind"], url=url, host=host.name)
+            log.warning("a hand-run %s engine (pid %s) serves %s outside any unit: watching it as %s",
+                        proc["kind"], proc["pid"], url, name)
+        pid = proc["pid"]
+        cfg = {"environment": proc["environ"], "environment_origins": {k: f"/proc/{pid}/environ" for k in proc["environ"]},
+               "exec_start": {"argv": proc["argv"], "origins": [f"/proc/{pid}/cmdline"] * len(proc["argv"]),
+                              "file": f"/proc/{pid}/cmdline"}}
+        snap = observe_engine(engine, cfg, account=fetch_account(engine) if engine.status == "up" else None,
+                              launch="hand-run", process={"pid": pid, "cgroup": proc["cgroup"], "scope": proc["unit"]})
+        if snap is not None:
+            made.append(snap)
+    for engine in Engine.objects.filter(host=host, name__startswith=HAND_RUN_PREFIX, unit="", retired_at__isnull=True):
+        if engine.name not in seen:
+            with transaction.atomic():
+                engine_retire(name=engine.name)
+            log.info("hand-run engine %s is gone: retired (its history stays)", engine.name)
+    return made
+
+
+def _same_address(url, host, port):
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    local = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}
+    same_host = parts.hostname == host or (parts.hostname in local and host in local)
+    return same_host and (parts.port or (443 if parts.scheme == "https" else 80)) == port
 
 
 # --- starts: the restart budget ---------------------------------------------------------------
@@ -296,8 +352,9 @@ def _redact(name, value):
     return value
 
 
-def build_data(engine, unit_cfg, account):
-    """The canonical content of a snapshot (what is hashed) from the unit and the account."""
+def build_data(engine, unit_cfg, account, *, launch="unit"):
+    """The canonical content of a snapshot (what is hashed) from the unit (or, LAUNCH
+    "hand-run", the process's argv and environment) and the account."""
     unit = dict(unit_cfg or {})
     started_at = unit.pop("started_at", "")
     env = {k: _redact(k, v) for k, v in (unit.pop("environment", None) or {}).items()}
@@ -320,7 +377,9 @@ def build_data(engine, unit_cfg, account):
                               for k, v in flag_data["flags"].items()}
         secrets = {v for k, v in ((unit_cfg or {}).get("environment") or {}).items() if v and SECRET.search(k)}
         unit["exec_start"] = {**start, "argv": _redact_argv(start["argv"], secrets)}
-    data = {"engine": engine.name, "kind": engine.kind, "launch": "unit" if unit_cfg else "none",
+    if launch == "hand-run":
+        unit = {}
+    data = {"engine": engine.name, "kind": engine.kind, "launch": launch if unit_cfg else "none",
             "unit": unit or None, "environment": env, "environment_origins": env_origins,
             "flags": flag_data, "account": account or {}}
     return data, {"unit_started_at": started_at}
@@ -350,9 +409,10 @@ def digest(data):
     return hashlib.sha256(canonical(data).encode()).hexdigest()
 
 
-def observe_engine(engine, unit_cfg, *, account=None, now=None):
+def observe_engine(engine, unit_cfg, *, account=None, now=None, launch="unit", process=None):
     """Store a new snapshot of ENGINE when its configuration changed; the snapshot or None.
-    ACCOUNT None: the engine did not answer; the last snapshot's account is carried."""
+    ACCOUNT None: the engine did not answer; the last snapshot's account is carried.
+    PROCESS: a hand-run engine's pid and cgroup (kept, not hashed: each run has its own)."""
     now = now or timezone.now()
     if unit_cfg is not None and unit_cfg.get("error"):
         log.info("unit of %s not read: %s", engine.name, unit_cfg["error"])
@@ -360,7 +420,9 @@ def observe_engine(engine, unit_cfg, *, account=None, now=None):
     previous = ConfigSnapshot.objects.filter(engine=engine).order_by("-observed_at", "-id").first()
     if account is None:
         account = (previous.data or {}).get("account") if previous else {}
-    data, observed = build_data(engine, unit_cfg, account)
+    data, observed = build_data(engine, unit_cfg, account, launch=launch)
+    if process:
+        observed["process"] = process
     h = digest(data)
     if previous is not None and previous.hash == h:
         return None

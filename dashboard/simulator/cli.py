@@ -16,7 +16,8 @@ import tempfile
 from pathlib import Path
 
 # The demo should look alive: synthetic traffic moves the counters, rates and hit rates.
-DEFAULT_ENGINES = ("vllm:demo-vllm,background_rps=0.5,cold_seconds=7", "llamacpp:demo-llama,background_rps=0.3")
+DEFAULT_ENGINES = ("vllm:demo-vllm,background_rps=0.5,cold_seconds=7", "llamacpp:demo-llama,background_rps=0.3",
+                   "vllm:smoke-8b,hand_run=1")  # a smoke test someone started by hand, outside any unit
 
 
 def build_parser(prog="sparkops simulate") -> argparse.ArgumentParser:
@@ -47,8 +48,9 @@ async def serve(engines: list[str], state_dir: str | None, control_port: int, po
     port = await api.start(control_port)
     await sup.start()
     control = f"http://127.0.0.1:{port}"
-    lines = [json.dumps({"name": u.spec.name, "kind": u.spec.kind, "url": u.url, "unit": u.id,
-                         "control": control, "state_dir": str(state)}) for u in sup.units.values()]
+    lines = [json.dumps({"name": u.spec.name, "kind": u.spec.kind, "url": u.url, "unit": u.info()["unit"],
+                         "control": control, "state_dir": str(state), **({"hand_run": True} if u.spec.hand_run else {})})
+             for u in sup.units.values()]
     for line in lines:
         out(line)
     if ports_file:

@@ -26,8 +26,12 @@ from . import units as unitfiles
 from .host import HostState
 
 RESTART_POLICIES = ("no", "on-success", "on-failure", "on-abnormal", "on-abort", "always")
+def _flag(value) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
 UNIT_OPTIONS = {"restart": str, "restart_sec": float, "start_limit_burst": int, "start_limit_interval": float,
-                "cold_seconds": float}
+                "cold_seconds": float, "hand_run": _flag}
 NPROC = 20  # the simulated box's cores: an uncapped ninja runs nproc + 2 compilers
 COMPILER_RSS = int(3.3 * (1 << 30))
 IDENT = {"vllm": "vllm", "llamacpp": "llama-server", "sglang": "python3", "openai": "python3"}
@@ -45,6 +49,7 @@ class UnitSpec:
     start_limit_burst: int = 5
     start_limit_interval: float = 10.0
     cold_seconds: float = 0.0  # >0: a start on a cold JIT cache takes this much longer and spawns compilers
+    hand_run: bool = False  # started by hand from a shell: no unit, its argv and environment in /proc
 
     @classmethod
     def parse(cls, text: str) -> "UnitSpec":
@@ -92,7 +97,7 @@ def shall_restart(policy: str, result: str, code: str, status: int) -> bool:
 class Unit:
     def __init__(self, spec: UnitSpec, sup: "Supervisor"):
         self.spec, self.sup = spec, sup
-        self.id = f"{spec.name}.service"
+        self.id = f"{spec.name}.hand-run" if spec.hand_run else f"{spec.name}.service"
         self.description = f"SparkOps simulated {spec.kind} engine {spec.name}"
         self.proc: asyncio.subprocess.Process | None = None
         self.stop_requested = False
@@ -113,12 +118,17 @@ class Unit:
         self.effective: dict = {}
         self.cold_next = True  # the first start after boot finds the JIT cache empty
         self.compilers: list[Path] = []
-        unitfiles.install(sup.root, spec, spec.restart)
-        self.reload()
+        if spec.hand_run:
+            self.effective = unitfiles.hand_run_launch(spec)
+        else:
+            unitfiles.install(sup.root, spec, spec.restart)
+            self.reload()
 
     def reload(self) -> None:
         """Read the unit's files as systemd's daemon-reload does: the properties `show` prints
         change now, what runs changes at the next start."""
+        if self.spec.hand_run:
+            return
         eff = self.effective = unitfiles.load(self.sup.root, self.id)
         fragment, dropins = unitfiles.paths(self.sup.root, self.id)
         d = {k: v["value"] for k, v in eff["directives"].items()}
@@ -168,6 +178,8 @@ class Unit:
         self.write()
 
     def write(self) -> None:
+        if self.spec.hand_run:  # no unit: systemd knows nothing of it
+            return
         text = "".join(f"{k}={self.p[k]}\n" for k in sd.SHOW_KEYS)
         sd.write_atomic(self.sup.units_dir / f"{self.id}.show", text)
 
@@ -183,7 +195,7 @@ class Unit:
         return cmd
 
     def info(self) -> dict:
-        return {"name": self.spec.name, "kind": self.spec.kind, "url": self.url, "unit": self.id,
+        return {"name": self.spec.name, "kind": self.spec.kind, "url": self.url, "unit": "" if self.spec.hand_run else self.id,
                 "port": self.spec.port, "pid": int(self.p["MainPID"]), "state": self.p["ActiveState"],
                 "sub_state": self.p["SubState"], "result": self.p["Result"], "n_restarts": int(self.p["NRestarts"]),
                 "restart": self.spec.restart}
@@ -288,6 +300,8 @@ class Supervisor:
         if unit.cold_next and unit.spec.cold_seconds > 0:
             self._spawn_compilers(unit, pid)
         unit.cold_next = False
+        if unit.spec.hand_run:
+            unitfiles.write_proc(self.host.dir / "proc", pid, unit.effective)
         unit.set_state("active", "running", MainPID=pid, ExecMainPID=pid, ExecMainCode=0, ExecMainStatus=0,
                        ExecMainStartTimestamp=sd.fmt_timestamp(time.time()), ExecMainExitTimestamp="",
                        Result="success", InvocationID=uuid.uuid4().hex)
@@ -340,6 +354,10 @@ class Supervisor:
         rc = await proc.wait()
         unit.proc = None
         self._reap_compilers(unit)
+        if unit.spec.hand_run:
+            import shutil
+
+            shutil.rmtree(self.host.dir / "proc" / str(proc.pid), ignore_errors=True)
         self.on_exit(unit, rc)
 
     def on_exit(self, unit: Unit, rc: int) -> None:

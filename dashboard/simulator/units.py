@@ -155,3 +155,34 @@ def engine_options(kind, eff, base_opts):
             blocks *= 1 - 0.025 * math.log2(window / 32768)
         opts["num_gpu_blocks"] = max(16, int(blocks))
     return opts
+
+
+def hand_run_launch(spec):
+    """A smoke test started from a shell in a fresh venv: the engine's argv, and an
+    environment without a single compile cap (the "effective" form `engine_options` reads)."""
+    o = spec.engine_opts
+    window = str(int(o.get("max_model_len", 32768)))
+    model = o.get("model") or "Qwen/Qwen3-8B-NVFP4"
+    argv = {"vllm": ["/home/op/venv-smoke/bin/vllm", "serve", model, "--port", str(spec.port),
+                     "--gpu-memory-utilization", str(o.get("memory_share") or 0.15), "--max-model-len", window],
+            "llamacpp": ["/home/op/llama.cpp/build/bin/llama-server", "-m", f"/models/{model}.gguf", "--port",
+                         str(spec.port), "-c", window, "-np", "1"],
+            "sglang": ["/home/op/venv-smoke/bin/python3", "-m", "sglang.launch_server", "--model-path", model,
+                       "--port", str(spec.port), "--mem-fraction-static", str(o.get("memory_share") or 0.15)]}
+    env = {"PATH": "/home/op/venv-smoke/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/home/op", "USER": "op",
+           "VIRTUAL_ENV": "/home/op/venv-smoke", "SHELL": "/bin/bash"}
+    return {"exec_start": {"argv": argv.get(spec.kind, argv["vllm"]), "origins": [], "file": ""},
+            "environment": env, "environment_origins": {}, "exec_start_post": [], "edges": {}, "directives": {},
+            "environment_files": [], "shadowed": []}
+
+
+def write_proc(proc_root: Path, pid: int, eff):
+    """What /proc/PID says about a hand-run engine: its argv, environment, session scope."""
+    d = Path(proc_root) / str(pid)
+    d.mkdir(parents=True, exist_ok=True)
+    argv = eff["exec_start"]["argv"]
+    (d / "cmdline").write_bytes(b"\0".join(w.encode() for w in argv) + b"\0")
+    (d / "environ").write_bytes(b"".join(f"{k}={v}".encode() + b"\0" for k, v in eff["environment"].items()))
+    (d / "cgroup").write_text("0::/user.slice/user-1000.slice/session-3.scope\n")
+    (d / "stat").write_text(f"{pid} ({Path(argv[0]).name[:15]}) S 1 {pid} {pid} 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 1 "
+                            "1073741824 262144 18446744073709551615\n")

@@ -162,3 +162,40 @@ def test_starts_are_measured_cold_with_compilers_then_warm(tmp_path, settings, m
         client.force_login(viewer)
         page = client.get("/engines/cold/").content.decode()
         assert 'data-kind="cold"' in page and 'data-kind="warm"' in page and "Readiness budget 60 s" in page
+
+
+def test_a_hand_run_engine_outside_any_unit_is_watched_audited_and_retired_when_gone(tmp_path, settings, monkeypatch, db):
+    from django.conf import settings as django_settings
+
+    from dashboard.models import Engine, Host
+    from dashboard.services import audit
+    from dashboard.services.launchconfig import Observer
+    from dashboard.simulator.client import Simulation
+
+    with Simulation(engines=["vllm:nemotron", "vllm:smoke,hand_run=1"], state_dir=tmp_path / "sim") as sim:
+        monkeypatch.setenv("SPARKOPS_SIM_STATE_DIR", str(sim.state_dir))
+        settings.SPARKOPS_SYSTEMCTL = str(sim.bin_dir / "sim-systemctl")
+        settings.SPARKOPS_PROC_ROOT, settings.SPARKOPS_HOST_ROOT = str(sim.state_dir / "proc"), str(sim.root)
+        assert sim.unit("smoke") == ""  # systemd knows nothing of it
+        host = Host.objects.create(name=django_settings.SPARKOPS_HOST_NAME)
+        nemotron = Engine.objects.create(name="nemotron", kind="vllm", url=sim.url("nemotron"), host=host,
+                                         unit=sim.unit("nemotron"), status="up")
+        Observer().observe([nemotron], host=host)
+        port = sim.url("smoke").rsplit(":", 1)[1]
+        smoke = Engine.objects.get(name=f"hand-run-{port}")
+        assert smoke.kind == "vllm" and smoke.url == sim.url("smoke") and smoke.unit == "" and smoke.retired_at is None
+        snap = smoke.config_snapshots.get()
+        assert snap.data["launch"] == "hand-run" and snap.data["unit"] is None
+        assert snap.data["flags"]["flags"]["--gpu-memory-utilization"] == "0.15"
+        assert snap.data["flags"]["origins"]["--gpu-memory-utilization"].endswith("/cmdline")
+        assert snap.data["environment"]["VIRTUAL_ENV"] == "/home/op/venv-smoke" and "MAX_JOBS" not in snap.data["environment"]
+        assert snap.data["observed"]["process"]["cgroup"].endswith("session-3.scope")
+        results = audit.audit([nemotron, smoke], only_engine=smoke)
+        (caps,) = [r for r in results if r.check == "compile_caps"]
+        assert caps.status == "fail" and "in the environment of a hand-run engine" in caps.evidence
+        (shares,) = [r for r in results if r.check == "memory_share_sum"]
+        assert "smoke" not in shares.evidence and f"hand-run-{port} 0.15" in shares.evidence
+        sim.stop_unit("smoke")
+        Observer().observe([nemotron], host=host)
+        smoke.refresh_from_db()
+        assert smoke.retired_at is not None  # its process is gone; its history stays

@@ -95,6 +95,9 @@ class Command(BaseCommand):
                                                   str(state_dir), "--ports-file", str(ports_file)]), env)
         engines = _wait_for_ports(ports_file, simulator)
         for spec in engines:
+            if spec.get("hand_run"):  # outside any unit: the worker finds it by itself (hand-run-PORT)
+                self.stdout.write(f"demo hand-run engine ({spec['kind']}, no unit) at {spec['url']}\n")
+                continue
             _register_demo_engine(spec)
             self.stdout.write(f"demo engine {spec['name']} ({spec['kind']}) at {spec['url']}\n")
         return {"SPARKOPS_SIM_STATE_DIR": str(state_dir), "SPARKOPS_SYSTEMCTL": str(SIM_BIN / "sim-systemctl"),
