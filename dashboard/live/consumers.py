@@ -17,7 +17,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from dashboard.roles import ROLES, role_of
 
 from .events import GROUP_ALL, GROUP_OVERVIEW, engine_group, host_group
-from .presence import presence, refresh_s
+from .presence import refresh_s, sockets
 
 _RANK = {role: rank for rank, role in enumerate(ROLES)}
 # Events whose plain "html" may carry write controls; a lower role gets the data without it
@@ -77,7 +77,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_add(group, self.channel_name)
         # Marked before the hello: a page told it is live gets samples within the poller's presence
         # cache (2 s) plus a poll interval; a poller in this process sees it at once.
-        await asyncio.to_thread(presence.mark, opened=True)
+        await asyncio.to_thread(sockets.mark, opened=True)
         self._presence_task = asyncio.ensure_future(self._keep_present())
         await self.accept()
         await self.send_json({"type": "live.hello", "payload": {"groups": self.groups_joined, "role": self.role}})
@@ -88,14 +88,14 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._presence_task
             self._presence_task = None
-            presence.forget()
+            sockets.forget()
         for group in self.groups_joined:
             await self.channel_layer.group_discard(group, self.channel_name)
 
     async def _keep_present(self):
         while True:
             await asyncio.sleep(refresh_s())
-            await asyncio.to_thread(presence.mark)
+            await asyncio.to_thread(sockets.mark)
 
     async def receive_json(self, content, **kwargs):
         """The socket is one-way; a ping gets a pong so the client can detect a dead link."""

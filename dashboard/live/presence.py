@@ -7,8 +7,10 @@ refreshed every TTL/3 while the socket is open — and the publishing side (the 
 receivers) reads it at most once per `SPARKOPS_LIVE_PRESENCE_CACHE` (2 s) per process.
 
 - A page that opens a socket gets samples again within one poll interval plus the cache.
-- A socket of THIS process answers "present" here at once (tests, a single-process stack).
+- A socket of THIS process answers "present" at once (tests, a single-process stack).
 - After the last socket closes, pushes stop once the key expires (TTL) and the cache ages.
+The socket side (`sockets`) is one per process, as the sockets are; the publishing side
+(`Viewers`) belongs to its publisher, with its own cache.
 - Redis unreachable, or a channel layer that is not Redis: "present" (fail open: losing
   pushes because the check failed is worse than rendering a card for nobody). Nothing here
   raises into a poll.
@@ -58,24 +60,15 @@ def _redis_target():
     return address, options.get("prefix", "asgi")
 
 
-class Presence:
-    """One per process. `present()` is for the publishers, `mark()`/`forget()` for the sockets."""
+class _Redis:
+    """The Redis client of the channel layer's server (thread-safe pool; redis-py re-pools after
+    a fork) and the presence key, or (None, None) when the layer is not Redis."""
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._clients = {}  # redis URL -> client (thread-safe pool; redis-py re-pools after a fork)
-        self.reset()
+        self._clients = {}  # redis URL -> client
 
-    def reset(self):
-        """Forget every local answer and mark (tests; the Redis key is left alone)."""
-        self._answer = None  # last answer, good for cache_s() from _answered_at
-        self._answered_at = 0.0
-        self._marked_at = float("-inf")  # last successful SET by this process
-        self._local_sockets = 0  # sockets open in this process
-        self._failing = False
-        self.lookups = 0  # Redis reads made by present(): what the no-viewer case costs
-
-    def _client(self):
+    def __call__(self):
         target = _redis_target()
         if target is None:
             return None, None
@@ -90,10 +83,60 @@ class Presence:
                 self._clients[url] = client
         return client, f"{prefix}:live:viewers"
 
-    # -- publishing side ---------------------------------------------------------------
+
+class Sockets:
+    """The live sockets of this process (consumers.py): `mark()` when one opens and while it
+    stays open, `forget()` when it closes. One per process (`sockets`), as the sockets are."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._client = _Redis()
+        self.local = 0  # sockets open in this process
+        self._marked_at = float("-inf")  # last successful SET by this process
+
+    def mark(self, *, opened=False):
+        """A socket of this process is open: keep the Redis key alive. OPENED: a new socket
+        (counted until `forget`). Several sockets share one SET per half refresh period.
+        Blocking (consumers call it from a thread); never raises."""
+        if opened:
+            with self._lock:
+                self.local += 1
+        now = time.monotonic()
+        if now - self._marked_at < refresh_s() / 2:
+            return  # the key has at least TTL - refresh/2 left
+        try:
+            client, key = self._client()
+            if client is None:
+                return
+            client.set(key, "1", px=max(1, int(ttl_s() * 1000)))
+            self._marked_at = now
+        except Exception as exc:  # noqa: BLE001 — the socket works without it; the poller fails open
+            log.warning("live presence mark failed: %s", exc)
+
+    def forget(self):
+        """A socket of this process closed. The Redis key ages out by itself (other sockets,
+        here or elsewhere, may still be open)."""
+        with self._lock:
+            self.local = max(0, self.local - 1)
+
+
+sockets = Sockets()
+
+
+class Viewers:
+    """Whether a live socket is open anywhere, for a publisher (`LivePublisher` owns one): the
+    Redis key, asked at most every `cache_s()`; a socket of this process answers at once (tests,
+    a single-process stack). Redis unreachable, or a layer that is not Redis: "present"."""
+
+    def __init__(self):
+        self._client = _Redis()
+        self._answer, self._answered_at = None, 0.0
+        self._failing = False
+        self.lookups = 0  # Redis reads made: what the no-viewer case costs
+
     def present(self):
         """True when some live socket is open (or when that cannot be told). Never raises."""
-        if self._local_sockets > 0:
+        if sockets.local > 0:
             return True
         now = time.monotonic()
         if self._answer is not None and now - self._answered_at < cache_s():
@@ -119,37 +162,7 @@ class Presence:
             self._failing = False
         return found
 
-    # -- socket side (blocking; consumers call these from a thread) ----------------------
-    def mark(self, *, opened=False):
-        """A socket of this process is open: say so here at once and keep the Redis key alive.
-        OPENED: a new socket (counted until `forget`). Several sockets share one SET per
-        half refresh period. Never raises."""
-        if opened:
-            with self._lock:
-                self._local_sockets += 1
-        self._answer, self._answered_at = True, time.monotonic()
-        now = time.monotonic()
-        if now - self._marked_at < refresh_s() / 2:
-            return  # the key has at least TTL - refresh/2 left
-        try:
-            client, key = self._client()
-            if client is None:
-                return
-            client.set(key, "1", px=max(1, int(ttl_s() * 1000)))
-            self._marked_at = now
-        except Exception as exc:  # noqa: BLE001 — the socket works without it; the poller fails open
-            log.warning("live presence mark failed: %s", exc)
 
-    def forget(self):
-        """A socket of this process closed. The Redis key ages out by itself (other sockets,
-        here or elsewhere, may still be open); the local answer is asked again next time."""
-        with self._lock:
-            self._local_sockets = max(0, self._local_sockets - 1)
-        self._answer = None
-
-
-presence = Presence()
-
-
-def viewers_present():
-    return presence.present()
+def presence_key():
+    """(Redis client, key) of the presence key, (None, None) without a Redis layer (tests)."""
+    return _Redis()()

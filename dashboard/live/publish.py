@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from .cards import engine_card_html, host_card_html, worst_alerts
 from .events import GROUP_OVERVIEW, LiveEvent, engine_group, host_group, publish_on_commit
-from .presence import viewers_present
+from .presence import Viewers
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +78,10 @@ class LivePublisher:
 
     def __init__(self):
         self.stats = Counter()
+        self.viewers = Viewers()
 
     def _nobody_watching(self, samples=1):
-        if viewers_present():
+        if self.viewers.present():
             return False
         self.stats["skipped"] += samples
         return True

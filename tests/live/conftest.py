@@ -20,12 +20,11 @@ def _no_persistent_connections():
 @pytest.fixture(autouse=True)
 def _no_viewer_yet():
     """Each test starts with no viewer anywhere: no presence key in Redis (under this run's
-    channel prefix) and nothing remembered by this process."""
-    from dashboard.live.presence import presence
+    channel prefix). Nothing in this process remembers an answer: each publisher has its own."""
+    from dashboard.live.presence import presence_key
 
     def clear():
-        presence.reset()
-        client, key = presence._client()
+        client, key = presence_key()
         if client is not None:
             try:
                 client.delete(key)

@@ -10,7 +10,7 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 
 from dashboard.live.publish import LivePublisher
-from dashboard.live.presence import DEFAULT_CACHE_S, DEFAULT_TTL_S, presence, viewers_present
+from dashboard.live.presence import DEFAULT_CACHE_S, DEFAULT_TTL_S, Viewers, presence_key, sockets
 from dashboard.services.polling import Liveness
 from sparkops.redisproc import free_port
 
@@ -24,11 +24,9 @@ def samples(sent):
     return [call for call in sent if call[1] in SAMPLES]
 
 
-LIVE = LivePublisher()
-
-
-def poll_everything(fleet, live=LIVE):
-    """One metrics tick's and one probe's pushes, as the poller makes them."""
+def poll_everything(fleet, live=None):
+    """One metrics tick's and one probe's pushes, as a poller's publisher makes them."""
+    live = live or LivePublisher()
     vllm, llama, host = fleet["vllm"], fleet["llama"], fleet["host"]
     for engine in (vllm, llama):
         engine.latest, engine.last_poll_at = READING, timezone.now()
@@ -52,7 +50,7 @@ def test_with_no_socket_open_a_poll_renders_and_sends_no_samples(fleet, sent):
     assert samples(sent) == []
     assert live.stats["engine.sample"] == live.stats["host.sample"] == 0  # no card rendered
     assert live.stats["skipped"] == 5 * (2 + 1 + 1)
-    assert presence.lookups == 1  # five cycles, one Redis read: the answer is cached
+    assert live.viewers.lookups == 1  # five cycles, one Redis read: the answer is cached
 
 
 def test_alert_events_go_out_without_a_viewer(fleet, sent):
@@ -61,7 +59,7 @@ def test_alert_events_go_out_without_a_viewer(fleet, sent):
 
     event = AlertEvent.objects.create(rule="engine_down", severity="critical", state="firing", engine=fleet["llama"],
                                       subject="engine llama-side", message="down", started_at=timezone.now())
-    assert not viewers_present()
+    assert not Viewers().present()
     alert_changed(event)
     assert ("sparkops.all", "alert.changed") in sent
 
@@ -92,7 +90,7 @@ async def test_pushes_stop_once_the_last_socket_closed_and_the_ttl_passed(open_s
 
 async def test_an_open_socket_keeps_its_presence_alive(open_socket, viewer, fleet, settings):
     settings.SPARKOPS_LIVE_PRESENCE_TTL = 0.6  # refreshed every 0.2 s while the socket is open
-    client, key = presence._client()
+    client, key = presence_key()
     comm = await _connect(open_socket, viewer)
     await asyncio.sleep(1.5)
     assert client.pttl(key) > 0, "the open socket let its presence key expire"
@@ -104,14 +102,15 @@ async def test_an_open_socket_keeps_its_presence_alive(open_socket, viewer, flee
 def test_a_socket_in_another_process_is_seen_within_the_cache_time(fleet, sent, settings):
     """The worker's poller and the web server's sockets live in different processes: Redis joins them."""
     settings.SPARKOPS_LIVE_PRESENCE_CACHE = 0.3
-    assert not viewers_present()
-    client, key = presence._client()
+    live = LivePublisher()
+    assert not live.viewers.present()
+    client, key = presence_key()
     client.set(key, "1", px=5000)  # what a socket in the web server does on connect
     deadline = time.monotonic() + 1.0
-    while not viewers_present():
+    while not live.viewers.present():
         assert time.monotonic() < deadline, "a viewer elsewhere was not seen"
         time.sleep(0.05)
-    poll_everything(fleet)
+    poll_everything(fleet, live)
     assert len(samples(sent)) == 2 * 3 + 2
 
 
@@ -124,13 +123,13 @@ def test_unreachable_redis_fails_open(fleet, sent, monkeypatch):
     # Only the presence check loses its Redis (changing CHANNEL_LAYERS would rebuild the layer too).
     dead = f"redis://127.0.0.1:{free_port()}/0"
     monkeypatch.setattr("dashboard.live.presence._redis_target", lambda: (dead, "sp-dead"))
-    assert viewers_present() is True
-    presence.mark(opened=True)  # a socket's mark does not raise either
-    presence.forget()
-    poll_everything(fleet)
+    assert Viewers().present() is True
+    sockets.mark(opened=True)  # a socket's mark does not raise either
+    sockets.forget()
+    poll_everything(fleet, LivePublisher())
     assert len(samples(sent)) == 2 * 3 + 2
 
 
 def test_a_layer_that_is_not_redis_counts_as_present(settings):
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    assert viewers_present() is True
+    assert Viewers().present() is True
