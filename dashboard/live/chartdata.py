@@ -2,6 +2,7 @@
 (change-log annotations, alert periods, restarts). The browser turns it into Plotly figures
 and extends the traces from "engine.sample"/"host.sample" events (subject + metric)."""
 import re
+from datetime import UTC, datetime
 
 from django.db.models import Q
 
@@ -14,8 +15,10 @@ MAX_POINTS = 2000
 GIB = 1024**3
 
 # (panel id, title, y-axis format, scale, [(metric, trace name), ...])
+# Decode and prompt rates differ by two orders of magnitude: each has its own panel (a shared axis hid decode).
 ENGINE_PANELS = [
-    ("tokens", "Tokens / s", "", 1, [("generation_tokens_per_s", "decode"), ("prompt_tokens_per_s", "prompt")]),
+    ("tokens", "Decode (tokens/s)", "", 1, [("generation_tokens_per_s", "decode")]),
+    ("prompt", "Prompt processing (tokens/s)", "", 1, [("prompt_tokens_per_s", "prompt")]),
     ("requests", "Requests", "", 1, [("requests_running", "running"), ("requests_waiting", "waiting")]),
     ("kv", "KV-cache usage", ".0%", 1, [("kv_cache_usage", "KV usage")]),
     ("prefix", "Prefix-cache hit rate", ".0%", 1, [("prefix_cache_hit_rate", "hit rate")]),
@@ -34,8 +37,15 @@ HOST_PANELS = [
 GPU_PANELS = [
     ("clock", "SM clock (MHz)", "", 1, [("sm_clock_mhz", "SM clock"), ("sm_clock_max_mhz", "max")]),
     ("power", "Power (W)", "", 1, [("power_w", "power")]),
-    ("util", "Utilisation (%)", "", 1, [("utilization_pct", "util"), ("temperature_c", "temp °C")]),
+    ("util", "Utilisation (%)", "", 1, [("utilization_pct", "util")]),
+    ("temp", "Temperature (°C)", "", 1, [("temperature_c", "temperature")]),
 ]
+# The y axis's unit of each panel (by id, GPU prefix left off); ratio panels are drawn 0–100 %.
+UNITS = {"tokens": "tokens/s", "prompt": "tokens/s", "requests": "requests", "kv": "% of the pool",
+         "prefix": "% of queries", "ttft": "ms", "itl": "ms", "psi": "% of time stalled", "memory": "GiB",
+         "compilers": "processes", "compilers_rss": "GiB", "clock": "MHz", "power": "W", "util": "%", "temp": "°C"}
+# A silence longer than this many sampling steps is a gap in the data (an outage): the line breaks there.
+GAP_STEPS = 3
 _GPU_METRIC = re.compile(r"^gpu(\d+)\.")
 
 
@@ -45,16 +55,44 @@ def fetch_points(obj, metrics, rng, max_points=MAX_POINTS):
     return series_points_many(metrics=list(metrics), **{kind: obj}, start=rng.start, end=rng.end, max_points=max_points)
 
 
+def _iso_seconds(text):
+    try:
+        return datetime.fromisoformat(str(text)).timestamp()
+    except ValueError:
+        return None
+
+
+def break_gaps(ts, *columns):
+    """Insert a None into every column where consecutive times lie more than GAP_STEPS typical steps apart,
+    so Plotly (connectgaps false) leaves a gap instead of a straight line across an outage."""
+    secs = [_iso_seconds(t) for t in ts]
+    steps = sorted(b - a for a, b in zip(secs, secs[1:]) if a is not None and b is not None and b > a)
+    if len(steps) < 2:
+        return ts, columns
+    limit = max(steps[len(steps) // 2] * GAP_STEPS, 1.0)
+    out_t, out = [], [[] for _ in columns]
+    for i, t in enumerate(ts):
+        if i and secs[i] is not None and secs[i - 1] is not None and secs[i] - secs[i - 1] > limit:
+            out_t.append(datetime.fromtimestamp((secs[i] + secs[i - 1]) / 2, tz=UTC).isoformat())
+            for col in out:
+                col.append(None)
+        out_t.append(t)
+        for col, values in zip(out, columns):
+            col.append(values[i] if i < len(values) else None)
+    return out_t, out
+
+
 def trace(subject, data, metric, name, scale):
     scaled = lambda ys: [None if v is None else v * scale for v in ys or []]  # noqa: E731
-    return {"name": name, "subject": subject, "metric": metric, "scale": scale, "t": data["t"],
-            "y": scaled(data["y"]), "y_min": scaled(data.get("y_min")), "y_max": scaled(data.get("y_max")),
-            "source": data.get("source", "raw")}
+    ys, lo, hi = scaled(data["y"]), scaled(data.get("y_min")), scaled(data.get("y_max"))
+    t, (ys, lo_g, hi_g) = break_gaps(data["t"], ys, lo or [None] * len(ys), hi or [None] * len(ys))
+    return {"name": name, "subject": subject, "metric": metric, "scale": scale, "t": t,
+            "y": ys, "y_min": lo_g if lo else [], "y_max": hi_g if hi else [], "source": data.get("source", "raw")}
 
 
 def _panels(specs, subject, obj, rng, prefix="", title_prefix=""):
     data = fetch_points(obj, {f"{prefix}{m}" for *_, traces in specs for m, _ in traces}, rng)
-    return [{"id": f"{prefix}{pid}", "title": f"{title_prefix}{title}", "tickformat": fmt,
+    return [{"id": f"{prefix}{pid}", "title": f"{title_prefix}{title}", "tickformat": fmt, "unit": UNITS.get(pid, ""),
              "traces": [trace(subject, data[f"{prefix}{m}"], f"{prefix}{m}", name, scale) for m, name in traces]}
             for pid, title, fmt, scale, traces in specs]
 

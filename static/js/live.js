@@ -9,7 +9,7 @@
   var state = { socket: null, retry: 0, lastData: Date.now(), connected: false, paused: document.hidden,
                 pendingCards: {}, alertsDirty: false, chartsDirty: false, sparks: {}, traceIndex: {},
                 range: { range: "1h" } };
-  var SPARK_MS = 15 * 60 * 1000, MAX_LIVE_POINTS = 2500, QUIET_MS = 15000;
+  var SPARK_MS = 15 * 60 * 1000, MAX_LIVE_POINTS = 2500, QUIET_MS = 15000, GAP_MS = 15000;
   window.sparkopsLive = state; // lets the browser tests and a curious operator inspect it
 
   // ---------- connection + banner ----------
@@ -161,11 +161,21 @@
       annotations.push({ x: r.time, xref: "x", y: 1, yref: "paper", yanchor: "top", xanchor: "right", showarrow: false,
                          text: "↻", hovertext: r.title, font: { color: cssVar("--warn"), size: 13 }, name: "restart" });
     });
-    return charts.baseLayout({ title: { text: panel.title, font: { size: 13, color: fg }, x: 0.01 }, height: 230,
-             margin: { l: 50, r: 12, t: 34, b: 30 }, showlegend: true, legend: { orientation: "h", x: 1, xanchor: "right", y: 1.02, yanchor: "bottom" },
+    // Many traces: the legend goes under the plot, where it cannot cover the title.
+    var many = panel.traces.length > 2;
+    var yaxis = { gridcolor: line, tickformat: panel.tickformat || "", rangemode: "tozero", fixedrange: false,
+                  title: { text: panel.unit || "", font: { size: 11, color: cssVar("--muted") }, standoff: 4 } };
+    if ((panel.tickformat || "").indexOf("%") >= 0) {  // a ratio: 0–100 % with distinct ticks, never "1 %, 1 %, 0 %"
+      var top = 1;
+      panel.traces.forEach(function (tr) { tr.y.forEach(function (v) { if (v != null && v > top) top = v; }); });
+      yaxis.range = [0, top]; yaxis.dtick = top > 1 ? null : 0.25; yaxis.autorange = false;
+    }
+    return charts.baseLayout({ title: { text: panel.title, font: { size: 13, color: fg }, x: 0.01 }, height: many ? 270 : 230,
+             margin: { l: 58, r: 12, t: 34, b: many ? 64 : 30 }, showlegend: true,
+             legend: many ? { orientation: "h", x: 0, xanchor: "left", y: -0.22, yanchor: "top" }
+                          : { orientation: "h", x: 1, xanchor: "right", y: 1.02, yanchor: "bottom" },
              xaxis: { type: "date", gridcolor: line, range: [viewStart(data), data.range.end] },
-             yaxis: { gridcolor: line, tickformat: panel.tickformat || "", rangemode: "tozero", fixedrange: false },
-             shapes: shapes, annotations: annotations, hovermode: "x unified" });
+             yaxis: yaxis, shapes: shapes, annotations: annotations, hovermode: "x unified" });
   }
 
   // A preset range longer than the history (a fresh box asked for 7 days) starts where the data
@@ -244,10 +254,17 @@
   function extendCharts(subject, p) {
     if (!chartsEl || !state.chartData || state.range.start) return; // a custom range is a fixed window
     var pts = p.points || {}, byDiv = new Map();
+    var t = Date.parse(p.t);
     Object.keys(pts).forEach(function (m) {
       (state.traceIndex[subject + "|" + m] || []).forEach(function (ref) {
         var e = byDiv.get(ref.div) || { x: [], y: [], idx: [] };
-        e.x.push([p.t]); e.y.push([pts[m] * ref.scale]); e.idx.push(ref.index);
+        var xs = (ref.div.data && ref.div.data[ref.index] && ref.div.data[ref.index].x) || [];
+        var last = xs.length ? Date.parse(xs[xs.length - 1]) : NaN;
+        var y = pts[m] == null ? null : pts[m] * ref.scale;
+        if (isFinite(last) && isFinite(t) && t - last > GAP_MS) {  // back after an outage: break the line
+          e.x.push([new Date((t + last) / 2).toISOString(), p.t]); e.y.push([null, y]);
+        } else { e.x.push([p.t]); e.y.push([y]); }
+        e.idx.push(ref.index);
         byDiv.set(ref.div, e);
       });
     });

@@ -8,7 +8,8 @@
   });
   window.sparkopsCharts.onThemeRedraw(function () {
     window.Plotly.react(el, traces, window.sparkopsCharts.baseLayout({
-      margin: { t: 20, r: 20, b: 40, l: 70 }, yaxis: { title: { text: "KV pool (tokens)" } }, showlegend: true
+      margin: { t: 20, r: 20, b: 40, l: 70 }, yaxis: { title: { text: "KV pool (tokens)" }, rangemode: "tozero" },
+      xaxis: { type: "date", tickformat: "%b %d\n%H:%M", hoverformat: "%Y-%m-%d %H:%M", nticks: 8 }, showlegend: true
     }), { displaylogo: false, responsive: true });
   });
 })();

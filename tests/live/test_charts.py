@@ -107,3 +107,19 @@ def test_plotly_is_served_from_the_package_and_cached(viewer_client):
     assert "max-age" in response["Cache-Control"]
     again = viewer_client.get(reverse("plotly-js"), HTTP_IF_NONE_MATCH=response["ETag"])
     assert again.status_code == 304
+
+
+def test_an_outage_leaves_a_gap_and_each_panel_names_its_unit(viewer_client, fleet):
+    """Issue 19: lines were drawn straight across an outage; decode hid under prompt on a shared axis;
+    GPU utilisation and temperature shared one; axes carried no units."""
+    vllm, now = fleet["vllm"], timezone.now()
+    add_samples(metric="generation_tokens_per_s", values=[60.0] * 10, end=now - timedelta(minutes=5), engine=vllm)
+    add_samples(metric="generation_tokens_per_s", values=[62.0] * 10, end=now, engine=vllm)  # 4.5 minutes dark between
+    body = viewer_client.get(reverse("chart-engine", args=["vllm-main"]), {"range": "1h"}).json()
+    decode = _panel(body, "tokens")
+    ys = decode["traces"][0]["y"]
+    assert ys == [60.0] * 10 + [None] + [62.0] * 10, ys
+    assert [t["metric"] for t in decode["traces"]] == ["generation_tokens_per_s"]
+    assert [t["metric"] for t in _panel(body, "prompt")["traces"]] == ["prompt_tokens_per_s"]
+    assert {p["id"]: p["unit"] for p in body["panels"]}["kv"] == "% of the pool"
+    assert all(p["unit"] for p in body["panels"]), [p["id"] for p in body["panels"] if not p["unit"]]

@@ -405,3 +405,40 @@ def test_every_page_fits_a_phone_and_each_is_photographed_at_both_sizes(everythi
         wide.append(f"phone /login/: {login.evaluate(OVERFLOWING)}")
     login.screenshot(path=str(SHOTS / "page-login-phone.png"), full_page=True)
     assert wide == [], "\n".join(wide)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_charts_break_at_an_outage_read_in_units_and_keep_ratios_0_to_100(web, fleet, browser, viewer, size):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from .helpers import add_samples
+
+    vllm, host, now = fleet["vllm"], fleet["host"], timezone.now()
+    add_samples(metric="generation_tokens_per_s", values=[60.0] * 60, end=now - timedelta(minutes=6), engine=vllm)
+    add_samples(metric="generation_tokens_per_s", values=[62.0] * 60, end=now, engine=vllm)
+    add_samples(metric="prompt_tokens_per_s", values=[4000.0] * 120, end=now, engine=vllm)
+    add_samples(metric="kv_cache_usage", values=[0.004, 0.006, 0.012] * 40, end=now, engine=vllm)
+    for metric in ("psi.memory.some.avg10", "psi.memory.full.avg10", "psi.cpu.some.avg10"):
+        add_samples(metric=metric, values=[1.0] * 60, end=now, host=host)
+    session = SizedSession(browser, web.base, viewer, size)
+    page = session.page
+    page.goto(f"{web.base}/engines/{vllm.name}/")
+    page.wait_for_selector("#chart-tokens .main-svg", timeout=15000)
+    decode = page.evaluate("document.getElementById('chart-tokens').data[0].y")
+    assert None in decode, "the decode line runs straight across the outage"
+    assert page.evaluate("document.getElementById('chart-tokens').data.length") == 1  # prompt has its own panel
+    assert page.evaluate("document.getElementById('chart-kv').layout.yaxis.range") == [0, 1]
+    ticks = page.evaluate("Array.from(document.querySelectorAll('#chart-kv .ytick text')).map(t => t.textContent)")
+    assert len(ticks) == len(set(ticks)), ticks
+    units = page.evaluate("Array.from(document.querySelectorAll('.chart-panel')).map(d => d.layout.yaxis.title.text)")
+    assert units and all(units), units
+    session.shot("engine-detail-charts")
+    page.goto(f"{web.base}/hosts/{host.name}/")
+    page.wait_for_selector("#chart-psi .main-svg", timeout=15000)
+    legend = page.evaluate("document.getElementById('chart-psi').layout.legend")
+    assert legend["y"] < 0, "the PSI legend sits over its title"
+    assert _no_sideways_scroll(page)
+    session.shot("host-detail-charts")
+    assert not session.errors, session.errors

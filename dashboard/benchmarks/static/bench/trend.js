@@ -20,8 +20,10 @@
 
   function layout(title) {
     var marks = charts.changelogMarks(d.annotations);
+    // From zero: run-to-run noise (40.000–40.025) must not look like a cliff.
     return charts.baseLayout({ title: { text: title }, shapes: marks.shapes, annotations: marks.annotations,
-                               margin: { t: 40, r: 20, b: 40, l: 60 }, showlegend: false });
+                               margin: { t: 40, r: 20, b: 40, l: 60 }, showlegend: false,
+                               yaxis: { rangemode: "tozero", title: { text: title.indexOf("TTFT") >= 0 ? "ms" : "tokens/s" } } });
   }
 
   function openRun(ev) { var p = ev.points[0]; if (p) location.href = "../../runs/" + p.customdata + "/"; }
