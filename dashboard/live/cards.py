@@ -58,14 +58,23 @@ def last_error(engine, reading):
     return (f"At {_clock(since)} " if since else "") + "the poll failed: " + _sentence(error)
 
 
+# The card's value each engine rule fires on: drawn in the alert's colour while it fires.
+ALERT_FIELDS = {"prefix_cache_drop": "prefix", "kv_saturated": "kv", "queue_growing": "queue"}
+
+
 def worst_alerts(engines):
     """{engine id: the firing alert that explains its state best} (critical first, newest first), in one query."""
     from dashboard.alerts.models import AlertEvent
 
     firing = AlertEvent.objects.filter(engine__in=engines, state="firing").exclude(severity="info")
-    worst = {}
+    worst, hot = {}, {}
     for event in firing.order_by("severity", "-fired_at"):  # "critical" sorts before "warning"
         worst.setdefault(event.engine_id, event)
+        field = ALERT_FIELDS.get(event.rule)
+        if field:
+            hot.setdefault(event.engine_id, {}).setdefault(field, event.severity)
+    for engine_id, event in worst.items():
+        event.hot = hot.get(engine_id, {})  # {card field: severity}: the values an alert is firing on
     return worst
 
 
