@@ -54,7 +54,7 @@ def test_snapshot_records_unit_files_environment_flags_and_account(box_engines, 
     assert read_units([box_engines["nemotron"]])[box_engines["nemotron"].pk]["files_read"][-1].endswith("20-seqs.conf")
 
 
-def test_a_window_raise_writes_the_observed_entry_with_the_file_and_ledger_row(box_engines, sim_box):
+def test_a_window_raise_writes_the_observed_entry_with_the_file_and_ledger_row(box_engines, sim_box, client, viewer):
     from dashboard.changelog.models import Entry
     from dashboard.services.launchconfig import Observer
 
@@ -79,6 +79,8 @@ def test_a_window_raise_writes_the_observed_entry_with_the_file_and_ledger_row(b
     row = KVPoolEntry.objects.filter(engine=box_engines["nemotron"]).order_by("-recorded_at").first()
     assert row.window == 262144 and row.pool_tokens < 766464  # the raise cost the pool a little
     assert [e.url for e in entry.evidence.all()] == [f"/changelog/ledgers/#kv-{row.pk}"]
+    client.force_login(viewer)
+    assert f'id="kv-{row.pk}"' in client.get("/changelog/ledgers/").content.decode()  # the link lands on the row
     # The next tick (within the minute, nothing moved) observes nothing: a time check only.
     assert poller.launch.tick(engines=list(engines.values()), units=result.host["units"]) == []
 
