@@ -27,8 +27,15 @@ def run(make_coro):
 
 
 def close():
+    """Cancel what is still running on this thread's loop (fetches kept across ticks), close
+    its client, then the loop."""
     loop = getattr(_local, "loop", None)
     if loop and not loop.is_closed():
+        pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         if _local.client is not None:
             loop.run_until_complete(_local.client.aclose())
         loop.close()

@@ -63,16 +63,40 @@ class Fetched(NamedTuple):
     at: float
 
 
-def engines_fetch(*, engines, states: States) -> list[Fetched]:
-    """Fetch every engine concurrently. STATES: the collector states the caller keeps; those
-    of ENGINES it lacks are read from the database into it."""
+class InFlight:
+    """A poller's engine fetches still running, kept across ticks on its event loop: a tick
+    waits `wait_s` for its engines, takes what answered, and collects the others at a later
+    tick, so one slow or hung engine (bounded by its own poll timeout) never delays the
+    readings of the others or the tick's cadence."""
+
+    def __init__(self):
+        self.tasks: dict[int, tuple[Engine, asyncio.Task]] = {}
+
+
+def engines_fetch(*, engines, states: States, inflight: InFlight | None = None,
+                  wait_s: float | None = None) -> list[tuple[Engine, Fetched]]:
+    """Fetch ENGINES concurrently: (engine, Fetched) for each answer in hand. STATES: the
+    collector states the caller keeps; those of ENGINES it lacks are read from the database
+    into it. INFLIGHT and WAIT_S (a resident poller): wait at most that long, keep the fetches
+    still running for a later call, and return too those of earlier calls that ended since;
+    an engine with a fetch in flight is not fetched again. Without: wait for every answer."""
+    inflight = inflight if inflight is not None else InFlight()
+    engines = [e for e in engines if e.pk not in inflight.tasks]
     states_read(states, [StateKey(prefix, e.pk) for e in engines for prefix in ("engine", "unit")])
     refresh = {e.pk: _needs_refresh(e, states.get(StateKey("engine", e.pk)) or {}) for e in engines}
+    if not engines and not inflight.tasks:
+        return []
 
     async def fetch_all(client):
-        return await asyncio.gather(*(_fetch(client, e, refresh[e.pk], _static_kv(states, e)) for e in engines))
+        for e in engines:
+            inflight.tasks[e.pk] = (e, asyncio.ensure_future(_fetch(client, e, refresh[e.pk], _static_kv(states, e))))
+        await asyncio.wait([task for _, task in inflight.tasks.values()], timeout=wait_s)
+        done = [(pk, engine, task) for pk, (engine, task) in inflight.tasks.items() if task.done()]
+        for pk, _, _ in done:
+            del inflight.tasks[pk]
+        return [(engine, task.result()) for _, engine, task in done]
 
-    return runner.run(fetch_all) if engines else []
+    return runner.run(fetch_all)
 
 
 def states_read(states: States, keys):

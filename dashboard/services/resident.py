@@ -58,6 +58,9 @@ ORPHAN_AFTER_INTERVALS = 5
 PROBE_LAG_S = 0.02  # the probe clock runs this far behind the metrics clock
 METRICS_WAIT_S = 0.3  # a probe waits at most this long for a metrics tick in progress
 ROLES_REFRESH_S = 10.0  # the engine list, who leads and who is orphaned may be this stale
+# A metrics tick waits this share of the interval for its engines; an engine that has not
+# answered by then (it has its own, longer poll timeout) is read at a later tick.
+FETCH_WAIT = 0.4
 
 
 def fleet_hosts():
@@ -285,6 +288,7 @@ class ResidentPoller:
         self.states: polling.States = {}
         self.roles_at = None  # when the engine list and roles were read
         self.pending = polling.PendingWrites(store.SeriesIds())
+        self.inflight = polling.InFlight()  # fetches a tick left running (on the metrics thread's loop)
         self.flushed_at = float("-inf")  # the first tick is stored at once
 
     def flush(self):
@@ -318,13 +322,14 @@ class ResidentPoller:
             collected = polling.host_collect(host=host, engines=own, state=self.states[host_key])
             self.states[host_key] = collected.state
             self.states.update({StateKey("unit", pk): info for pk, info in collected.unit_infos.items()})
-            fetched = polling.engines_fetch(engines=due, states=self.states)
+            answers = polling.engines_fetch(engines=due, states=self.states, inflight=self.inflight,
+                                            wait_s=None if engines is not None else self.poll_interval * FETCH_WAIT)
             # 2. Hold the rows; store them every flush interval, or now when a status moved.
             self.pending.add_host(host, collected)
-            polled = [(engine, self.pending.add_engine(engine, answer, self.states)) for engine, answer in zip(due, fetched)]
-            for engine, reading in polled:
+            polled = [(engine, self.pending.add_engine(engine, answer, self.states)) for engine, answer in answers]
+            for (engine, reading), (_, answer) in zip(polled, answers):
                 if reading.get("up"):
-                    self.answered[engine.pk] = engine.last_poll_at.timestamp()  # when the answer came
+                    self.answered[engine.pk] = answer.at  # when the answer came
                 if reading.get("status") == "down":
                     self.down_by_metrics.add(engine.pk)
                 else:

@@ -276,3 +276,31 @@ def test_a_healthy_health_does_not_overrule_garbage_metrics(fleet, http_server):
     poller.answered.clear()
     assert [f.status for f in poller.probe_tick()] == ["up"]
     assert Engine.objects.get(pk=fleet["vllm"].pk).status == "up"
+
+
+def test_a_hung_engine_is_read_at_a_later_tick_and_never_holds_the_others(fleet, http_server, settings):
+    """A tick waits FETCH_WAIT of the interval for its engines: the healthy one's reading comes
+    with it; the hung one's fetch goes on (bounded by its own poll timeout) and its failed
+    reading comes with a later tick."""
+    from dashboard.services.resident import FETCH_WAIT
+    from tests.collectors.test_polling import vllm_routes
+
+    settings.SPARKOPS_POLL_INTERVAL = 1.0  # poll timeout 0.75 s, the tick waits 0.4 s
+
+    def hang(handler):
+        time.sleep(2)
+
+    Engine.objects.filter(pk=fleet["vllm"].pk).update(url=http_server(vllm_routes("0.33.0_metrics_busy.txt")))
+    Engine.objects.filter(pk=fleet["llama"].pk).update(
+        kind="vllm", url=http_server({"/health": hang, "/metrics": hang, "/v1/models": hang}))
+    poller = ResidentPoller("spark-1", duties={}, flush_interval=0)
+    started = time.monotonic()
+    first = {e.name: r for e, r in poller.metrics_tick().engines}
+    assert time.monotonic() - started < 1.0 * FETCH_WAIT + 0.5
+    assert set(first) == {"vllm-main"} and first["vllm-main"]["up"]  # the hung one is still in flight
+    time.sleep(0.5)  # past the hung engine's own poll timeout
+    poller.engines[0].last_poll_at -= timedelta(seconds=5)
+    later = {e.name: r for e, r in poller.metrics_tick().engines}
+    assert later["vllm-main"]["up"] and "timed out" in later["llama-side"]["error"]
+    assert Engine.objects.get(pk=fleet["llama"].pk).status == "down"
+    poller.stop()
