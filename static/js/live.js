@@ -65,9 +65,9 @@
   }
 
   function card(id, html, cls, subject, p) {
-    if (state.paused) { state.pendingCards[id] = { html: html, cls: cls }; return; }
+    if (state.paused) { state.pendingCards[id] = { html: html, cls: cls }; extendSparks(subject, p); return; }
+    extendSparks(subject, p);  // first, so the card's smoothed decode includes this poll
     swapCard(id, html, cls);
-    extendSparks(subject, p);
     extendCharts(subject, p);
   }
 
@@ -122,10 +122,22 @@
     });
   }
 
+  // Decode over the last SMOOTH_MS, not one 2 s poll (which flickers 0 ↔ 300 tok/s between requests):
+  // the card's Decode and its sparkline's caption show this same number.
+  var SMOOTH_MS = 30000;
+  function smoothed(s, now) {
+    var sum = 0, n = 0;
+    for (var i = s.t.length - 1; i >= 0 && s.t[i] >= now - SMOOTH_MS; i--) if (s.y[i] != null) { sum += s.y[i]; n++; }
+    return n ? sum / n : null;
+  }
+
   function drawSparks(scope) {
     scope.querySelectorAll(".spark[data-spark]").forEach(function (el) {
       var s = state.sparks[el.dataset.spark + "|" + el.dataset.metric];
       if (!s || !s.t.length) { el.innerHTML = ""; return; }
+      var avg = el.dataset.metric === "generation_tokens_per_s" ? smoothed(s, Date.now()) : undefined;
+      var decode = avg !== undefined && el.closest(".card") && el.closest(".card").querySelector("[data-field=decode]");
+      if (decode) decode.textContent = avg == null ? "— tok/s" : avg.toFixed(1) + " tok/s · 30 s avg";
       var now = Date.now(), ys = s.y.filter(function (v) { return v != null; });
       var lo = Math.min.apply(null, ys.concat([0])), hi = Math.max.apply(null, ys.concat([1e-9]));
       var pts = [];
@@ -135,9 +147,10 @@
         pts.push(x.toFixed(2) + "," + y.toFixed(2));
       });
       var last = ys.length ? ys[ys.length - 1] : null;
+      var shown = avg !== undefined ? (avg == null ? "—" : avg.toFixed(1) + " (30 s avg)") : (last == null ? "—" : (+last).toFixed(1));
       el.innerHTML = '<svg viewBox="0 0 100 24" preserveAspectRatio="none" aria-hidden="true"><polyline points="' +
-        pts.join(" ") + '"/></svg><span class="spark-label">' + (el.dataset.label || "") + " · " +
-        (last == null ? "—" : (+last).toFixed(1)) + "</span>";
+        pts.join(" ") + '"/></svg><span class="spark-label" data-field="spark-caption">' + (el.dataset.label || "") + " · " +
+        shown + "</span>";
     });
   }
 

@@ -442,3 +442,39 @@ def test_charts_break_at_an_outage_read_in_units_and_keep_ratios_0_to_100(web, f
     assert _no_sideways_scroll(page)
     session.shot("host-detail-charts")
     assert not session.errors, session.errors
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_card_colours_the_value_its_alert_fires_on_and_smooths_decode(web, fleet, browser, viewer, size):
+    import re
+
+    from django.utils import timezone
+
+    from dashboard.alerts.services import external_alert_fire
+
+    from .helpers import add_samples
+
+    vllm, now = fleet["vllm"], timezone.now()
+    vllm.latest = {"up": True, "status": "up", "prefix_cache_hit_rate": 0.0, "kv_cache_usage": 0.4,
+                   "generation_tokens_per_s": 0.0, "requests_running": 1, "requests_waiting": 0}
+    vllm.save()
+    external_alert_fire(rule="prefix_cache_drop", severity="warning", engine=vllm, subject="vllm-main",
+                        message="prefix-cache hit rate 0 % against a 92 % baseline")
+    add_samples(metric="generation_tokens_per_s", values=[0.0, 300.0] * 30, end=now, engine=vllm)  # flickers per poll
+    session = SizedSession(browser, web.base, viewer, size)
+    page = session.page
+    _live(page)
+    card = page.locator(f"#engine-card-{vllm.id}")
+    prefix = card.locator("[data-field=prefix]")
+    assert "alerting" in prefix.get_attribute("class") and prefix.inner_text().startswith("0 %")
+    assert prefix.evaluate("e => getComputedStyle(e).color") != card.locator("[data-field=decode]").evaluate(
+        "e => getComputedStyle(e).color"), "the alerting value is drawn like any other"
+    assert "alerting" not in (card.locator("[data-field=kv]").get_attribute("class") or "")
+    wait_for_js(page, f"document.querySelector('#engine-card-{vllm.id} [data-field=decode]').textContent.includes('30 s avg')")
+    decode = card.locator("[data-field=decode]").inner_text()
+    caption = card.locator("[data-field=spark-caption]").inner_text()
+    number = re.search(r"([\d.]+) tok/s · 30 s avg", decode).group(1)
+    assert 100 <= float(number) <= 200, decode  # the mean of 0 and 300, not either
+    assert f"{number} (30 s avg)" in caption, (decode, caption)
+    session.shot("overview-card-alerting")
+    assert not session.errors, session.errors
