@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 from dashboard.collectors.unitconfig import memory_bytes, timespan_s
 
-CHECKS: dict[str, "Check"] = {}
+CHECKS: dict[str, Check] = {}
 ORDER = {"fail": 0, "warn": 1, "pass": 2}
 GOOD_FILE_STATES = {"enabled", "enabled-runtime", "static", "alias", "indirect", "generated", "linked", "linked-runtime"}
 JIT_KINDS = ("vllm", "sglang")

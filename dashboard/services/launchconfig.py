@@ -28,6 +28,7 @@ import json
 import logging
 import re
 import time
+from datetime import UTC
 
 from django.db import transaction
 from django.utils import timezone
@@ -169,14 +170,14 @@ def _same_address(url, host, port):
 
 def parse_timestamp(text):
     """systemd's `Tue 2026-07-14 10:02:11 UTC` (or `@1752487331`) → aware datetime, or None."""
-    from datetime import datetime, timezone as dt_timezone
+    from datetime import datetime
 
     if not text:
         return None
     text = text.strip()
     if text.startswith("@"):
         try:
-            return datetime.fromtimestamp(float(text[1:]), tz=dt_timezone.utc)
+            return datetime.fromtimestamp(float(text[1:]), tz=UTC)
         except ValueError:
             return None
     parts = text.split()
@@ -187,8 +188,8 @@ def parse_timestamp(text):
     except ValueError:
         return None
     if len(parts) > 2 and parts[2] in ("UTC", "GMT"):
-        return naive.replace(tzinfo=dt_timezone.utc)
-    return datetime.fromtimestamp(time.mktime(naive.timetuple()), tz=dt_timezone.utc)  # the box's local time
+        return naive.replace(tzinfo=UTC)
+    return datetime.fromtimestamp(time.mktime(naive.timetuple()), tz=UTC)  # the box's local time
 
 
 class StartTracker:

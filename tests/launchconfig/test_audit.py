@@ -93,7 +93,7 @@ def test_cli_page_and_badge_on_the_simulated_box(box_engines, sim_box, capsys, c
     text = capsys.readouterr().out
     assert "FAIL  lla" in text and "demo-vision.service: loaded/disabled" in text and "fix: After= only orders" in text
     client.force_login(viewer)
-    page = client.get("/hosts/%s/audit/" % box_engines["lla"].host.name).content.decode()
+    page = client.get(f"/hosts/{box_engines['lla'].host.name}/audit/").content.decode()
     assert "demo-vision.service: loaded/disabled" in page and "systemctl enable" in page
     from dashboard.templatetags.audit_tags import audit_badge
 

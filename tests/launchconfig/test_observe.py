@@ -56,7 +56,6 @@ def test_snapshot_records_unit_files_environment_flags_and_account(box_engines, 
 
 def test_a_window_raise_writes_the_observed_entry_with_the_file_and_ledger_row(box_engines, sim_box, client, viewer):
     from dashboard.changelog.models import Entry
-    from dashboard.services.launchconfig import Observer
 
     engines = {"nemotron": box_engines["nemotron"]}
     tick(engines)

@@ -21,7 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-observe", action="store_true",
                             help="audit the stored snapshots; by default this box's units are read first")
 
-    def handle(self, *args, engine=None, host=None, json=False, set=(), no_observe=False, **opts):
+    def handle(self, *args, engine=None, host=None, set=(), no_observe=False, **opts):
         try:
             overrides = audit.parse_overrides(set)
         except ValueError as exc:
@@ -41,9 +41,9 @@ class Command(BaseCommand):
             Observer().observe(engines)
         results = audit.audit(engines, overrides=overrides, only_engine=only)
         failed = any(r.status == "fail" for r in results)
-        if json:
-            self.stdout.write(__import__("json").dumps({"host": box.name, "failed": failed,
-                                                        "results": [r.as_dict() for r in results]}, indent=2))
+        if opts.get("json"):
+            self.stdout.write(json.dumps({"host": box.name, "failed": failed, "results": [r.as_dict() for r in results]},
+                                         indent=2))
         else:
             if not results:
                 self.stdout.write(f"{box.name}: no launch configuration observed yet (is the worker running?)")
