@@ -57,11 +57,11 @@ def describe_at(exc):
 
 class Bodies(dict):
     """{endpoint name: Response or HttpError} of one fetch, and the problems met reading the
-    optional ones (`problems`), which an engine that is up still shows as its reason."""
+    optional ones ({endpoint name: reason}), which an engine that is up still shows as its reason."""
 
     def __init__(self, *args):
         super().__init__(*args)
-        self.problems: list[str] = []
+        self.problems: dict[str, str] = {}
 
 
 class EngineCollector:
@@ -101,9 +101,10 @@ class EngineCollector:
             snap = self.parse(bodies)
         except http.HttpError as exc:
             return Snapshot(status="down", error=describe_at(exc))
-        problems = getattr(bodies, "problems", [])
+        problems = getattr(bodies, "problems", {})
+        snap.info["problems"] = dict(problems)
         if snap.up and not snap.error and problems:
-            snap.error = "; ".join(problems)
+            snap.error = "; ".join(problems.values())
         return snap
 
     def parse(self, bodies):  # pragma: no cover - abstract
@@ -120,13 +121,13 @@ class EngineCollector:
         problems = getattr(bodies, "problems", None)
         if isinstance(res, BaseException):
             if problems is not None and not isinstance(res, http.HttpStatus):  # 404: an older build lacks it
-                problems.append(describe_at(res))
+                problems[name] = describe_at(res)
             return default
         try:
             return res.json()
         except http.HttpError as exc:
             if problems is not None:
-                problems.append(describe_at(exc))
+                problems[name] = describe_at(exc)
             return default
 
     @staticmethod

@@ -197,16 +197,21 @@ class PendingWrites:
         self.engines, self.hosts, self.urgent = {}, {}, False
 
 
-def _carry_static(snapshot, state):
-    """Models and window from the last refresh when this poll skipped the slow endpoints."""
+def _carry_static(snapshot, state, slow):
+    """Models, window and what was wrong with the slow endpoints (SLOW: their names) from the
+    last refresh, when this poll skipped them."""
     static = state.get("static") or {}
     if snapshot.info.get("refreshed"):
-        return {"t": time.time(), "models": snapshot.models, "kv": {k: v for k, v in snapshot.kv.items() if v is not None}}
+        problems = {name: text for name, text in (snapshot.info.get("problems") or {}).items() if name in slow}
+        return {"t": time.time(), "models": snapshot.models, "problems": problems,
+                "kv": {k: v for k, v in snapshot.kv.items() if v is not None}}
     if not snapshot.models:
         snapshot.models = static.get("models") or []
     for key, value in (static.get("kv") or {}).items():
         if snapshot.kv.get(key) is None:
             snapshot.kv[key] = value
+    if not snapshot.error and static.get("problems"):
+        snapshot.error = "; ".join(static["problems"].values())  # still true until the next refresh
     return static
 
 
@@ -219,7 +224,7 @@ class EngineReading(NamedTuple):
 def _engine_reading(engine, snapshot, fetched_at, now, states) -> EngineReading:
     state = states.get(StateKey("engine", engine.pk)) or {}
     unit_info = states.get(StateKey("unit", engine.pk)) or {}
-    static = _carry_static(snapshot, state) if snapshot.up else {}
+    static = _carry_static(snapshot, state, collector_for(engine.kind).slow) if snapshot.up else {}
     reading, new_state = derive(snapshot, state, now=fetched_at, name=engine.name, kind=engine.kind)
     reading["unit"], reading["fatal_lines"] = unit_info.get("unit"), unit_info.get("fatal_lines") or []
     kv = {**(unit_info.get("boot") or {}), **{k: v for k, v in snapshot.kv.items() if v is not None}}

@@ -92,14 +92,27 @@ def test_a_redirect_on_health_is_a_down_engine_that_says_so(fleet, http_server):
 
 
 def test_a_json_bomb_on_models_is_named_and_the_metrics_still_count(fleet, http_server):
-    engine = fleet["vllm"]
+    engine, asked = fleet["vllm"], []
+    bomb = b"[" * 200_000 + b"]" * 200_000
+
+    def models(handler):
+        asked.append(1)
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(bomb)))
+        handler.end_headers()
+        handler.wfile.write(bomb)
+
     routes = routes_with((200, GOOD, {}))
-    routes["/v1/models"] = (200, b"[" * 200_000 + b"]" * 200_000, {"Content-Type": "application/json"})
+    routes["/v1/models"] = models
     Engine.objects.filter(pk=engine.pk).update(url=http_server(routes))
     engine.refresh_from_db()
     reading = poll_one(engine)
     assert reading["up"] is True and reading["requests_running"] == 2.0
     assert "/v1/models: response is a JSON bomb" in reading["error"]
+    engine.refresh_from_db()
+    again = poll_one(engine)  # the models are not asked again for a minute: what was wrong is carried
+    assert len(asked) == 1 and again["up"] is True and "/v1/models: response is a JSON bomb" in again["error"]
 
 
 def test_scrape_limits_are_settings(fleet, http_server, settings):
