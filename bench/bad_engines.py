@@ -152,8 +152,9 @@ def main():
             p99 = gaps[min(len(gaps) - 1, int(0.99 * len(gaps)))]
             print(f"{name}: {len(gaps) + 1} readings, spacing median {statistics.median(gaps):.2f} s, "
                   f"p99 {p99:.2f} s, max {gaps[-1]:.2f} s (target p99 ≤ 2.5 s)")
-        print(f"metrics tick: median {statistics.median(ticks):.2f} s, max {max(ticks):.2f} s "
-              f"(the slowest bad engines wait out the poll timeout, {polling.poll_timeout():.2f} s)")
+        print(f"metrics tick: median {statistics.median(ticks):.2f} s, max {max(ticks):.2f} s (it waits "
+              f"{resident.FETCH_WAIT * poller.poll_interval:.2f} s for its engines; the slower ones, bounded by "
+              f"the {polling.poll_timeout():.2f} s poll timeout, are read at a later tick)")
         print(f"load average over the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         for engine in Engine.objects.filter(name__startswith="bad-").order_by("name"):
             print(f"{engine.name:18} {engine.status:8} {engine.status_reason}")
