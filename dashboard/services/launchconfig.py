@@ -41,7 +41,7 @@ from dashboard.models import ConfigSnapshot, KVPoolEntry
 log = logging.getLogger(__name__)
 OBSERVE_EVERY_S = 60.0
 MIN_GAP_S = 5.0  # a flapping engine's every status change does not cost an observation each
-ACCOUNT_TIMEOUT_S = 1.5
+ACCOUNT_TIMEOUT_S = 1.0  # per request; an engine that does not answer one is not asked the rest
 AUTHOR = "SparkOps"
 # The first words of an observed entry's body: its mark after an export and import, which keep
 # the text but write the importer as the author.
@@ -300,15 +300,38 @@ def box_cold_boot(host):
 
 # --- the engine's own account --------------------------------------------------------------
 
-def _json(url):
+class _Silent(Exception):
+    """The engine did not answer (refused, timed out): asking it more would only hold the tick."""
+
+
+def _get(url):
     try:
-        return http.get(url, timeout=ACCOUNT_TIMEOUT_S).json()
+        return http.get(url, timeout=ACCOUNT_TIMEOUT_S)
+    except (http.Timeout, http.Refused) as exc:
+        raise _Silent(str(exc)) from None
+    except http.HttpError:
+        return None
+
+
+def _json(url):
+    resp = _get(url)
+    try:
+        return resp.json() if resp is not None else None
     except http.HttpError:
         return None
 
 
 def fetch_account(engine):
-    """What the engine says about itself ({} when it does not answer)."""
+    """What the engine says about itself ({} when it does not answer: one request that times
+    out or is refused ends the asking, so a hung engine costs the metrics thread one timeout)."""
+    try:
+        return _fetch_account(engine)
+    except _Silent as exc:
+        log.info("%s did not give its account: %s", engine.name, exc)
+        return {}
+
+
+def _fetch_account(engine):
     base = engine.url.rstrip("/")
     if engine.kind == "vllm":
         models = _json(base + "/v1/models") or {}
@@ -316,9 +339,10 @@ def fetch_account(engine):
         base_cards = [c for c in cards if not c.get("parent")]
         version = _json(base + "/version") or {}
         labels = {}
+        resp = _get(base + "/metrics")
         try:
-            text = http.get(base + "/metrics", timeout=ACCOUNT_TIMEOUT_S).text
-            labels = prom.first_labels(prom.parse(text, CACHE_INFO, url=base), "vllm:cache_config_info") or {}
+            if resp is not None:
+                labels = prom.first_labels(prom.parse(resp.text, CACHE_INFO, url=base), "vllm:cache_config_info") or {}
         except http.HttpError:
             pass
         return {"served_models": [c.get("id") for c in base_cards],

@@ -172,3 +172,23 @@ def test_observed_entries_export_import_and_never_count_as_human_lines(db):
                  title="copied", body_md=observed.body_md, flags=[FlagLine("--max-model-len", "262144", "65536")])
     check_drift(engine, ConfigSnapshot.objects.get(pk=snap.pk).data)
     assert not AlertEvent.objects.filter(rule="config_drift").exists()
+
+
+def test_an_engine_that_hangs_costs_the_account_one_timeout(db):
+    import time
+
+    from dashboard.models import Engine, Host
+    from dashboard.services.launchconfig import ACCOUNT_TIMEOUT_S, fetch_account
+    from tests.collectors.conftest import serve
+
+    server = serve({"/v1/models": lambda handler: time.sleep(3), "/version": lambda handler: time.sleep(3),
+                    "/metrics": lambda handler: time.sleep(3)})
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        engine = Engine.objects.create(name="hung", kind="vllm", url=url, host=Host.objects.create(name="h"))
+        started = time.monotonic()
+        assert fetch_account(engine) == {}
+        assert time.monotonic() - started < ACCOUNT_TIMEOUT_S + 0.5  # not three timeouts
+    finally:
+        server.shutdown()
+        server.server_close()
