@@ -8,12 +8,20 @@ from .models import NotificationChannel, Severity
 
 
 class ChannelForm(forms.Form):
-    name = forms.CharField(max_length=63)
+    name = forms.CharField(max_length=63, help_text="Letters, digits, '-' and '_', e.g. ops-hook")
     kind = forms.ChoiceField(choices=NotificationChannel.Kind.choices)
-    address = forms.CharField(required=False, max_length=254)
-    url = forms.CharField(required=False, max_length=2000)
-    secret = forms.CharField(required=False, max_length=200)
-    format = forms.ChoiceField(required=False, choices=[("sparkops", "SparkOps JSON"), ("alertmanager", "Alertmanager JSON")])
+    address = forms.CharField(required=False, max_length=254, label="Email address",
+                              widget=forms.EmailInput(attrs={"data-kinds": "email"}),
+                              help_text="Email: who receives the alerts")
+    url = forms.CharField(required=False, max_length=2000, label="URL",
+                          widget=forms.TextInput(attrs={"data-kinds": "webhook apprise", "size": 50}),
+                          help_text="Webhook: the http(s) URL that receives a JSON POST per notice; "
+                                    "Apprise: an Apprise URL such as ntfy://… or tgram://…")
+    secret = forms.CharField(required=False, max_length=200, label="Secret",
+                             widget=forms.PasswordInput(attrs={"data-kinds": "webhook"}, render_value=True),
+                             help_text="Webhook: signs each body (X-SparkOps-Signature: HMAC-SHA256); blank: unsigned")
+    format = forms.ChoiceField(required=False, choices=[("sparkops", "SparkOps JSON"), ("alertmanager", "Alertmanager JSON")],
+                               widget=forms.Select(attrs={"data-kinds": "webhook"}), help_text="Webhook: the body's shape")
 
     def clean_name(self):
         name = self.cleaned_data["name"]

@@ -9,6 +9,7 @@ urlpatterns = [
     path("<int:pk>/ack", views.ack, name="ack"),
     path("<int:pk>/silence", views.silence, name="silence"),
     path("channels/", views.channels, name="channels"),
+    path("channels/new", views.channel_new, name="channel-new"),
     path("channels/<int:pk>/test", views.channel_test, name="channel-test"),
     path("channels/<int:pk>/routes", views.channel_routes, name="channel-routes"),
     path("silences/", views.silences, name="silences"),

@@ -12,7 +12,7 @@ from dashboard.params import safe_next
 from dashboard.roles import has_role, role_required
 
 from . import selectors, services
-from .forms import MaintenanceForm, RuleForm, SilenceForm, route_formset
+from .forms import ChannelForm, MaintenanceForm, RuleForm, SilenceForm, route_formset
 from .models import AlertEvent, MaintenanceWindow, NotificationChannel, Silence
 from .rules import REGISTRY
 
@@ -128,15 +128,34 @@ def _rule_keys():
     return sorted(set(REGISTRY) | set(selectors.rule_keys_seen()))
 
 
-def _channels_page(request, bound=None, status=200):
-    """The channels; for admins each carries its routing form (BOUND replaces one after a failed submit)."""
+def _channels_page(request, bound=None, status=200, create_form=None):
+    """The channels; for admins each carries its routing form (BOUND replaces one after a failed submit)
+    and the page a form to add one (CREATE_FORM: as submitted, with its errors at the fields)."""
     channels = selectors.channels_with_recent()
     if has_role(request.user, "admin"):
         rules = _rule_keys()
         for channel in channels:
             failed = bound is not None and bound.prefix == f"routes-{channel.pk}"
             channel.route_form = bound if failed else route_formset(channel, rules=rules)
-    return render(request, "alerts/channels.html", {"channels": channels}, status=status)
+    if create_form is None and has_role(request.user, "admin"):
+        create_form = ChannelForm()
+    return render(request, "alerts/channels.html", {"channels": channels, "create_form": create_form}, status=status)
+
+
+@require_POST
+@role_required("admin")
+def channel_new(request):
+    """Alerts → Channels → Add: a webhook (URL, secret, format), an email address or an Apprise URL."""
+    form = ChannelForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Channel not added: see the marked fields below.")
+        return _channels_page(request, status=400, create_form=form)
+    d = form.cleaned_data
+    channel = services.channel_create(name=d["name"], kind=d["kind"], address=d.get("address") or "",
+                                      url=d.get("url") or "", secret=d.get("secret") or "",
+                                      format=d.get("format") or "sparkops")
+    messages.success(request, f"Channel {channel.name} added; send it a test below.")
+    return redirect("alerts:channels")
 
 
 @require_GET

@@ -92,7 +92,8 @@ def _start_worker(tmp_path, host_name, *, unit_actions):
 
     from .stack import ROOT
 
-    control = json.loads((tmp_path / "engines.json").read_text().splitlines()[0])["control"]
+    ports = tmp_path / "engines.json"
+    control = json.loads(ports.read_text().splitlines()[0])["control"] if ports.exists() else ""
     name = connection.settings_dict["NAME"]
     url = f"sqlite:///{name}" if connection.vendor == "sqlite" else f"postgres://postgres@127.0.0.1:5432/{name}"
     env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "sparkops.settings",
@@ -478,3 +479,60 @@ def test_a_card_colours_the_value_its_alert_fires_on_and_smooths_decode(web, fle
     assert f"{number} (30 s avg)" in caption, (decode, caption)
     session.shot("overview-card-alerting")
     assert not session.errors, session.errors
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_an_admin_adds_a_webhook_channel_in_the_form_and_its_test_reaches_a_real_receiver(web, browser, admin_user,
+                                                                                         tmp_path, size):
+    import hashlib
+    import hmac
+
+    from dashboard.alerts.models import NotificationChannel
+    from tests.alerts.servers import WebhookReceiver
+
+    from .stack import stop
+
+    receiver = WebhookReceiver()
+    worker = _start_worker(tmp_path, "spark-web", unit_actions=False)  # delivers the outbox (queue celery)
+    try:
+        admin = SizedSession(browser, web.base, admin_user, size)
+        page = admin.page
+        page.goto(f"{web.base}/alerts/channels/")
+        form = page.locator("[data-channel-form]")
+        page.select_option("#id_kind", "webhook")
+        assert not form.locator("[data-field-row=address]").is_visible()  # an email field has no place here
+        assert form.locator("[data-field-row=secret]").is_visible()
+        page.fill("#id_name", "ops-hook")
+        page.fill("#id_url", "not a url")
+        form.locator("button[type=submit]").click()
+        url_row = page.locator("[data-channel-form] [data-field-row=url]")
+        url_row.locator(".errorlist").wait_for(timeout=5000)
+        assert "needs an http:// or https:// URL" in url_row.inner_text()
+        assert page.input_value("#id_url") == "not a url" and page.input_value("#id_name") == "ops-hook"
+        assert not NotificationChannel.objects.exists()
+        page.fill("#id_url", receiver.url)
+        page.fill("#id_secret", "s3cret")
+        page.locator("[data-channel-form] button[type=submit]").click()
+        page.locator(".messages", has_text="Channel ops-hook added").wait_for(timeout=5000)
+        channel = NotificationChannel.objects.get()
+        assert channel.config == {"url": receiver.url, "format": "sparkops"} and channel.secret == "s3cret"
+        page.locator("tr", has_text="ops-hook").locator("button", has_text="Send test").click()
+        deadline = time.monotonic() + 30
+        while not receiver.requests:
+            assert worker.poll() is None and time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-3000:]
+            time.sleep(0.2)
+        sent = receiver.requests[0]
+        signature = hmac.new(b"s3cret", sent["body"], hashlib.sha256).hexdigest()
+        assert sent["headers"].get("X-SparkOps-Signature") in (signature, f"sha256={signature}"), sent["headers"]
+        deadline = time.monotonic() + 15
+        while "test: sent" not in page.locator("tr", has_text="ops-hook").inner_text():
+            assert time.monotonic() < deadline, page.locator("tr", has_text="ops-hook").inner_text()
+            page.wait_for_timeout(500)
+            page.reload()
+        assert _no_sideways_scroll(page), "the channels page scrolls sideways"
+        admin.shot("alerts-channels-added")
+        expected_400 = [e for e in admin.errors if "400" in e]  # the refused submit answers 400, as it should
+        assert len(expected_400) == 2 and [e for e in admin.errors if e not in expected_400] == [], admin.errors
+    finally:
+        stop(worker)
+        receiver.server.shutdown()
