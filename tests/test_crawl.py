@@ -364,7 +364,18 @@ def _argument_values(name, arg, route):
         return {"ledger": ["kvpool", "incidents", "nope"], "fmt": ["md", "csv", "xlsx"]}[arg]
     if route.startswith("admin/"):
         return _admin_values(name, arg, route)
-    raise AssertionError(f"the crawl does not know how to fill <{arg}> of URL pattern {name}: add it here")
+    # A pattern this file does not know yet still gets crawled: with the first ids (most tables have them)
+    # and absent values. Add it above to give it its real rows.
+    UNMAPPED.add(name)
+    return ["1", "2", "3", *absent_ints] if route_converter(route, arg) == "int" else ["x", *absent_names]
+
+
+UNMAPPED = set()
+
+
+def route_converter(route, arg):
+    m = re.search(rf"<(?:(\w+):)?{arg}>", route)
+    return (m.group(1) or "str") if m else "str"
 
 
 def _interesting(model):
@@ -506,6 +517,7 @@ def test_every_url_pattern_as_every_role(crawl):
             if not every and path not in representative:
                 continue
             crawl.request(role, "GET", path)
+    print(f"crawl: patterns filled with generic values (add them to _argument_values): {sorted(UNMAPPED)}")
     print(f"crawl: {time.monotonic() - crawl.started:.0f} s, {crawl.requests} GETs over {len(crawl.paths)} paths of {len(representative)} patterns")
     crawl.assert_no_5xx()
 
@@ -754,3 +766,9 @@ def test_kv_memory_past_the_database_is_a_form_error(operator_client, fleet):
     response = operator_client.post("/changelog/ledgers/kvpool/add/", {
         "recorded_at": "2026-08-20T14:00", "engine": fleet["vllm"].pk, "kv_memory_gib": "1e300", "pool_tokens": "1"})
     assert response.status_code == 400 and not KVPoolEntry.objects.exists()
+
+
+@pytest.mark.parametrize("action", ["change", "history", "delete"])
+def test_admin_of_a_one_to_one_keyed_model_with_a_huge_id(admin_client_, action):
+    response = admin_client_.get(f"/admin/changelog/searchdocument/{HUGE}/{action}/")
+    assert response.status_code in (302, 403, 404)  # 403: the delete page of a read-only model

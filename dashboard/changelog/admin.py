@@ -72,3 +72,11 @@ class SearchDocumentAdmin(ReadOnlyAdmin):
 
     list_display = ("entry",)
     search_fields = ("document",)
+
+    def get_object(self, request, object_id, from_field=None):
+        # Its primary key is a one-to-one field, which gets none of Django's integer range checks: on
+        # SQLite an id past 64 bits is an OverflowError (a 500) instead of "no such row".
+        try:
+            return super().get_object(request, object_id, from_field)
+        except OverflowError:
+            return None
