@@ -298,14 +298,23 @@ def parse_overrides(pairs):
 
 
 def snapshots_of(engines):
-    from dashboard.services.launchconfig import latest_snapshot
+    """[(engine, its latest snapshot's data)] for those of ENGINES that have one: two queries
+    for any number of engines."""
+    from django.db.models import OuterRef, Subquery
 
-    out = []
-    for engine in engines:
-        snap = latest_snapshot(engine)
-        if snap is not None:
-            out.append((engine, snap.data))
-    return out
+    from dashboard.models import ConfigSnapshot, Engine
+
+    engines = list(engines)
+    newest = ConfigSnapshot.objects.filter(engine=OuterRef("pk")).order_by("-observed_at", "-id").values("id")[:1]
+    ids = dict(Engine.objects.filter(pk__in=[e.pk for e in engines]).annotate(snap=Subquery(newest))
+               .values_list("pk", "snap"))
+    snaps = ConfigSnapshot.objects.in_bulk([i for i in ids.values() if i is not None])
+    return [(e, snaps[ids[e.pk]].data) for e in engines if ids.get(e.pk) in snaps]
+
+
+def concerns(result, engine):
+    """Whether RESULT is about ENGINE: its own, a pair it is in, or the box's."""
+    return result.subject in (engine.name, "box") or engine.name in result.subject.split(" + ")
 
 
 def audit(engines, *, overrides=None, only_engine=None):
@@ -316,8 +325,7 @@ def audit(engines, *, overrides=None, only_engine=None):
     for key, check in CHECKS.items():
         results += check.run(snaps, settings=settings_for(key, overrides))
     if only_engine is not None:
-        name = only_engine.name
-        results = [r for r in results if r.subject == name or name in r.subject.split(" + ") or r.subject == "box"]
+        results = [r for r in results if concerns(r, only_engine)]
     return sorted(results, key=lambda r: (ORDER[r.status], r.subject, r.check))
 
 

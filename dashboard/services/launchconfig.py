@@ -68,6 +68,7 @@ class Observer:
         self.signature = None
         self.down_seen: set[int] = set()  # engines seen not up at the last observation
         self.starts = StartTracker()
+        self.failing: dict[int, int] = {}  # engine pk -> its failing audit checks at the last observation
 
     def tick(self, *, engines, units, processes=None, host=None, now=None):
         """Observe ENGINES when due (UNITS: this tick's `systemctl show` of their units;
@@ -83,7 +84,12 @@ class Observer:
         if since < MIN_GAP_S or (since < self.every_s and signature == self.signature):
             return []
         self.at, self.signature = now, signature
-        return self.observe(engines, host=host)
+        made = self.observe(engines, host=host)
+        try:
+            self.failing = failing_counts(engines)
+        except Exception:
+            log.exception("launch audit not run")
+        return made
 
     def observe(self, engines, *, host=None):
         """Snapshot ENGINES' launch configurations (those whose unit or process says something
@@ -111,6 +117,15 @@ class Observer:
             if snap is not None:
                 made.append(snap)
         return made
+
+
+def failing_counts(engines):
+    """{engine pk: its failing launch-audit checks} over ENGINES (one box's): one audit."""
+    from dashboard.services import audit
+
+    engines = [e for e in engines if e.retired_at is None]
+    results = audit.audit(engines)
+    return {e.pk: sum(r.status == "fail" and audit.concerns(r, e) for r in results) for e in engines}
 
 
 # --- engines outside any unit ------------------------------------------------------------------

@@ -191,6 +191,7 @@ class ResidentPoller:
         self.duties = resident_duties() if duties is None else duties  # name -> (interval, fn): leader only
         self.host, self.engines, self.leader = None, [], False
         self.alerts, self.live = Memory(), LivePublisher()
+        self.launch = None  # the launch-configuration Observer, made at the first tick
         self.forget()
         self.answered = {}  # engine pk -> when (epoch s) its last metrics poll that answered fetched it
         # Engines whose last metrics poll found them down: a probe that finds /health answering
@@ -327,7 +328,9 @@ class ResidentPoller:
             # 2. Hold the rows; store them every flush interval, or now when a status moved.
             self.pending.add_host(host, collected)
             polled = [(engine, self.pending.add_engine(engine, answer, self.states)) for engine, answer in answers]
+            failing = self.launch.failing if self.launch is not None else {}
             for (engine, reading), (_, answer) in zip(polled, answers):
+                reading["audit_failing"] = failing.get(engine.pk, 0)  # as the last observation's audit found
                 if reading.get("up"):
                     self.answered[engine.pk] = answer.at  # when the answer came
                 if reading.get("status") == "down":
@@ -351,7 +354,7 @@ class ResidentPoller:
         most ticks; every 60 s, and at once when a unit or an engine's status moved, a read."""
         from dashboard.services.launchconfig import Observer
 
-        if getattr(self, "launch", None) is None:
+        if self.launch is None:
             self.launch = Observer()
         self.launch.tick(engines=own, units=reading.get("units") or {}, processes=reading.get("processes") or {},
                          host=self.host)

@@ -304,3 +304,18 @@ def test_a_hung_engine_is_read_at_a_later_tick_and_never_holds_the_others(fleet,
     assert later["vllm-main"]["up"] and "timed out" in later["llama-side"]["error"]
     assert Engine.objects.get(pk=fleet["llama"].pk).status == "down"
     poller.stop()
+
+
+def test_a_tick_carries_the_last_launch_audit_onto_the_card(fleet, http_server):
+    from dashboard.live.cards import engine_card_html
+    from dashboard.services.launchconfig import Observer
+    from tests.collectors.test_polling import vllm_routes
+
+    Engine.objects.filter(pk=fleet["vllm"].pk).update(url=http_server(vllm_routes("0.33.0_metrics_busy.txt")))
+    Engine.objects.filter(pk=fleet["llama"].pk).delete()
+    poller = ResidentPoller("spark-1", duties={}, flush_interval=0)
+    poller.launch = Observer()
+    poller.launch.failing = {fleet["vllm"].pk: 3}
+    [(engine, reading)] = poller.metrics_tick().engines
+    assert reading["audit_failing"] == 3 and "audit: 3 failing" in engine_card_html(engine)
+    assert Engine.objects.get(pk=engine.pk).latest["audit_failing"] == 3

@@ -95,6 +95,10 @@ def test_cli_page_and_badge_on_the_simulated_box(box_engines, sim_box, capsys, c
     client.force_login(viewer)
     page = client.get(f"/hosts/{box_engines['lla'].host.name}/audit/").content.decode()
     assert "demo-vision.service: loaded/disabled" in page and "systemctl enable" in page
+    from dashboard.services.launchconfig import failing_counts
     from dashboard.templatetags.audit_tags import audit_badge
 
-    assert "audit: " in audit_badge(box_engines["lla"]) and "/engines/lla/audit/" in audit_badge(box_engines["lla"])
+    lla = box_engines["lla"]
+    assert failing_counts(list(box_engines.values()))[lla.pk] >= 2  # after_enabled_units, memory_max_set
+    lla.latest = {**(lla.latest or {}), "audit_failing": failing_counts(list(box_engines.values()))[lla.pk]}
+    assert "audit: " in audit_badge(lla) and "/engines/lla/audit/" in audit_badge(lla)
