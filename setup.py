@@ -2,6 +2,7 @@
 ship inside the wheel as sparkops/templates and sparkops/static (package data), so an
 installed SparkOps (no checkout, `pip install sparkops-….whl`) serves its pages and
 stylesheets. They stay where they are in the checkout; sparkops/settings.py finds either."""
+
 import shutil
 from pathlib import Path
 
@@ -21,8 +22,12 @@ class BuildPyWithAssets(build_py):
             source = HERE / name
             if not source.is_dir():
                 raise SystemExit(f"setup.py: {source} is missing; a wheel without it serves no pages")
-            shutil.copytree(source, Path(self.build_lib) / "sparkops" / name, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"))
+            shutil.copytree(
+                source,
+                Path(self.build_lib) / "sparkops" / name,
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"),
+            )
 
 
 setup(cmdclass={"build_py": BuildPyWithAssets})

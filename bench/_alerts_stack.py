@@ -1,5 +1,6 @@
 """Shared by bench/detection_latency.py and bench/outbox_outage.py: a webhook receiver on
 loopback and the whole SparkOps stack (`sparkops up`) watching one simulated vLLM engine."""
+
 import json
 import os
 import signal
@@ -29,8 +30,14 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with rec.lock:
                     status = rec.status
-                    rec.hits.append({"at": time.time(), "key": self.headers.get("Idempotency-Key"), "status": status,
-                                     "body": json.loads(body or b"{}")})
+                    rec.hits.append(
+                        {
+                            "at": time.time(),
+                            "key": self.headers.get("Idempotency-Key"),
+                            "status": status,
+                            "body": json.loads(body or b"{}"),
+                        }
+                    )
                 self.send_response(status)
                 self.end_headers()
 
@@ -52,8 +59,12 @@ class Stack:
         self.dir = Path(tempfile.mkdtemp(prefix="sparkops-bench-"))
         self.engine_spec, self.web_port, self.procs = engine_spec, web_port, []
         self.env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SPARKOPS_TEST_DB_NAME")}
-        self.env.update(SPARKOPS_VAR_DIR=str(self.dir / "var"), SPARKOPS_HOST_NAME="bench-box",
-                        DJANGO_SETTINGS_MODULE="sparkops.settings", PYTHONPATH=str(ROOT))
+        self.env.update(
+            SPARKOPS_VAR_DIR=str(self.dir / "var"),
+            SPARKOPS_HOST_NAME="bench-box",
+            DJANGO_SETTINGS_MODULE="sparkops.settings",
+            PYTHONPATH=str(ROOT),
+        )
         if os.environ.get("BENCH_DATABASE_URL"):
             self.env["DATABASE_URL"] = os.environ["BENCH_DATABASE_URL"]
 
@@ -63,29 +74,66 @@ class Stack:
     def start_simulator(self):
         state, ports = self.dir / "sim", self.dir / "sim" / "ports.jsonl"
         state.mkdir(parents=True)
-        self.procs.append(subprocess.Popen([PY, "-m", "dashboard.simulator", "--engine", self.engine_spec,
-                                            "--state-dir", str(state), "--ports-file", str(ports)],
-                                           cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL))
+        self.procs.append(
+            subprocess.Popen(
+                [
+                    PY,
+                    "-m",
+                    "dashboard.simulator",
+                    "--engine",
+                    self.engine_spec,
+                    "--state-dir",
+                    str(state),
+                    "--ports-file",
+                    str(ports),
+                ],
+                cwd=ROOT,
+                env=self.env,
+                stdout=subprocess.DEVNULL,
+            )
+        )
         while not ports.exists():
             time.sleep(0.05)
         self.engine = json.loads(ports.read_text().splitlines()[0])
         bins = ROOT / "dashboard" / "simulator" / "bin"
-        self.env.update(SPARKOPS_SIM_STATE_DIR=str(state), SPARKOPS_SYSTEMCTL=str(bins / "sim-systemctl"),
-                        SPARKOPS_JOURNALCTL=str(bins / "sim-journalctl"), SPARKOPS_NVIDIA_SMI=str(bins / "sim-nvidia-smi"),
-                        SPARKOPS_GPU_BACKEND="nvidia-smi", SPARKOPS_PROC_ROOT=str(state / "proc"))
+        self.env.update(
+            SPARKOPS_SIM_STATE_DIR=str(state),
+            SPARKOPS_SYSTEMCTL=str(bins / "sim-systemctl"),
+            SPARKOPS_JOURNALCTL=str(bins / "sim-journalctl"),
+            SPARKOPS_NVIDIA_SMI=str(bins / "sim-nvidia-smi"),
+            SPARKOPS_GPU_BACKEND="nvidia-smi",
+            SPARKOPS_PROC_ROOT=str(state / "proc"),
+        )
         self.state = state
         return self.engine
 
     def register(self, hook_url):
         self.run("migrate", "-v", "0")
-        self.run("engine", "add", self.engine["name"], "--kind", "vllm", "--url", self.engine["url"],
-                 "--unit", self.engine["unit"])
+        self.run(
+            "engine",
+            "add",
+            self.engine["name"],
+            "--kind",
+            "vllm",
+            "--url",
+            self.engine["url"],
+            "--unit",
+            self.engine["unit"],
+        )
         self.run("channel", "add", "bench-hook", "--webhook", hook_url, "--secret", "bench-secret")
 
     def start_up(self):
         log = open(self.dir / "up.log", "w")
-        self.procs.append(subprocess.Popen([PY, "manage.py", "up", "--port", str(self.web_port)], cwd=ROOT, env=self.env,
-                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        self.procs.append(
+            subprocess.Popen(
+                [PY, "manage.py", "up", "--port", str(self.web_port)],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
 
     def control(self, path, body=None):
         return httpx.post(self.engine["control"] + path, json=body or {}, timeout=10).json()
@@ -118,7 +166,9 @@ class Stack:
         for proc in reversed(self.procs):
             if proc.poll() is None:
                 try:
-                    os.killpg(proc.pid, signal.SIGINT) if proc.pid == os.getpgid(proc.pid) else proc.send_signal(signal.SIGINT)
+                    os.killpg(proc.pid, signal.SIGINT) if proc.pid == os.getpgid(proc.pid) else proc.send_signal(
+                        signal.SIGINT
+                    )
                 except ProcessLookupError:
                     pass
                 try:

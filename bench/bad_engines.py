@@ -14,6 +14,7 @@ given seconds, then prints:
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/sparkops_bench REDIS_URL=redis://127.0.0.1:6379/2 \\
         .venv/bin/python bench/bad_engines.py [--seconds 60]
 """
+
 import argparse
 import json
 import os
@@ -27,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sparkops.settings")
 
-SERVE = r'''
+SERVE = r"""
 import asyncio, json, sys
 from aiohttp import web
 from dashboard.simulator.fleet import serve_many
@@ -96,7 +97,7 @@ async def main():
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
 
 asyncio.run(main())
-'''
+"""
 
 
 def main():
@@ -113,8 +114,9 @@ def main():
     from dashboard.services import polling, resident
 
     call_command("migrate", verbosity=0)
-    server = subprocess.Popen([sys.executable, "-c", SERVE], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVE], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     seen = {}  # engine name -> when its answers came (epoch s: the samples' timestamps)
     original = polling.PendingWrites.add_engine
 
@@ -138,8 +140,17 @@ def main():
         specs = json.loads(server.stdout.readline())
         host, _ = Host.objects.get_or_create(name="bench-bad")
         for kind, name, url in specs:
-            Engine.objects.update_or_create(name=name, defaults={"kind": kind, "url": url, "host": host,
-                                                                 "retired_at": None, "expected_up": True, "status": "unknown"})
+            Engine.objects.update_or_create(
+                name=name,
+                defaults={
+                    "kind": kind,
+                    "url": url,
+                    "host": host,
+                    "retired_at": None,
+                    "expected_up": True,
+                    "status": "unknown",
+                },
+            )
         poller = resident.ResidentPoller(host.name, duties={}).start()
         time.sleep(args.seconds)
         poller.stop()
@@ -150,11 +161,15 @@ def main():
                 print(f"{name}: no two readings")
                 continue
             p99 = gaps[min(len(gaps) - 1, int(0.99 * len(gaps)))]
-            print(f"{name}: {len(gaps) + 1} readings, spacing median {statistics.median(gaps):.2f} s, "
-                  f"p99 {p99:.2f} s, max {gaps[-1]:.2f} s (target p99 ≤ 2.5 s)")
-        print(f"metrics tick: median {statistics.median(ticks):.2f} s, max {max(ticks):.2f} s (it waits "
-              f"{resident.FETCH_WAIT * poller.poll_interval:.2f} s for its engines; the slower ones, bounded by "
-              f"the {polling.poll_timeout():.2f} s poll timeout, are read at a later tick)")
+            print(
+                f"{name}: {len(gaps) + 1} readings, spacing median {statistics.median(gaps):.2f} s, "
+                f"p99 {p99:.2f} s, max {gaps[-1]:.2f} s (target p99 ≤ 2.5 s)"
+            )
+        print(
+            f"metrics tick: median {statistics.median(ticks):.2f} s, max {max(ticks):.2f} s (it waits "
+            f"{resident.FETCH_WAIT * poller.poll_interval:.2f} s for its engines; the slower ones, bounded by "
+            f"the {polling.poll_timeout():.2f} s poll timeout, are read at a later tick)"
+        )
         print(f"load average over the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         for engine in Engine.objects.filter(name__startswith="bad-").order_by("name"):
             print(f"{engine.name:18} {engine.status:8} {engine.status_reason}")

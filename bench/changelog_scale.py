@@ -12,6 +12,7 @@ a throwaway test database it creates and drops.
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/changelog_scale.py
     .venv/bin/python bench/changelog_scale.py            # SQLite
 """
+
 import argparse
 import os
 import statistics
@@ -99,9 +100,12 @@ def run(args):
             assert response.status_code == 200, (url, response.status_code)
         sql_ms = sum(float(q["time"]) for q in queries.captured_queries) * 1000
         found = response.content.decode().count('class="card log-entry"') or response.content.decode().count(
-            'class="claim-row')
-        print(f"{label:<36} {statistics.median(times):9.1f} {max(times):7.1f} {len(queries):7} {sql_ms:6.1f}  "
-              f"{found} shown")
+            'class="claim-row'
+        )
+        print(
+            f"{label:<36} {statistics.median(times):9.1f} {max(times):7.1f} {len(queries):7} {sql_ms:6.1f}  "
+            f"{found} shown"
+        )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ a receiver on loopback is printed: median and p95, first and tenth death.
 
 Uses REDIS_URL if set (else `sparkops up` starts a private Redis), SQLite under a temp dir
 unless BENCH_DATABASE_URL names a PostgreSQL database."""
+
 import argparse
 import statistics
 import time
@@ -17,11 +18,19 @@ from _alerts_stack import Receiver, Stack, percentile
 
 
 def firing(receiver):
-    return [h for h in receiver.delivered() if h["body"].get("transition") == "firing" and h["body"]["rule"] == "engine_down"]
+    return [
+        h
+        for h in receiver.delivered()
+        if h["body"].get("transition") == "firing" and h["body"]["rule"] == "engine_down"
+    ]
 
 
 def resolved(receiver):
-    return [h for h in receiver.delivered() if h["body"].get("transition") == "resolved" and h["body"]["rule"] == "engine_down"]
+    return [
+        h
+        for h in receiver.delivered()
+        if h["body"].get("transition") == "resolved" and h["body"]["rule"] == "engine_down"
+    ]
 
 
 def wait_for(predicate, timeout):
@@ -65,9 +74,11 @@ def main():
             latencies.append(latency)
             print(f"death {n + 1:2d}: webhook after {latency:.3f} s — cause {body['cause']}", flush=True)
         print(f"\nfirst message: {firing(receiver)[0]['body']['message']}")
-        print(f"deaths: {len(latencies)}  median {statistics.median(latencies):.3f} s  "
-              f"p95 {percentile(latencies, 0.95):.3f} s  max {max(latencies):.3f} s  "
-              f"first {latencies[0]:.3f} s  last {latencies[-1]:.3f} s")
+        print(
+            f"deaths: {len(latencies)}  median {statistics.median(latencies):.3f} s  "
+            f"p95 {percentile(latencies, 0.95):.3f} s  max {max(latencies):.3f} s  "
+            f"first {latencies[0]:.3f} s  last {latencies[-1]:.3f} s"
+        )
         keys = [h["key"] for h in receiver.delivered()]
         print(f"webhooks received: {len(keys)}, distinct idempotency keys: {len(set(keys))}")
     finally:

@@ -8,6 +8,7 @@ evaluate the alert rules, publish to the live view (PostgreSQL or SQLite per DAT
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/sparkops_bench .venv/bin/python bench/fleet_poll.py [--engines 150] [--cycles 5]
 """
+
 import argparse
 import json
 import os
@@ -39,8 +40,10 @@ def cycles(poller, engines, n, label):
         time.sleep(max(0.0, 2.0 - times[-1]))  # the 2 s tick
     errors = {r["error"] for r in readings if not r["up"]}
     print(f"{label}: " + ", ".join(f"{t:.3f}" for t in times) + " s")
-    print(f"  median {statistics.median(times):.3f} s, max {max(times):.3f} s (target ≤ 1 s); engines up: {ups}"
-          + (f"; errors: {sorted(errors)[:3]}" if errors else ""))
+    print(
+        f"  median {statistics.median(times):.3f} s, max {max(times):.3f} s (target ≤ 1 s); engines up: {ups}"
+        + (f"; errors: {sorted(errors)[:3]}" if errors else "")
+    )
 
 
 def main():
@@ -59,8 +62,13 @@ def main():
     from dashboard.services.resident import ResidentPoller
 
     call_command("migrate", verbosity=0)
-    server = subprocess.Popen([sys.executable, "-c", SERVE, str(args.engines)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, cwd=ROOT, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVE, str(args.engines)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=ROOT,
+        text=True,
+    )
     try:
         urls = json.loads(server.stdout.readline())
         host, _ = Host.objects.get_or_create(name="bench-fleet")

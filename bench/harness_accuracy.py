@@ -12,6 +12,7 @@ and the client's figures (dashboard/benchmarks/client.py) are compared with it:
   2. 3 tokens per chunk: completion tokens exact, chunks = N / 3, decode within ±1 %;
   3. the highest single-stream rate measured within ±2 % (target ≥ 10,000 tokens/s).
 Prints the figures; exits 1 when a target is missed. No database needed."""
+
 from __future__ import annotations
 
 import argparse
@@ -42,12 +43,30 @@ def free_port():
 class SimProcess:
     def __init__(self, **opts):
         self.port = free_port()
-        args = [sys.executable, "-m", "dashboard.simulator.engine", "--kind", "vllm", "--port", str(self.port),
-                "--load-seconds", "0", "--max-model-len", "1000000", "--num-gpu-blocks", "100000"]
+        args = [
+            sys.executable,
+            "-m",
+            "dashboard.simulator.engine",
+            "--kind",
+            "vllm",
+            "--port",
+            str(self.port),
+            "--load-seconds",
+            "0",
+            "--max-model-len",
+            "1000000",
+            "--num-gpu-blocks",
+            "100000",
+        ]
         for key, value in opts.items():
             args += ["--" + key.replace("_", "-"), str(value)]
-        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     env={**os.environ, "PYTHONPATH": str(ROOT)})
+        self.proc = subprocess.Popen(
+            args,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         self.url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -64,8 +83,14 @@ class SimProcess:
 
 
 def body(n):
-    return {"messages": [{"role": "user", "content": "measure me please"}], "stream": True, "max_tokens": n,
-            "min_tokens": n, "ignore_eos": True, "stream_options": {"include_usage": True}}
+    return {
+        "messages": [{"role": "user", "content": "measure me please"}],
+        "stream": True,
+        "max_tokens": n,
+        "min_tokens": n,
+        "ignore_eos": True,
+        "stream_options": {"include_usage": True},
+    }
 
 
 async def one(client, url, n):
@@ -76,9 +101,12 @@ async def one(client, url, n):
     log = (await http.aget(client, url + "/_sim/sendlog", timeout=10)).json()
     sends, tokens = log["send_times"], log["tokens"]
     m = measure(result)
-    truth = {"ttft_ms": (sends[0] - result.t_send) * 1000,
-             "decode": (sum(tokens) - 1) / (sends[-1] - sends[0]) if sends[-1] > sends[0] else None,
-             "tokens": sum(tokens), "chunks": len(tokens)}
+    truth = {
+        "ttft_ms": (sends[0] - result.t_send) * 1000,
+        "decode": (sum(tokens) - 1) / (sends[-1] - sends[0]) if sends[-1] > sends[0] else None,
+        "tokens": sum(tokens),
+        "chunks": len(tokens),
+    }
     return m, truth
 
 
@@ -101,8 +129,10 @@ def check_single(reps):
     dec = statistics.median(pct(m.decode_tokens_per_s, t["decode"]) for m, t in pairs)
     ttft = statistics.median(m.ttft_ms - t["ttft_ms"] for m, t in pairs)
     nominal = statistics.median(m.decode_tokens_per_s for m, _ in pairs)
-    print(f"[1] 50 tok/s single stream, {reps} reps × 100 tokens: decode {nominal:.3f} tok/s, "
-          f"error vs engine log {dec:+.3f} % (target ±1 %); TTFT error {ttft:+.3f} ms (target ≤ 5 ms)")
+    print(
+        f"[1] 50 tok/s single stream, {reps} reps × 100 tokens: decode {nominal:.3f} tok/s, "
+        f"error vs engine log {dec:+.3f} % (target ±1 %); TTFT error {ttft:+.3f} ms (target ≤ 5 ms)"
+    )
     return abs(dec) <= 1.0 and abs(ttft) <= 5.0
 
 
@@ -115,9 +145,11 @@ def check_multi_token(reps):
     exact = all(m.completion_tokens == t["tokens"] == 300 and m.chunks == t["chunks"] == 100 for m, t in pairs)
     dec = statistics.median(pct(m.decode_tokens_per_s, t["decode"]) for m, t in pairs)
     rate = statistics.median(m.decode_tokens_per_s for m, _ in pairs)
-    print(f"[2] 3 tokens/chunk at 150 tok/s, {reps} reps × 300 tokens: tokens and chunks exact: {exact} "
-          f"(100 chunks, 300 tokens); decode {rate:.2f} tok/s (formula bias (k−1)/(N−k) = +0.67 % vs nominal), "
-          f"error vs engine log {dec:+.3f} % (target ±1 %)")
+    print(
+        f"[2] 3 tokens/chunk at 150 tok/s, {reps} reps × 300 tokens: tokens and chunks exact: {exact} "
+        f"(100 chunks, 300 tokens); decode {rate:.2f} tok/s (formula bias (k−1)/(N−k) = +0.67 % vs nominal), "
+        f"error vs engine log {dec:+.3f} % (target ±1 %)"
+    )
     return exact and abs(dec) <= 1.0
 
 
@@ -138,8 +170,10 @@ def check_max_rate(reps, rates):
     for rate in rates:
         err, measured = rate_error(rate, reps)
         ok = abs(err) <= 2.0
-        print(f"[3] {rate:>7} tok/s nominal: measured {measured:>10.1f} tok/s, error vs engine log {err:+.3f} % "
-              f"{'ok' if ok else 'outside ±2 %'}")
+        print(
+            f"[3] {rate:>7} tok/s nominal: measured {measured:>10.1f} tok/s, error vs engine log {err:+.3f} % "
+            f"{'ok' if ok else 'outside ±2 %'}"
+        )
         if not ok:
             break
         best = rate
@@ -152,8 +186,11 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="3 reps instead of 5")
     args = parser.parse_args(argv)
     reps = 3 if args.quick else 5
-    results = [check_single(reps), check_multi_token(reps),
-               check_max_rate(3, [1000, 2000, 5000, 10000, 20000, 40000, 80000, 160000, 320000])]
+    results = [
+        check_single(reps),
+        check_multi_token(reps),
+        check_max_rate(3, [1000, 2000, 5000, 10000, 20000, 40000, 80000, 160000, 320000]),
+    ]
     print("all targets met" if all(results) else "TARGET MISSED")
     return 0 if all(results) else 1
 

@@ -10,6 +10,7 @@ one metric from raw samples ≤ 10 ms.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/sparkops_bench .venv/bin/python bench/history_query.py [--raw-hours 48]
 """
+
 import argparse
 import os
 import statistics
@@ -32,18 +33,35 @@ from dashboard.collectors.derive import SAMPLE_METRICS  # noqa: E402
 from dashboard.models import Engine, Host, Rollup, Sample, Series  # noqa: E402
 from dashboard.selectors import series as sel  # noqa: E402
 
-HOST_METRICS = ("mem_available_bytes", "mem_used_bytes", "swap_used_bytes", "psi.memory.some.avg10",
-                "psi.memory.full.avg10", "psi.cpu.some.avg10", "psi.io.some.avg10", "psi.memory.some.avg60",
-                "compilers", "compilers_rss_bytes", "gpu0.sm_clock_mhz", "gpu0.sm_clock_max_mhz",
-                "gpu0.utilization_pct", "gpu0.power_w", "gpu0.temperature_c")
+HOST_METRICS = (
+    "mem_available_bytes",
+    "mem_used_bytes",
+    "swap_used_bytes",
+    "psi.memory.some.avg10",
+    "psi.memory.full.avg10",
+    "psi.cpu.some.avg10",
+    "psi.io.some.avg10",
+    "psi.memory.some.avg60",
+    "compilers",
+    "compilers_rss_bytes",
+    "gpu0.sm_clock_mhz",
+    "gpu0.sm_clock_max_mhz",
+    "gpu0.utilization_pct",
+    "gpu0.power_w",
+    "gpu0.temperature_c",
+)
 ENGINE_METRICS = tuple(dict.fromkeys((*SAMPLE_METRICS, "up", "restarts", "spec_acceptance_rate")))[:15]
 VALUE = "2400 - 1600 * (random() < 0.0005)::int + 50 * sin(extract(epoch from t) / 600)"
 
 
 def build(now, raw_hours, days):
     host, _ = Host.objects.get_or_create(name="bench-history")
-    engines = [Engine.objects.get_or_create(name=f"bench-history-{i}", defaults={
-        "kind": "vllm", "host": host, "url": f"http://127.0.0.1:{21000 + i}"})[0] for i in range(3)]
+    engines = [
+        Engine.objects.get_or_create(
+            name=f"bench-history-{i}", defaults={"kind": "vllm", "host": host, "url": f"http://127.0.0.1:{21000 + i}"}
+        )[0]
+        for i in range(3)
+    ]
     series = [Series.objects.get_or_create(host=host, metric=m)[0] for m in HOST_METRICS]
     series += [Series.objects.get_or_create(engine=e, metric=m)[0] for e in engines for m in ENGINE_METRICS]
     ids = [s.pk for s in series]
@@ -52,21 +70,28 @@ def build(now, raw_hours, days):
     end = now.replace(second=0, microsecond=0)
     with connection.cursor() as cur:
         t0 = time.perf_counter()
-        cur.execute(f"""INSERT INTO {Sample._meta.db_table} (series_id, ts, value)
+        cur.execute(
+            f"""INSERT INTO {Sample._meta.db_table} (series_id, ts, value)
             SELECT s, t, {VALUE} FROM unnest(%s::bigint[]) s,
             generate_series(%s::timestamptz, %s::timestamptz, interval '2 seconds') t""",
-                    [ids, end - timedelta(hours=raw_hours), end])
+            [ids, end - timedelta(hours=raw_hours), end],
+        )
         print(f"raw samples: {cur.rowcount:,} in {time.perf_counter() - t0:.1f} s")
         t0 = time.perf_counter()
-        cur.execute(f"""INSERT INTO {Rollup._meta.db_table} (series_id, resolution, ts, min, mean, max, count)
+        cur.execute(
+            f"""INSERT INTO {Rollup._meta.db_table} (series_id, resolution, ts, min, mean, max, count)
             SELECT s, 60, t, v - 30 - 1600 * (random() < 0.015)::int, v, v + 30, 30 FROM unnest(%s::bigint[]) s,
             generate_series(%s::timestamptz, %s::timestamptz, interval '1 minute') t,
             LATERAL (SELECT 2400 + 50 * sin(extract(epoch from t) / 600) AS v) x""",
-                    [ids, end - timedelta(days=days), end - timedelta(minutes=1)])
+            [ids, end - timedelta(days=days), end - timedelta(minutes=1)],
+        )
         print(f"1-minute rollups: {cur.rowcount:,} in {time.perf_counter() - t0:.1f} s")
-        cur.execute(f"""INSERT INTO {Rollup._meta.db_table} (series_id, resolution, ts, min, mean, max, count)
+        cur.execute(
+            f"""INSERT INTO {Rollup._meta.db_table} (series_id, resolution, ts, min, mean, max, count)
             SELECT series_id, 3600, date_trunc('hour', ts), min(min), avg(mean), max(max), sum(count)
-            FROM {Rollup._meta.db_table} WHERE resolution = 60 AND series_id = ANY(%s) GROUP BY 1, 3""", [ids])
+            FROM {Rollup._meta.db_table} WHERE resolution = 60 AND series_id = ANY(%s) GROUP BY 1, 3""",
+            [ids],
+        )
         print(f"1-hour rollups: {cur.rowcount:,}")
         cur.execute(f"ANALYZE {Sample._meta.db_table}; ANALYZE {Rollup._meta.db_table}")
     return engines, host, ids, True
@@ -98,8 +123,10 @@ def measure(label, fn, repeat, target_ms):
     for _ in range(min(repeat, 5)):
         servers.append(server_ms(fn))
     points = result["points"]
-    print(f"{label:<48} server {statistics.median(servers):6.1f} ms   wall {statistics.median(walls):6.1f} ms   "
-          f"points {points:>6}  source {result['source']:<3} (target ≤ {target_ms} ms)")
+    print(
+        f"{label:<48} server {statistics.median(servers):6.1f} ms   wall {statistics.median(walls):6.1f} ms   "
+        f"points {points:>6}  source {result['source']:<3} (target ≤ {target_ms} ms)"
+    )
 
 
 def main():
@@ -111,9 +138,11 @@ def main():
     call_command("migrate", verbosity=0)
     now = timezone.now()
     engines, host, ids, built = build(now, args.raw_hours, args.days)
-    print(f"database: {connection.vendor} {connection.settings_dict['NAME']}; series: {len(ids)}; "
-          f"raw rows: {Sample.objects.filter(series_id__in=ids).count():,}; "
-          f"rollup rows: {Rollup.objects.filter(series_id__in=ids).count():,}")
+    print(
+        f"database: {connection.vendor} {connection.settings_dict['NAME']}; series: {len(ids)}; "
+        f"raw rows: {Sample.objects.filter(series_id__in=ids).count():,}; "
+        f"rollup rows: {Rollup.objects.filter(series_id__in=ids).count():,}"
+    )
     engine = engines[0]
     week = dict(start=now - timedelta(days=7), end=now)
 

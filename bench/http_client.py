@@ -8,6 +8,7 @@ rounds (the VM's noise only ever adds time).
 
     .venv/bin/python bench/http_client.py [--requests 500] [--rounds 3]
 """
+
 import argparse
 import asyncio
 import json
@@ -52,7 +53,8 @@ async def measure(base, requests, rounds):
     for path in ("/health", "/metrics"):
         async with http.async_client(headers=http.POLL_HEADERS) as ours:
             results[("http.aget (aiohttp)", path)] = await cpu_per_get(
-                lambda url: http.aget(ours, url, timeout=2), base + path, requests, rounds)
+                lambda url: http.aget(ours, url, timeout=2), base + path, requests, rounds
+            )
         async with httpx.AsyncClient(headers={"accept-encoding": "identity"}) as theirs:
             results[("httpx.AsyncClient", path)] = await cpu_per_get(theirs.get, base + path, requests, rounds)
     return results
@@ -63,8 +65,9 @@ def main():
     parser.add_argument("--requests", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    server = subprocess.Popen([sys.executable, "-c", SERVE], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVE], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         base = server.stdout.readline().strip()
         results = asyncio.run(measure(base, args.requests, args.rounds))
@@ -74,7 +77,9 @@ def main():
     print(json.dumps({"requests": args.requests, "rounds": args.rounds}))
     for path in ("/health", "/metrics"):
         a, b = results[("http.aget (aiohttp)", path)], results[("httpx.AsyncClient", path)]
-        print(f"{path:9} http.aget (aiohttp) {a * 1e3:.3f} ms   httpx.AsyncClient {b * 1e3:.3f} ms   ratio {b / a:.1f}x")
+        print(
+            f"{path:9} http.aget (aiohttp) {a * 1e3:.3f} ms   httpx.AsyncClient {b * 1e3:.3f} ms   ratio {b / a:.1f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ Each transaction is one fleet poll cycle: N engines × 14 values, gathered in on
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/sparkops_bench .venv/bin/python bench/ingest.py [--seconds 10] [--engines 150]
 """
+
 import argparse
 import os
 import sys
@@ -33,8 +34,12 @@ def main():
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     host, _ = Host.objects.get_or_create(name="bench-ingest")
-    engines = [Engine.objects.get_or_create(name=f"bench-ingest-{i}", defaults={"kind": "vllm", "host": host,
-                                            "url": f"http://127.0.0.1:{20000 + i}"})[0] for i in range(args.engines)]
+    engines = [
+        Engine.objects.get_or_create(
+            name=f"bench-ingest-{i}", defaults={"kind": "vllm", "host": host, "url": f"http://127.0.0.1:{20000 + i}"}
+        )[0]
+        for i in range(args.engines)
+    ]
     metrics = list(SAMPLE_METRICS) + ["up", "restarts"]
     values = {m: float(i) for i, m in enumerate(metrics)}
     start_rows = Sample.objects.count()
@@ -52,9 +57,13 @@ def main():
     elapsed = time.perf_counter() - started
     assert Sample.objects.count() - start_rows == written
     print(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
-    print(f"write path: store.WriteBatch, {len(values)} values per engine, one transaction per cycle of {len(engines)} engines")
+    print(
+        f"write path: store.WriteBatch, {len(values)} values per engine, one transaction per cycle of {len(engines)} engines"
+    )
     print(f"cycles: {cycles}  samples: {written}  seconds: {elapsed:.2f}")
-    print(f"ingest: {written / elapsed:,.0f} samples/s  ({elapsed / cycles * 1000:.1f} ms per {len(engines)}-engine cycle)")
+    print(
+        f"ingest: {written / elapsed:,.0f} samples/s  ({elapsed / cycles * 1000:.1f} ms per {len(engines)}-engine cycle)"
+    )
     Engine.objects.filter(host=host).delete()  # cascades to series and samples
     host.delete()
 

@@ -15,6 +15,7 @@ sockets mark it in Redis on connect, before their hello, so every measured poll 
 The database is migrated; a host, an engine and a user named bench-live-* are created and
 removed again.
 """
+
 import argparse
 import asyncio
 import json
@@ -54,8 +55,9 @@ def setup_fleet():
 
     call_command("migrate", verbosity=0)
     host, _ = Host.objects.get_or_create(name=f"{NAME}-host")
-    engine, _ = Engine.objects.update_or_create(name=f"{NAME}-engine", defaults={
-        "kind": "vllm", "url": "http://127.0.0.1:9", "host": host, "status": "up"})
+    engine, _ = Engine.objects.update_or_create(
+        name=f"{NAME}-engine", defaults={"kind": "vllm", "url": "http://127.0.0.1:9", "host": host, "status": "up"}
+    )
     user, _ = get_user_model().objects.get_or_create(username=f"{NAME}-user")
     client = Client()
     client.force_login(user)
@@ -70,8 +72,22 @@ def teardown_fleet(host, engine, user):
 
 def start_web():
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "sparkops.asgi:application", "--host", "127.0.0.1",
-                             "--port", str(port), "--no-access-log", "--log-level", "warning"], cwd=ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "sparkops.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-access-log",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+    )
     base = f"127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -104,9 +120,10 @@ class Clients:
         self.tasks = [asyncio.ensure_future(self._read(ws)) for ws in self.sockets]
 
     async def _open(self):
-        ws = await websockets.connect(f"ws://{self.base}/ws/live/?groups=overview",
-                                      additional_headers={"Cookie": f"sessionid={self.cookie}",
-                                                          "Origin": f"http://{self.base}"})
+        ws = await websockets.connect(
+            f"ws://{self.base}/ws/live/?groups=overview",
+            additional_headers={"Cookie": f"sessionid={self.cookie}", "Origin": f"http://{self.base}"},
+        )
         hello = json.loads(await ws.recv())
         assert hello["type"] == "live.hello", hello
         return ws
@@ -129,14 +146,23 @@ class Clients:
         async def shut():
             for ws in self.sockets:
                 await ws.close()
+
         asyncio.run_coroutine_threadsafe(shut(), self.loop).result(timeout=10)
         self.loop.call_soon_threadsafe(self.loop.stop)
 
 
 def one_poll(engine, seq):
     """Store a reading like a poll does; return the perf_counter() of the commit."""
-    reading = {"up": True, "status": "up", "models": ["bench"], "requests_running": seq, "requests_waiting": 0,
-               "generation_tokens_per_s": 60.0 + seq % 7, "kv_cache_usage": 0.3, "prefix_cache_hit_rate": 0.9}
+    reading = {
+        "up": True,
+        "status": "up",
+        "models": ["bench"],
+        "requests_running": seq,
+        "requests_waiting": 0,
+        "generation_tokens_per_s": 60.0 + seq % 7,
+        "kv_cache_usage": 0.3,
+        "prefix_cache_hit_rate": 0.9,
+    }
     committed = {}
     with transaction.atomic():
         engine.latest, engine.last_poll_at = reading, timezone.now()
@@ -188,9 +214,13 @@ def main():
         teardown_fleet(host, engine, user)
     if not latencies:
         raise SystemExit(f"no poll reached all {args.clients} clients")
-    print(f"live push: {args.clients} WebSocket clients, {len(latencies)} polls ({lost} not received by all within 5 s)")
-    print(f"commit -> every client received: p50 {pct(latencies, 50):.1f} ms  p95 {pct(latencies, 95):.1f} ms  "
-          f"max {max(latencies):.1f} ms  mean {statistics.fmean(latencies):.1f} ms  (target p95 <= 250 ms)")
+    print(
+        f"live push: {args.clients} WebSocket clients, {len(latencies)} polls ({lost} not received by all within 5 s)"
+    )
+    print(
+        f"commit -> every client received: p50 {pct(latencies, 50):.1f} ms  p95 {pct(latencies, 95):.1f} ms  "
+        f"max {max(latencies):.1f} ms  mean {statistics.fmean(latencies):.1f} ms  (target p95 <= 250 ms)"
+    )
 
 
 if __name__ == "__main__":

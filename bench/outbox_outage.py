@@ -6,6 +6,7 @@ Idempotency-Key).
 
 Runs `sparkops up` (web, worker, beat); retries use the default base (2 s) and a cap of
 --retry-cap seconds so the drain after the outage is measured in seconds, not minutes."""
+
 import argparse
 import socket
 import time
@@ -44,7 +45,10 @@ def main():
         time.sleep(6)
         t0 = time.time()
         stack.run("shell", "-c", FIRE_AND_RESOLVE.format(n=args.alerts))
-        print(f"{args.alerts} alerts fired and resolved in {time.time() - t0:.1f} s while the receiver is down", flush=True)
+        print(
+            f"{args.alerts} alerts fired and resolved in {time.time() - t0:.1f} s while the receiver is down",
+            flush=True,
+        )
         time.sleep(max(0.0, args.outage - (time.time() - t0)))
         receiver = Receiver(port=port)
         back = time.time()
@@ -55,8 +59,10 @@ def main():
         time.sleep(5)  # anything late and duplicated would show up now
         keys = [h["key"] for h in receiver.delivered()]
         drained = max(h["at"] for h in receiver.delivered()) - back if keys else float("nan")
-        print(f"transitions expected {want}; received {len(keys)}; distinct idempotency keys {len(set(keys))}; "
-              f"duplicates {len(keys) - len(set(keys))}; missing {want - len(set(keys))}")
+        print(
+            f"transitions expected {want}; received {len(keys)}; distinct idempotency keys {len(set(keys))}; "
+            f"duplicates {len(keys) - len(set(keys))}; missing {want - len(set(keys))}"
+        )
         print(f"drained {drained:.1f} s after the receiver came back (retry cap {args.retry_cap:g} s)")
     finally:
         stack.stop()

@@ -18,6 +18,7 @@ CPU (children of the worker) is printed apart from the worker's and beat's own.
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/sparkops_bench REDIS_URL=redis://127.0.0.1:6379/2 \\
         .venv/bin/python bench/poll_overhead.py [--seconds 300]
 """
+
 import argparse
 import json
 import os
@@ -77,10 +78,13 @@ def sim_state():
     os.makedirs(os.path.join(state, "units"))
     os.makedirs(os.path.join(state, "journal"))
     for kind in ("vllm", "llamacpp", "sglang"):
-        shutil.copy(os.path.join(FIX, "systemd", "252_llama-side_running.show"),
-                    os.path.join(state, "units", f"bench-{kind}.service.show"))
-    shutil.copy(os.path.join(FIX, "nvidia_smi", "580_gb10_stuck_low_clock_unified_memory.json"),
-                os.path.join(state, "gpu.json"))
+        shutil.copy(
+            os.path.join(FIX, "systemd", "252_llama-side_running.show"),
+            os.path.join(state, "units", f"bench-{kind}.service.show"),
+        )
+    shutil.copy(
+        os.path.join(FIX, "nvidia_smi", "580_gb10_stuck_low_clock_unified_memory.json"), os.path.join(state, "gpu.json")
+    )
     open(os.path.join(state, "journal", "kernel.jsonl"), "w").close()
     return state
 
@@ -123,26 +127,64 @@ def main():
     from dashboard.models import Engine, Host
 
     call_command("migrate", verbosity=0)
-    server = subprocess.Popen([sys.executable, "-c", SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT, text=True
+    )
     engines = json.loads(server.stdout.readline())
     host, _ = Host.objects.get_or_create(name="bench-box")
-    watch_only(host, {f"bench-{kind}": {"kind": kind, "url": url, "unit": f"bench-{kind}.service"}
-                      for kind, url in engines})
-    env = {**os.environ, "SPARKOPS_HOST_NAME": "bench-box", "SPARKOPS_SIM_STATE_DIR": sim_state(),
-           "SPARKOPS_SYSTEMCTL": f"{BIN}/sim-systemctl", "SPARKOPS_JOURNALCTL": f"{BIN}/sim-journalctl",
-           "SPARKOPS_NVIDIA_SMI": f"{BIN}/sim-nvidia-smi", "SPARKOPS_GPU_BACKEND": "nvidia-smi", "LOG_LEVEL": "WARNING"}
+    watch_only(
+        host, {f"bench-{kind}": {"kind": kind, "url": url, "unit": f"bench-{kind}.service"} for kind, url in engines}
+    )
+    env = {
+        **os.environ,
+        "SPARKOPS_HOST_NAME": "bench-box",
+        "SPARKOPS_SIM_STATE_DIR": sim_state(),
+        "SPARKOPS_SYSTEMCTL": f"{BIN}/sim-systemctl",
+        "SPARKOPS_JOURNALCTL": f"{BIN}/sim-journalctl",
+        "SPARKOPS_NVIDIA_SMI": f"{BIN}/sim-nvidia-smi",
+        "SPARKOPS_GPU_BACKEND": "nvidia-smi",
+        "LOG_LEVEL": "WARNING",
+    }
     py = sys.executable
-    worker = subprocess.Popen([py, "manage.py", "worker", "--host", "bench-box", "--loglevel", "WARNING"], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    beat = subprocess.Popen([py, "-m", "celery", "-A", "sparkops", "beat", "--loglevel", "WARNING",
-                             "--pidfile", ""], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = subprocess.Popen(
+        [py, "manage.py", "worker", "--host", "bench-box", "--loglevel", "WARNING"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    beat = subprocess.Popen(
+        [py, "-m", "celery", "-A", "sparkops", "beat", "--loglevel", "WARNING", "--pidfile", ""],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     bare = subprocess.Popen([py, "-c", BARE_LOOP, json.dumps(engines)], cwd=ROOT, stdout=subprocess.DEVNULL)
     # The framework's own floor: a Celery worker with our settings and nothing to do (a queue
     # nobody sends to), next to the bare loop. Worker + beat cannot cost less than both.
-    idle = subprocess.Popen([py, "-m", "celery", "-A", "sparkops", "worker", "--pool=threads", "--concurrency=4",
-                             "--queues=bench.idle", "--hostname=idle@bench", "--without-gossip", "--without-mingle",
-                             "--without-heartbeat", "--loglevel=WARNING"], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    idle = subprocess.Popen(
+        [
+            py,
+            "-m",
+            "celery",
+            "-A",
+            "sparkops",
+            "worker",
+            "--pool=threads",
+            "--concurrency=4",
+            "--queues=bench.idle",
+            "--hostname=idle@bench",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--loglevel=WARNING",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         time.sleep(args.warmup)
         procs = [psutil.Process(worker.pid), psutil.Process(beat.pid)]
@@ -164,9 +206,17 @@ def main():
         wakes1, bare_wakes1 = wakeups(procs), wakeups([bare_proc])
         elapsed = time.monotonic() - t0
         host.refresh_from_db()
-        fresh = [e.name for e in Engine.objects.filter(retired_at__isnull=True) if e.last_poll_at and time.time() - e.last_poll_at.timestamp() < 20]
-        print(f"window: {elapsed:.0f} s after {args.warmup:.0f} s warm-up; engines polled in the last 20 s: {fresh} (of {polls0})")
-        print(f"host reading fresh: {host.last_report_at is not None and time.time() - host.last_report_at.timestamp() < 20}")
+        fresh = [
+            e.name
+            for e in Engine.objects.filter(retired_at__isnull=True)
+            if e.last_poll_at and time.time() - e.last_poll_at.timestamp() < 20
+        ]
+        print(
+            f"window: {elapsed:.0f} s after {args.warmup:.0f} s warm-up; engines polled in the last 20 s: {fresh} (of {polls0})"
+        )
+        print(
+            f"host reading fresh: {host.last_report_at is not None and time.time() - host.last_report_at.timestamp() < 20}"
+        )
         ours, bare_pct = (cpu1 - cpu0) / elapsed * 100, (bare1 - bare0) / elapsed * 100
         for name, proc in (("worker", worker), ("beat", beat), ("bare loop", bare), ("idle worker", idle)):
             if proc.poll() is not None:
@@ -175,16 +225,27 @@ def main():
         for name, proc, before in (("worker", procs[0], w0), ("beat", procs[1], b0)):
             t = proc.cpu_times()
             print(f"  {name}: {(t.user + t.system - before) / elapsed * 100:.2f} %")
-        print(f"simulated systemctl/journalctl/nvidia-smi children: {(child1 - child0) / elapsed * 100:.2f} % of one core")
+        print(
+            f"simulated systemctl/journalctl/nvidia-smi children: {(child1 - child0) / elapsed * 100:.2f} % of one core"
+        )
         print(f"worker + beat PSS: {pss / 2**20:.0f} MB now, {pss_max / 2**20:.0f} MB peak (target ≤ 200 MB)")
         print(f"worker + beat wake-ups: {(wakes1 - wakes0) / elapsed:.1f} per second")
-        print(f"bare loop (same engines and cadence, no storage): {bare_pct:.2f} % of one core, {bare_pss / 2**20:.0f} MB PSS, "
-              f"{(bare_wakes1 - bare_wakes0) / elapsed:.1f} wake-ups per second")
-        print(f"ratio worker + beat / bare loop: {ours / max(bare_pct, 1e-9):.2f} (the issue's target is 0.8 / 0.69 = 1.16)")
-        idle_pct, beat_pct = (idle1 - idle0) / elapsed * 100, (procs[1].cpu_times().user + procs[1].cpu_times().system - b0) / elapsed * 100
+        print(
+            f"bare loop (same engines and cadence, no storage): {bare_pct:.2f} % of one core, {bare_pss / 2**20:.0f} MB PSS, "
+            f"{(bare_wakes1 - bare_wakes0) / elapsed:.1f} wake-ups per second"
+        )
+        print(
+            f"ratio worker + beat / bare loop: {ours / max(bare_pct, 1e-9):.2f} (the issue's target is 0.8 / 0.69 = 1.16)"
+        )
+        idle_pct, beat_pct = (
+            (idle1 - idle0) / elapsed * 100,
+            (procs[1].cpu_times().user + procs[1].cpu_times().system - b0) / elapsed * 100,
+        )
         floor = bare_pct + idle_pct + beat_pct
         print(f"idle Celery worker (same settings, no poller, no tasks): {idle_pct:.2f} % of one core")
-        print(f"floor = bare loop + idle worker + beat: {floor:.2f} %; worker + beat / floor: {ours / max(floor, 1e-9):.2f}")
+        print(
+            f"floor = bare loop + idle worker + beat: {floor:.2f} %; worker + beat / floor: {ours / max(floor, 1e-9):.2f}"
+        )
     finally:
         for p in (worker, beat, bare, idle):
             p.terminate()

@@ -9,6 +9,7 @@ evaluations and the live publisher.
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/sparkops_bench REDIS_URL=redis://127.0.0.1:6379/2 \\
         .venv/bin/python bench/tick_cost.py [--ticks 200]
 """
+
 import argparse
 import functools
 import json
@@ -48,10 +49,17 @@ def main():
     parser.add_argument("--ticks", type=int, default=200)
     parser.add_argument("--profile", help="write a cProfile of the metrics cycles here")
     args = parser.parse_args()
-    os.environ.update({"SPARKOPS_HOST_NAME": "bench-box", "SPARKOPS_SIM_STATE_DIR": sim_state(),
-                       "SPARKOPS_SYSTEMCTL": f"{BIN}/sim-systemctl", "SPARKOPS_JOURNALCTL": f"{BIN}/sim-journalctl",
-                       "SPARKOPS_NVIDIA_SMI": f"{BIN}/sim-nvidia-smi", "SPARKOPS_GPU_BACKEND": "nvidia-smi",
-                       "LOG_LEVEL": "WARNING"})
+    os.environ.update(
+        {
+            "SPARKOPS_HOST_NAME": "bench-box",
+            "SPARKOPS_SIM_STATE_DIR": sim_state(),
+            "SPARKOPS_SYSTEMCTL": f"{BIN}/sim-systemctl",
+            "SPARKOPS_JOURNALCTL": f"{BIN}/sim-journalctl",
+            "SPARKOPS_NVIDIA_SMI": f"{BIN}/sim-nvidia-smi",
+            "SPARKOPS_GPU_BACKEND": "nvidia-smi",
+            "LOG_LEVEL": "WARNING",
+        }
+    )
     import django
 
     django.setup()
@@ -65,19 +73,36 @@ def main():
     from dashboard.services import polling, resident
 
     call_command("migrate", verbosity=0)
-    server = subprocess.Popen([sys.executable, "-c", SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT, text=True
+    )
     try:
         engines = json.loads(server.stdout.readline())
         host, _ = Host.objects.get_or_create(name="bench-box")
-        watch_only(host, {f"bench-{kind}": {"kind": kind, "url": url, "unit": f"bench-{kind}.service"}
-                          for kind, url in engines})
-        for owner, name in ((resident.ResidentPoller, "metrics_tick"), (polling, "host_collect"), (polling, "engines_fetch"),
-                            (polling.PendingWrites, "add_host"), (polling.PendingWrites, "add_engine"),
-                            (polling.PendingWrites, "flush"),
-                            (resident, "fleet_roles"), (hostread.hostsrc, "read_psi"), (hostread, "_memory"),
-                            (hostread.gpu, "read_gpus"), (hostread.processes, "read_compilers"),
-                            (hostread, "_units"), (hostread, "_journal"), (polling, "engines_probe"), (store, "samples_insert"), (store, "states_put"),
-                            (polling, "liveness_record"), (resident.ResidentPoller, "probe_tick")):
+        watch_only(
+            host,
+            {f"bench-{kind}": {"kind": kind, "url": url, "unit": f"bench-{kind}.service"} for kind, url in engines},
+        )
+        for owner, name in (
+            (resident.ResidentPoller, "metrics_tick"),
+            (polling, "host_collect"),
+            (polling, "engines_fetch"),
+            (polling.PendingWrites, "add_host"),
+            (polling.PendingWrites, "add_engine"),
+            (polling.PendingWrites, "flush"),
+            (resident, "fleet_roles"),
+            (hostread.hostsrc, "read_psi"),
+            (hostread, "_memory"),
+            (hostread.gpu, "read_gpus"),
+            (hostread.processes, "read_compilers"),
+            (hostread, "_units"),
+            (hostread, "_journal"),
+            (polling, "engines_probe"),
+            (store, "samples_insert"),
+            (store, "states_put"),
+            (polling, "liveness_record"),
+            (resident.ResidentPoller, "probe_tick"),
+        ):
             timed(owner, name)
         from django.db.models.query import QuerySet
 
@@ -133,10 +158,14 @@ def main():
         elapsed = time.monotonic() - wall0
         n = args.ticks
         print(f"{n} metrics cycles and {2 * n} probe cycles over {elapsed:.0f} s; cycles counted: {poller.cycles}")
-        print(f"metrics cycle: {metrics_cpu / n * 1000:.2f} ms CPU; probe cycle: {probe_cpu / (2 * n) * 1000:.2f} ms CPU")
+        print(
+            f"metrics cycle: {metrics_cpu / n * 1000:.2f} ms CPU; probe cycle: {probe_cpu / (2 * n) * 1000:.2f} ms CPU"
+        )
         per_s = (metrics_cpu + probe_cpu) / (n * interval)
         print(f"=> {per_s * 100:.2f} % of one core at a {interval:g} s poll interval (this thread only, no Celery)")
-        print(f"  garbage collection: {gc_spent['total'] / n * 1000:.2f} ms per metrics cycle ({gc_spent['count']} collections)")
+        print(
+            f"  garbage collection: {gc_spent['total'] / n * 1000:.2f} ms per metrics cycle ({gc_spent['count']} collections)"
+        )
         for name, (count, total) in sorted(SPENT.items(), key=lambda kv: -kv[1][1]):
             print(f"  {name:32s} {total / n * 1000:7.2f} ms per metrics cycle ({count} calls)")
         if profile:

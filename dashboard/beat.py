@@ -10,6 +10,7 @@ edited in the UI), with two changes:
 
 It also touches VAR_DIR/beat.alive every ALIVE_EVERY_S while it ticks: the docker-compose
 healthcheck of beat reads its age (beat has no port to ask)."""
+
 import logging
 import time
 from pathlib import Path
@@ -24,6 +25,8 @@ ALIVE_EVERY_S = 10.0
 
 def alive_path():
     return Path(settings.VAR_DIR) / "beat.alive"
+
+
 # Static entries are named "<concern>-…" (dashboard/schedule.py); UI-made rows are not.
 STATIC_PREFIXES = ("collectors-", "alerts-", "bench-")
 

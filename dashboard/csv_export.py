@@ -5,6 +5,7 @@ LibreOffice and Google Sheets run as a formula (`=HYPERLINK(…)`, `=cmd|' /C ca
 rule for CSV injection is to prefix such a cell with a single quote, which spreadsheets show as
 text. Numbers stay numbers: an int or float cell, or a `Number` (the text of a number a row
 builder formatted, e.g. "-3.50" or "2,780,000"), is written as it is, so -3.5 stays -3.5."""
+
 import csv
 import io
 from decimal import Decimal

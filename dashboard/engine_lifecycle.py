@@ -6,6 +6,7 @@ reads only engines with no `retired_at`), leaves the live view, and stops being 
 its samples age out by retention. `sparkops engine add NAME …` of a retired name watches it
 again, with the kind and URL given. A change-log import that names an engine SparkOps never
 knew creates it retired (`retired_record`), so the log keeps every name it was written with."""
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -29,10 +30,21 @@ def engine_add(*, name, kind, url, unit="", host=None, unit_scope="system", poll
     """Watch NAME: a new engine, or a retired one watched again. Returns (engine, reactivated)."""
     existing = Engine.objects.select_for_update().filter(name=name).first()
     if existing is not None and existing.retired_at is None:
-        raise ValidationError(f"engine {name!r} already exists and is watched; 'sparkops engine remove {name}' retires it")
-    form = EngineForm(instance=existing, data={
-        "name": name, "kind": kind, "url": url, "unit": unit or "", "unit_scope": unit_scope, "expected_up": True,
-        "poll_interval_s": poll_interval_s if poll_interval_s is not None else ""})
+        raise ValidationError(
+            f"engine {name!r} already exists and is watched; 'sparkops engine remove {name}' retires it"
+        )
+    form = EngineForm(
+        instance=existing,
+        data={
+            "name": name,
+            "kind": kind,
+            "url": url,
+            "unit": unit or "",
+            "unit_scope": unit_scope,
+            "expected_up": True,
+            "poll_interval_s": poll_interval_s if poll_interval_s is not None else "",
+        },
+    )
     if not form.is_valid():
         raise ValidationError(_errors(form))
     engine = form.save(commit=False)
@@ -62,8 +74,15 @@ def engine_retire(*, name):
 def retired_record(name):
     """An engine known only from history (a change-log import): retired from the start, never
     polled; 'sparkops engine add NAME --kind … --url …' watches it. Validates the name."""
-    engine = Engine(name=name, kind=Engine.Kind.OPENAI, url="", host=_host(), expected_up=False,
-                    retired_at=timezone.now(), status_reason="known from the change log only")
+    engine = Engine(
+        name=name,
+        kind=Engine.Kind.OPENAI,
+        url="",
+        host=_host(),
+        expected_up=False,
+        retired_at=timezone.now(),
+        status_reason="known from the change log only",
+    )
     try:
         engine.full_clean(exclude=["url", "host"], validate_unique=False)  # a twin: IntegrityError, retried
     except ValidationError as exc:

@@ -5,6 +5,7 @@ stored readings — Engine.latest, Host.latest, the firing AlertEvents, the outb
 metric families; prometheus_client writes the text. Nothing is polled at scrape time, so a
 scrape costs a few queries however often Prometheus comes. deploy/grafana/sparkops.json
 charts these names."""
+
 from django.db.models import Count
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
@@ -15,7 +16,12 @@ from sparkops.version import __version__
 ENGINE_LABELS = ["engine", "kind", "host"]
 # Engine.latest key → (metric name, help, scale)
 ENGINE_GAUGES = [
-    ("generation_tokens_per_s", "sparkops_engine_generation_tokens_per_second", "Decode throughput (generated tokens/s)", 1),
+    (
+        "generation_tokens_per_s",
+        "sparkops_engine_generation_tokens_per_second",
+        "Decode throughput (generated tokens/s)",
+        1,
+    ),
     ("prompt_tokens_per_s", "sparkops_engine_prompt_tokens_per_second", "Prompt (prefill) tokens/s", 1),
     ("kv_cache_usage", "sparkops_engine_kv_cache_usage_ratio", "KV cache in use, 0-1", 1),
     ("kv_pool_tokens", "sparkops_engine_kv_pool_tokens", "KV pool size in tokens", 1),
@@ -26,8 +32,10 @@ ENGINE_GAUGES = [
     ("spec_acceptance_rate", "sparkops_engine_spec_decode_acceptance_ratio", "Speculative decoding acceptance", 1),
     ("window", "sparkops_engine_context_window_tokens", "Served context window (tokens)", 1),
 ]
-QUANTILES = [("ttft", "sparkops_engine_time_to_first_token_seconds", "Time to first token"),
-             ("itl", "sparkops_engine_inter_token_latency_seconds", "Inter-token latency")]
+QUANTILES = [
+    ("ttft", "sparkops_engine_time_to_first_token_seconds", "Time to first token"),
+    ("itl", "sparkops_engine_inter_token_latency_seconds", "Inter-token latency"),
+]
 STATUSES = ("up", "loading", "down", "unknown")
 GPU_GAUGES = [
     ("sm_clock_mhz", "sparkops_gpu_sm_clock_hertz", "SM clock", 1e6),
@@ -71,17 +79,25 @@ class SparkOpsCollector(Collector):
 
         engines = list(Engine.objects.filter(retired_at__isnull=True).select_related("host"))
         up = GaugeMetricFamily("sparkops_engine_up", "1 when the engine serves (status up)", labels=ENGINE_LABELS)
-        status = GaugeMetricFamily("sparkops_engine_status", "1 for the engine's current status",
-                                   labels=[*ENGINE_LABELS, "status"])
-        expected = GaugeMetricFamily("sparkops_engine_expected_up", "1 when the engine should be up (alerts when not)",
-                                     labels=ENGINE_LABELS)
-        last_poll = GaugeMetricFamily("sparkops_engine_last_poll_timestamp_seconds", "When it was last polled",
-                                      labels=ENGINE_LABELS)
+        status = GaugeMetricFamily(
+            "sparkops_engine_status", "1 for the engine's current status", labels=[*ENGINE_LABELS, "status"]
+        )
+        expected = GaugeMetricFamily(
+            "sparkops_engine_expected_up", "1 when the engine should be up (alerts when not)", labels=ENGINE_LABELS
+        )
+        last_poll = GaugeMetricFamily(
+            "sparkops_engine_last_poll_timestamp_seconds", "When it was last polled", labels=ENGINE_LABELS
+        )
         gauges = {key: GaugeMetricFamily(name, doc, labels=ENGINE_LABELS) for key, name, doc, _ in ENGINE_GAUGES}
-        quantiles = {prefix: GaugeMetricFamily(name, f"{doc} (quantile over the poll window)",
-                                               labels=[*ENGINE_LABELS, "quantile"]) for prefix, name, doc in QUANTILES}
-        restarts = CounterMetricFamily("sparkops_engine_unit_restarts", "systemd NRestarts of the engine's unit",
-                                       labels=ENGINE_LABELS)
+        quantiles = {
+            prefix: GaugeMetricFamily(
+                name, f"{doc} (quantile over the poll window)", labels=[*ENGINE_LABELS, "quantile"]
+            )
+            for prefix, name, doc in QUANTILES
+        }
+        restarts = CounterMetricFamily(
+            "sparkops_engine_unit_restarts", "systemd NRestarts of the engine's unit", labels=ENGINE_LABELS
+        )
         for engine in engines:
             labels = [engine.name, engine.kind, engine.host.name]
             latest = engine.latest or {}
@@ -108,18 +124,24 @@ class SparkOpsCollector(Collector):
     def _hosts(self):
         from dashboard.models import Host
 
-        report = GaugeMetricFamily("sparkops_host_last_report_timestamp_seconds", "When the host's worker last reported",
-                                   labels=["host"])
+        report = GaugeMetricFamily(
+            "sparkops_host_last_report_timestamp_seconds", "When the host's worker last reported", labels=["host"]
+        )
         gauges = {key: GaugeMetricFamily(name, doc, labels=["host"]) for key, name, doc in HOST_GAUGES}
-        psi = GaugeMetricFamily("sparkops_host_pressure_ratio", "PSI share of time stalled, 0-1 (/proc/pressure)",
-                                labels=["host", "resource", "scope", "window"])
-        compilers = GaugeMetricFamily("sparkops_host_compiler_processes", "Compiler processes alive (compile storm)",
-                                      labels=["host"])
+        psi = GaugeMetricFamily(
+            "sparkops_host_pressure_ratio",
+            "PSI share of time stalled, 0-1 (/proc/pressure)",
+            labels=["host", "resource", "scope", "window"],
+        )
+        compilers = GaugeMetricFamily(
+            "sparkops_host_compiler_processes", "Compiler processes alive (compile storm)", labels=["host"]
+        )
         compilers_rss = GaugeMetricFamily("sparkops_host_compiler_rss_bytes", "Their resident memory", labels=["host"])
         gpu_labels = ["host", "gpu", "name"]
         gpus = {key: GaugeMetricFamily(name, doc, labels=gpu_labels) for key, name, doc, _ in GPU_GAUGES}
-        throttled = GaugeMetricFamily("sparkops_gpu_clocks_event_reasons", "Active clocks-event (throttle) reasons",
-                                      labels=gpu_labels)
+        throttled = GaugeMetricFamily(
+            "sparkops_gpu_clocks_event_reasons", "Active clocks-event (throttle) reasons", labels=gpu_labels
+        )
         for host in Host.objects.all():
             latest = host.latest or {}
             if host.last_report_at:
@@ -151,10 +173,15 @@ class SparkOpsCollector(Collector):
     def _alerts(self):
         from dashboard.alerts.models import AlertEvent
 
-        firing = GaugeMetricFamily("sparkops_alerts_firing", "Alerts firing now, by rule and severity",
-                                   labels=["rule", "severity"])
-        rows = (AlertEvent.objects.filter(state=AlertEvent.State.FIRING).values("rule", "severity")
-                .annotate(n=Count("id")).order_by("rule", "severity"))
+        firing = GaugeMetricFamily(
+            "sparkops_alerts_firing", "Alerts firing now, by rule and severity", labels=["rule", "severity"]
+        )
+        rows = (
+            AlertEvent.objects.filter(state=AlertEvent.State.FIRING)
+            .values("rule", "severity")
+            .annotate(n=Count("id"))
+            .order_by("rule", "severity")
+        )
         for row in rows:
             firing.add_metric([row["rule"], row["severity"]], row["n"])
         yield firing
@@ -162,13 +189,17 @@ class SparkOpsCollector(Collector):
     def _outbox(self):
         from dashboard.alerts.models import Delivery, NotificationChannel
 
-        backlog = GaugeMetricFamily("sparkops_outbox_backlog", "Notifications not yet sent (pending or sending)",
-                                    labels=["channel", "kind"])
-        failed = GaugeMetricFamily("sparkops_outbox_failed", "Notifications that finally failed", labels=["channel", "kind"])
-        failing = GaugeMetricFamily("sparkops_channel_failing", "1 while the channel's deliveries fail",
-                                    labels=["channel", "kind"])
+        backlog = GaugeMetricFamily(
+            "sparkops_outbox_backlog", "Notifications not yet sent (pending or sending)", labels=["channel", "kind"]
+        )
+        failed = GaugeMetricFamily(
+            "sparkops_outbox_failed", "Notifications that finally failed", labels=["channel", "kind"]
+        )
+        failing = GaugeMetricFamily(
+            "sparkops_channel_failing", "1 while the channel's deliveries fail", labels=["channel", "kind"]
+        )
         counts = {}
-        for row in (Delivery.objects.values("channel_id", "status").annotate(n=Count("id"))):
+        for row in Delivery.objects.values("channel_id", "status").annotate(n=Count("id")):
             counts.setdefault(row["channel_id"], {})[row["status"]] = row["n"]
         for channel in NotificationChannel.objects.all():
             labels = [channel.name, channel.kind]

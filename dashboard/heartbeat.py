@@ -7,6 +7,7 @@ stack is healthy, and sends the failure URL (`<url>/fail` by default) when /heal
 It is one of the leader's resident duties (dashboard/schedule.py). The verdict is read in the
 duty (a few queries and a Redis PING); the HTTP request itself runs on a thread of its own, so a
 slow checker never delays a poll, and a ping still in flight makes the next one wait its turn."""
+
 import json
 import logging
 import threading
@@ -44,8 +45,11 @@ class Heartbeat:
 
     @classmethod
     def from_settings(cls):
-        return cls(settings.SPARKOPS_HEARTBEAT_URL, fail=settings.SPARKOPS_HEARTBEAT_FAIL_URL or None,
-                   method=settings.SPARKOPS_HEARTBEAT_METHOD)
+        return cls(
+            settings.SPARKOPS_HEARTBEAT_URL,
+            fail=settings.SPARKOPS_HEARTBEAT_FAIL_URL or None,
+            method=settings.SPARKOPS_HEARTBEAT_METHOD,
+        )
 
     def __call__(self):
         """The duty: judge the stack as /healthz does, then ping (or /fail) in the background."""
@@ -54,14 +58,17 @@ class Heartbeat:
         report = health_report()
         healthy = report["status"] == "ok"
         target = self.url if healthy else self.fail
-        body = json.dumps({"status": report["status"], "problems": report["problems"],
-                           "host": settings.SPARKOPS_HOST_NAME}, separators=(",", ":"))[:MAX_BODY]
+        body = json.dumps(
+            {"status": report["status"], "problems": report["problems"], "host": settings.SPARKOPS_HOST_NAME},
+            separators=(",", ":"),
+        )[:MAX_BODY]
         with self._lock:
             if self._inflight is not None and self._inflight.is_alive():
                 log.warning("heartbeat: the previous ping to %s is still waiting; this one is skipped", _shown(target))
                 return None
-            self._inflight = threading.Thread(target=self._send, args=(target, body, healthy),
-                                              name="sparkops-heartbeat", daemon=True)
+            self._inflight = threading.Thread(
+                target=self._send, args=(target, body, healthy), name="sparkops-heartbeat", daemon=True
+            )
             self._inflight.start()
         return target
 
@@ -73,8 +80,13 @@ class Heartbeat:
     def _send(self, target, body, healthy):
         try:
             if self.method == "POST":
-                response = http.post(target, timeout=self.timeout, content=body.encode(),
-                                     headers={"Content-Type": "application/json"}, max_bytes=64 * 1024)
+                response = http.post(
+                    target,
+                    timeout=self.timeout,
+                    content=body.encode(),
+                    headers={"Content-Type": "application/json"},
+                    max_bytes=64 * 1024,
+                )
             else:
                 response = http.get(target, timeout=self.timeout, max_bytes=64 * 1024)
             self.last = (target, response.status)

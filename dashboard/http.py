@@ -11,6 +11,7 @@ never lands in memory whole), and every failure is one typed `HttpError` whose `
 says what went wrong in words an operator reads on the engine card:
 refused | timeout | status | too_large | bad_body | error.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -160,8 +161,11 @@ def _check_status(resp, url, ok_statuses):
         return resp
     if 300 <= resp.status < 400:  # never followed: an engine or receiver that redirects is misconfigured
         where = resp.headers.get("location", "")
-        raise HttpStatus(f"HTTP {resp.status} redirect{f' to {where[:120]}' if where else ''} (not followed)",
-                         url=url, status=resp.status)
+        raise HttpStatus(
+            f"HTTP {resp.status} redirect{f' to {where[:120]}' if where else ''} (not followed)",
+            url=url,
+            status=resp.status,
+        )
     if resp.status >= 400:
         raise HttpStatus(f"HTTP {resp.status}", url=url, status=resp.status)
     return resp
@@ -182,8 +186,11 @@ def sync_client():
     """One pooled client per process (keep-alive to every engine saves a TCP handshake a poll)."""
     global _sync_client
     if _sync_client is None:
-        _sync_client = httpx.Client(headers={"user-agent": USER_AGENT}, follow_redirects=False,
-                                    limits=httpx.Limits(max_connections=200, max_keepalive_connections=50))
+        _sync_client = httpx.Client(
+            headers={"user-agent": USER_AGENT},
+            follow_redirects=False,
+            limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+        )
     return _sync_client
 
 
@@ -207,8 +214,13 @@ def request(method, url, *, timeout, max_bytes=DEFAULT_MAX_BYTES, ok_statuses=No
                 if time.monotonic() > deadline:
                     raise Timeout("timed out (body too slow)", url=url)
                 chunks.append(chunk)
-            resp = Response(raw.status_code, dict(raw.headers), b"".join(chunks), url,
-                            raw.elapsed.total_seconds() if _has_elapsed(raw) else 0.0)
+            resp = Response(
+                raw.status_code,
+                dict(raw.headers),
+                b"".join(chunks),
+                url,
+                raw.elapsed.total_seconds() if _has_elapsed(raw) else 0.0,
+            )
     except HttpError:
         raise
     except httpx.HTTPError as exc:
@@ -234,6 +246,7 @@ def post(url, *, timeout, **kwargs):
 
 # --- async (aiohttp) --------------------------------------------------------------
 
+
 class AsyncClient:
     """An aiohttp session with the defaults every async caller wants; one per event loop.
 
@@ -255,8 +268,9 @@ class AsyncClient:
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self.limit, limit_per_host=self.limit_per_host)
-            self._session = aiohttp.ClientSession(connector=connector, headers=self.headers, trust_env=False,
-                                                  auto_decompress=True, raise_for_status=False)
+            self._session = aiohttp.ClientSession(
+                connector=connector, headers=self.headers, trust_env=False, auto_decompress=True, raise_for_status=False
+            )
         return self._session
 
     def proxy_for(self, url: str) -> str | None:
@@ -268,8 +282,14 @@ class AsyncClient:
         return self._proxies[key]
 
     def request(self, method, url, tmo, kwargs):
-        return self.session().request(method, url, timeout=_client_timeout(tmo), allow_redirects=False,
-                                      proxy=self.proxy_for(url), **_body_kwargs(kwargs))
+        return self.session().request(
+            method,
+            url,
+            timeout=_client_timeout(tmo),
+            allow_redirects=False,
+            proxy=self.proxy_for(url),
+            **_body_kwargs(kwargs),
+        )
 
     async def aclose(self):
         session, self._session = self._session, None

@@ -1,4 +1,5 @@
 """Requests no view can answer sensibly are refused before any view runs."""
+
 from django.http import HttpResponseBadRequest
 
 NUL = "\x00"
@@ -18,8 +19,9 @@ class RejectNulMiddleware:
     def __call__(self, request):
         where = self._nul_in(request)
         if where:
-            return HttpResponseBadRequest(f"Bad request: the {where} contains a NUL character (%00).",
-                                          content_type="text/plain; charset=utf-8")
+            return HttpResponseBadRequest(
+                f"Bad request: the {where} contains a NUL character (%00).", content_type="text/plain; charset=utf-8"
+            )
         return self.get_response(request)
 
     @staticmethod

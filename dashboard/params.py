@@ -5,6 +5,7 @@ with an OverflowError (SQLite) or "integer out of range" (PostgreSQL): a 500. `i
 accepts only a plain whole number inside the range given (by default the range of a database
 id, 1 to 2**63 - 1) and otherwise raises ParamError, whose message names the parameter and
 says what it must be, for the view to show with a 400."""
+
 import re
 
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -40,7 +41,8 @@ def safe_next(request):
     Only a path ("/alerts/3/"): Django's redirect() would take "1" or "nan" for a URL name and
     fail with NoReverseMatch (a 500), and another site's address would be an open redirect."""
     target = request.POST.get("next", "")
-    if target.startswith("/") and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
-                                                                  require_https=request.is_secure()):
+    if target.startswith("/") and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         return target
     return None

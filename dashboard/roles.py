@@ -2,6 +2,7 @@
 
 Admins are Django superusers (so the admin site works for every model); viewer and
 operator are groups. Use `role_required("operator")` on write views."""
+
 from functools import wraps
 
 from django.contrib.auth.models import Group
@@ -59,8 +60,11 @@ class RoleRequiredMixin:
 def role_context(request):
     user = getattr(request, "user", None)
     role = role_of(user) if user is not None else None
-    return {"user_role": role, "can_operate": has_role(user, "operator") if role else False,
-            "can_admin": role == "admin"}
+    return {
+        "user_role": role,
+        "can_operate": has_role(user, "operator") if role else False,
+        "can_admin": role == "admin",
+    }
 
 
 def set_role(user, role):

@@ -8,6 +8,7 @@
   Celery task per run (dashboard/services/resident.py).
 
 The polls themselves are neither: each worker's resident poller runs them on its own clock."""
+
 from dashboard.alerts import conf as alerts_conf
 
 ALERT_BACKSTOP_S = 30.0

@@ -1,5 +1,6 @@
 """Collector tasks: the slow, periodic store upkeep. The polls themselves are not Celery
 tasks: each worker's resident poller runs them on the clock (dashboard/services/resident.py)."""
+
 from celery import shared_task
 
 from dashboard.collectors import store

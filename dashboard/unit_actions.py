@@ -4,6 +4,7 @@ box whose worker runs with SPARKOPS_UNIT_ACTIONS=1) a restart through that box's
 The web never runs systemctl itself: the restart is a Celery task on the queue `host.<name>`, so it
 runs on the box that owns the unit, and that worker refuses it unless its own environment allows it.
 Every request and its outcome is written on the alert's timeline and in the change log."""
+
 import logging
 import shlex
 import subprocess
@@ -36,8 +37,10 @@ def fix_commands(engine):
     return [
         ("Start it again", f"{ctl} restart {u}"),
         ("After “start request repeated too quickly” (start limit hit)", f"{ctl} reset-failed {u}"),
-        ("Restart it on every exit from now on (a drop-in setting Restart=always)",
-         f"{sudo}mkdir -p {folder} && {printf} | {sudo}tee {folder}/{DROPIN} && {ctl} daemon-reload"),
+        (
+            "Restart it on every exit from now on (a drop-in setting Restart=always)",
+            f"{sudo}mkdir -p {folder} && {printf} | {sudo}tee {folder}/{DROPIN} && {ctl} daemon-reload",
+        ),
     ]
 
 
@@ -49,8 +52,11 @@ def can_restart(engine):
 def _open_event(engine):
     from dashboard.alerts.models import AlertEvent
 
-    return (AlertEvent.objects.filter(engine=engine, state__in=AlertEvent.OPEN_STATES)
-            .order_by("severity", "-started_at").first())  # "critical" sorts before "warning"
+    return (
+        AlertEvent.objects.filter(engine=engine, state__in=AlertEvent.OPEN_STATES)
+        .order_by("severity", "-started_at")
+        .first()
+    )  # "critical" sorts before "warning"
 
 
 def _note(engine, event, kind, text, *, user=None):
@@ -60,10 +66,17 @@ def _note(engine, event, kind, text, *, user=None):
 
     if event is not None:
         note_add(event, kind, text, user=user)
-    entry_create(author=user, author_name="" if user else "sparkops", effective_at=timezone.now(),
-                 title=text[:200], kind="incident_note", engines=[engine], units=engine.unit,
-                 body_md=f"From the engine card of {engine.name} on {engine.host.name}."
-                 + (f" Alert #{event.pk} ({event.rule})." if event is not None else ""))
+    entry_create(
+        author=user,
+        author_name="" if user else "sparkops",
+        effective_at=timezone.now(),
+        title=text[:200],
+        kind="incident_note",
+        engines=[engine],
+        units=engine.unit,
+        body_md=f"From the engine card of {engine.name} on {engine.host.name}."
+        + (f" Alert #{event.pk} ({event.rule})." if event is not None else ""),
+    )
 
 
 def restart_request(*, engine, user):
@@ -72,12 +85,19 @@ def restart_request(*, engine, user):
     if not engine.unit:
         raise ValidationError(f"{engine.name} has no systemd unit to restart.")
     if not can_restart(engine):
-        raise ValidationError(f"Unit actions are off on {engine.host.name if engine.host_id else 'its box'}: "
-                              "start that box's worker with SPARKOPS_UNIT_ACTIONS=1 to allow them.")
+        raise ValidationError(
+            f"Unit actions are off on {engine.host.name if engine.host_id else 'its box'}: "
+            "start that box's worker with SPARKOPS_UNIT_ACTIONS=1 to allow them."
+        )
     with transaction.atomic():
         event = _open_event(engine)
-        _note(engine, event, "unit_action",
-              f"Restart of {engine.unit} requested by {user.username} (through {engine.host.queue})", user=user)
+        _note(
+            engine,
+            event,
+            "unit_action",
+            f"Restart of {engine.unit} requested by {user.username} (through {engine.host.queue})",
+            user=user,
+        )
         args = [engine.pk, event.pk if event is not None else None, user.pk]
         transaction.on_commit(lambda: unit_restart.apply_async(args=args, queue=engine.host.queue))
     return event
@@ -105,13 +125,20 @@ def unit_restart(engine_id, event_id, user_id):
     event = AlertEvent.objects.filter(pk=event_id).first() if event_id else None
     user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
     if not settings.SPARKOPS_UNIT_ACTIONS:
-        _note(engine, event, "unit_action",
-              f"Restart of {engine.unit} refused on {engine.host.name}: SPARKOPS_UNIT_ACTIONS is not set on its worker")
+        _note(
+            engine,
+            event,
+            "unit_action",
+            f"Restart of {engine.unit} refused on {engine.host.name}: SPARKOPS_UNIT_ACTIONS is not set on its worker",
+        )
         return
     scope = ["--user"] if engine.unit_scope == "user" else []
     _run(*scope, "reset-failed", engine.unit)  # a unit past its start limit refuses a plain restart
     ok, detail = _run(*scope, "restart", engine.unit)
-    text = (f"systemctl restart {engine.unit} on {engine.host.name}: done" if ok
-            else f"systemctl restart {engine.unit} on {engine.host.name} failed: {detail}")
+    text = (
+        f"systemctl restart {engine.unit} on {engine.host.name}: done"
+        if ok
+        else f"systemctl restart {engine.unit} on {engine.host.name} failed: {detail}"
+    )
     log.info("unit action by %s: %s", user, text)
     _note(engine, event, "unit_action", text)

@@ -1,4 +1,5 @@
 """ASGI entry point: Django for HTTP, Channels for the live WebSocket."""
+
 import os
 
 from django.core.asgi import get_asgi_application
@@ -12,7 +13,9 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from dashboard.live.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter({
-    "http": django_asgi_app,
-    "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-})
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)

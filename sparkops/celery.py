@@ -1,4 +1,5 @@
 """The Celery app. Tasks live in dashboard/**/tasks.py; the static schedule in dashboard/schedule.py."""
+
 import os
 
 from celery import Celery

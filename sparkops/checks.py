@@ -1,7 +1,8 @@
 """System checks that refuse unsafe production settings."""
+
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 from django.core.checks import Error, Tags, Warning, register
+from django.core.exceptions import ImproperlyConfigured
 
 INSECURE_KEY_PREFIX = "insecure-debug-only"
 
@@ -13,14 +14,24 @@ def secret_key_check(app_configs, **kwargs):
     except ImproperlyConfigured:  # Django refuses to hand out an empty key
         key = ""
     if not settings.DEBUG and (not key or key.startswith(INSECURE_KEY_PREFIX)):
-        return [Error("SECRET_KEY is not set while DEBUG is off.",
-                      hint="Set SECRET_KEY (or SECRET_KEY_FILE) in the environment.", id="sparkops.E001")]
+        return [
+            Error(
+                "SECRET_KEY is not set while DEBUG is off.",
+                hint="Set SECRET_KEY (or SECRET_KEY_FILE) in the environment.",
+                id="sparkops.E001",
+            )
+        ]
     return []
 
 
 @register()
 def poll_interval_check(app_configs, **kwargs):
     if settings.SPARKOPS_LIVENESS_INTERVAL > settings.SPARKOPS_POLL_INTERVAL:
-        return [Warning("SPARKOPS_LIVENESS_INTERVAL is longer than SPARKOPS_POLL_INTERVAL; "
-                        "liveness probes are meant to be the cheaper, more frequent check.", id="sparkops.W001")]
+        return [
+            Warning(
+                "SPARKOPS_LIVENESS_INTERVAL is longer than SPARKOPS_POLL_INTERVAL; "
+                "liveness probes are meant to be the cheaper, more frequent check.",
+                id="sparkops.W001",
+            )
+        ]
     return []

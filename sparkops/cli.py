@@ -1,4 +1,5 @@
 """The `sparkops` console script: every subcommand is a Django management command."""
+
 import os
 import sys
 

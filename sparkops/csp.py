@@ -3,6 +3,7 @@
 CSP Level 3 lets 'self' match ws:// and wss:// on the page's host, but not every browser in
 use does; naming the host (validated against ALLOWED_HOSTS by get_host) keeps the live view's
 socket allowed everywhere, and nothing else."""
+
 from csp.middleware import CSPMiddleware as _CSPMiddleware
 from django.core.exceptions import DisallowedHost
 

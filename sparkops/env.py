@@ -1,4 +1,5 @@
 """Strict environment parsers: a bad value stops start-up with a message naming the variable."""
+
 import os
 
 from django.core.exceptions import ImproperlyConfigured

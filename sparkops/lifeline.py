@@ -11,6 +11,7 @@ it cannot stop them, and orphans would keep the port and poll on. Two guards:
   the parent is gone it gives the SIGTERM shutdown a few seconds, then kills the child's
   process group, so a warm shutdown waiting on a long task cannot outlive the stack.
 """
+
 import ctypes
 import os
 import select

@@ -1,6 +1,7 @@
 """Log line formats (settings.LOGGING): SPARKOPS_LOG_FORMAT=plain (the default) or json, one
 JSON object per line. Under journald (systemd sets JOURNAL_STREAM for a unit whose output
 goes to the journal) a line carries no timestamp of its own: the journal stamps each line."""
+
 import json
 import logging
 import os
@@ -25,8 +26,7 @@ class JsonFormatter(logging.Formatter):
         entry = {}
         if self.timestamp:
             entry["time"] = self.formatTime(record)
-        entry.update(level=record.levelname, logger=record.name, message=record.getMessage(),
-                     process=record.process)
+        entry.update(level=record.levelname, logger=record.name, message=record.getMessage(), process=record.process)
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         if record.stack_info:

@@ -1,5 +1,6 @@
 """A private redis-server for a fresh machine: started on a free loopback port when
 REDIS_URL is not set, stopped with its parent. Used by `sparkops up` and `make test`."""
+
 import os
 import shutil
 import socket
@@ -48,10 +49,26 @@ class PrivateRedis:
         port = free_port()
         self._dir = tempfile.mkdtemp(prefix="sparkops-redis-")
         self.proc = subprocess.Popen(
-            [self.binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", self._dir, "--loglevel", "warning"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=die_with_parent())  # gone with us, even when we are SIGKILLed
+            [
+                self.binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self._dir,
+                "--loglevel",
+                "warning",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent(),
+        )  # gone with us, even when we are SIGKILLed
         _wait_ready(port, self.proc)
         self.url = f"redis://127.0.0.1:{port}/0"
         return self.url

@@ -1,4 +1,5 @@
 """SparkOps settings: everything comes from the environment (see .env.example)."""
+
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -118,8 +119,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL + a busy timeout so the worker, beat and web can write the same file.
     # IMMEDIATE: take the write lock at BEGIN, so concurrent writers wait for it (timeout)
     # instead of failing mid-transaction with "database is locked".
-    DATABASES["default"]["OPTIONS"] = {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;",
-                                       "transaction_mode": "IMMEDIATE"}
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL;",
+        "transaction_mode": "IMMEDIATE",
+    }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 # Lets several test runs share one PostgreSQL server without clashing on "test_<name>".
@@ -156,8 +160,7 @@ CHANNEL_LAYERS = {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         # redis-py 8 reads with a 5 s socket timeout by default, which races channels_redis'
         # 5 s blocking pop and drops every idle WebSocket (django/channels_redis#422).
-        "CONFIG": {"hosts": [{"address": _redis, "socket_timeout": None}],
-                   "prefix": SPARKOPS_CHANNEL_PREFIX},
+        "CONFIG": {"hosts": [{"address": _redis, "socket_timeout": None}], "prefix": SPARKOPS_CHANNEL_PREFIX},
     }
 }
 
@@ -223,8 +226,12 @@ SPARKOPS_POLL_INTERVAL = env_number("SPARKOPS_POLL_INTERVAL", 2.0, cast=float, m
 # What one engine's /metrics may hold, as Prometheus bounds a scrape (dashboard/collectors/prom.py).
 SPARKOPS_SCRAPE_SAMPLE_LIMIT = env_number("SPARKOPS_SCRAPE_SAMPLE_LIMIT", 20000, cast=int, minimum=1)
 SPARKOPS_SCRAPE_LABEL_LIMIT = env_number("SPARKOPS_SCRAPE_LABEL_LIMIT", 64, cast=int, minimum=1)
-SPARKOPS_SCRAPE_LABEL_NAME_LENGTH_LIMIT = env_number("SPARKOPS_SCRAPE_LABEL_NAME_LENGTH_LIMIT", 128, cast=int, minimum=1)
-SPARKOPS_SCRAPE_LABEL_VALUE_LENGTH_LIMIT = env_number("SPARKOPS_SCRAPE_LABEL_VALUE_LENGTH_LIMIT", 2048, cast=int, minimum=1)
+SPARKOPS_SCRAPE_LABEL_NAME_LENGTH_LIMIT = env_number(
+    "SPARKOPS_SCRAPE_LABEL_NAME_LENGTH_LIMIT", 128, cast=int, minimum=1
+)
+SPARKOPS_SCRAPE_LABEL_VALUE_LENGTH_LIMIT = env_number(
+    "SPARKOPS_SCRAPE_LABEL_VALUE_LENGTH_LIMIT", 2048, cast=int, minimum=1
+)
 SPARKOPS_SCRAPE_PARSE_TIME_LIMIT_S = env_number("SPARKOPS_SCRAPE_PARSE_TIME_LIMIT_S", 1.0, cast=float, minimum=0.01)
 SPARKOPS_LIVENESS_INTERVAL = env_number("SPARKOPS_LIVENESS_INTERVAL", 1.0, cast=float, minimum=0.2)
 # A resident poller keeps its readings in memory and stores them every this many seconds
@@ -303,8 +310,9 @@ if env_bool("SECURE_PROXY_SSL_HEADER", False):
 # (JOURNAL_STREAM set) no timestamp of our own, the journal has one (sparkops/logformat.py).
 SPARKOPS_LOG_FORMAT = env_str("SPARKOPS_LOG_FORMAT", "plain").strip().lower() or "plain"
 if SPARKOPS_LOG_FORMAT not in _logformat.FORMATS:
-    raise ImproperlyConfigured(f"SPARKOPS_LOG_FORMAT={SPARKOPS_LOG_FORMAT!r} is not one of: "
-                               + ", ".join(_logformat.FORMATS))
+    raise ImproperlyConfigured(
+        f"SPARKOPS_LOG_FORMAT={SPARKOPS_LOG_FORMAT!r} is not one of: " + ", ".join(_logformat.FORMATS)
+    )
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -1,5 +1,6 @@
 """The installed package's version (importlib.metadata), for `sparkops --version` and the
 HTTP user agent."""
+
 from importlib.metadata import PackageNotFoundError, version
 
 try:

@@ -2,6 +2,7 @@
 
 Tests use the real PostgreSQL and Redis when DATABASE_URL / REDIS_URL point at them (CI
 sets both); otherwise SQLite and the private Redis that `make test` starts."""
+
 import pytest
 from django.conf import settings
 
@@ -64,14 +65,25 @@ def fleet(db):
     from dashboard.models import Engine, Host
 
     host = Host.objects.create(name="spark-1")
-    vllm = Engine.objects.create(name="vllm-main", kind="vllm", url="http://127.0.0.1:18001", host=host,
-                                 unit="vllm-main.service", status="up")
-    llama = Engine.objects.create(name="llama-side", kind="llamacpp", url="http://127.0.0.1:18002", host=host,
-                                  unit="llama-side.service", status="down", status_reason="connection refused")
+    vllm = Engine.objects.create(
+        name="vllm-main", kind="vllm", url="http://127.0.0.1:18001", host=host, unit="vllm-main.service", status="up"
+    )
+    llama = Engine.objects.create(
+        name="llama-side",
+        kind="llamacpp",
+        url="http://127.0.0.1:18002",
+        host=host,
+        unit="llama-side.service",
+        status="down",
+        status_reason="connection refused",
+    )
     email = NotificationChannel.objects.create(name="ops-mail", kind="email", config={"address": "ops@example.test"})
-    hook = NotificationChannel.objects.create(name="ops-hook", kind="webhook",
-                                              config={"url": "http://127.0.0.1:9/hook", "format": "sparkops"},
-                                              secret="s3cret")
+    hook = NotificationChannel.objects.create(
+        name="ops-hook",
+        kind="webhook",
+        config={"url": "http://127.0.0.1:9/hook", "format": "sparkops"},
+        secret="s3cret",
+    )
     return {"host": host, "vllm": vllm, "llama": llama, "email": email, "webhook": hook}
 
 

@@ -1,4 +1,5 @@
 """One poll the way `sparkops poll --once` makes it: a poller of its own, one tick, a flush."""
+
 from dashboard.services.resident import poll_once
 
 

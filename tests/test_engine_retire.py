@@ -1,6 +1,7 @@
 """Engines retire instead of vanishing (issue 14, item 3): `sparkops engine remove` stops
 watching an engine and takes it off the live view, and everything that points at it stays —
 the change log byte for byte, alert events and their deliveries, ledgers, benchmark runs."""
+
 import json
 from datetime import timedelta
 from io import StringIO
@@ -29,14 +30,32 @@ def run(*args):
 @pytest.fixture
 def history(fleet):
     engine, now = fleet["llama"], timezone.now()
-    entry = entry_create(effective_at=now - timedelta(days=3), kind="flag_change", title="Smaller batch",
-                         engines=[engine, fleet["vllm"]], flags=parse_flags("--batch-size: 2048 → 512"),
-                         claims=[{"text": "halves the workspace", "metric": "pool_tokens", "predicted": 1e6,
-                                  "engine": engine}])
-    event = AlertEvent.objects.create(rule="engine_down", severity="critical", state="resolved", engine=engine,
-                                      subject=engine.name, message="down", started_at=now - timedelta(hours=2))
-    Delivery.objects.create(event=event, channel=fleet["email"], transition="firing", idempotency_key="k-1",
-                            next_attempt_at=now, created_at=now, status="sent")
+    entry = entry_create(
+        effective_at=now - timedelta(days=3),
+        kind="flag_change",
+        title="Smaller batch",
+        engines=[engine, fleet["vllm"]],
+        flags=parse_flags("--batch-size: 2048 → 512"),
+        claims=[{"text": "halves the workspace", "metric": "pool_tokens", "predicted": 1e6, "engine": engine}],
+    )
+    event = AlertEvent.objects.create(
+        rule="engine_down",
+        severity="critical",
+        state="resolved",
+        engine=engine,
+        subject=engine.name,
+        message="down",
+        started_at=now - timedelta(hours=2),
+    )
+    Delivery.objects.create(
+        event=event,
+        channel=fleet["email"],
+        transition="firing",
+        idempotency_key="k-1",
+        next_attempt_at=now,
+        created_at=now,
+        status="sent",
+    )
     KVPoolEntry.objects.create(recorded_at=now - timedelta(days=1), engine=engine, pool_tokens=1_000_000)
     Incident.objects.create(opened_at=now - timedelta(days=2), engine=engine, trigger="OOM kill")
     return {**fleet, "entry": entry, "event": event}
@@ -82,7 +101,12 @@ def test_engine_add_of_a_retired_name_watches_it_again(history):
     out = run("engine", "add", "llama-side", "--kind", "vllm", "--url", "http://127.0.0.1:18009/")
     assert "watching retired engine llama-side" in out
     engine = Engine.objects.get(name="llama-side")
-    assert (engine.retired_at, engine.kind, engine.url, engine.expected_up) == (None, "vllm", "http://127.0.0.1:18009", True)
+    assert (engine.retired_at, engine.kind, engine.url, engine.expected_up) == (
+        None,
+        "vllm",
+        "http://127.0.0.1:18009",
+        True,
+    )
     assert engine.status == "unknown" and engine.alert_events.count() == 1  # same record, same history
     assert "llama-side" in {e.name for e in fleet_roles(host=history["host"])[0]}
     with pytest.raises(CommandError, match="already exists"):

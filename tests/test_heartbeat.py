@@ -1,6 +1,7 @@
 """The watcher's heartbeat against a real Healthchecks-style receiver on 127.0.0.1: the leading
 worker's duty pings the URL while /healthz would say 200 and `<url>/fail` (with the problems)
 when it would say 503; a hung receiver never holds up the poller."""
+
 import json
 import threading
 import time
@@ -67,8 +68,9 @@ def checker(settings):
 
 def healthy_box():
     host = Host.objects.create(name="spark-1", last_report_at=timezone.now())
-    Engine.objects.create(name="vllm-main", kind="vllm", url="http://127.0.0.1:9", host=host, status="up",
-                          last_poll_at=timezone.now())
+    Engine.objects.create(
+        name="vllm-main", kind="vllm", url="http://127.0.0.1:9", host=host, status="up", last_poll_at=timezone.now()
+    )
     return host
 
 

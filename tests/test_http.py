@@ -1,6 +1,7 @@
 """`dashboard/http.py`'s async path (aiohttp) against real servers on 127.0.0.1: the answers,
 the keep-alive pool, and every failure in the words an engine card shows: refused, reset,
 cut short and timed out stay apart (an engine's down cause depends on which it was)."""
+
 import asyncio
 import time
 
@@ -36,8 +37,14 @@ class Server:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
                 body = await reader.readexactly(length)
                 self.requests.append((head, body))
                 if await self.respond(len(self.requests) - 1, head, body, writer) is False:
@@ -53,6 +60,7 @@ class Server:
 def static(status=200, body=b"ok", headers=()):
     async def respond(n, head, body_in, writer):
         writer.write(answer(status, body, headers))
+
     return respond
 
 
@@ -106,6 +114,7 @@ async def test_sequential_gets_share_one_connection():
 
 async def test_a_connection_the_server_closed_while_idle_is_not_used():
     """Checked at checkout, not by a retry: a POST is never retried."""
+
     async def respond(n, head, body, writer):
         writer.write(answer(body=b"ok"))
         return False  # answer, then hang up: the pooled connection is dead
@@ -122,6 +131,7 @@ async def test_a_connection_the_server_closed_while_idle_is_not_used():
 async def test_a_reused_connection_dropped_as_the_request_arrives_is_retried_once():
     """The race a pool cannot see: the server closes a kept connection just as the request
     is sent. Nothing of the answer arrived, so a fresh connection is safe."""
+
     async def respond(n, head, body, writer):
         if n == 1:
             return False  # the second request, on the kept connection: hang up without a byte
@@ -138,6 +148,7 @@ async def test_a_reused_connection_dropped_as_the_request_arrives_is_retried_onc
 async def test_a_get_dropped_mid_answer_is_retried_once_a_post_never():
     """aiohttp retries an idempotent request once when the connection drops (RFC 9112 §9.3.1);
     a poll is a GET, bounded by its total timeout either way. A POST is never sent twice."""
+
     async def respond(n, head, body, writer):
         if n in (1, 2, 4):
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Le")
@@ -207,8 +218,7 @@ async def test_a_truncated_body_is_a_broken_answer():
         clients = poll_client()
         with pytest.raises(http.HttpError) as err:
             await http.aget(clients, server.url + "/", timeout=2)
-        assert err.value.reason.startswith(
-            "broken HTTP answer: body cut short")
+        assert err.value.reason.startswith("broken HTTP answer: body cut short")
         assert len(server.requests) == 1  # answer bytes arrived: no retry
         await clients.aclose()
 
@@ -234,13 +244,16 @@ async def test_too_large_answers_stop_and_the_connection_is_not_reused(declared)
         await clients.aclose()
 
 
-@pytest.mark.parametrize("garbage", [
-    b"garbage\r\n\r\n",
-    b"SSH-2.0-OpenSSH_9.6\r\n",
-    b"HTTP/1.1 2OO OK\r\nContent-Length: 2\r\n\r\nok",
-    b"HTTP/1.1 200 OK\r\nContent-Length: two\r\n\r\nok",
-    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nok\r\n0\r\n\r\n",
-])
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"garbage\r\n\r\n",
+        b"SSH-2.0-OpenSSH_9.6\r\n",
+        b"HTTP/1.1 2OO OK\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nContent-Length: two\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nok\r\n0\r\n\r\n",
+    ],
+)
 async def test_garbage_is_a_broken_answer(garbage):
     async def respond(n, head, body, writer):
         writer.write(garbage)

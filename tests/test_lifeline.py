@@ -1,4 +1,5 @@
 """sparkops.lifeline: children that die with a parent killed by SIGKILL (real processes)."""
+
 import os
 import signal
 import subprocess
@@ -37,8 +38,9 @@ def _parent_of(child_code, *, env=None):
         print(child.pid, flush=True)
         time.sleep(60)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", parent], cwd=REPO, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", parent], cwd=REPO, stdout=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
+    )
     child_pid = int(proc.stdout.readline())
     return proc, child_pid
 
@@ -65,8 +67,10 @@ def test_a_child_gets_sigterm_when_its_parent_is_sigkilled():
 
 def test_a_child_that_ignores_sigterm_is_ended_by_its_parent_watch():
     # What the worker does under `up`: a warm shutdown may wait on a running task; the watch bounds it.
-    code = ("import signal, time, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-            "from sparkops.lifeline import watch_parent; assert watch_parent(grace=0.5); time.sleep(60)")
+    code = (
+        "import signal, time, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "from sparkops.lifeline import watch_parent; assert watch_parent(grace=0.5); time.sleep(60)"
+    )
     proc, child = _parent_of(code, env={"PYTHONPATH": str(REPO)})
     try:
         time.sleep(1.0)  # the child is up and watching

@@ -1,6 +1,7 @@
 """Login throttling (django-axes): a user name is locked out from one address after
 SPARKOPS_LOGIN_FAILURE_LIMIT failures, for SPARKOPS_LOGIN_COOLOFF_S, on the login page and on
 /admin/login/ alike; `sparkops user unlock NAME` and the Django admin lift it; failures are logged."""
+
 import logging
 from datetime import timedelta
 from io import StringIO
@@ -19,8 +20,9 @@ HOME, OTHER = "10.1.2.3", "10.9.8.7"
 
 
 def _login(user, password, address=HOME, url="/login/"):
-    return Client(REMOTE_ADDR=address).post(url, {"username": user if isinstance(user, str) else user.username,
-                                                  "password": password})
+    return Client(REMOTE_ADDR=address).post(
+        url, {"username": user if isinstance(user, str) else user.username, "password": password}
+    )
 
 
 def _right(user):
@@ -123,8 +125,9 @@ def test_admin_unlocks_from_the_django_admin(viewer, admin_user):
     page = admin.get("/admin/axes/accessattempt/")
     assert page.status_code == 200 and "vera" in page.content.decode()
     attempt = AccessAttempt.objects.get(username="vera")
-    done = admin.post("/admin/axes/accessattempt/", {"action": "delete_selected", "_selected_action": [attempt.pk],
-                                                     "post": "yes"})
+    done = admin.post(
+        "/admin/axes/accessattempt/", {"action": "delete_selected", "_selected_action": [attempt.pk], "post": "yes"}
+    )
     assert done.status_code == 302
     assert _login(viewer, _right(viewer)).status_code == 302
 
@@ -134,12 +137,18 @@ def test_limits_are_settings(settings, viewer):
     assert _fail(viewer, 2) == [200, 429]
 
 
-@pytest.mark.parametrize("name,value,message", [("SPARKOPS_LOGIN_FAILURE_LIMIT", "0", "must be at least 1"),
-                                                ("SPARKOPS_LOGIN_COOLOFF_S", "soon", "is not a valid int")])
+@pytest.mark.parametrize(
+    "name,value,message",
+    [
+        ("SPARKOPS_LOGIN_FAILURE_LIMIT", "0", "must be at least 1"),
+        ("SPARKOPS_LOGIN_COOLOFF_S", "soon", "is not a valid int"),
+    ],
+)
 def test_bad_limit_settings_stop_startup(name, value, message):
     from tests.test_settings import _settings_subprocess
 
-    proc = _settings_subprocess({name: value, "DJANGO_SETTINGS_MODULE": "sparkops.settings"},
-                                "import django; django.setup()")
+    proc = _settings_subprocess(
+        {name: value, "DJANGO_SETTINGS_MODULE": "sparkops.settings"}, "import django; django.setup()"
+    )
     assert proc.returncode != 0
     assert f"{name}={value!r} {message}" in proc.stderr

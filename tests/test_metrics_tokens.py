@@ -2,6 +2,7 @@
 parses with prometheus_client's own parser and holds the engine readings of a real poll;
 no token, a wrong one or a revoked one is 401; a token reads /api/engines/ and can write
 nothing; `sparkops token` creates (shown once, stored hashed), lists and revokes."""
+
 import hashlib
 import io
 import json
@@ -39,8 +40,11 @@ def families(text):
 
 
 def sample(fams, family, name=None, **labels):
-    found = [s for s in fams[family].samples
-             if (name is None or s.name == name) and all(s.labels.get(k) == v for k, v in labels.items())]
+    found = [
+        s
+        for s in fams[family].samples
+        if (name is None or s.name == name) and all(s.labels.get(k) == v for k, v in labels.items())
+    ]
     assert len(found) == 1, (family, labels, fams[family].samples)
     return found[0].value
 
@@ -61,11 +65,25 @@ def polled(fleet, engine_factory, settings):  # noqa: F811
 
 def test_metrics_parse_and_hold_the_engine_readings(polled, viewer, client):
     fleet = polled
-    event = AlertEvent.objects.create(rule="engine_down", severity="critical", state="firing", engine=fleet["llama"],
-                                      host=fleet["host"], subject="llama-side down", message="down",
-                                      started_at=timezone.now(), fired_at=timezone.now())
-    Delivery.objects.create(event=event, channel=fleet["webhook"], transition="firing", idempotency_key="k1",
-                            next_attempt_at=timezone.now(), created_at=timezone.now())
+    event = AlertEvent.objects.create(
+        rule="engine_down",
+        severity="critical",
+        state="firing",
+        engine=fleet["llama"],
+        host=fleet["host"],
+        subject="llama-side down",
+        message="down",
+        started_at=timezone.now(),
+        fired_at=timezone.now(),
+    )
+    Delivery.objects.create(
+        event=event,
+        channel=fleet["webhook"],
+        transition="firing",
+        idempotency_key="k1",
+        next_attempt_at=timezone.now(),
+        created_at=timezone.now(),
+    )
     response = client.get("/metrics", headers=bearer(create_token(viewer, "--name", "prometheus")))
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain; version=0.0.4")
@@ -123,8 +141,9 @@ def test_a_token_reads_the_api_and_cannot_write(fleet, admin_user, client):
     assert {e["name"] for e in response.json()["engines"]} == {"vllm-main", "llama-side"}
     before = Engine.objects.count(), list(Engine.objects.values_list("status", flat=True))
     for method in ("post", "put", "patch", "delete"):
-        response = getattr(client, method)("/api/engines/", data="{}", content_type="application/json",
-                                           headers=bearer(token))
+        response = getattr(client, method)(
+            "/api/engines/", data="{}", content_type="application/json", headers=bearer(token)
+        )
         assert response.status_code == 403 and "read-only" in response.json()["error"], method
     assert client.post("/metrics", headers=bearer(token)).status_code == 403
     assert (Engine.objects.count(), list(Engine.objects.values_list("status", flat=True))) == before
@@ -175,10 +194,22 @@ def test_grafana_dashboard_charts_only_exposed_metrics(polled, viewer, client):
 def test_a_token_lists_alerts_changelog_entries_and_benchmark_runs(fleet, viewer, client):
     from dashboard.benchmarks.models import Run
 
-    AlertEvent.objects.create(rule="engine_down", severity="critical", state="firing", engine=fleet["llama"],
-                              subject="llama-side", message="down", started_at=timezone.now(), fired_at=timezone.now())
-    call_command("changelog", "import", str(Path(__file__).parent / "fixtures" / "changelog" / "spark-config-log.md"),
-                 stdout=io.StringIO())
+    AlertEvent.objects.create(
+        rule="engine_down",
+        severity="critical",
+        state="firing",
+        engine=fleet["llama"],
+        subject="llama-side",
+        message="down",
+        started_at=timezone.now(),
+        fired_at=timezone.now(),
+    )
+    call_command(
+        "changelog",
+        "import",
+        str(Path(__file__).parent / "fixtures" / "changelog" / "spark-config-log.md"),
+        stdout=io.StringIO(),
+    )
     Run.objects.create(engine=fleet["vllm"], params_hash="abc123", status="failed", reason="HTTP 400")
     token = bearer(create_token(viewer))
 

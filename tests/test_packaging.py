@@ -3,6 +3,7 @@ copy run from another directory renders the login page with its stylesheet, and 
 directory lands outside the install. Also `sparkops --version`, the HTTP user agent, and the
 log formats (SPARKOPS_LOG_FORMAT, journald). `.ci/wheel-check` does the same end to end with
 `sparkops up` in a fresh virtualenv."""
+
 import json
 import os
 import re
@@ -31,8 +32,12 @@ def wheel(tmp_path_factory):
         else:
             src.mkdir(exist_ok=True)
             shutil.copy2(path, src / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q",
-                    "-w", str(tmp / "dist"), str(src)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(src)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     (built,) = (tmp / "dist").glob("sparkops-*.whl")
     return built
 
@@ -42,15 +47,31 @@ def installed(wheel, tmp_path_factory):
     """The wheel installed (not editable) into a directory of its own; the test venv's
     dependencies are used, this copy of sparkops and dashboard shadows the checkout's."""
     target = tmp_path_factory.mktemp("site")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return target
 
 
 def _clean_env(tmp_path, **extra):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("SPARKOPS_VAR_DIR", "STATE_DIRECTORY", "XDG_STATE_HOME", "DATABASE_URL", "JOURNAL_STREAM",
-                        "SPARKOPS_LOG_FORMAT", "SPARKOPS_TEST_DB_NAME", "DJANGO_SETTINGS_MODULE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "SPARKOPS_VAR_DIR",
+            "STATE_DIRECTORY",
+            "XDG_STATE_HOME",
+            "DATABASE_URL",
+            "JOURNAL_STREAM",
+            "SPARKOPS_LOG_FORMAT",
+            "SPARKOPS_TEST_DB_NAME",
+            "DJANGO_SETTINGS_MODULE",
+        )
+    }
     env.update(HOME=str(tmp_path / "home"), DJANGO_SETTINGS_MODULE="sparkops.settings", **extra)
     return env
 
@@ -58,8 +79,9 @@ def _clean_env(tmp_path, **extra):
 def _python(code, *, cwd, env, pythonpath=None, check=True):
     if pythonpath:
         env = {**env, "PYTHONPATH": str(pythonpath)}
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120, check=check)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=check
+    )
 
 
 def test_wheel_holds_every_template_and_static_file(wheel):
@@ -115,13 +137,16 @@ def test_installed_wheel_run_elsewhere_serves_login_with_stylesheet(installed, t
 _VAR = "import django; django.setup(); from django.conf import settings; print(settings.VAR_DIR)"
 
 
-@pytest.mark.parametrize("extra, expect", [
-    ({"SPARKOPS_VAR_DIR": "{tmp}/given"}, "{tmp}/given"),
-    ({"SPARKOPS_VAR_DIR": "{tmp}/given", "STATE_DIRECTORY": "{tmp}/state"}, "{tmp}/given"),
-    ({"STATE_DIRECTORY": "{tmp}/state:{tmp}/other"}, "{tmp}/state"),
-    ({"XDG_STATE_HOME": "{tmp}/xdg"}, "{tmp}/xdg/sparkops"),
-    ({}, "{tmp}/home/.local/state/sparkops"),
-])
+@pytest.mark.parametrize(
+    "extra, expect",
+    [
+        ({"SPARKOPS_VAR_DIR": "{tmp}/given"}, "{tmp}/given"),
+        ({"SPARKOPS_VAR_DIR": "{tmp}/given", "STATE_DIRECTORY": "{tmp}/state"}, "{tmp}/given"),
+        ({"STATE_DIRECTORY": "{tmp}/state:{tmp}/other"}, "{tmp}/state"),
+        ({"XDG_STATE_HOME": "{tmp}/xdg"}, "{tmp}/xdg/sparkops"),
+        ({}, "{tmp}/home/.local/state/sparkops"),
+    ],
+)
 def test_installed_state_directory(installed, tmp_path, extra, expect):
     env = _clean_env(tmp_path, **{k: v.format(tmp=tmp_path) for k, v in extra.items()})
     (tmp_path / "cwd").mkdir()
@@ -145,8 +170,9 @@ def test_checkout_keeps_its_var_from_anywhere(tmp_path):
 def test_version_and_user_agent():
     from dashboard.http import USER_AGENT
 
-    out = subprocess.run([sys.executable, "-m", "sparkops.cli", "--version"], capture_output=True, text=True,
-                         check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "sparkops.cli", "--version"], capture_output=True, text=True, check=True, timeout=60
+    )
     assert out.stdout.strip() == f"sparkops {version('sparkops')}"
     assert USER_AGENT == f"sparkops/{version('sparkops')}"
 
@@ -165,8 +191,11 @@ def test_log_formats(tmp_path):
     entry = json.loads(line)
     assert entry["level"] == "WARNING" and entry["logger"] == "sparkops.test" and entry["message"] == "disk sda full"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", entry["time"])
-    line = _python(_LOG, cwd=tmp_path, env={**env, "SPARKOPS_LOG_FORMAT": "json",
-                                            "JOURNAL_STREAM": "8:1"}).stderr.strip().splitlines()[-1]
+    line = (
+        _python(_LOG, cwd=tmp_path, env={**env, "SPARKOPS_LOG_FORMAT": "json", "JOURNAL_STREAM": "8:1"})
+        .stderr.strip()
+        .splitlines()[-1]
+    )
     assert "time" not in json.loads(line)
 
     bad = _python(_LOG, cwd=tmp_path, env={**env, "SPARKOPS_LOG_FORMAT": "xml"}, check=False)

@@ -1,4 +1,5 @@
 """A web app manifest and icon, so SparkOps can sit on a phone's home screen."""
+
 import pytest
 from django.contrib.staticfiles import finders
 from django.test import Client

@@ -60,8 +60,10 @@ def _settings_subprocess(env_extra, code):
 
 
 def test_bad_setting_stops_startup_with_the_variable_named():
-    proc = _settings_subprocess({"SPARKOPS_POLL_INTERVAL": "fast", "DJANGO_SETTINGS_MODULE": "sparkops.settings"},
-                                "import django; django.setup()")
+    proc = _settings_subprocess(
+        {"SPARKOPS_POLL_INTERVAL": "fast", "DJANGO_SETTINGS_MODULE": "sparkops.settings"},
+        "import django; django.setup()",
+    )
     assert proc.returncode != 0
     assert "SPARKOPS_POLL_INTERVAL='fast' is not a valid float" in proc.stderr
 
@@ -76,11 +78,24 @@ def test_secret_key_check_refuses_debug_off_without_a_key():
 
 
 def test_check_deploy_passes_with_production_settings(tmp_path):
-    env = {"DEBUG": "0", "SECRET_KEY": "p" * 30 + "Q9-z" * 10, "ALLOWED_HOSTS": "ops.example.org",
-           "SESSION_COOKIE_SECURE": "1", "CSRF_COOKIE_SECURE": "1", "SECURE_SSL_REDIRECT": "1",
-           "SECURE_HSTS_SECONDS": "31536000", "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1", "SECURE_HSTS_PRELOAD": "1",
-           "SPARKOPS_VAR_DIR": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-                          env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+    env = {
+        "DEBUG": "0",
+        "SECRET_KEY": "p" * 30 + "Q9-z" * 10,
+        "ALLOWED_HOSTS": "ops.example.org",
+        "SESSION_COOKIE_SECURE": "1",
+        "CSRF_COOKIE_SECURE": "1",
+        "SECURE_SSL_REDIRECT": "1",
+        "SECURE_HSTS_SECONDS": "31536000",
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS": "1",
+        "SECURE_HSTS_PRELOAD": "1",
+        "SPARKOPS_VAR_DIR": str(tmp_path),
+    }
+    proc = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no issues" in proc.stdout

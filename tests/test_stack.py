@@ -1,4 +1,5 @@
 """The real stack: `sparkops up --demo` as a subprocess on free ports, logged into over HTTP."""
+
 import fcntl
 import os
 import signal
@@ -33,9 +34,11 @@ def _wait_http(url, proc, timeout):
 def _login(base):
     client = httpx.Client(base_url=base, timeout=5, follow_redirects=False)
     client.get("/login/")
-    response = client.post("/login/", data={"username": "admin", "password": ADMIN_PASSWORD,
-                                            "csrfmiddlewaretoken": client.cookies["csrftoken"]},
-                           headers={"Referer": base + "/login/"})
+    response = client.post(
+        "/login/",
+        data={"username": "admin", "password": ADMIN_PASSWORD, "csrfmiddlewaretoken": client.cookies["csrftoken"]},
+        headers={"Referer": base + "/login/"},
+    )
     assert response.status_code == 302 and response.headers["location"] == "/", response.text[:500]
     return client
 
@@ -83,10 +86,20 @@ def _alive(process):
 def test_up_demo_serves_polled_engines_and_stops_every_child(tmp_path):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "SPARKOPS_TEST_DB_NAME")}
-    env.update({"SPARKOPS_VAR_DIR": str(tmp_path), "SPARKOPS_ADMIN_PASSWORD": ADMIN_PASSWORD,
-                "SPARKOPS_HOST_NAME": "stack-test"})
-    proc = subprocess.Popen([sys.executable, "manage.py", "up", "--demo", "--port", str(port)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env.update(
+        {
+            "SPARKOPS_VAR_DIR": str(tmp_path),
+            "SPARKOPS_ADMIN_PASSWORD": ADMIN_PASSWORD,
+            "SPARKOPS_HOST_NAME": "stack-test",
+        }
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "up", "--demo", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         _wait_http(base + "/healthz", proc, timeout=90)
@@ -120,14 +133,29 @@ def test_sigkilled_up_leaves_no_child_and_a_second_up_is_refused(tmp_path):
     it lives, a second `up` on the same var dir refuses to start and names it."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "SPARKOPS_TEST_DB_NAME")}
-    env.update({"SPARKOPS_VAR_DIR": str(tmp_path), "SPARKOPS_ADMIN_PASSWORD": ADMIN_PASSWORD,
-                "SPARKOPS_HOST_NAME": "stack-kill"})
-    proc = subprocess.Popen([sys.executable, "manage.py", "up", "--demo", "--port", str(port)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env.update(
+        {
+            "SPARKOPS_VAR_DIR": str(tmp_path),
+            "SPARKOPS_ADMIN_PASSWORD": ADMIN_PASSWORD,
+            "SPARKOPS_HOST_NAME": "stack-kill",
+        }
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "up", "--demo", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         _wait_http(f"http://127.0.0.1:{port}/healthz", proc, timeout=90)
-        second = subprocess.run([sys.executable, "manage.py", "up", "--port", str(free_port())], env=env,
-                                capture_output=True, text=True, timeout=60)
+        second = subprocess.run(
+            [sys.executable, "manage.py", "up", "--port", str(free_port())],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         tree = _children(proc.pid)
         names = " ".join(_cmdline(c) for c in tree)
         for part in ("uvicorn", "worker", "beat", "simulate", "simulator.engine", "redis-server"):
@@ -136,8 +164,9 @@ def test_sigkilled_up_leaves_no_child_and_a_second_up_is_refused(tmp_path):
         proc.send_signal(signal.SIGTERM)
         raise AssertionError(f"{exc}\n--- sparkops up said:\n{proc.communicate(timeout=60)[0][-8000:]}") from exc
     assert second.returncode != 0
-    assert f"another `sparkops up` (pid {proc.pid}) is already running with this var dir" in second.stderr, \
+    assert f"another `sparkops up` (pid {proc.pid}) is already running with this var dir" in second.stderr, (
         second.stdout[-2000:] + second.stderr[-2000:]
+    )
     proc.kill()
     proc.communicate(timeout=10)
     deadline = time.monotonic() + 5.0
@@ -159,8 +188,13 @@ def test_a_child_that_dies_is_reported_and_stops_the_stack(tmp_path):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "SPARKOPS_TEST_DB_NAME")}
     env.update({"SPARKOPS_VAR_DIR": str(tmp_path), "SPARKOPS_ADMIN_PASSWORD": ADMIN_PASSWORD})
-    proc = subprocess.Popen([sys.executable, "manage.py", "up", "--port", str(port)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "up", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         _wait_http(f"http://127.0.0.1:{port}/healthz", proc, timeout=90)
         children = _children(proc.pid)

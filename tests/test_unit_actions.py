@@ -1,4 +1,5 @@
 """A down card's fix: the unit's commands, and the admin's Restart through the box's own worker."""
+
 import json
 import subprocess
 import sys
@@ -18,8 +19,14 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def down(fleet):
-    event = external_alert_fire(rule="engine_down", severity="critical", engine=fleet["llama"], subject="llama-side",
-                                message="llama-side exited with status 0", cause="exit0_no_restart")
+    event = external_alert_fire(
+        rule="engine_down",
+        severity="critical",
+        engine=fleet["llama"],
+        subject="llama-side",
+        message="llama-side exited with status 0",
+        cause="exit0_no_restart",
+    )
     return fleet["llama"], event
 
 
@@ -74,8 +81,9 @@ def test_restart_needs_confirmation_and_the_boxs_permission(admin_client_, down,
     assert not Entry.objects.exists() and not AlertNote.objects.filter(kind="unit_action").exists()
 
 
-def test_an_admins_restart_is_queued_on_the_box_and_written_down(admin_client_, admin_user, down, fleet,
-                                                                django_capture_on_commit_callbacks, monkeypatch):
+def test_an_admins_restart_is_queued_on_the_box_and_written_down(
+    admin_client_, admin_user, down, fleet, django_capture_on_commit_callbacks, monkeypatch
+):
     engine, event = down
     _allow(fleet)
     sent = []
@@ -100,8 +108,10 @@ def test_the_worker_resets_and_restarts_the_unit(down, settings, admin_user, tmp
     engine, event = down
     log = tmp_path / "calls"
     script = tmp_path / "systemctl"
-    script.write_text(f"#!{sys.executable}\nimport json, sys\nopen({str(log)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
-                      "sys.exit(1 if sys.argv[1] == 'restart' and 'fail' in sys.argv[2] else 0)\n")
+    script.write_text(
+        f"#!{sys.executable}\nimport json, sys\nopen({str(log)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        "sys.exit(1 if sys.argv[1] == 'restart' and 'fail' in sys.argv[2] else 0)\n"
+    )
     script.chmod(0o755)
     settings.SPARKOPS_UNIT_ACTIONS, settings.SPARKOPS_SYSTEMCTL = True, str(script)
     unit_restart(engine.pk, event.pk, admin_user.pk)

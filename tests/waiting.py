@@ -1,4 +1,5 @@
 """Waiting on real processes and threads without fixed sleeps."""
+
 import time
 
 

@@ -1,7 +1,17 @@
 from django.contrib import admin
 
-from .models import (AlertEvent, AlertNote, AlertRule, AlertRuleOverride, Delivery, DeliveryAttempt,
-                     MaintenanceWindow, NotificationChannel, Route, Silence)
+from .models import (
+    AlertEvent,
+    AlertNote,
+    AlertRule,
+    AlertRuleOverride,
+    Delivery,
+    DeliveryAttempt,
+    MaintenanceWindow,
+    NotificationChannel,
+    Route,
+    Silence,
+)
 
 
 class RouteInline(admin.TabularInline):
@@ -35,7 +45,17 @@ class NoteInline(admin.TabularInline):
 
 @admin.register(AlertEvent)
 class AlertEventAdmin(admin.ModelAdmin):
-    list_display = ("rule", "subject", "severity", "state", "cause", "started_at", "fired_at", "resolved_at", "acknowledged_at")
+    list_display = (
+        "rule",
+        "subject",
+        "severity",
+        "state",
+        "cause",
+        "started_at",
+        "fired_at",
+        "resolved_at",
+        "acknowledged_at",
+    )
     list_filter = ("state", "severity", "rule")
     search_fields = ("subject", "message")
     inlines = [NoteInline]

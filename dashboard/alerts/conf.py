@@ -1,4 +1,5 @@
 """Alert settings, read from the environment with strict parsing (sparkops/settings.py may override)."""
+
 from django.conf import settings
 
 from sparkops.env import env_number

@@ -6,6 +6,7 @@ queries: the rule rows (with whether any of them has an override for these subje
 overrides only when there are some, the rule memories and the open events, one query each,
 then the changed rule memories in one upsert. An inactive finding with nothing open costs
 nothing more, nor does an active one whose open event it would not change."""
+
 import copy
 import logging
 import marshal
@@ -61,7 +62,9 @@ class Memory:
     def open_events(self, now):
         if self.open is None or now - self.open_read_at >= self.open_ttl_s:
             # Every rule's: the host and the engines of a few ticks share this read.
-            self.open = {(e.rule, e.subject): e for e in AlertEvent.objects.filter(state__in=AlertEvent.OPEN_STATES).order_by()}
+            self.open = {
+                (e.rule, e.subject): e for e in AlertEvent.objects.filter(state__in=AlertEvent.OPEN_STATES).order_by()
+            }
             self.open_read_at = now
         return self.open
 
@@ -76,10 +79,14 @@ class Memory:
     def states(self, keys, names, now):
         """{(rule, subject): RuleState} for every pair, read only where not remembered (or too long ago)."""
         pairs = [(key, name) for key in keys for name in names]
-        stale = [pair for pair in pairs if pair not in self.memories or now - self.memories[pair][0] >= self.states_ttl_s]
+        stale = [
+            pair for pair in pairs if pair not in self.memories or now - self.memories[pair][0] >= self.states_ttl_s
+        ]
         if stale:
-            rows = {(s.rule, s.subject): s for s in RuleState.objects.filter(rule__in={k for k, _ in stale},
-                                                                               subject__in={n for _, n in stale})}
+            rows = {
+                (s.rule, s.subject): s
+                for s in RuleState.objects.filter(rule__in={k for k, _ in stale}, subject__in={n for _, n in stale})
+            }
             for pair in stale:
                 if pair in self.unsaved:  # this memory is newer than the row
                     self.memories[pair] = (now, self.unsaved[pair])
@@ -105,8 +112,12 @@ class Memory:
         always evaluated, whoever moved Engine.status (a metrics poll may see the recovery
         before the probe does, so `changed` alone would miss it)."""
         now = time.monotonic()
-        if (not up or changed or self.last_up.get(engine.pk) is not True
-                or now - self.steady_at.get(engine.pk, float("-inf")) >= self.steady_up_every_s):
+        if (
+            not up
+            or changed
+            or self.last_up.get(engine.pk) is not True
+            or now - self.steady_at.get(engine.pk, float("-inf")) >= self.steady_up_every_s
+        ):
             self.steady_at[engine.pk] = now
             return True
         return False
@@ -156,8 +167,10 @@ class _Snapshot:
             self.rows, self.overrides = _rule_rows(keys, engine_ids, host_ids)
             self.states = {(s.rule, s.subject): s for s in RuleState.objects.filter(rule__in=keys, subject__in=names)}
             # Every open event of these rules (not only these subjects': a finding may name another subject).
-            self.open = {(e.rule, e.subject): e
-                         for e in AlertEvent.objects.filter(rule__in=keys, state__in=AlertEvent.OPEN_STATES).order_by()}
+            self.open = {
+                (e.rule, e.subject): e
+                for e in AlertEvent.objects.filter(rule__in=keys, state__in=AlertEvent.OPEN_STATES).order_by()
+            }
         self.dirty = {}
 
     def state(self, rule_key, subject):
@@ -180,8 +193,9 @@ class _Snapshot:
             return
         rows = [RuleState(rule=rule, subject=subject, data=row.data) for (rule, subject), row in dirty.items()]
         try:
-            RuleState.objects.bulk_create(rows, update_conflicts=True, unique_fields=["rule", "subject"],
-                                          update_fields=["data", "updated_at"])
+            RuleState.objects.bulk_create(
+                rows, update_conflicts=True, unique_fields=["rule", "subject"], update_fields=["data", "updated_at"]
+            )
         except Exception:
             log.exception("alert rule memories of %s not saved", sorted(dirty))
         else:
@@ -239,14 +253,20 @@ def evaluate(signal, *, engine=None, host=None, memory=None, **context):
 
 
 def _evaluate_rule(rule, snap, subject):
-    settings = rule_settings(rule, engine=subject.engine, host=subject.host, row=snap.rows.get(rule.key, False),
-                             override=snap.overrides.get(subject.override_key(rule.key), False))
+    settings = rule_settings(
+        rule,
+        engine=subject.engine,
+        host=subject.host,
+        row=snap.rows.get(rule.key, False),
+        override=snap.overrides.get(subject.override_key(rule.key), False),
+    )
     if not settings.enabled:  # nothing open under this rule (the usual case): no query at all
         return _resolve_all(rule, snap, subject)
     state_row = snap.state(rule.key, subject.name)
     before = _deep_copy(state_row.data)
-    findings = rule.evaluate(settings=settings, engine=subject.engine, host=subject.host, state=state_row.data,
-                             **subject.context)
+    findings = rule.evaluate(
+        settings=settings, engine=subject.engine, host=subject.host, state=state_row.data, **subject.context
+    )
     if state_row.data != before:
         snap.dirty[(rule.key, subject.name)] = state_row
     for_s = float(settings.params.get("for_s", 0))
@@ -275,21 +295,29 @@ def _deep_copy(data):
 def _observing_changes_nothing(event, finding, for_s):
     """Whether alert_observe would leave this open EVENT as it is (it would only lock and read it again):
     nothing new to say and, while pending, not yet due to fire. Mirrors lifecycle._refresh and its firing test."""
-    if ((finding.cause and finding.cause != event.cause) or (finding.message and finding.message != event.message)
-            or finding.details != event.details):
+    if (
+        (finding.cause and finding.cause != event.cause)
+        or (finding.message and finding.message != event.message)
+        or finding.details != event.details
+    ):
         return False
     if event.state == AlertEvent.State.FIRING:
         return True
     wait = finding.for_s if finding.for_s is not None else for_s
-    return (event.state == AlertEvent.State.PENDING and not finding.fire_now
-            and (timezone.now() - event.started_at).total_seconds() < wait)
+    return (
+        event.state == AlertEvent.State.PENDING
+        and not finding.fire_now
+        and (timezone.now() - event.started_at).total_seconds() < wait
+    )
 
 
 def _resolve_all(rule, snap, subject):
     """A rule switched off closes its open events for this subject."""
     events = []
     for event in [e for (key, _), e in snap.open.items() if key == rule.key and subject.owns(e)]:
-        resolved = alert_observe(rule=rule.key, finding=Finding(subject=event.subject, active=False), severity=event.severity)
+        resolved = alert_observe(
+            rule=rule.key, finding=Finding(subject=event.subject, active=False), severity=event.severity
+        )
         snap.observed(rule.key, event.subject, resolved)
         events.append(resolved)
     return events
@@ -301,11 +329,13 @@ def evaluate_beat():
 
 # --- what a poller's tick evaluates -------------------------------------------------
 
+
 def evaluate_polled(polled, *, memory=None):
     """The rules of a metrics tick (trigger "engine_polled") for all its engines in one batch:
     the same few queries for 1 engine as for 150. POLLED: (Engine, reading) pairs."""
-    return evaluate_many("engine_polled", [{"engine": engine, "reading": reading or {}} for engine, reading in polled],
-                         memory=memory)
+    return evaluate_many(
+        "engine_polled", [{"engine": engine, "reading": reading or {}} for engine, reading in polled], memory=memory
+    )
 
 
 def evaluate_host(host, reading, *, memory=None):
@@ -318,4 +348,6 @@ def evaluate_liveness(finding, *, memory):
     engine = finding.engine
     if memory.worth_evaluating(engine, finding.up, finding.changed):
         evaluate("engine_liveness", engine=engine, up=finding.up, reason=finding.reason, rechecked=finding.rechecked)
-    memory.last_up[engine.pk] = finding.up  # only once evaluated: a failed evaluation of a recovery is retried next probe
+    memory.last_up[engine.pk] = (
+        finding.up
+    )  # only once evaluated: a failed evaluation of a recovery is retried next probe

@@ -10,18 +10,34 @@ from .models import NotificationChannel, Severity
 class ChannelForm(forms.Form):
     name = forms.CharField(max_length=63, help_text="Letters, digits, '-' and '_', e.g. ops-hook")
     kind = forms.ChoiceField(choices=NotificationChannel.Kind.choices)
-    address = forms.CharField(required=False, max_length=254, label="Email address",
-                              widget=forms.EmailInput(attrs={"data-kinds": "email"}),
-                              help_text="Email: who receives the alerts")
-    url = forms.CharField(required=False, max_length=2000, label="URL",
-                          widget=forms.TextInput(attrs={"data-kinds": "webhook apprise", "size": 50}),
-                          help_text="Webhook: the http(s) URL that receives a JSON POST per notice; "
-                                    "Apprise: an Apprise URL such as ntfy://… or tgram://…")
-    secret = forms.CharField(required=False, max_length=200, label="Secret",
-                             widget=forms.PasswordInput(attrs={"data-kinds": "webhook"}, render_value=True),
-                             help_text="Webhook: signs each body (X-SparkOps-Signature: HMAC-SHA256); blank: unsigned")
-    format = forms.ChoiceField(required=False, choices=[("sparkops", "SparkOps JSON"), ("alertmanager", "Alertmanager JSON")],
-                               widget=forms.Select(attrs={"data-kinds": "webhook"}), help_text="Webhook: the body's shape")
+    address = forms.CharField(
+        required=False,
+        max_length=254,
+        label="Email address",
+        widget=forms.EmailInput(attrs={"data-kinds": "email"}),
+        help_text="Email: who receives the alerts",
+    )
+    url = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="URL",
+        widget=forms.TextInput(attrs={"data-kinds": "webhook apprise", "size": 50}),
+        help_text="Webhook: the http(s) URL that receives a JSON POST per notice; "
+        "Apprise: an Apprise URL such as ntfy://… or tgram://…",
+    )
+    secret = forms.CharField(
+        required=False,
+        max_length=200,
+        label="Secret",
+        widget=forms.PasswordInput(attrs={"data-kinds": "webhook"}, render_value=True),
+        help_text="Webhook: signs each body (X-SparkOps-Signature: HMAC-SHA256); blank: unsigned",
+    )
+    format = forms.ChoiceField(
+        required=False,
+        choices=[("sparkops", "SparkOps JSON"), ("alertmanager", "Alertmanager JSON")],
+        widget=forms.Select(attrs={"data-kinds": "webhook"}),
+        help_text="Webhook: the body's shape",
+    )
 
     def clean_name(self):
         name = self.cleaned_data["name"]
@@ -72,10 +88,16 @@ class RuleForm(forms.Form):
     """One field per setting in the rule's DEFAULTS, plus enabled/severity/re-notify."""
 
     enabled = forms.BooleanField(required=False)
-    severity = forms.ChoiceField(choices=[("", "default"), ("info", "info"), ("warning", "warning"), ("critical", "critical")],
-                                 required=False)
-    renotify_s = forms.IntegerField(required=False, min_value=0, max_value=RENOTIFY_MAX_S, label="Re-notify every (s)",
-                                    help_text="0 or blank: the default; otherwise 60 s to 7 days")
+    severity = forms.ChoiceField(
+        choices=[("", "default"), ("info", "info"), ("warning", "warning"), ("critical", "critical")], required=False
+    )
+    renotify_s = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=RENOTIFY_MAX_S,
+        label="Re-notify every (s)",
+        help_text="0 or blank: the default; otherwise 60 s to 7 days",
+    )
 
     def __init__(self, *args, rule, **kwargs):
         super().__init__(*args, **kwargs)
@@ -89,8 +111,9 @@ class RuleForm(forms.Form):
 
         for name, default in rule.DEFAULTS.items():
             low, high = param_bounds(name)
-            self.fields[f"p_{name}"] = forms.FloatField(label=name, min_value=low, max_value=high,
-                                                        initial=current.params.get(name, default))
+            self.fields[f"p_{name}"] = forms.FloatField(
+                label=name, min_value=low, max_value=high, initial=current.params.get(name, default)
+            )
 
     def clean_renotify_s(self):
         value = self.cleaned_data.get("renotify_s")
@@ -101,8 +124,12 @@ class RuleForm(forms.Form):
     def update_kwargs(self):
         data = self.cleaned_data
         params = {name: data[f"p_{name}"] for name in self.rule.DEFAULTS if data.get(f"p_{name}") is not None}
-        return {"enabled": data["enabled"], "severity": data["severity"] or None, "params": params,
-                "renotify_s": data.get("renotify_s")}
+        return {
+            "enabled": data["enabled"],
+            "severity": data["severity"] or None,
+            "params": params,
+            "renotify_s": data.get("renotify_s"),
+        }
 
 
 SCOPE_EVERYTHING = "all"
@@ -122,11 +149,15 @@ def scope_choices():
 
 class MaintenanceForm(forms.Form):
     scope = forms.ChoiceField(help_text="What the window covers")
-    starts_at = forms.DateTimeField(required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}),
-                                    help_text="Blank: now")
+    starts_at = forms.DateTimeField(
+        required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}), help_text="Blank: now"
+    )
     ends_at = forms.DateTimeField(widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
-    reason = forms.CharField(max_length=500, widget=forms.TextInput(attrs={"size": 50}),
-                             help_text="Shown to whoever wonders why nobody was paged")
+    reason = forms.CharField(
+        max_length=500,
+        widget=forms.TextInput(attrs={"size": 50}),
+        help_text="Shown to whoever wonders why nobody was paged",
+    )
 
     def __init__(self, *args, now=None, **kwargs):
         super().__init__(*args, **kwargs)

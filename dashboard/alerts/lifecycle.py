@@ -3,6 +3,7 @@
 Rules report findings; `alert_observe` turns each into state changes, notes, an incident for
 critical alerts, outbox rows and a live event. Every change happens in one transaction and
 the notifications leave only after it commits."""
+
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -12,10 +13,10 @@ from django.utils import timezone
 from dashboard.models import Incident
 
 from . import outbox
-from .rule_config import renotify_interval_s
 from .models import AlertEvent
 from .notes import note_add
 from .publish import alert_changed
+from .rule_config import renotify_interval_s
 
 
 @dataclass
@@ -37,8 +38,11 @@ class Finding:
 
 
 def _open_event(rule, subject):
-    return (AlertEvent.objects.select_for_update()
-            .filter(rule=rule, subject=subject, state__in=AlertEvent.OPEN_STATES).first())
+    return (
+        AlertEvent.objects.select_for_update()
+        .filter(rule=rule, subject=subject, state__in=AlertEvent.OPEN_STATES)
+        .first()
+    )
 
 
 @transaction.atomic
@@ -55,7 +59,9 @@ def alert_observe(*, rule, finding, severity, for_s=0.0, now=None):
     else:
         _refresh(event, finding)
     wait = finding.for_s if finding.for_s is not None else for_s
-    if event.state == AlertEvent.State.PENDING and (finding.fire_now or (now - event.started_at).total_seconds() >= wait):
+    if event.state == AlertEvent.State.PENDING and (
+        finding.fire_now or (now - event.started_at).total_seconds() >= wait
+    ):
         _fire(event, now)
     return event
 
@@ -64,8 +70,16 @@ def _create(rule, finding, severity, now):
     try:
         with transaction.atomic():
             event = AlertEvent.objects.create(
-                rule=rule, severity=severity, subject=finding.subject, engine=finding.engine, host=finding.host,
-                cause=finding.cause, message=finding.message, details=finding.details, started_at=now)
+                rule=rule,
+                severity=severity,
+                subject=finding.subject,
+                engine=finding.engine,
+                host=finding.host,
+                cause=finding.cause,
+                message=finding.message,
+                details=finding.details,
+                started_at=now,
+            )
     except IntegrityError:
         return None
     note_add(event, "pending", finding.message, at=now)
@@ -98,8 +112,11 @@ def _fire(event, now):
     event.fired_at = now
     if event.severity == "critical":
         event.incident = Incident.objects.create(
-            opened_at=event.started_at, engine=event.engine, unit=getattr(event.engine, "unit", "") or "",
-            trigger=f"{event.rule}: {event.message}"[:2000])
+            opened_at=event.started_at,
+            engine=event.engine,
+            unit=getattr(event.engine, "unit", "") or "",
+            trigger=f"{event.rule}: {event.message}"[:2000],
+        )
     event.save(update_fields=["state", "fired_at", "incident"])
     note_add(event, "firing", event.message, at=now)
     outbox.notify(event=event, transition="firing", now=now)
@@ -135,7 +152,9 @@ def _duration_text(delta):
 @transaction.atomic
 def alert_acknowledge(*, event, user, now=None):
     now = now or timezone.now()
-    updated = AlertEvent.objects.filter(pk=event.pk, acknowledged_at__isnull=True).update(acknowledged_by=user, acknowledged_at=now)
+    updated = AlertEvent.objects.filter(pk=event.pk, acknowledged_at__isnull=True).update(
+        acknowledged_by=user, acknowledged_at=now
+    )
     if updated:
         event.refresh_from_db()
         note_add(event, "ack", f"acknowledged by {user}", user=user, at=now)

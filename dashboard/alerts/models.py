@@ -1,4 +1,5 @@
 """Alert rules, events, silences, maintenance windows, routing and the notification outbox."""
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -85,11 +86,17 @@ class AlertRule(models.Model):
 
     key = models.CharField(max_length=40, unique=True)
     enabled = models.BooleanField(default=True)
-    severity = models.CharField(max_length=8, choices=Severity.choices, blank=True, help_text="Blank: the rule's default")
+    severity = models.CharField(
+        max_length=8, choices=Severity.choices, blank=True, help_text="Blank: the rule's default"
+    )
     # Overrides of the class's DEFAULTS (thresholds, durations in seconds); validated by the rules form.
     params = models.JSONField(default=dict, blank=True)
-    renotify_s = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(60), MaxValueValidator(7 * 86400)],
-                                             help_text="Re-notify unacknowledged critical alerts every N s (60 s – 7 days)")
+    renotify_s = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(60), MaxValueValidator(7 * 86400)],
+        help_text="Re-notify unacknowledged critical alerts every N s (60 s – 7 days)",
+    )
 
     class Meta:
         ordering = ["key"]
@@ -109,8 +116,12 @@ class AlertRuleOverride(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["rule", "engine"], condition=Q(engine__isnull=False), name="alertoverride_rule_engine"),
-            models.UniqueConstraint(fields=["rule", "host"], condition=Q(host__isnull=False), name="alertoverride_rule_host"),
+            models.UniqueConstraint(
+                fields=["rule", "engine"], condition=Q(engine__isnull=False), name="alertoverride_rule_engine"
+            ),
+            models.UniqueConstraint(
+                fields=["rule", "host"], condition=Q(host__isnull=False), name="alertoverride_rule_host"
+            ),
         ]
 
 
@@ -125,8 +136,12 @@ class AlertEvent(models.Model):
     rule = models.CharField(max_length=40)
     severity = models.CharField(max_length=8, choices=Severity.choices)
     state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
-    engine = models.ForeignKey("dashboard.Engine", null=True, blank=True, on_delete=models.PROTECT, related_name="alert_events")
-    host = models.ForeignKey("dashboard.Host", null=True, blank=True, on_delete=models.CASCADE, related_name="alert_events")
+    engine = models.ForeignKey(
+        "dashboard.Engine", null=True, blank=True, on_delete=models.PROTECT, related_name="alert_events"
+    )
+    host = models.ForeignKey(
+        "dashboard.Host", null=True, blank=True, on_delete=models.CASCADE, related_name="alert_events"
+    )
     # What the alert is about, e.g. "vllm-main", "spark-1/gpu0", "vllm-main.service".
     subject = models.CharField(max_length=200)
     cause = models.CharField(max_length=80, blank=True)
@@ -135,17 +150,24 @@ class AlertEvent(models.Model):
     started_at = models.DateTimeField(help_text="When the condition was first seen")
     fired_at = models.DateTimeField(null=True, blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
-    acknowledged_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     acknowledged_at = models.DateTimeField(null=True, blank=True)
     last_notified_at = models.DateTimeField(null=True, blank=True)
-    incident = models.ForeignKey("dashboard.Incident", null=True, blank=True, on_delete=models.SET_NULL, related_name="alert_events")
+    incident = models.ForeignKey(
+        "dashboard.Incident", null=True, blank=True, on_delete=models.SET_NULL, related_name="alert_events"
+    )
 
     class Meta:
         ordering = ["-started_at"]
         constraints = [
             # One open event per rule and subject: the lifecycle upserts into it, never duplicates.
-            models.UniqueConstraint(fields=["rule", "subject"], condition=Q(state__in=["pending", "firing"]),
-                                    name="alertevent_one_open_per_rule_subject"),
+            models.UniqueConstraint(
+                fields=["rule", "subject"],
+                condition=Q(state__in=["pending", "firing"]),
+                name="alertevent_one_open_per_rule_subject",
+            ),
         ]
         indexes = [
             # The live view's "what is firing" and the list's state filter.
@@ -167,7 +189,9 @@ class AlertNote(models.Model):
     at = models.DateTimeField()
     kind = models.CharField(max_length=20)
     text = models.TextField()
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["at", "id"]
@@ -181,7 +205,9 @@ class Silence(models.Model):
     rule = models.CharField(max_length=40, blank=True, help_text="Blank: every rule")
     until = models.DateTimeField()
     reason = models.TextField(blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -199,11 +225,15 @@ class MaintenanceWindow(models.Model):
     engine = models.ForeignKey("dashboard.Engine", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     host = models.ForeignKey("dashboard.Host", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     reason = models.TextField(blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["-starts_at"]
-        constraints = [models.CheckConstraint(condition=Q(ends_at__gt=models.F("starts_at")), name="maintenance_ends_after_start")]
+        constraints = [
+            models.CheckConstraint(condition=Q(ends_at__gt=models.F("starts_at")), name="maintenance_ends_after_start")
+        ]
 
     def __str__(self):
         return f"maintenance {self.starts_at:%Y-%m-%d %H:%M}–{self.ends_at:%H:%M} {self.engine or self.host or 'everything'}"

@@ -1,6 +1,7 @@
 """An alert event's timeline: one note per thing that happened to it (pending, firing, a
 notification sent or suppressed, an ack, a silence, resolved). The lifecycle, the outbox
 and the services all write notes; this module imports only the models, so each can."""
+
 from django.utils import timezone
 
 from .models import AlertNote

@@ -9,6 +9,7 @@ not claimable while an earlier delivery of the same event to the same channel is
 (pending, retrying or sending, a lost send included). So a resolve never overtakes its
 firing, even when a worker died mid-send and the firing waits for the sweep; once the
 earlier one is sent or has finally failed, the next one is queued at once."""
+
 import logging
 import time
 from datetime import timedelta
@@ -55,7 +56,9 @@ def notify(*, event, transition, now=None):
     now = now or timezone.now()
     if transition == "resolved":
         # Tell exactly the channels that heard it fire, whatever the routes or silences say now.
-        channels = list(NotificationChannel.objects.filter(deliveries__event=event, deliveries__transition="firing").distinct())
+        channels = list(
+            NotificationChannel.objects.filter(deliveries__event=event, deliveries__transition="firing").distinct()
+        )
     else:
         suppressed = suppression_of(event, now=now)
         if suppressed:
@@ -75,9 +78,15 @@ def _delivery(event, channel, transition, now):
     if transition == "renotify":
         seq = Delivery.objects.filter(event=event, channel=channel, transition="renotify").count() + 1
     key = f"sparkops-{event.pk}-{transition}{seq}-{channel.pk}"
-    return Delivery.objects.create(event=event, channel=channel, transition=transition, idempotency_key=key,
-                                   next_attempt_at=now, created_at=now,
-                                   payload=event_payload(event, transition=transition, now=now))
+    return Delivery.objects.create(
+        event=event,
+        channel=channel,
+        transition=transition,
+        idempotency_key=key,
+        next_attempt_at=now,
+        created_at=now,
+        payload=event_payload(event, transition=transition, now=now),
+    )
 
 
 def enqueue_on_commit(ids):
@@ -100,8 +109,14 @@ UNSETTLED = ("pending", "sending")
 
 def _behind_an_earlier():
     """True for a delivery that must wait: an earlier one of its event and channel is unsettled."""
-    return Exists(Delivery.objects.filter(event_id=OuterRef("event_id"), channel_id=OuterRef("channel_id"),
-                                          pk__lt=OuterRef("pk"), status__in=UNSETTLED))
+    return Exists(
+        Delivery.objects.filter(
+            event_id=OuterRef("event_id"),
+            channel_id=OuterRef("channel_id"),
+            pk__lt=OuterRef("pk"),
+            status__in=UNSETTLED,
+        )
+    )
 
 
 def claim(pk, *, now=None):
@@ -109,17 +124,26 @@ def claim(pk, *, now=None):
     waits for an earlier delivery of its event to its channel."""
     now = now or timezone.now()
     lease = now + timedelta(seconds=conf.claim_lease_s())
-    return Delivery.objects.filter(pk=pk, status="pending", next_attempt_at__lte=now).exclude(
-        _behind_an_earlier()).update(status="sending", claimed_until=lease) == 1
+    return (
+        Delivery.objects.filter(pk=pk, status="pending", next_attempt_at__lte=now)
+        .exclude(_behind_an_earlier())
+        .update(status="sending", claimed_until=lease)
+        == 1
+    )
 
 
 def _release_next(delivery):
     """DELIVERY has settled: queue the next delivery of its event to its channel, if one waits."""
     if delivery.event_id is None:
         return
-    waiting = (Delivery.objects.filter(event_id=delivery.event_id, channel_id=delivery.channel_id,
-                                       pk__gt=delivery.pk, status="pending")
-               .order_by("pk").values_list("pk", flat=True).first())
+    waiting = (
+        Delivery.objects.filter(
+            event_id=delivery.event_id, channel_id=delivery.channel_id, pk__gt=delivery.pk, status="pending"
+        )
+        .order_by("pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
     if waiting is not None:
         enqueue_on_commit([waiting])
 
@@ -136,8 +160,9 @@ def delivery_send(*, delivery_id):
         return _record_failure(delivery, exc, (time.monotonic() - started) * 1000)
     except Exception as exc:  # a bug in a transport is permanent for this row, never a worker crash
         log.exception("transport crashed on delivery %s", delivery_id)
-        return _record_failure(delivery, TransportError(f"internal error: {exc}", permanent=True),
-                               (time.monotonic() - started) * 1000)
+        return _record_failure(
+            delivery, TransportError(f"internal error: {exc}", permanent=True), (time.monotonic() - started) * 1000
+        )
     return _record_success(delivery, (time.monotonic() - started) * 1000)
 
 
@@ -145,10 +170,17 @@ def _record_success(delivery, ms):
     now = timezone.now()
     with transaction.atomic():
         DeliveryAttempt.objects.create(delivery=delivery, at=now, ok=True, duration_ms=ms)
-        Delivery.objects.filter(pk=delivery.pk).update(status="sent", sent_at=now, attempts=delivery.attempts + 1,
-                                                       duration_ms=ms, last_error="", claimed_until=None)
+        Delivery.objects.filter(pk=delivery.pk).update(
+            status="sent",
+            sent_at=now,
+            attempts=delivery.attempts + 1,
+            duration_ms=ms,
+            last_error="",
+            claimed_until=None,
+        )
         NotificationChannel.objects.filter(pk=delivery.channel_id, health="failing").update(
-            health="ok", last_error="", failing_since=None)
+            health="ok", last_error="", failing_since=None
+        )
         _release_next(delivery)
     return "sent"
 
@@ -163,8 +195,9 @@ def _record_failure(delivery, exc, ms):
     else:
         fields.update(status="pending", next_attempt_at=now + timedelta(seconds=backoff_s(attempts)))
     with transaction.atomic():
-        DeliveryAttempt.objects.create(delivery=delivery, at=now, ok=False, permanent=exc.permanent,
-                                       error=str(exc)[:2000], duration_ms=ms)
+        DeliveryAttempt.objects.create(
+            delivery=delivery, at=now, ok=False, permanent=exc.permanent, error=str(exc)[:2000], duration_ms=ms
+        )
         Delivery.objects.filter(pk=delivery.pk).update(**fields)
         if exc.permanent:
             channel_mark_failing(channel=delivery.channel, error=str(exc), now=now)
@@ -180,8 +213,9 @@ def backoff_s(attempts):
 
 def channel_mark_failing(*, channel, error, now):
     # failing_since keeps the first failure of a run of them.
-    NotificationChannel.objects.filter(pk=channel.pk).update(health="failing", last_error=error[:2000],
-                                                             failing_since=Coalesce("failing_since", Value(now)))
+    NotificationChannel.objects.filter(pk=channel.pk).update(
+        health="failing", last_error=error[:2000], failing_since=Coalesce("failing_since", Value(now))
+    )
 
 
 def sweep(*, now=None):
@@ -192,7 +226,10 @@ def sweep(*, now=None):
     if not Delivery.objects.filter(lapsed | Q(status="pending", next_attempt_at__lte=now)).exists():
         return []  # the usual case, every few seconds: one indexed query
     Delivery.objects.filter(lapsed).update(status="pending", claimed_until=None)
-    due = list(Delivery.objects.filter(status="pending", next_attempt_at__lte=now).exclude(_behind_an_earlier())
-               .values_list("pk", flat=True)[:500])
+    due = list(
+        Delivery.objects.filter(status="pending", next_attempt_at__lte=now)
+        .exclude(_behind_an_earlier())
+        .values_list("pk", flat=True)[:500]
+    )
     enqueue(due)
     return due

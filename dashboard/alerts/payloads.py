@@ -1,4 +1,5 @@
 """What a notification says: one dict per event transition, snapshotted into the outbox row."""
+
 from django.conf import settings
 from django.urls import reverse
 
@@ -32,10 +33,19 @@ def event_payload(event, *, transition, now):
 
 def test_payload(*, channel, now):
     return {
-        "id": None, "transition": "test", "rule": "test", "severity": "info", "state": "firing",
-        "subject": channel.name, "engine": None, "host": None, "cause": "test",
+        "id": None,
+        "transition": "test",
+        "rule": "test",
+        "severity": "info",
+        "state": "firing",
+        "subject": channel.name,
+        "engine": None,
+        "host": None,
+        "cause": "test",
         "message": f"Test notification from SparkOps to channel {channel.name}.",
-        "started_at": now.isoformat(), "resolved_at": None, "sent_at": now.isoformat(),
+        "started_at": now.isoformat(),
+        "resolved_at": None,
+        "sent_at": now.isoformat(),
         "link": f"{settings.SITE_URL}{reverse('alerts:channels')}",
     }
 
@@ -48,14 +58,23 @@ def alertmanager_body(payload):
         if payload.get(key):
             labels[key] = payload[key]
     alert = {
-        "status": status, "labels": labels,
+        "status": status,
+        "labels": labels,
         "annotations": {"summary": payload["message"], "cause": payload["cause"] or ""},
-        "startsAt": payload["started_at"], "endsAt": payload["resolved_at"] or "0001-01-01T00:00:00Z",
-        "generatorURL": payload["link"], "fingerprint": f"sparkops-{payload['id']}",
+        "startsAt": payload["started_at"],
+        "endsAt": payload["resolved_at"] or "0001-01-01T00:00:00Z",
+        "generatorURL": payload["link"],
+        "fingerprint": f"sparkops-{payload['id']}",
     }
     return {
-        "version": "4", "groupKey": f"sparkops:{payload['rule']}:{payload['subject']}", "truncatedAlerts": 0,
-        "status": status, "receiver": "sparkops", "groupLabels": {"alertname": payload["rule"]},
-        "commonLabels": labels, "commonAnnotations": alert["annotations"], "externalURL": payload["link"],
+        "version": "4",
+        "groupKey": f"sparkops:{payload['rule']}:{payload['subject']}",
+        "truncatedAlerts": 0,
+        "status": status,
+        "receiver": "sparkops",
+        "groupLabels": {"alertname": payload["rule"]},
+        "commonLabels": labels,
+        "commonAnnotations": alert["annotations"],
+        "externalURL": payload["link"],
         "alerts": [alert],
     }

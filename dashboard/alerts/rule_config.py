@@ -1,4 +1,5 @@
 """Effective rule settings: class defaults ← AlertRule row ← per-engine/host override."""
+
 from dataclasses import dataclass
 
 from . import conf

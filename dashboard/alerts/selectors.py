@@ -1,4 +1,5 @@
 """Read-side queries of the alerts pages and the live view."""
+
 from django.db.models import Count, Prefetch, Q
 from django.utils import timezone
 
@@ -8,8 +9,11 @@ from .models import AlertEvent, Delivery, MaintenanceWindow, NotificationChannel
 def firing_alerts(user=None):
     """Firing alerts for the live view, by severity (critical, warning, info), then newest first: an
     acknowledged critical stays above any warning or advisory."""
-    qs = (AlertEvent.objects.filter(state="firing").select_related("engine", "host", "acknowledged_by")
-          .order_by("-fired_at", "-pk"))
+    qs = (
+        AlertEvent.objects.filter(state="firing")
+        .select_related("engine", "host", "acknowledged_by")
+        .order_by("-fired_at", "-pk")
+    )
     rank = {"critical": 0, "warning": 1, "info": 2}
     events = sorted(qs, key=lambda e: rank.get(e.severity, 3))  # a stable sort keeps newest first within a severity
     return mark_suppressed(events)
@@ -30,16 +34,24 @@ def mark_suppressed(events, *, now=None):
     """Set .silenced_by (the active Silence that covers it, latest end first) and .maintenance (the active
     window) on each of EVENTS, for the live view's marks; two queries whatever the number of events."""
     now = now or timezone.now()
-    silences = sorted(Silence.objects.filter(until__gt=now).select_related("created_by"), key=lambda s: s.until,
-                      reverse=True) if events else []
-    windows = list(MaintenanceWindow.objects.filter(starts_at__lte=now, ends_at__gt=now)
-                   .select_related("created_by")) if events else []
+    silences = (
+        sorted(Silence.objects.filter(until__gt=now).select_related("created_by"), key=lambda s: s.until, reverse=True)
+        if events
+        else []
+    )
+    windows = (
+        list(MaintenanceWindow.objects.filter(starts_at__lte=now, ends_at__gt=now).select_related("created_by"))
+        if events
+        else []
+    )
     for event in events:
         host_of_engine = event.engine.host_id if event.engine_id else None
-        event.silenced_by = next((s for s in silences
-                                  if _covers(s.rule, s.engine_id, s.host_id, event, host_of_engine)), None)
-        event.maintenance = next((w for w in windows
-                                  if _covers(None, w.engine_id, w.host_id, event, host_of_engine)), None)
+        event.silenced_by = next(
+            (s for s in silences if _covers(s.rule, s.engine_id, s.host_id, event, host_of_engine)), None
+        )
+        event.maintenance = next(
+            (w for w in windows if _covers(None, w.engine_id, w.host_id, event, host_of_engine)), None
+        )
     return events
 
 
@@ -58,8 +70,11 @@ def alert_list(*, state="", rule="", engine="", limit=200):
 
 def alert_detail(*, pk):
     deliveries = Delivery.objects.select_related("channel").prefetch_related("attempt_log")
-    return (AlertEvent.objects.select_related("engine", "host", "acknowledged_by", "incident")
-            .prefetch_related("notes__user", Prefetch("deliveries", queryset=deliveries)).get(pk=pk))
+    return (
+        AlertEvent.objects.select_related("engine", "host", "acknowledged_by", "incident")
+        .prefetch_related("notes__user", Prefetch("deliveries", queryset=deliveries))
+        .get(pk=pk)
+    )
 
 
 def active_silences(*, now=None):
@@ -68,17 +83,22 @@ def active_silences(*, now=None):
 
 def maintenance_windows(*, now=None):
     """Active and upcoming windows, soonest first."""
-    return list(MaintenanceWindow.objects.filter(ends_at__gt=now or timezone.now())
-                .select_related("engine", "host", "created_by").order_by("starts_at", "pk"))
+    return list(
+        MaintenanceWindow.objects.filter(ends_at__gt=now or timezone.now())
+        .select_related("engine", "host", "created_by")
+        .order_by("starts_at", "pk")
+    )
 
 
 def channels_with_recent(*, per_channel=5):
     """Channels with their routes, last PER_CHANNEL deliveries (.recent) and undelivered count (.stuck):
     three queries whatever the number of channels."""
     recent = Delivery.objects.order_by("-created_at", "-id")[:per_channel]
-    return list(NotificationChannel.objects
-                .annotate(stuck=Count("deliveries", filter=Q(deliveries__status__in=["pending", "sending"])))
-                .prefetch_related("routes", Prefetch("deliveries", queryset=recent, to_attr="recent")))
+    return list(
+        NotificationChannel.objects.annotate(
+            stuck=Count("deliveries", filter=Q(deliveries__status__in=["pending", "sending"]))
+        ).prefetch_related("routes", Prefetch("deliveries", queryset=recent, to_attr="recent"))
+    )
 
 
 def rule_keys_seen():

@@ -1,4 +1,5 @@
 """Services of the alerts app: channels, routes, external alerts, acks, silences, maintenance, tests, rules."""
+
 from datetime import timedelta
 
 from django.core.exceptions import ValidationError
@@ -16,17 +17,24 @@ from .publish import alert_changed
 
 
 def channel_create(*, name, kind, address="", url="", secret="", format="sparkops"):
-    form = ChannelForm(data={"name": name, "kind": kind, "address": address, "url": url,
-                             "secret": secret, "format": format})
+    form = ChannelForm(
+        data={"name": name, "kind": kind, "address": address, "url": url, "secret": secret, "format": format}
+    )
     if not form.is_valid():
         raise ValidationError(form_errors_text(form))
     return NotificationChannel.objects.create(name=name, kind=kind, config=form.config(), secret=secret)
 
 
 def channel_as_dict(channel):
-    return {"name": channel.name, "kind": channel.kind, "target": channel.target,
-            "signed": bool(channel.secret), "enabled": channel.enabled, "health": channel.health,
-            "last_error": channel.last_error}
+    return {
+        "name": channel.name,
+        "kind": channel.kind,
+        "target": channel.target,
+        "signed": bool(channel.secret),
+        "enabled": channel.enabled,
+        "health": channel.health,
+        "last_error": channel.last_error,
+    }
 
 
 @transaction.atomic
@@ -36,9 +44,14 @@ def channel_send_test(*, channel, now=None):
 
     now = now or timezone.now()
     n = Delivery.objects.filter(channel=channel, transition="test").count() + 1
-    delivery = Delivery.objects.create(channel=channel, transition="test", next_attempt_at=now, created_at=now,
-                                       idempotency_key=f"sparkops-test-{channel.pk}-{n}-{int(now.timestamp())}",
-                                       payload=test_payload(channel=channel, now=now))
+    delivery = Delivery.objects.create(
+        channel=channel,
+        transition="test",
+        next_attempt_at=now,
+        created_at=now,
+        idempotency_key=f"sparkops-test-{channel.pk}-{n}-{int(now.timestamp())}",
+        payload=test_payload(channel=channel, now=now),
+    )
     outbox.enqueue_on_commit([delivery.pk])
     return delivery
 
@@ -53,14 +66,16 @@ def external_alert_fire(*, rule, severity, engine=None, host=None, subject, mess
     _check_severity(severity)
     if not rule or not subject:
         raise ValidationError("an alert needs a rule and a subject")
-    finding = Finding(subject=subject, active=True, engine=engine, host=host, cause=cause, message=message,
-                      fire_now=True)
+    finding = Finding(
+        subject=subject, active=True, engine=engine, host=host, cause=cause, message=message, fire_now=True
+    )
     return alert_observe(rule=rule, finding=finding, severity=severity)
 
 
 def external_alert_resolve(*, rule, engine=None, host=None, subject):
-    return alert_observe(rule=rule, finding=Finding(subject=subject, active=False, engine=engine, host=host),
-                         severity="info")
+    return alert_observe(
+        rule=rule, finding=Finding(subject=subject, active=False, engine=engine, host=host), severity="info"
+    )
 
 
 def alert_ack(*, event, user):
@@ -83,8 +98,12 @@ def silence_create(*, user=None, until=None, hours=None, engine=None, host=None,
         engine, host, rule = event.engine, (None if event.engine_id else event.host), event.rule
     silence = Silence.objects.create(engine=engine, host=host, rule=rule, until=until, reason=reason, created_by=user)
     if event is not None:
-        note_add(event, "silence", f"silenced until {until:%Y-%m-%d %H:%M} UTC by {user}" + (f": {reason}" if reason else ""),
-                 user=user)
+        note_add(
+            event,
+            "silence",
+            f"silenced until {until:%Y-%m-%d %H:%M} UTC by {user}" + (f": {reason}" if reason else ""),
+            user=user,
+        )
         alert_changed(event)
     return silence
 
@@ -96,8 +115,9 @@ def maintenance_create(*, starts_at, ends_at, engine=None, host=None, reason="",
         raise ValidationError("a maintenance window must end in the future")
     if engine is not None and host is not None:
         raise ValidationError("a maintenance window covers one engine, one host or everything, not both")
-    return MaintenanceWindow.objects.create(starts_at=starts_at, ends_at=ends_at, engine=engine, host=host,
-                                            reason=reason, created_by=user)
+    return MaintenanceWindow.objects.create(
+        starts_at=starts_at, ends_at=ends_at, engine=engine, host=host, reason=reason, created_by=user
+    )
 
 
 def _ended_note(reason, user, now):
@@ -145,8 +165,8 @@ def channel_routes_set(*, channel, routes):
 
 def rule_update(*, key, enabled=None, severity=None, params=None, renotify_s=None, engine=None):
     """Change a rule's settings (or one engine's override); params are validated against the rule's DEFAULTS."""
-    from .rule_config import rule_row
     from .models import AlertRuleOverride
+    from .rule_config import rule_row
     from .rules import REGISTRY
 
     rule = REGISTRY.get(key)

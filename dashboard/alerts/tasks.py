@@ -1,4 +1,5 @@
 """Thin Celery tasks: load by id, call a service. Retries live in the outbox rows, not in Celery."""
+
 from celery import shared_task
 
 

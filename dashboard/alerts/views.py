@@ -1,5 +1,6 @@
 """Alert pages: list, one alert (timeline + deliveries), silences & maintenance, channels (with routing), rules;
 ack/silence/end/maintenance/test/route/edit POSTs."""
+
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.http import Http404, HttpResponseRedirect
@@ -21,10 +22,14 @@ from .rules import REGISTRY
 def index(request):
     filters = {k: request.GET.get(k, "").strip() for k in ("state", "rule", "engine")}
     context = {
-        "alerts": selectors.alert_list(**filters), "filters": filters,
-        "states": ["open", *AlertEvent.State.values], "rules": _rule_keys(),
-        "engines": Engine.objects.values_list("name", flat=True), "silences": selectors.active_silences(),
-        "maintenance": selectors.maintenance_windows(), "firing": selectors.firing_alerts(request.user),
+        "alerts": selectors.alert_list(**filters),
+        "filters": filters,
+        "states": ["open", *AlertEvent.State.values],
+        "rules": _rule_keys(),
+        "engines": Engine.objects.values_list("name", flat=True),
+        "silences": selectors.active_silences(),
+        "maintenance": selectors.maintenance_windows(),
+        "firing": selectors.firing_alerts(request.user),
     }
     return render(request, "alerts/index.html", context)
 
@@ -64,17 +69,24 @@ def silence(request, pk):
         messages.error(request, "Silence not set: " + "; ".join(e for errs in form.errors.values() for e in errs))
         return _back(request, event)
     try:
-        s = services.silence_create(event=event, user=request.user, hours=form.cleaned_data["hours"],
-                                    reason=form.cleaned_data["reason"])
-        messages.success(request, f"Silenced {s.rule} on {s.engine or s.host or 'everything'} until {s.until:%Y-%m-%d %H:%M} UTC.")
+        s = services.silence_create(
+            event=event, user=request.user, hours=form.cleaned_data["hours"], reason=form.cleaned_data["reason"]
+        )
+        messages.success(
+            request, f"Silenced {s.rule} on {s.engine or s.host or 'everything'} until {s.until:%Y-%m-%d %H:%M} UTC."
+        )
     except ValidationError as exc:
         messages.error(request, "; ".join(exc.messages))
     return _back(request, event)
 
 
 def _suppressions_page(request, form=None, status=200):
-    context = {"silences": selectors.active_silences(), "windows": selectors.maintenance_windows(),
-               "now": timezone.now(), "form": form or MaintenanceForm()}
+    context = {
+        "silences": selectors.active_silences(),
+        "windows": selectors.maintenance_windows(),
+        "now": timezone.now(),
+        "form": form or MaintenanceForm(),
+    }
     return render(request, "alerts/silences.html", context, status=status)
 
 
@@ -151,9 +163,14 @@ def channel_new(request):
         messages.error(request, "Channel not added: see the marked fields below.")
         return _channels_page(request, status=400, create_form=form)
     d = form.cleaned_data
-    channel = services.channel_create(name=d["name"], kind=d["kind"], address=d.get("address") or "",
-                                      url=d.get("url") or "", secret=d.get("secret") or "",
-                                      format=d.get("format") or "sparkops")
+    channel = services.channel_create(
+        name=d["name"],
+        kind=d["kind"],
+        address=d.get("address") or "",
+        url=d.get("url") or "",
+        secret=d.get("secret") or "",
+        format=d.get("format") or "sparkops",
+    )
     messages.success(request, f"Channel {channel.name} added; send it a test below.")
     return redirect("alerts:channels")
 
@@ -194,11 +211,17 @@ def _rules_page(request, *, bound=None, status=200):
     """The rules page; BOUND: a rule's form as submitted, drawn with its errors at the fields and its input kept."""
     from .rule_config import rule_settings
 
-    rows = [{"rule": r, "settings": rule_settings(r),
-             "form": bound if bound is not None and bound.rule.key == r.key else RuleForm(rule=r)}
-            for r in REGISTRY.values()]
-    return render(request, "alerts/rules.html", {"rows": rows, "bound_key": bound.rule.key if bound else ""},
-                  status=status)
+    rows = [
+        {
+            "rule": r,
+            "settings": rule_settings(r),
+            "form": bound if bound is not None and bound.rule.key == r.key else RuleForm(rule=r),
+        }
+        for r in REGISTRY.values()
+    ]
+    return render(
+        request, "alerts/rules.html", {"rows": rows, "bound_key": bound.rule.key if bound else ""}, status=status
+    )
 
 
 @require_POST

@@ -5,7 +5,17 @@ from .models import PairRun, Profile, Repetition, Run
 
 @admin.register(Profile)
 class ProfileAdmin(admin.ModelAdmin):
-    list_display = ("name", "engine", "workload", "depth", "mode", "output_tokens", "reps", "concurrency", "params_hash")
+    list_display = (
+        "name",
+        "engine",
+        "workload",
+        "depth",
+        "mode",
+        "output_tokens",
+        "reps",
+        "concurrency",
+        "params_hash",
+    )
     list_filter = ("engine", "mode", "sampling")
     readonly_fields = ("params_hash", "created_at", "updated_at")
 
@@ -14,8 +24,20 @@ class RepetitionInline(admin.TabularInline):
     model = Repetition
     extra = 0
     can_delete = False
-    fields = ("index", "stream", "ok", "bucket", "error", "ttft_ms", "decode_tokens_per_s", "chunks", "prompt_tokens",
-              "cached_tokens", "completion_tokens", "reasoning_tokens")
+    fields = (
+        "index",
+        "stream",
+        "ok",
+        "bucket",
+        "error",
+        "ttft_ms",
+        "decode_tokens_per_s",
+        "chunks",
+        "prompt_tokens",
+        "cached_tokens",
+        "completion_tokens",
+        "reasoning_tokens",
+    )
     readonly_fields = fields
 
 

@@ -7,6 +7,7 @@ defines. Failures are classified into buckets and never become speed figures.
 
 HTTP goes through the project's choke point (dashboard/http.py): explicit timeouts,
 typed errors."""
+
 from __future__ import annotations
 
 import asyncio
@@ -22,24 +23,27 @@ BUCKETS = ("capacity", "overload", "server_error", "timeout", "disconnect", "mal
 _CAPACITY = re.compile(
     r"maximum context length|exceed_context_size|exceeds the available context|context size|"
     r"cannot be greater than max_model_len|max_tokens' or 'max_completion_tokens' is too large|"
-    r"parameter=input_tokens|larger than the max context", re.I)
+    r"parameter=input_tokens|larger than the max context",
+    re.I,
+)
 MAX_ERROR_TEXT = 500
 
 
 @dataclass
 class StreamResult:
     """What came back for one request, before interpretation."""
-    t_send: float = 0.0                 # monotonic, just before the request left
+
+    t_send: float = 0.0  # monotonic, just before the request left
     t_end: float = 0.0
     status: int | None = None
-    chunk_times: list = field(default_factory=list)   # arrival of each token-bearing chunk
+    chunk_times: list = field(default_factory=list)  # arrival of each token-bearing chunk
     t_first_answer: float | None = None  # first content (not reasoning) token
     reasoning_chunks: int = 0
     content_chars: int = 0
     finish_reason: str | None = None
     usage: dict | None = None
     timings: dict | None = None
-    done: bool = False                  # saw "data: [DONE]"
+    done: bool = False  # saw "data: [DONE]"
     bucket: str | None = None
     error: str = ""
 
@@ -128,7 +132,9 @@ def _apply(result: StreamResult, payload: bytes, now: float):
 async def _read_stream(raw, result: StreamResult):
     if "text/event-stream" not in raw.headers.get("content-type", ""):
         body = (await raw.aread())[:200]
-        return result.fail("malformed", f"expected text/event-stream, got {raw.headers.get('content-type')!r}: {body!r}")
+        return result.fail(
+            "malformed", f"expected text/event-stream, got {raw.headers.get('content-type')!r}: {body!r}"
+        )
     parser = SSEParser()
     async for data in raw.aiter_bytes():
         now = time.monotonic()
@@ -182,6 +188,7 @@ def finish_checks(result: StreamResult):
 @dataclass
 class Measurement:
     """The figures of one successful request (definitions: README, Benchmarks)."""
+
     ttft_ms: float
     first_answer_ms: float | None
     decode_tokens_per_s: float | None
@@ -249,5 +256,7 @@ def check_output(result: StreamResult, expected_tokens):
         return result
     n = _usage_int(result.usage or {}, "completion_tokens")
     if n is not None and n < expected_tokens:
-        result.fail("truncated", f"{n} of {expected_tokens} pinned output tokens (finish_reason={result.finish_reason})")
+        result.fail(
+            "truncated", f"{n} of {expected_tokens} pinned output tokens (finish_reason={result.finish_reason})"
+        )
     return result

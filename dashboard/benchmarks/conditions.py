@@ -1,5 +1,6 @@
 """What a run measured (configuration) and under which conditions, from the collectors'
 latest readings; and why a run is tainted (a busy neighbour, a firing alert)."""
+
 from django.apps import apps
 from django.db.models import Q
 from django.utils import timezone
@@ -12,18 +13,34 @@ NEIGHBOUR_BUSY_TOKENS_PER_S = 0.5
 
 def config_snapshot(*, engine, spec, info):
     latest = engine.latest or {}
-    return {"params": spec.as_dict(), "params_hash": spec.params_hash(),
-            "engine": {"name": engine.name, "kind": engine.kind, "url": engine.url,
-                       "models": latest.get("models") or ([info["model"]] if info.get("model") else []),
-                       "version": info.get("version"),
-                       "kv_pool_tokens": latest.get("kv_pool_tokens"),
-                       "window": latest.get("window") or info.get("window")},
-            "prompt": {k: info.get(k) for k in ("filler_words", "calibrated_prompt_tokens", "counted_by")}}
+    return {
+        "params": spec.as_dict(),
+        "params_hash": spec.params_hash(),
+        "engine": {
+            "name": engine.name,
+            "kind": engine.kind,
+            "url": engine.url,
+            "models": latest.get("models") or ([info["model"]] if info.get("model") else []),
+            "version": info.get("version"),
+            "kv_pool_tokens": latest.get("kv_pool_tokens"),
+            "window": latest.get("window") or info.get("window"),
+        },
+        "prompt": {k: info.get(k) for k in ("filler_words", "calibrated_prompt_tokens", "counted_by")},
+    }
 
 
 def _gpu(gpu):
-    keys = ("index", "name", "sm_clock_mhz", "sm_clock_max_mhz", "pstate", "power_w", "utilization_pct",
-            "temperature_c", "clocks_event_reasons")
+    keys = (
+        "index",
+        "name",
+        "sm_clock_mhz",
+        "sm_clock_max_mhz",
+        "pstate",
+        "power_w",
+        "utilization_pct",
+        "temperature_c",
+        "clocks_event_reasons",
+    )
     return {k: gpu.get(k) for k in keys}
 
 
@@ -51,15 +68,27 @@ def conditions_snapshot(*, engine, partner_ids=()):
     neighbours = []
     for other in Engine.objects.filter(host=engine.host).exclude(pk=engine.pk):
         latest = other.latest or {}
-        neighbours.append({"name": other.name, "partner": other.pk in partner_ids,
-                           "requests_running": latest.get("requests_running"),
-                           "generation_tokens_per_s": latest.get("generation_tokens_per_s"),
-                           "generating": _busy(latest)})
+        neighbours.append(
+            {
+                "name": other.name,
+                "partner": other.pk in partner_ids,
+                "requests_running": latest.get("requests_running"),
+                "generation_tokens_per_s": latest.get("generation_tokens_per_s"),
+                "generating": _busy(latest),
+            }
+        )
     own = engine.latest or {}
-    return {"at": timezone.now().isoformat(), "gpus": [_gpu(g) for g in host_latest.get("gpus") or []],
-            "psi": _psi(host_latest), "neighbours": neighbours,
-            "engine": {"requests_running": own.get("requests_running"), "kv_cache_usage": own.get("kv_cache_usage"),
-                       "status": engine.status}}
+    return {
+        "at": timezone.now().isoformat(),
+        "gpus": [_gpu(g) for g in host_latest.get("gpus") or []],
+        "psi": _psi(host_latest),
+        "neighbours": neighbours,
+        "engine": {
+            "requests_running": own.get("requests_running"),
+            "kv_cache_usage": own.get("kv_cache_usage"),
+            "status": engine.status,
+        },
+    }
 
 
 def firing_alerts_during(*, engine, start, end):

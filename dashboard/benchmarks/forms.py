@@ -9,16 +9,37 @@ from .schedule import parse_cron
 
 
 class ProfileForm(forms.ModelForm):
-    sampling_params = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
-                                      help_text='Explicit sampling only, a JSON object, e.g. {"temperature": 0.6, "top_p": 0.95}')
-    cron = forms.CharField(required=False, max_length=120, label="Schedule (cron, UTC)",
-                           help_text="minute hour day-of-month month day-of-week, e.g. '0 3 * * *'; empty = manual only")
+    sampling_params = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text='Explicit sampling only, a JSON object, e.g. {"temperature": 0.6, "top_p": 0.95}',
+    )
+    cron = forms.CharField(
+        required=False,
+        max_length=120,
+        label="Schedule (cron, UTC)",
+        help_text="minute hour day-of-month month day-of-week, e.g. '0 3 * * *'; empty = manual only",
+    )
     schedule_enabled = forms.BooleanField(required=False, initial=True, label="Schedule enabled")
 
     class Meta:
         model = Profile
-        fields = ["name", "engine", "workload", "instruction", "depth", "mode", "output_tokens", "sampling",
-                  "sampling_params", "thinking", "reps", "concurrency", "force", "timeout_s"]
+        fields = [
+            "name",
+            "engine",
+            "workload",
+            "instruction",
+            "depth",
+            "mode",
+            "output_tokens",
+            "sampling",
+            "sampling_params",
+            "thinking",
+            "reps",
+            "concurrency",
+            "force",
+            "timeout_s",
+        ]
         widgets = {"instruction": forms.Textarea(attrs={"rows": 2})}
 
     def __init__(self, *args, cron="", schedule_enabled=True, **kwargs):
@@ -27,7 +48,9 @@ class ProfileForm(forms.ModelForm):
         self.fields["cron"].initial = cron
         self.fields["schedule_enabled"].initial = schedule_enabled
         if self.instance.pk:
-            self.initial["sampling_params"] = json.dumps(self.instance.sampling_params) if self.instance.sampling_params else ""
+            self.initial["sampling_params"] = (
+                json.dumps(self.instance.sampling_params) if self.instance.sampling_params else ""
+            )
 
     def clean_sampling_params(self):
         text = (self.cleaned_data.get("sampling_params") or "").strip()
@@ -38,7 +61,7 @@ class ProfileForm(forms.ModelForm):
         except ValueError as exc:
             raise forms.ValidationError(f"Not JSON: {exc}") from None
         if not isinstance(value, dict):
-            raise forms.ValidationError("Give a JSON object, e.g. {\"temperature\": 0.6}.")
+            raise forms.ValidationError('Give a JSON object, e.g. {"temperature": 0.6}.')
         return value
 
     def clean_cron(self):
@@ -54,8 +77,11 @@ class ProfileForm(forms.ModelForm):
         data = super().clean()
         depth, conc = data.get("depth"), data.get("concurrency")
         if depth and conc and conc > 1 and not data.get("force"):
-            self.add_error("concurrency", "Depth > 0 with concurrency > 1 deadlocked an engine once: "
-                                          "use depth 0 or concurrency 1, or tick force.")
+            self.add_error(
+                "concurrency",
+                "Depth > 0 with concurrency > 1 deadlocked an engine once: "
+                "use depth 0 or concurrency 1, or tick force.",
+            )
         return data
 
 

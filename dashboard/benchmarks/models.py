@@ -1,4 +1,5 @@
 """Benchmark profiles, runs and repetitions (definitions of every figure: README, Benchmarks)."""
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
@@ -31,26 +32,53 @@ class Profile(models.Model):
     name = models.CharField(max_length=63, unique=True, validators=[NAME_VALIDATOR])
     engine = models.ForeignKey("dashboard.Engine", on_delete=models.PROTECT, related_name="bench_profiles")
     workload = models.CharField(max_length=80, default="essay", help_text="Label of the prompt shape, e.g. 'codegen'")
-    instruction = models.TextField(default="Continue the text above with a long, detailed essay.",
-                                   validators=[MaxLengthValidator(MAX_INSTRUCTION)], max_length=MAX_INSTRUCTION,
-                                   help_text="The task appended after the filler; it decides how easy decoding is")
-    depth = models.PositiveIntegerField(default=1024, validators=[MaxValueValidator(MAX_DEPTH)],
-                                        help_text="Prompt tokens (checked against usage.prompt_tokens), 0–1,048,576")
+    instruction = models.TextField(
+        default="Continue the text above with a long, detailed essay.",
+        validators=[MaxLengthValidator(MAX_INSTRUCTION)],
+        max_length=MAX_INSTRUCTION,
+        help_text="The task appended after the filler; it decides how easy decoding is",
+    )
+    depth = models.PositiveIntegerField(
+        default=1024,
+        validators=[MaxValueValidator(MAX_DEPTH)],
+        help_text="Prompt tokens (checked against usage.prompt_tokens), 0–1,048,576",
+    )
     mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.COLD)
-    output_tokens = models.PositiveIntegerField(default=512, validators=[MinValueValidator(1), MaxValueValidator(MAX_OUTPUT)],
-                                                help_text="Pinned with min_tokens/n_predict + ignore_eos, 1–131,072")
+    output_tokens = models.PositiveIntegerField(
+        default=512,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_OUTPUT)],
+        help_text="Pinned with min_tokens/n_predict + ignore_eos, 1–131,072",
+    )
     sampling = models.CharField(max_length=10, choices=Sampling.choices, default=Sampling.SERVER)
-    sampling_params = models.JSONField(default=dict, blank=True, help_text='Only for explicit, e.g. {"temperature": 0.6}')
+    sampling_params = models.JSONField(
+        default=dict, blank=True, help_text='Only for explicit, e.g. {"temperature": 0.6}'
+    )
     thinking = models.CharField(max_length=8, choices=Thinking.choices, default=Thinking.SERVER)
-    reps = models.PositiveSmallIntegerField(default=3, validators=[MinValueValidator(1), MaxValueValidator(MAX_REPS)],
-                                            help_text="Odd, so the median is a measured value; 1–51")
-    concurrency = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_CONCURRENCY)],
-                                                   help_text="Parallel requests, 1–256")
-    force = models.BooleanField(default=False, help_text="Allow depth > 0 with concurrency > 1 (deadlocked an engine once)")
-    timeout_s = models.PositiveIntegerField(default=600, validators=[MinValueValidator(1), MaxValueValidator(MAX_TIMEOUT_S)],
-                                            help_text="Per request, whole answer; 1–86,400 s")
-    schedule = models.OneToOneField("django_celery_beat.PeriodicTask", null=True, blank=True,
-                                    on_delete=models.SET_NULL, related_name="bench_profile")
+    reps = models.PositiveSmallIntegerField(
+        default=3,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_REPS)],
+        help_text="Odd, so the median is a measured value; 1–51",
+    )
+    concurrency = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_CONCURRENCY)],
+        help_text="Parallel requests, 1–256",
+    )
+    force = models.BooleanField(
+        default=False, help_text="Allow depth > 0 with concurrency > 1 (deadlocked an engine once)"
+    )
+    timeout_s = models.PositiveIntegerField(
+        default=600,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_TIMEOUT_S)],
+        help_text="Per request, whole answer; 1–86,400 s",
+    )
+    schedule = models.OneToOneField(
+        "django_celery_beat.PeriodicTask",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="bench_profile",
+    )
     params_hash = models.CharField(max_length=16, editable=False, db_index=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -107,7 +135,9 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    config = models.JSONField(default=dict, blank=True, help_text="Everything that was measured: params, models, version, KV pool, window")
+    config = models.JSONField(
+        default=dict, blank=True, help_text="Everything that was measured: params, models, version, KV pool, window"
+    )
     conditions = models.JSONField(default=dict, blank=True, help_text="GPU clock, PSI, neighbours, at start and end")
     tainted = models.BooleanField(default=False)
     taint_reasons = models.JSONField(default=list, blank=True)
@@ -139,6 +169,7 @@ class Run(models.Model):
 
 class Repetition(models.Model):
     """One request (one repetition, one stream of it when concurrency > 1)."""
+
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="repetitions")
     index = models.PositiveIntegerField()
     stream = models.PositiveIntegerField(default=0)
@@ -170,6 +201,7 @@ class Repetition(models.Model):
 
 class PairRun(models.Model):
     """Co-residency: each engine alone, then both generating at once."""
+
     profile_a = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="+")
     profile_b = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="+")
     status = models.CharField(max_length=8, choices=Run.Status.choices, default=Run.Status.QUEUED)
@@ -184,4 +216,3 @@ class PairRun(models.Model):
 
     def __str__(self):
         return f"pair {self.pk}: {self.profile_a} + {self.profile_b}"
-

@@ -4,6 +4,7 @@ One-at-a-time readings hide the compute penalty (a 64 % loss on the fast model i
 field report). In the "both" phase the two sides start their repetitions together
 (a barrier after warm-up) and a side that finishes first keeps its engine generating
 until the other is done, so every measured request had a busy neighbour."""
+
 from __future__ import annotations
 
 import asyncio
@@ -29,8 +30,15 @@ def pair_create(*, profile_a, profile_b, user=None):
 
 
 def _run(pair, profile, phase):
-    return run_create(engine=profile.engine, spec=profile.spec(), profile=profile, trigger=Run.Trigger.PAIR,
-                      user=pair.created_by, pair=pair, phase=phase)
+    return run_create(
+        engine=profile.engine,
+        spec=profile.spec(),
+        profile=profile,
+        trigger=Run.Trigger.PAIR,
+        user=pair.created_by,
+        pair=pair,
+        phase=phase,
+    )
 
 
 def pair_execute(*, pair):
@@ -53,8 +61,14 @@ def _both(pair, a, b):
     barrier = threading.Barrier(2, timeout=BARRIER_TIMEOUT_S)
     done = {a.pk: threading.Event(), b.pk: threading.Event()}
     other = {a.pk: b.pk, b.pk: a.pk}
-    threads = [threading.Thread(target=_side, args=(runs[p], runs[other[p]].engine_id, barrier, done[p], done[other[p]]),
-                                name=f"bench-pair-{p}") for p in runs]
+    threads = [
+        threading.Thread(
+            target=_side,
+            args=(runs[p], runs[other[p]].engine_id, barrier, done[p], done[other[p]]),
+            name=f"bench-pair-{p}",
+        )
+        for p in runs
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -104,12 +118,27 @@ def pair_table(*, a, b, solo, both):
     for profile in (a, b):
         s, t = _median(solo[profile.pk], "decode_tokens_per_s"), _median(both[profile.pk], "decode_tokens_per_s")
         change = None if not s or t is None else 100.0 * (t - s) / s
-        rows.append({"engine": profile.engine.name, "profile": profile.name, "solo_decode": s, "both_decode": t,
-                     "change_pct": change, "solo_ttft_ms": _median(solo[profile.pk], "ttft_ms"),
-                     "both_ttft_ms": _median(both[profile.pk], "ttft_ms"),
-                     "solo_run": solo[profile.pk].pk, "both_run": both[profile.pk].pk})
+        rows.append(
+            {
+                "engine": profile.engine.name,
+                "profile": profile.name,
+                "solo_decode": s,
+                "both_decode": t,
+                "change_pct": change,
+                "solo_ttft_ms": _median(solo[profile.pk], "ttft_ms"),
+                "both_ttft_ms": _median(both[profile.pk], "ttft_ms"),
+                "solo_run": solo[profile.pk].pk,
+                "both_run": both[profile.pk].pk,
+            }
+        )
     both_rates = [r["both_decode"] for r in rows]
     combined = sum(both_rates) if None not in both_rates else None
     best_solo = max((r["solo_decode"] or 0) for r in rows) or None
-    return {"rows": rows, "combined_both_decode": combined, "best_solo_decode": best_solo,
-            "combined_vs_best_solo_pct": None if not (combined and best_solo) else 100.0 * (combined - best_solo) / best_solo}
+    return {
+        "rows": rows,
+        "combined_both_decode": combined,
+        "best_solo_decode": best_solo,
+        "combined_vs_best_solo_pct": None
+        if not (combined and best_solo)
+        else 100.0 * (combined - best_solo) / best_solo,
+    }

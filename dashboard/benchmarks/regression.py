@@ -3,6 +3,7 @@
 lasting slowdown keeps alerting instead of becoming the new normal) by more than max(5 %, 3 × their
 spread) fires the benchmark_regression alert. This also catches the slow GPU state
 whose clocks look normal."""
+
 import logging
 import statistics
 
@@ -22,8 +23,14 @@ def _median_of(run, metric):
 
 
 def baseline_runs(run):
-    qs = Run.objects.filter(profile=run.profile, params_hash=run.params_hash, status=Run.Status.DONE,
-                            tainted=False, regression=False, created_at__lt=run.created_at).exclude(pk=run.pk)
+    qs = Run.objects.filter(
+        profile=run.profile,
+        params_hash=run.params_hash,
+        status=Run.Status.DONE,
+        tainted=False,
+        regression=False,
+        created_at__lt=run.created_at,
+    ).exclude(pk=run.pk)
     return list(qs.order_by("-created_at")[:BASELINE_RUNS])
 
 
@@ -33,8 +40,13 @@ def judge(value, history, direction):
     spread = max(history) - min(history)
     threshold = max(MIN_SHARE * abs(base), SPREAD_FACTOR * spread)
     slower_by = (base - value) if direction > 0 else (value - base)
-    return slower_by > threshold, {"value": value, "baseline_median": base, "spread": spread,
-                                   "threshold": threshold, "slower_by": slower_by}
+    return slower_by > threshold, {
+        "value": value,
+        "baseline_median": base,
+        "spread": spread,
+        "threshold": threshold,
+        "slower_by": slower_by,
+    }
 
 
 def regression_check(*, run):
@@ -76,8 +88,15 @@ def _notify(run, regressed):
     parts = []
     for metric in regressed:
         d = run.regression_detail[metric]
-        parts.append(f"{metric} {d['value']:.1f} vs median {d['baseline_median']:.1f} of the last "
-                     f"{BASELINE_RUNS} (threshold {d['threshold']:.1f})")
-    external_alert_fire(rule=REGRESSION_RULE, severity="warning", engine=run.engine, subject=_subject(run),
-                        message=f"{run.profile.name} on {run.engine.name} regressed: " + "; ".join(parts),
-                        cause=f"benchmark run {run.pk}")
+        parts.append(
+            f"{metric} {d['value']:.1f} vs median {d['baseline_median']:.1f} of the last "
+            f"{BASELINE_RUNS} (threshold {d['threshold']:.1f})"
+        )
+    external_alert_fire(
+        rule=REGRESSION_RULE,
+        severity="warning",
+        engine=run.engine,
+        subject=_subject(run),
+        message=f"{run.profile.name} on {run.engine.name} regressed: " + "; ".join(parts),
+        cause=f"benchmark run {run.pk}",
+    )

@@ -1,6 +1,7 @@
 """Benchmark scheduling. Each profile's cron lives in the database (django-celery-beat
 PeriodicTask + CrontabSchedule, editable in the UI); the static sweep of runs whose worker
 died is in dashboard/schedule.py."""
+
 import json
 from datetime import timedelta
 
@@ -76,6 +77,8 @@ def runs_sweep_stale():
         budget = params.get("timeout_s", 600) * (params.get("reps", 3) + 3) + STALE_MARGIN_S
         if run.started_at < timezone.now() - timedelta(seconds=budget):
             failed += Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
-                status=Run.Status.FAILED, finished_at=timezone.now(),
-                reason="the worker stopped mid-run (no result within the run's time budget)")
+                status=Run.Status.FAILED,
+                finished_at=timezone.now(),
+                reason="the worker stopped mid-run (no result within the run's time budget)",
+            )
     return failed

@@ -1,4 +1,5 @@
 """Read side: the trend of a profile and what the pages list."""
+
 from datetime import timedelta
 
 from .models import Run
@@ -6,8 +7,11 @@ from .models import Run
 
 def profile_trend(*, profile):
     """Done runs of the profile's current hash, oldest first, as chart series; plus annotations."""
-    runs = list(Run.objects.filter(profile=profile, params_hash=profile.params_hash, status=Run.Status.DONE)
-                .order_by("created_at").only("id", "created_at", "stats", "tainted", "regression"))
+    runs = list(
+        Run.objects.filter(profile=profile, params_hash=profile.params_hash, status=Run.Status.DONE)
+        .order_by("created_at")
+        .only("id", "created_at", "stats", "tainted", "regression")
+    )
     series = {"t": [], "run": [], "tainted": [], "regression": []}
     for metric in ("decode_tokens_per_s", "ttft_ms"):
         series[metric] = {"median": [], "min": [], "max": []}

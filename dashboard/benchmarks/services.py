@@ -2,13 +2,14 @@
 
 `run_execute` owns the event loop (asyncio.Runner) and saves between rounds, so each
 repetition is in the database — and on the run page's progress bar — as soon as it ends."""
+
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
 from collections import Counter
-from datetime import datetime, timezone as dt_tz
+from datetime import UTC, datetime
 
 from django.db import transaction
 from django.utils import timezone
@@ -28,9 +29,17 @@ log = logging.getLogger(__name__)
 
 def run_create(*, engine, spec: RunSpec, profile=None, trigger=Run.Trigger.MANUAL, user=None, pair=None, phase=""):
     """A queued run carrying its full parameters (executed later by a worker or the CLI)."""
-    return Run.objects.create(profile=profile, engine=engine, params_hash=spec.params_hash(), trigger=trigger,
-                              created_by=user, config={"params": spec.as_dict()}, pair=pair, phase=phase,
-                              total_reps=spec.reps * spec.concurrency)
+    return Run.objects.create(
+        profile=profile,
+        engine=engine,
+        params_hash=spec.params_hash(),
+        trigger=trigger,
+        created_by=user,
+        config={"params": spec.as_dict()},
+        pair=pair,
+        phase=phase,
+        total_reps=spec.reps * spec.concurrency,
+    )
 
 
 def run_enqueue(*, profile, user=None, trigger=Run.Trigger.MANUAL):
@@ -47,14 +56,20 @@ def run_enqueue(*, profile, user=None, trigger=Run.Trigger.MANUAL):
 def _claim(run):
     """Queued → running, once: a redelivered task finds nothing to do."""
     claimed = Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(
-        status=Run.Status.RUNNING, started_at=timezone.now())
+        status=Run.Status.RUNNING, started_at=timezone.now()
+    )
     run.refresh_from_db()
     return claimed == 1
 
 
 def _progress(run):
-    publish_on_commit(GROUP_ALL, LiveEvent(type="bench.progress", payload={
-        "run": run.pk, "done": run.done_reps, "total": run.total_reps, "status": run.status}))
+    publish_on_commit(
+        GROUP_ALL,
+        LiveEvent(
+            type="bench.progress",
+            payload={"run": run.pk, "done": run.done_reps, "total": run.total_reps, "status": run.status},
+        ),
+    )
 
 
 def run_refuse(*, run, reason):
@@ -73,23 +88,45 @@ def _fail(run, reason):
 
 def _wall(t_mono, anchor):
     """A monotonic instant as wall-clock time (anchor = (monotonic, wall) taken together)."""
-    return datetime.fromtimestamp(anchor[1] + (t_mono - anchor[0]), tz=dt_tz.utc)
+    return datetime.fromtimestamp(anchor[1] + (t_mono - anchor[0]), tz=UTC)
 
 
 def _save_round(run, index, results, spec, anchor):
     rows = []
     for stream, result in enumerate(results):
         check_output(result, spec.output_tokens)
-        row = Repetition(run=run, index=index, stream=stream, started_at=_wall(result.t_send, anchor),
-                         ok=result.bucket is None, bucket=result.bucket or "", error=result.error,
-                         http_status=result.status, finish_reason=result.finish_reason or "", timings=result.timings)
+        row = Repetition(
+            run=run,
+            index=index,
+            stream=stream,
+            started_at=_wall(result.t_send, anchor),
+            ok=result.bucket is None,
+            bucket=result.bucket or "",
+            error=result.error,
+            http_status=result.status,
+            finish_reason=result.finish_reason or "",
+            timings=result.timings,
+        )
         if row.ok:
             m = measure(result)
-            for name in ("ttft_ms", "first_answer_ms", "decode_tokens_per_s", "chunks", "prompt_tokens",
-                         "cached_tokens", "completion_tokens", "reasoning_tokens", "reasoning_chunks", "total_ms"):
+            for name in (
+                "ttft_ms",
+                "first_answer_ms",
+                "decode_tokens_per_s",
+                "chunks",
+                "prompt_tokens",
+                "cached_tokens",
+                "completion_tokens",
+                "reasoning_tokens",
+                "reasoning_chunks",
+                "total_ms",
+            ):
                 setattr(row, name, getattr(m, name))
-            row.chunk_summary = {"gap_ms": m.chunk_gap_ms, "first_ms": m.ttft_ms,
-                                 "last_ms": (result.chunk_times[-1] - result.t_send) * 1000}
+            row.chunk_summary = {
+                "gap_ms": m.chunk_gap_ms,
+                "first_ms": m.ttft_ms,
+                "last_ms": (result.chunk_times[-1] - result.t_send) * 1000,
+            }
         rows.append(row)
     Repetition.objects.bulk_create(rows)
     run.done_reps += len(rows)
@@ -123,8 +160,12 @@ def _measure(run, spec, runner, anchor, ready=None):
 
 
 def _brief(result):
-    return {"ok": result.bucket is None, "bucket": result.bucket, "error": result.error,
-            "cached_tokens": ((result.usage or {}).get("prompt_tokens_details") or {}).get("cached_tokens")}
+    return {
+        "ok": result.bucket is None,
+        "bucket": result.bucket,
+        "error": result.error,
+        "cached_tokens": ((result.usage or {}).get("prompt_tokens_details") or {}).get("cached_tokens"),
+    }
 
 
 def run_execute(*, run, partner_ids=(), ready=None):
@@ -149,15 +190,19 @@ def run_finish(*, run, spec, reps, before, partner_ids=()):
     after = conditions_snapshot(engine=run.engine, partner_ids=partner_ids)
     run.finished_at = timezone.now()
     run.conditions = {"start": before, "end": after}
-    run.taint_reasons = taint_reasons(engine=run.engine, before=before, after=after,
-                                      start=run.started_at, end=run.finished_at)
+    run.taint_reasons = taint_reasons(
+        engine=run.engine, before=before, after=after, start=run.started_at, end=run.finished_at
+    )
     run.tainted = bool(run.taint_reasons)
     run.checks = cache_checks(spec=spec, reps=reps) + depth_check(spec=spec, reps=reps)
     errors = Counter(r.bucket for r in reps if not r.ok)
     run.stats = run_stats([_as_dict(r) for r in reps if r.ok], errors, spec.reps)
     failed_checks = [c["name"] for c in run.checks if c["ok"] is False]
     if not any(r.ok for r in reps):
-        run.status, run.reason = Run.Status.FAILED, "every request failed: " + ", ".join(f"{k} ×{v}" for k, v in errors.items())
+        run.status, run.reason = (
+            Run.Status.FAILED,
+            "every request failed: " + ", ".join(f"{k} ×{v}" for k, v in errors.items()),
+        )
     elif failed_checks:
         run.status, run.reason = Run.Status.FAILED, "verification failed: " + ", ".join(failed_checks)
     else:
@@ -172,19 +217,45 @@ def run_finish(*, run, spec, reps, before, partner_ids=()):
 
 
 def _as_dict(rep):
-    return {name: getattr(rep, name) for name in ("ttft_ms", "first_answer_ms", "decode_tokens_per_s", "prompt_tokens",
-                                                  "completion_tokens", "cached_tokens", "reasoning_tokens", "chunks",
-                                                  "total_ms")}
+    return {
+        name: getattr(rep, name)
+        for name in (
+            "ttft_ms",
+            "first_answer_ms",
+            "decode_tokens_per_s",
+            "prompt_tokens",
+            "completion_tokens",
+            "cached_tokens",
+            "reasoning_tokens",
+            "chunks",
+            "total_ms",
+        )
+    }
 
 
 def run_summary(run):
     """The result as `sparkops bench run --json` prints it."""
     stats = run.stats or {}
-    out = {"run": run.pk, "status": run.status, "reason": run.reason, "engine": run.engine.name,
-           "params_hash": run.params_hash, "tainted": run.tainted, "taint_reasons": run.taint_reasons,
-           "checks": run.checks}
-    for name in ("ttft_ms", "first_answer_ms", "decode_tokens_per_s", "prompt_tokens", "completion_tokens",
-                 "cached_tokens", "reasoning_tokens", "chunks"):
+    out = {
+        "run": run.pk,
+        "status": run.status,
+        "reason": run.reason,
+        "engine": run.engine.name,
+        "params_hash": run.params_hash,
+        "tainted": run.tainted,
+        "taint_reasons": run.taint_reasons,
+        "checks": run.checks,
+    }
+    for name in (
+        "ttft_ms",
+        "first_answer_ms",
+        "decode_tokens_per_s",
+        "prompt_tokens",
+        "completion_tokens",
+        "cached_tokens",
+        "reasoning_tokens",
+        "chunks",
+    ):
         out[name] = {k: v for k, v in (stats.get(name) or {"n": 0}).items()}
     out["errors"] = stats.get("errors", {})
     out["reps"] = stats.get("reps", (run.config.get("params") or {}).get("reps"))

@@ -1,6 +1,7 @@
 """The async side of a run: discover the engine, build the prompt to depth, warm up,
 prime the prefix cache, send repetitions. No database access here (services.py drives
 it with asyncio.Runner and saves between rounds)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,7 +19,7 @@ class BenchSession:
     def __init__(self, spec: RunSpec):
         self.spec = spec
         self.client = None
-        self.info = {}          # what the engine said about itself: model, version, window
+        self.info = {}  # what the engine said about itself: model, version, window
         self.n_words = 0
         self.run_salt = new_salt()
 
@@ -127,8 +128,9 @@ class BenchSession:
     async def round(self, index):
         """One repetition: `concurrency` identical-shape requests at once."""
         bodies = [self.spec.body(self.messages(turn=index * 100 + s + 1)) for s in range(self.spec.concurrency)]
-        return await asyncio.gather(*(stream_chat(self.client, self.spec.chat_url(), b, timeout=self.spec.timeout_s)
-                                      for b in bodies))
+        return await asyncio.gather(
+            *(stream_chat(self.client, self.spec.chat_url(), b, timeout=self.spec.timeout_s) for b in bodies)
+        )
 
 
 class CalibrationError(Exception):

@@ -3,6 +3,7 @@
 A RunSpec is plain data so a run can be re-created from its stored config and the CLI
 can run without a saved profile. Its hash covers exactly what is sent, so runs are
 only compared with runs that sent the same thing."""
+
 from __future__ import annotations
 
 import random
@@ -11,11 +12,58 @@ from dataclasses import asdict, dataclass, field
 
 from .hashing import HASH_FIELDS, PROMPT_VERSION, stable_hash
 
-_WORDS = ("system", "engine", "request", "token", "memory", "window", "cache", "prefix", "stream", "agent",
-          "model", "decode", "prefill", "kernel", "clock", "power", "queue", "worker", "schedule", "latency",
-          "river", "mountain", "harbour", "library", "garden", "market", "bridge", "lantern", "orchard", "valley",
-          "careful", "quiet", "bright", "narrow", "ancient", "steady", "curious", "distant", "gentle", "rapid",
-          "builds", "measures", "records", "carries", "watches", "repairs", "counts", "follows", "explains", "keeps")
+_WORDS = (
+    "system",
+    "engine",
+    "request",
+    "token",
+    "memory",
+    "window",
+    "cache",
+    "prefix",
+    "stream",
+    "agent",
+    "model",
+    "decode",
+    "prefill",
+    "kernel",
+    "clock",
+    "power",
+    "queue",
+    "worker",
+    "schedule",
+    "latency",
+    "river",
+    "mountain",
+    "harbour",
+    "library",
+    "garden",
+    "market",
+    "bridge",
+    "lantern",
+    "orchard",
+    "valley",
+    "careful",
+    "quiet",
+    "bright",
+    "narrow",
+    "ancient",
+    "steady",
+    "curious",
+    "distant",
+    "gentle",
+    "rapid",
+    "builds",
+    "measures",
+    "records",
+    "carries",
+    "watches",
+    "repairs",
+    "counts",
+    "follows",
+    "explains",
+    "keeps",
+)
 
 
 def filler(n_words):
@@ -49,12 +97,23 @@ class RunSpec:
     @classmethod
     def from_profile(cls, profile):
         engine = profile.engine
-        return cls(engine_name=engine.name, engine_kind=engine.kind, base_url=engine.base_url,
-                   workload=profile.workload, instruction=profile.instruction, depth=profile.depth,
-                   mode=profile.mode, output_tokens=profile.output_tokens, sampling=profile.sampling,
-                   sampling_params=dict(profile.sampling_params or {}), thinking=profile.thinking,
-                   reps=profile.reps, concurrency=profile.concurrency, force=profile.force,
-                   timeout_s=float(profile.timeout_s))
+        return cls(
+            engine_name=engine.name,
+            engine_kind=engine.kind,
+            base_url=engine.base_url,
+            workload=profile.workload,
+            instruction=profile.instruction,
+            depth=profile.depth,
+            mode=profile.mode,
+            output_tokens=profile.output_tokens,
+            sampling=profile.sampling,
+            sampling_params=dict(profile.sampling_params or {}),
+            thinking=profile.thinking,
+            reps=profile.reps,
+            concurrency=profile.concurrency,
+            force=profile.force,
+            timeout_s=float(profile.timeout_s),
+        )
 
     @classmethod
     def from_dict(cls, data):
@@ -75,9 +134,11 @@ class RunSpec:
         (salted per run) plus a new user turn that differs per repetition."""
         head = f"[{salt}] " + filler(n_words)
         if self.mode == "follow_up":
-            return [{"role": "user", "content": head},
-                    {"role": "assistant", "content": "Noted. What should I do with it?"},
-                    {"role": "user", "content": f"Turn {turn or 0}. {self.instruction}"}]
+            return [
+                {"role": "user", "content": head},
+                {"role": "assistant", "content": "Noted. What should I do with it?"},
+                {"role": "user", "content": f"Turn {turn or 0}. {self.instruction}"},
+            ]
         return [{"role": "user", "content": f"{head}\n\n{self.instruction}"}]
 
     def body(self, messages, *, output_tokens=None, pin=True):

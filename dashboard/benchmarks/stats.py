@@ -2,11 +2,21 @@
 
 A percentile p is reported only when n >= PERCENTILE_MIN_N[p] — with fewer samples the
 "p95" is just the maximum under another name."""
+
 import statistics
 
 PERCENTILE_MIN_N = {90: 10, 95: 20, 99: 100}
-FIELDS = ("ttft_ms", "first_answer_ms", "decode_tokens_per_s", "prompt_tokens", "completion_tokens",
-          "cached_tokens", "reasoning_tokens", "chunks", "total_ms")
+FIELDS = (
+    "ttft_ms",
+    "first_answer_ms",
+    "decode_tokens_per_s",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "chunks",
+    "total_ms",
+)
 
 
 def percentile(sorted_values, p):

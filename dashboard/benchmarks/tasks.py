@@ -1,5 +1,6 @@
 """Thin Celery tasks: load by id, call a service. No retries: a benchmark that failed
 is a result to keep, and re-running it would measure a different moment."""
+
 from celery import shared_task
 
 from .models import PairRun, Profile, Run

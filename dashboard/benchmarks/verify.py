@@ -1,4 +1,5 @@
 """Pre-flight refusals and the after-the-fact checks a run must pass to be believed."""
+
 from .spec import depth_tolerance
 
 # llama.cpp reuses the chat template's leading tokens even before a unique salt
@@ -16,16 +17,20 @@ def preflight(*, spec, window, engine_status=None):
     if spec.concurrency < 1:
         return "concurrency must be at least 1"
     if spec.depth > 0 and spec.concurrency > 1 and not spec.force:
-        return (f"depth {spec.depth} with concurrency {spec.concurrency} is refused: deep prompts at concurrency "
-                "deadlocked an engine once (use depth 0 or concurrency 1, or set force)")
+        return (
+            f"depth {spec.depth} with concurrency {spec.concurrency} is refused: deep prompts at concurrency "
+            "deadlocked an engine once (use depth 0 or concurrency 1, or set force)"
+        )
     if engine_status == "down":
         return "the engine is down"
     if not window:
         return "the engine's window is unknown (no collector reading, and /v1/models does not say): refusing to guess"
     need = spec.depth + spec.output_tokens
     if need > window:
-        return (f"prompt {spec.depth} + output {spec.output_tokens} = {need} tokens does not fit the window of "
-                f"{window} tokens: the engine would answer HTTP 400 (or clamp the output), not a speed")
+        return (
+            f"prompt {spec.depth} + output {spec.output_tokens} = {need} tokens does not fit the window of "
+            f"{window} tokens: the engine would answer HTTP 400 (or clamp the output), not a speed"
+        )
     return None
 
 
@@ -40,17 +45,29 @@ def cache_checks(*, spec, reps):
         return []
     unknown = [r.index for r in ok_reps if r.cached_tokens is None]
     if unknown:
-        return [check("cache", None, "the engine does not report cached tokens (vLLM: --enable-prompt-tokens-details); "
-                                     f"cache state unverified for reps {unknown}")]
+        return [
+            check(
+                "cache",
+                None,
+                "the engine does not report cached tokens (vLLM: --enable-prompt-tokens-details); "
+                f"cache state unverified for reps {unknown}",
+            )
+        ]
     if spec.mode == "cold":
         limit = COLD_TOLERANCE.get(spec.engine_kind, 0)
         bad = [(r.index, r.cached_tokens) for r in ok_reps if r.cached_tokens > limit]
         detail = f"cached_tokens ≤ {limit} on every rep" if not bad else f"not cold: (rep, cached) {bad}"
         return [check("cold", not bad, detail)]
-    bad = [(r.index, r.cached_tokens, r.prompt_tokens) for r in ok_reps
-           if r.cached_tokens < FOLLOW_UP_MIN_SHARE * (r.prompt_tokens or 0)]
-    detail = (f"cached ≥ {FOLLOW_UP_MIN_SHARE:.0%} of the prompt on every rep" if not bad
-              else f"prefix cache missed: (rep, cached, prompt) {bad}")
+    bad = [
+        (r.index, r.cached_tokens, r.prompt_tokens)
+        for r in ok_reps
+        if r.cached_tokens < FOLLOW_UP_MIN_SHARE * (r.prompt_tokens or 0)
+    ]
+    detail = (
+        f"cached ≥ {FOLLOW_UP_MIN_SHARE:.0%} of the prompt on every rep"
+        if not bad
+        else f"prefix cache missed: (rep, cached, prompt) {bad}"
+    )
     return [check("follow_up", not bad, detail)]
 
 
@@ -60,6 +77,9 @@ def depth_check(*, spec, reps):
         return []
     tol = depth_tolerance(spec.depth)
     bad = [(r.index, r.prompt_tokens) for r in ok_reps if abs(r.prompt_tokens - spec.depth) > tol]
-    detail = (f"usage.prompt_tokens within ±{tol} of {spec.depth}" if not bad
-              else f"prompt depth off by more than ±{tol}: (rep, prompt_tokens) {bad}")
+    detail = (
+        f"usage.prompt_tokens within ±{tol} of {spec.depth}"
+        if not bad
+        else f"prompt depth off by more than ±{tol}: (rep, prompt_tokens) {bad}"
+    )
     return [check("depth", not bad, detail)]

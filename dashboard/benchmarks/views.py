@@ -1,7 +1,8 @@
 """Benchmark pages: profiles, a profile's trend, runs (live progress), compare, pairs."""
+
 from django.contrib import messages
 from django.db import transaction
-from django.http import JsonResponse, Http404
+from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -22,8 +23,9 @@ def index(request):
     profiles = Profile.objects.select_related("engine", "schedule", "schedule__crontab")
     runs = Run.objects.select_related("engine", "profile")[:RECENT]
     pairs = PairRun.objects.select_related("profile_a", "profile_b")[:10]
-    return render(request, "bench/index.html", {"profiles": profiles, "runs": runs, "pairs": pairs,
-                                                "pair_form": PairForm()})
+    return render(
+        request, "bench/index.html", {"profiles": profiles, "runs": runs, "pairs": pairs, "pair_form": PairForm()}
+    )
 
 
 def _save_profile(request, form):
@@ -32,8 +34,9 @@ def _save_profile(request, form):
         if profile.created_by_id is None:
             profile.created_by = request.user
         profile.save()
-        profile_set_schedule(profile=profile, cron=form.cleaned_data["cron"],
-                             enabled=form.cleaned_data["schedule_enabled"])
+        profile_set_schedule(
+            profile=profile, cron=form.cleaned_data["cron"], enabled=form.cleaned_data["schedule_enabled"]
+        )
     return profile
 
 
@@ -62,8 +65,11 @@ def profile_edit(request, pk):
 def profile_detail(request, pk):
     profile = get_object_or_404(Profile.objects.select_related("engine", "schedule"), pk=pk)
     runs = profile.runs.select_related("engine")[:50]
-    return render(request, "bench/profile_detail.html", {
-        "profile": profile, "runs": runs, "trend": profile_trend(profile=profile), "cron": profile_cron(profile)})
+    return render(
+        request,
+        "bench/profile_detail.html",
+        {"profile": profile, "runs": runs, "trend": profile_trend(profile=profile), "cron": profile_cron(profile)},
+    )
 
 
 @role_required("operator")
@@ -79,9 +85,16 @@ def run_detail(request, pk):
     run = get_object_or_404(Run.objects.select_related("engine", "profile", "created_by"), pk=pk)
     if request.GET.get("format") == "progress":  # run.js catches up with this when its socket (re)opens
         return JsonResponse({"run": run.pk, "done": run.done_reps, "total": run.total_reps, "status": run.status})
-    return render(request, "bench/run_detail.html", {
-        "run": run, "reps": run.repetitions.all(), "summary": run_summary(run),
-        "live": run.status in (Run.Status.QUEUED, Run.Status.RUNNING)})
+    return render(
+        request,
+        "bench/run_detail.html",
+        {
+            "run": run,
+            "reps": run.repetitions.all(),
+            "summary": run_summary(run),
+            "live": run.status in (Run.Status.QUEUED, Run.Status.RUNNING),
+        },
+    )
 
 
 def compare(request):
@@ -90,8 +103,9 @@ def compare(request):
     try:
         a, b = (int_param(request.GET, key, required=True) for key in ("a", "b"))
     except ParamError as exc:
-        return render(request, "bench/compare.html", {"error": f"Pick two runs to compare (?a=RUN&b=RUN): {exc}"},
-                      status=400)
+        return render(
+            request, "bench/compare.html", {"error": f"Pick two runs to compare (?a=RUN&b=RUN): {exc}"}, status=400
+        )
     run_a, run_b = runs_for_compare(a=a, b=b)
     if run_a is None or run_b is None:
         raise Http404("no such run")
@@ -102,8 +116,16 @@ def compare(request):
 
 def _compare_rows(sa, sb):
     rows = []
-    for name in ("ttft_ms", "first_answer_ms", "decode_tokens_per_s", "prompt_tokens", "cached_tokens",
-                 "completion_tokens", "reasoning_tokens", "chunks"):
+    for name in (
+        "ttft_ms",
+        "first_answer_ms",
+        "decode_tokens_per_s",
+        "prompt_tokens",
+        "cached_tokens",
+        "completion_tokens",
+        "reasoning_tokens",
+        "chunks",
+    ):
         ma, mb = sa[name].get("median"), sb[name].get("median")
         change = None if ma in (None, 0) or mb is None else 100.0 * (mb - ma) / ma
         rows.append({"name": name, "a": sa[name], "b": sb[name], "change": change})
@@ -117,8 +139,9 @@ def pair_start(request):
     if not form.is_valid():
         messages.error(request, "; ".join(e for errs in form.errors.values() for e in errs))
         return redirect("bench:index")
-    pair = pair_create(profile_a=form.cleaned_data["profile_a"], profile_b=form.cleaned_data["profile_b"],
-                       user=request.user)
+    pair = pair_create(
+        profile_a=form.cleaned_data["profile_a"], profile_b=form.cleaned_data["profile_b"], user=request.user
+    )
     from .tasks import bench_pair_execute
 
     queue = pair.profile_a.engine.host.queue  # both engines of a pair share one box

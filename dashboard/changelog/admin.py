@@ -1,5 +1,6 @@
 """The admin reads the log; it never writes it. No add, change or delete permission for
 anyone, superusers included, so the admin is not a back door around append-only."""
+
 from django.contrib import admin
 
 from .models import Claim, Correction, Entry, EntryRevision, EvidenceLink, FlagChange, SearchDocument

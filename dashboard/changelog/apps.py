@@ -8,8 +8,7 @@ class ChangelogConfig(AppConfig):
     verbose_name = "Change log"
 
     def ready(self):
-        pre_delete.connect(_engine_named_in_the_log, sender="dashboard.Engine",
-                           dispatch_uid="changelog-engine-protect")
+        pre_delete.connect(_engine_named_in_the_log, sender="dashboard.Engine", dispatch_uid="changelog-engine-protect")
 
 
 def _engine_named_in_the_log(sender, instance, **kwargs):
@@ -19,5 +18,8 @@ def _engine_named_in_the_log(sender, instance, **kwargs):
 
     entries = list(instance.changelog_entries.all()[:5])
     if entries:
-        raise ProtectedError(f"Cannot delete engine {instance.name!r}: change-log entries name it "
-                             f"(retire it with 'sparkops engine remove {instance.name}').", set(entries))
+        raise ProtectedError(
+            f"Cannot delete engine {instance.name!r}: change-log entries name it "
+            f"(retire it with 'sparkops engine remove {instance.name}').",
+            set(entries),
+        )

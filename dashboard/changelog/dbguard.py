@@ -17,10 +17,31 @@ all present)."""
 CHILD_TABLES = ("changelog_flagchange", "changelog_claim", "changelog_entry_engines", "changelog_evidencelink")
 # Every column of changelog_entry / changelog_correction but author_id: what must stay equal
 # when a user deletion sets author_id to NULL.
-ENTRY_COLUMNS = ("id", "effective_at", "units", "kind", "title", "body_md", "reason", "expected_effect",
-                 "author_name", "created_at", "fingerprint", "locked_at")
-CORRECTION_COLUMNS = ("id", "corrected_at", "text_md", "mark", "author_name", "created_at", "claim_id", "entry_id",
-                      "content_fingerprint")
+ENTRY_COLUMNS = (
+    "id",
+    "effective_at",
+    "units",
+    "kind",
+    "title",
+    "body_md",
+    "reason",
+    "expected_effect",
+    "author_name",
+    "created_at",
+    "fingerprint",
+    "locked_at",
+)
+CORRECTION_COLUMNS = (
+    "id",
+    "corrected_at",
+    "text_md",
+    "mark",
+    "author_name",
+    "created_at",
+    "claim_id",
+    "entry_id",
+    "content_fingerprint",
+)
 # As they were at migration 0003 (a migration installs what its schema has).
 CORRECTION_COLUMNS_0003 = CORRECTION_COLUMNS[:-1]
 
@@ -122,8 +143,9 @@ DROP FUNCTION IF EXISTS changelog_locked_entry_of(jsonb);
 """
 
 _SQLITE_LOCKED = "julianday({row}.locked_at) <= julianday('now')"
-_SQLITE_ENTRY_LOCKED = ("EXISTS (SELECT 1 FROM changelog_entry e WHERE e.id = {expr} "
-                        "AND julianday(e.locked_at) <= julianday('now'))")
+_SQLITE_ENTRY_LOCKED = (
+    "EXISTS (SELECT 1 FROM changelog_entry e WHERE e.id = {expr} AND julianday(e.locked_at) <= julianday('now'))"
+)
 
 
 def _same_but_author(columns):
@@ -153,7 +175,8 @@ def _sqlite_statements(entry_columns, correction_columns):
         new = _SQLITE_ENTRY_LOCKED.format(expr="NEW.entry_id")
         if table == "changelog_evidencelink":
             via = _SQLITE_ENTRY_LOCKED.format(
-                expr="(SELECT c.entry_id FROM changelog_correction c WHERE c.id = {row}.correction_id)")
+                expr="(SELECT c.entry_id FROM changelog_correction c WHERE c.id = {row}.correction_id)"
+            )
             old = f"({old} OR {via.format(row='OLD')})"
             new_upd = f"({new} OR {via.format(row='NEW')})"
         else:
@@ -170,8 +193,13 @@ def _sqlite_statements(entry_columns, correction_columns):
 
 
 def sqlite_trigger_names():
-    names = ["changelog_entry_no_delete", "changelog_entry_no_extension", "changelog_entry_no_update",
-             "changelog_correction_no_update", "changelog_correction_no_delete"]
+    names = [
+        "changelog_entry_no_delete",
+        "changelog_entry_no_extension",
+        "changelog_entry_no_update",
+        "changelog_correction_no_update",
+        "changelog_correction_no_delete",
+    ]
     return names + [f"{t}_no_{op}" for t in CHILD_TABLES for op in ("delete", "update", "insert")]
 
 

@@ -1,5 +1,6 @@
 """Forms for entries, corrections and the ledgers. They validate everything and build the
 arguments the services take, so a view never saves half an entry."""
+
 from datetime import UTC, datetime, timedelta
 
 from django import forms
@@ -49,12 +50,14 @@ def sane_date(at, *, what):
 
 
 class EntryForm(forms.Form):
-    effective_at = forms.DateTimeField(widget=DATETIME_WIDGET, input_formats=DT_FORMATS,
-                                       help_text="When it took effect; may be in the past.")
+    effective_at = forms.DateTimeField(
+        widget=DATETIME_WIDGET, input_formats=DT_FORMATS, help_text="When it took effect; may be in the past."
+    )
     kind = forms.ChoiceField(choices=Entry.Kind.choices)
     title = forms.CharField(max_length=200)
-    engines = forms.ModelMultipleChoiceField(queryset=Engine.objects.all(), required=False,
-                                             widget=forms.CheckboxSelectMultiple)
+    engines = forms.ModelMultipleChoiceField(
+        queryset=Engine.objects.all(), required=False, widget=forms.CheckboxSelectMultiple
+    )
     units = forms.CharField(required=False, help_text="systemd units, comma-separated")
     flags = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), help_text=FLAG_HELP)
     body_md = forms.CharField(label="Body (Markdown)", required=False, widget=forms.Textarea(attrs={"rows": 8}))
@@ -115,8 +118,13 @@ class ClaimForm(forms.Form):
 
     def claim_fields(self):
         d = self.cleaned_data
-        return {"text": d["text"].strip(), "metric": d.get("metric") or "", "predicted": d.get("predicted"),
-                "window": d.get("window"), "engine": d.get("engine")}
+        return {
+            "text": d["text"].strip(),
+            "metric": d.get("metric") or "",
+            "predicted": d.get("predicted"),
+            "window": d.get("window"),
+            "engine": d.get("engine"),
+        }
 
 
 ClaimFormSet = forms.formset_factory(ClaimForm, extra=2, max_num=20)
@@ -127,8 +135,9 @@ def claims_from(formset):
 
 
 class CorrectionForm(forms.Form):
-    corrected_at = forms.DateTimeField(widget=DATETIME_WIDGET, input_formats=DT_FORMATS, initial=timezone.now,
-                                       label="Date of the correction")
+    corrected_at = forms.DateTimeField(
+        widget=DATETIME_WIDGET, input_formats=DT_FORMATS, initial=timezone.now, label="Date of the correction"
+    )
     target = forms.ChoiceField(label="Corrects")
     mark = forms.ChoiceField(choices=Correction.Mark.choices, required=False, label="Mark the claim")
     text_md = forms.CharField(label="Correction (Markdown)", widget=forms.Textarea(attrs={"rows": 5}))
@@ -139,7 +148,8 @@ class CorrectionForm(forms.Form):
         self.entry = entry
         self.claims = {str(c.pk): c for c in entry.claims.all()}
         self.fields["target"].choices = [("entry", "the whole entry")] + [
-            (pk, f"claim {c.position + 1}: {c.text[:70]}") for pk, c in self.claims.items()]
+            (pk, f"claim {c.position + 1}: {c.text[:70]}") for pk, c in self.claims.items()
+        ]
 
     def clean_evidence(self):
         try:
@@ -150,8 +160,10 @@ class CorrectionForm(forms.Form):
     def clean_corrected_at(self):
         at = sane_date(self.cleaned_data["corrected_at"], what="A correction")
         if at < self.entry.effective_at:
-            raise forms.ValidationError("A correction cannot be older than the entry it corrects "
-                                        f"({timezone.localtime(self.entry.effective_at):%Y-%m-%d %H:%M}).")
+            raise forms.ValidationError(
+                "A correction cannot be older than the entry it corrects "
+                f"({timezone.localtime(self.entry.effective_at):%Y-%m-%d %H:%M})."
+            )
         return at
 
     def clean_text_md(self):
@@ -213,14 +225,16 @@ class KVPoolEntryForm(forms.ModelForm):
 class IncidentCloseForm(forms.Form):
     closed_at = forms.DateTimeField(widget=DATETIME_WIDGET, input_formats=DT_FORMATS, initial=timezone.now)
     fix_that_held = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}))
-    entries = forms.ModelMultipleChoiceField(queryset=Entry.objects.none(),
-                                             required=False, label="Change-log entries that fixed it")
+    entries = forms.ModelMultipleChoiceField(
+        queryset=Entry.objects.none(), required=False, label="Change-log entries that fixed it"
+    )
 
     def __init__(self, *args, incident, **kwargs):
         super().__init__(*args, **kwargs)
         self.incident = incident
         self.fields["entries"].queryset = Entry.objects.filter(
-            effective_at__gte=incident.opened_at - timedelta(days=1)).order_by("effective_at")
+            effective_at__gte=incident.opened_at - timedelta(days=1)
+        ).order_by("effective_at")
 
     def clean_fix_that_held(self):
         text = self.cleaned_data["fix_that_held"].strip()

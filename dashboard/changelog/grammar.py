@@ -1,6 +1,7 @@
 """Line grammars shared by the web forms and the Markdown import, so one flag line means the
 same thing in both places. Each parser returns a value or raises ValueError with a message
 fit to show the user."""
+
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -11,7 +12,8 @@ ARROWS = ("→", "->")
 _FLAG = re.compile(r"^(?P<flag>-{0,2}[A-Za-z0-9][\w.-]*)\s*:\s*(?P<old>.*?)\s*(?:→|->)\s*(?P<new>.*)$")
 _PREDICTION = re.compile(
     r"^(?P<metric>[a-z_]+)\s+(?P<value>[0-9][0-9,]*(?:\.[0-9]+)?)\s*×?"
-    r"(?:\s+at\s+(?P<window>[0-9][0-9,]*))?(?:\s+on\s+(?P<engine>\S+))?$")
+    r"(?:\s+at\s+(?P<window>[0-9][0-9,]*))?(?:\s+on\s+(?P<engine>\S+))?$"
+)
 METRICS = ("concurrency", "pool_tokens", "kv_memory_gib", "tokens_per_gib")
 MAX_REF_ID = 2**31 - 1  # EvidenceLink.ref_id is a PositiveIntegerField: its range on every database
 EVIDENCE_PREFIXES = {"run": "benchmark_run", "alert": "alert_event", "chart": "chart_window"}
@@ -137,12 +139,12 @@ def fenced_lines(lines):
     for n, line in enumerate(lines, 1):
         m = _FENCE.match(line)
         if fence is None:
-            if m and not (m["fence"][0] == "`" and "`" in line[m.end():]):
+            if m and not (m["fence"][0] == "`" and "`" in line[m.end() :]):
                 fence, opened_at = m["fence"], n
                 inside.add(n)
             continue
         inside.add(n)
-        if m and m["fence"][0] == fence[0] and len(m["fence"]) >= len(fence) and not line[m.end():].strip():
+        if m and m["fence"][0] == fence[0] and len(m["fence"]) >= len(fence) and not line[m.end() :].strip():
             fence = None
     return inside, (opened_at if fence is not None else None)
 

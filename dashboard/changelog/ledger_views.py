@@ -1,4 +1,5 @@
 """Ledger pages: KV-pool table + chart + add-row form, incident table + close form, exports."""
+
 from django.contrib import messages
 from django.db import transaction
 from django.http import Http404, HttpResponse
@@ -19,8 +20,8 @@ def _ledger_context(kv_form=None):
         "kv_rows": KVPoolEntry.objects.select_related("engine").order_by("-recorded_at", "-id"),
         "incidents": Incident.objects.select_related("engine").prefetch_related("changelog_entries"),
         "chart": pool_chart_data(),
-        "kv_form": kv_form or KVPoolEntryForm(initial={"recorded_at": timezone.localtime().replace(second=0,
-                                                                                                   microsecond=0)}),
+        "kv_form": kv_form
+        or KVPoolEntryForm(initial={"recorded_at": timezone.localtime().replace(second=0, microsecond=0)}),
     }
 
 
@@ -47,13 +48,19 @@ def kvpool_add(request):
 @require_http_methods(["GET", "POST"])
 def incident_close(request, pk):
     incident = get_object_or_404(Incident, pk=pk)
-    initial = {"closed_at": timezone.localtime().replace(second=0, microsecond=0),
-               "fix_that_held": incident.fix_that_held}
+    initial = {
+        "closed_at": timezone.localtime().replace(second=0, microsecond=0),
+        "fix_that_held": incident.fix_that_held,
+    }
     form = IncidentCloseForm(request.POST or None, incident=incident, initial=initial)
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
         with transaction.atomic():
-            incident.closed_at, incident.fix_that_held, incident.closed_by = d["closed_at"], d["fix_that_held"], request.user
+            incident.closed_at, incident.fix_that_held, incident.closed_by = (
+                d["closed_at"],
+                d["fix_that_held"],
+                request.user,
+            )
             incident.save(update_fields=["closed_at", "fix_that_held", "closed_by"])
             for entry in d["entries"]:
                 entry_link_incidents(entry=entry, incidents=[incident])
@@ -70,5 +77,8 @@ def ledger_export(request, ledger, fmt):
         text, content_type = export_ledger(ledger=ledger, fmt=fmt)
     except KeyError:
         raise Http404("Export kvpool or incidents as .md or .csv") from None
-    return HttpResponse(text, content_type=content_type,
-                        headers={"Content-Disposition": f'attachment; filename="{ledger}-ledger.{fmt}"'})
+    return HttpResponse(
+        text,
+        content_type=content_type,
+        headers={"Content-Disposition": f'attachment; filename="{ledger}-ledger.{fmt}"'},
+    )

@@ -1,14 +1,25 @@
 """The KV-pool and incident ledgers as rows, Markdown tables and CSV, in the field report's
 columns. One row builder per ledger so the page, the Markdown and the CSV never disagree.
 The CSV goes through dashboard.csv_export (no cell is a live formula; numbers stay numbers)."""
+
 from dashboard.csv_export import Number, csv_text
 from dashboard.models import Incident, KVPoolEntry
 from dashboard.models.ledgers import GIB
 
 from .grammar import format_when
 
-KVPOOL_COLUMNS = ["date", "engine", "memory share", "KV memory (GiB)", "pool (tokens)", "window",
-                  "concurrency at window", "tokens per GiB", "source", "note"]
+KVPOOL_COLUMNS = [
+    "date",
+    "engine",
+    "memory share",
+    "KV memory (GiB)",
+    "pool (tokens)",
+    "window",
+    "concurrency at window",
+    "tokens per GiB",
+    "source",
+    "note",
+]
 INCIDENT_COLUMNS = ["date", "unit", "trigger", "peak or duration", "fix that held", "closed", "change-log entries"]
 
 
@@ -18,18 +29,37 @@ def _num(value, fmt="{:,}"):
 
 def kvpool_rows():
     rows = KVPoolEntry.objects.select_related("engine").order_by("recorded_at", "id")
-    return [[format_when(r.recorded_at), r.engine.name, _num(r.memory_share, "{:.2f}"),
-             _num(r.kv_memory_bytes / GIB if r.kv_memory_bytes else None, "{:.2f}"), _num(r.pool_tokens),
-             _num(r.window), _num(r.concurrency, "{:.2f}×"), _num(r.tokens_per_gib, "{:,.0f}"), r.source, r.note]
-            for r in rows]
+    return [
+        [
+            format_when(r.recorded_at),
+            r.engine.name,
+            _num(r.memory_share, "{:.2f}"),
+            _num(r.kv_memory_bytes / GIB if r.kv_memory_bytes else None, "{:.2f}"),
+            _num(r.pool_tokens),
+            _num(r.window),
+            _num(r.concurrency, "{:.2f}×"),
+            _num(r.tokens_per_gib, "{:,.0f}"),
+            r.source,
+            r.note,
+        ]
+        for r in rows
+    ]
 
 
 def incident_rows():
     rows = Incident.objects.select_related("engine").prefetch_related("changelog_entries").order_by("opened_at", "id")
-    return [[format_when(i.opened_at), incident_unit(i), i.trigger,
-             i.peak or _duration(i), i.fix_that_held, format_when(i.closed_at) if i.closed_at else "",
-             ", ".join(f"#{e.pk} {e.title}" for e in i.changelog_entries.all())]
-            for i in rows]
+    return [
+        [
+            format_when(i.opened_at),
+            incident_unit(i),
+            i.trigger,
+            i.peak or _duration(i),
+            i.fix_that_held,
+            format_when(i.closed_at) if i.closed_at else "",
+            ", ".join(f"#{e.pk} {e.title}" for e in i.changelog_entries.all()),
+        ]
+        for i in rows
+    ]
 
 
 def incident_unit(incident):

@@ -16,10 +16,11 @@ Import refuses a malformed file as a whole, naming the line; it matches entries 
 corrections by content, so importing the same file twice creates nothing new. The header
 keys, their order and the blank lines are fixed on export so export → import → export is
 byte-identical (README, "Change log")."""
+
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, OperationalError, transaction
@@ -45,9 +46,12 @@ from .services import _body, _evidence_fields, _one_line, _units, fingerprint_of
 
 # The title may follow the date after ' · ' (what export writes), ' — ', ' – ', ' - ' or ': '.
 HEADING = re.compile(r"^## (?P<when>\S+(?: \d{1,2}:\d{2})?)(?: · | — | – | - |: )(?P<title>\S.*?)\s*$")
-CORRECTION = re.compile(r"^> ?Correction (?P<when>\d{4}-\d{2}-\d{2}(?: \d{2}:\d{2})?)(?: \((?P<opts>[^)]*)\))?:\s?(?P<text>.*)$")
-HEADER = re.compile(r"^(?P<key>Engines|Units|Kind|Flag|Reason|Expected|Claim|Prediction|Evidence):\s?(?P<value>.*)$",
-                    re.IGNORECASE)
+CORRECTION = re.compile(
+    r"^> ?Correction (?P<when>\d{4}-\d{2}-\d{2}(?: \d{2}:\d{2})?)(?: \((?P<opts>[^)]*)\))?:\s?(?P<text>.*)$"
+)
+HEADER = re.compile(
+    r"^(?P<key>Engines|Units|Kind|Flag|Reason|Expected|Claim|Prediction|Evidence):\s?(?P<value>.*)$", re.IGNORECASE
+)
 SINGLE_KEYS = {"Engines", "Units", "Kind", "Reason", "Expected"}
 KINDS = {**{value: value for value in Entry.Kind.values}, **{label: value for value, label in Entry.Kind.choices}}
 
@@ -73,8 +77,9 @@ class ParsedCorrection:
     evidence: list = field(default_factory=list)
 
     def fingerprint(self):
-        return content_hash(_utc_minutes(self.corrected_at), self.claim - 1 if self.claim else None, self.mark,
-                            self.text.strip())
+        return content_hash(
+            _utc_minutes(self.corrected_at), self.claim - 1 if self.claim else None, self.mark, self.text.strip()
+        )
 
 
 @dataclass
@@ -97,10 +102,18 @@ class ParsedEntry:
 
     def fingerprint(self):
         claims = [(c["text"], *_prediction_tuple(c["prediction"])) for c in self.claims]
-        return fingerprint_of(effective_at=self.effective_at, title=self.title, kind=self.kind,
-                              engines=self.engines, units=self.units, body=self.body, reason=self.reason,
-                              expected=self.expected, flags=[(f.flag, f.old, f.new) for f in self.flags],
-                              claims=claims)
+        return fingerprint_of(
+            effective_at=self.effective_at,
+            title=self.title,
+            kind=self.kind,
+            engines=self.engines,
+            units=self.units,
+            body=self.body,
+            reason=self.reason,
+            expected=self.expected,
+            flags=[(f.flag, f.old, f.new) for f in self.flags],
+            claims=claims,
+        )
 
 
 def _prediction_tuple(p):
@@ -108,12 +121,12 @@ def _prediction_tuple(p):
 
 
 def _utc_minutes(value):
-    from datetime import timezone as dt_tz
 
-    return value.astimezone(dt_tz.utc).isoformat(timespec="minutes")
+    return value.astimezone(UTC).isoformat(timespec="minutes")
 
 
 # ---- parsing -------------------------------------------------------------------------------
+
 
 def parse_log(text):
     """Markdown text → [ParsedEntry]; raises LogSyntaxError naming the first bad line."""
@@ -140,8 +153,11 @@ def _parse_entry(numbered, fenced=frozenset()):
     (n, heading), rest = numbered[0], numbered[1:]
     m = HEADING.match(heading)
     if not m:
-        raise LogSyntaxError(n, "an entry heading reads '## YYYY-MM-DD[ HH:MM] · title' (or ' — ', ' - ', ': ' "
-                                "before the title); inside an entry use '### ', or put the line in a code fence")
+        raise LogSyntaxError(
+            n,
+            "an entry heading reads '## YYYY-MM-DD[ HH:MM] · title' (or ' — ', ' - ', ': ' "
+            "before the title); inside an entry use '### ', or put the line in a code fence",
+        )
     entry = ParsedEntry(line=n, effective_at=_when(n, m["when"]), title=m["title"])
     i = _parse_headers(entry, rest)
     if not any(HEADER.match(line)["key"].capitalize() == "Kind" for _, line in rest[:i]):
@@ -212,7 +228,9 @@ def _parse_body(entry, rest, fenced=frozenset()):
         if m:
             correction = _start_correction(entry, n, m)
         elif line.startswith("> Correction") or line.startswith(">Correction"):
-            raise LogSyntaxError(n, "a correction starts '> Correction YYYY-MM-DD[ HH:MM][ (claim N, withdrawn|superseded)]: text'")
+            raise LogSyntaxError(
+                n, "a correction starts '> Correction YYYY-MM-DD[ HH:MM][ (claim N, withdrawn|superseded)]: text'"
+            )
         elif correction is not None and line.startswith(">"):
             _continue_correction(correction, n, line[1:].removeprefix(" "))
         else:
@@ -270,6 +288,7 @@ def _continue_correction(correction, n, text):
 
 # ---- import --------------------------------------------------------------------------------
 
+
 @dataclass
 class ImportPlan:
     new_entries: list = field(default_factory=list)  # ParsedEntry
@@ -281,9 +300,11 @@ class ImportPlan:
     notes: list = field(default_factory=list)  # [(line, text)] of every entry in the file
 
     def summary(self):
-        text = (f"{len(self.new_entries)} new entr{'y' if len(self.new_entries) == 1 else 'ies'}, "
-                f"{len(self.new_corrections)} new correction(s), {self.existing} entr"
-                f"{'y' if self.existing == 1 else 'ies'} already in the log")
+        text = (
+            f"{len(self.new_entries)} new entr{'y' if len(self.new_entries) == 1 else 'ies'}, "
+            f"{len(self.new_corrections)} new correction(s), {self.existing} entr"
+            f"{'y' if self.existing == 1 else 'ies'} already in the log"
+        )
         if self.new_engines:
             text += f", {len(self.new_engines)} retired engine record(s) for names the log knows: "
             text += ", ".join(sorted(self.new_engines))
@@ -320,7 +341,7 @@ def plan_import(text):
 def _stored_entries(fingerprints, chunk=500):
     out, fingerprints = {}, sorted(fingerprints)
     for i in range(0, len(fingerprints), chunk):
-        for e in Entry.objects.filter(fingerprint__in=fingerprints[i:i + chunk]).order_by("pk"):
+        for e in Entry.objects.filter(fingerprint__in=fingerprints[i : i + chunk]).order_by("pk"):
             out.setdefault(e.fingerprint, e)
     return out
 
@@ -331,7 +352,7 @@ def _stored_corrections(entries):
     known = {id(e): set() for e in entries}
     pks = sorted(by_pk)
     for i in range(0, len(pks), 500):
-        for c in Correction.objects.filter(entry_id__in=pks[i:i + 500]).select_related("claim"):
+        for c in Correction.objects.filter(entry_id__in=pks[i : i + 500]).select_related("claim"):
             known[id(by_pk[c.entry_id])].add(c.fingerprint())
     return known
 
@@ -374,10 +395,23 @@ def apply_import(plan, *, author=None, author_name="import"):
             engines[name] = retired_record(name)
     now = timezone.now()
     author_name = author_name or (author.get_username() if author is not None else "")
-    rows = [Entry(effective_at=p.effective_at, title=_one_line(p.title), kind=p.kind, units=_units(p.units),
-                  body_md=_body(p.body), reason=_one_line(p.reason), expected_effect=_one_line(p.expected),
-                  author=author, author_name=author_name, created_at=now, locked_at=now + grace_period(),
-                  fingerprint=p.fingerprint()) for p in plan.new_entries]
+    rows = [
+        Entry(
+            effective_at=p.effective_at,
+            title=_one_line(p.title),
+            kind=p.kind,
+            units=_units(p.units),
+            body_md=_body(p.body),
+            reason=_one_line(p.reason),
+            expected_effect=_one_line(p.expected),
+            author=author,
+            author_name=author_name,
+            created_at=now,
+            locked_at=now + grace_period(),
+            fingerprint=p.fingerprint(),
+        )
+        for p in plan.new_entries
+    ]
     Entry.objects.bulk_create(rows)
     created = {id(p): row for p, row in zip(plan.new_entries, rows)}
     links, flags, claims, evidence = [], [], {}, []
@@ -395,9 +429,16 @@ def apply_import(plan, *, author=None, author_name="import"):
     corrections = []
     for target, c in plan.new_corrections:
         entry = target if isinstance(target, Entry) else created[id(target)]
-        correction = Correction(entry=entry, claim=claims[(entry.pk, c.claim - 1)] if c.claim else None,
-                                text_md=_body(c.text).strip(), mark=c.mark or "", corrected_at=c.corrected_at,
-                                author=author, author_name=author_name, created_at=now)
+        correction = Correction(
+            entry=entry,
+            claim=claims[(entry.pk, c.claim - 1)] if c.claim else None,
+            text_md=_body(c.text).strip(),
+            mark=c.mark or "",
+            corrected_at=c.corrected_at,
+            author=author,
+            author_name=author_name,
+            created_at=now,
+        )
         correction.content_fingerprint = correction.fingerprint()
         corrections.append((correction, c))
     Correction.objects.bulk_create([c for c, _ in corrections])
@@ -411,9 +452,13 @@ def apply_import(plan, *, author=None, author_name="import"):
 def _publish_recent(rows, corrections, now):
     from .services import publish_entry
 
-    recent = sorted({*(r for r in rows if r.effective_at >= now - LIVE_WINDOW),
-                     *(c.entry for c, _ in corrections if c.entry.effective_at >= now - LIVE_WINDOW)},
-                    key=lambda e: e.effective_at)[-LIVE_MAX:]
+    recent = sorted(
+        {
+            *(r for r in rows if r.effective_at >= now - LIVE_WINDOW),
+            *(c.entry for c, _ in corrections if c.entry.effective_at >= now - LIVE_WINDOW),
+        },
+        key=lambda e: e.effective_at,
+    )[-LIVE_MAX:]
     for entry in recent:
         publish_entry(entry)
 
@@ -452,11 +497,17 @@ def _claim_fields(claim, engines):
     p = claim["prediction"]
     if p is None:
         return {"text": _one_line(claim["text"])}
-    return {"text": _one_line(claim["text"]), "metric": p.metric, "predicted": p.value, "window": p.window,
-            "engine": engines[p.engine] if p.engine else None}
+    return {
+        "text": _one_line(claim["text"]),
+        "metric": p.metric,
+        "predicted": p.value,
+        "window": p.window,
+        "engine": engines[p.engine] if p.engine else None,
+    }
 
 
 # ---- export --------------------------------------------------------------------------------
+
 
 def _entries_for_export():
     """Every entry, oldest first, with its parts attached as lists (ex_engines, ex_flags,
@@ -533,15 +584,39 @@ def export_json():
 
 def _entry_json(e):
     return {
-        "id": e.pk, "effective_at": e.effective_at.isoformat(), "title": e.title, "kind": e.kind,
-        "engines": e.ex_engines, "units": e.units, "body_md": e.body_md,
-        "reason": e.reason, "expected_effect": e.expected_effect, "author": e.author_name,
+        "id": e.pk,
+        "effective_at": e.effective_at.isoformat(),
+        "title": e.title,
+        "kind": e.kind,
+        "engines": e.ex_engines,
+        "units": e.units,
+        "body_md": e.body_md,
+        "reason": e.reason,
+        "expected_effect": e.expected_effect,
+        "author": e.author_name,
         "created_at": e.created_at.isoformat(),
         "flags": [{"flag": f.flag, "old": f.old, "new": f.new} for f in e.ex_flags],
-        "claims": [{"position": c.position + 1, "text": c.text, "metric": c.metric or None, "predicted": c.predicted,
-                    "window": c.window, "engine": c.engine.name if c.engine_id else None} for c in e.ex_claims],
+        "claims": [
+            {
+                "position": c.position + 1,
+                "text": c.text,
+                "metric": c.metric or None,
+                "predicted": c.predicted,
+                "window": c.window,
+                "engine": c.engine.name if c.engine_id else None,
+            }
+            for c in e.ex_claims
+        ],
         "evidence": [_evidence_text(ev) for ev in e.ex_evidence],
-        "corrections": [{"corrected_at": c.corrected_at.isoformat(), "claim": c.claim.position + 1 if c.claim_id else None,
-                         "mark": c.mark or None, "text_md": c.text_md, "author": c.author_name,
-                         "evidence": [_evidence_text(ev) for ev in c.ex_evidence]} for c in e.ex_corrections],
+        "corrections": [
+            {
+                "corrected_at": c.corrected_at.isoformat(),
+                "claim": c.claim.position + 1 if c.claim_id else None,
+                "mark": c.mark or None,
+                "text_md": c.text_md,
+                "author": c.author_name,
+                "evidence": [_evidence_text(ev) for ev in c.ex_evidence],
+            }
+            for c in e.ex_corrections
+        ],
     }

@@ -10,6 +10,7 @@ its corrections, whatever path the statement came by (managers, cascades, raw SQ
 
 "Locked" is one column, Entry.locked_at (written once: created_at + the grace period in force
 when the entry was written), so the database can judge it without Django's settings."""
+
 import hashlib
 import json
 from datetime import timedelta
@@ -67,16 +68,18 @@ class Entry(models.Model):
     reason = models.TextField(blank=True)
     expected_effect = models.TextField(blank=True)
     # The user may be removed later; the name stays as written.
-    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                               related_name="changelog_entries")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="changelog_entries"
+    )
     author_name = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     # From then on the row and its children are frozen (the database triggers read this column).
     locked_at = models.DateTimeField(editable=False)
     # "Importing the same file twice creates nothing new": import matches on this.
     fingerprint = models.CharField(max_length=64, db_index=True, editable=False, blank=True)
-    incidents = models.ManyToManyField("dashboard.Incident", blank=True, related_name="changelog_entries",
-                                       help_text="Incidents this entry fixed")
+    incidents = models.ManyToManyField(
+        "dashboard.Incident", blank=True, related_name="changelog_entries", help_text="Incidents this entry fixed"
+    )
 
     objects = AppendOnlyQuerySet.as_manager()
 
@@ -87,8 +90,11 @@ class Entry(models.Model):
         indexes = [models.Index(fields=["effective_at"], name="changelog_entry_effective")]
         # One entry per content, also under concurrent imports (an entry's fingerprint is
         # empty only between its insert and the write of its flags and claims).
-        constraints = [models.UniqueConstraint(fields=["fingerprint"], condition=~models.Q(fingerprint=""),
-                                               name="changelog_entry_one_per_content")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["fingerprint"], condition=~models.Q(fingerprint=""), name="changelog_entry_one_per_content"
+            )
+        ]
 
     def __str__(self):
         return f"{self.effective_at:%Y-%m-%d %H:%M} · {self.title}"
@@ -204,8 +210,9 @@ class Correction(models.Model):
     corrected_at = models.DateTimeField(default=timezone.now, help_text="The correction's own date")
     text_md = models.TextField()
     mark = models.CharField(max_length=12, choices=Mark.choices, blank=True, default="")
-    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                               related_name="changelog_corrections")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="changelog_corrections"
+    )
     author_name = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     # fingerprint() as written, so one correction per content and entry holds in the database.
@@ -215,9 +222,13 @@ class Correction(models.Model):
 
     class Meta:
         ordering = ["corrected_at", "id"]
-        constraints = [models.UniqueConstraint(fields=["entry", "content_fingerprint"],
-                                               condition=~models.Q(content_fingerprint=""),
-                                               name="changelog_correction_one_per_content")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["entry", "content_fingerprint"],
+                condition=~models.Q(content_fingerprint=""),
+                name="changelog_correction_one_per_content",
+            )
+        ]
 
     def __str__(self):
         return f"Correction {self.corrected_at:%Y-%m-%d} to {self.entry_id}"
@@ -237,8 +248,12 @@ class Correction(models.Model):
         raise AppendOnlyError("Corrections are never deleted.")
 
     def fingerprint(self):
-        return content_hash(self.corrected_at.isoformat(timespec="minutes"), self.claim.position if self.claim_id else None,
-                            self.mark, self.text_md.strip())
+        return content_hash(
+            self.corrected_at.isoformat(timespec="minutes"),
+            self.claim.position if self.claim_id else None,
+            self.mark,
+            self.text_md.strip(),
+        )
 
 
 class EvidenceLink(models.Model):
@@ -263,8 +278,11 @@ class EvidenceLink(models.Model):
 
     class Meta:
         ordering = ["id"]
-        constraints = [models.CheckConstraint(
-            condition=models.Q(entry__isnull=True) ^ models.Q(correction__isnull=True), name="evidence_one_owner")]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(entry__isnull=True) ^ models.Q(correction__isnull=True), name="evidence_one_owner"
+            )
+        ]
 
     def __str__(self):
         return self.label or self.url or f"{self.get_kind_display()} {self.ref_id or ''}".strip()
@@ -281,8 +299,9 @@ class EntryRevision(models.Model):
 
     entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="revisions")
     revised_at = models.DateTimeField(default=timezone.now)
-    revised_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    revised_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     snapshot = models.JSONField(help_text="The entry as it was before this edit")
 
     objects = AppendOnlyQuerySet.as_manager()

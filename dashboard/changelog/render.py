@@ -1,12 +1,36 @@
 """Markdown to HTML that cannot run: Markdown renders, then nh3 (ammonia) keeps only an
 allow-list of tags and attributes. Markdown's raw-HTML passthrough is switched off, so
 author-written tags come out as text; nh3 is the second wall (javascript: links, attributes)."""
+
 import markdown
 import nh3
 from django.utils.safestring import mark_safe
 
-TAGS = {"p", "br", "hr", "a", "em", "strong", "code", "pre", "blockquote", "ul", "ol", "li",
-        "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td", "del"}
+TAGS = {
+    "p",
+    "br",
+    "hr",
+    "a",
+    "em",
+    "strong",
+    "code",
+    "pre",
+    "blockquote",
+    "ul",
+    "ol",
+    "li",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "del",
+}
 ATTRIBUTES = {"a": {"href", "title"}, "th": {"align"}, "td": {"align"}}
 
 
@@ -17,6 +41,11 @@ def render_markdown(text):
     md.preprocessors.deregister("html_block")
     md.inlinePatterns.deregister("html")
     raw = md.convert(text)
-    clean = nh3.clean(raw, tags=TAGS, attributes=ATTRIBUTES, url_schemes={"http", "https", "mailto"},
-                      link_rel="noopener noreferrer nofollow")
+    clean = nh3.clean(
+        raw,
+        tags=TAGS,
+        attributes=ATTRIBUTES,
+        url_schemes={"http", "https", "mailto"},
+        link_rel="noopener noreferrer nofollow",
+    )
     return mark_safe(clean)

@@ -3,20 +3,64 @@ bench/changelog_scale.py: about 600 entries and 150 corrections over four months
 person keeps one — flag changes, claims with predictions, measurements, incident notes,
 decisions, code fences holding '## ' and '> Correction' lines, evidence, corrections against a
 claim (withdrawn, superseded, or plain) and against a whole entry. Deterministic per seed."""
+
 import random
 from datetime import datetime, timedelta
 
 ENGINES = ("nemotron", "q38", "util-4b", "vision-sidecar", "driver-80b")
-FLAGS = (("--max-model-len", ("65536", "131072", "262144")), ("--gpu-memory-utilization", ("0.30", "0.35", "0.40", "0.45")),
-         ("--max-num-seqs", ("64", "128", "256")), ("--max-num-batched-tokens", ("2048", "8192", "16384")),
-         ("--enable-prefix-caching", ("off", "on")), ("--kv-cache-dtype", ("auto", "fp8")),
-         ("MAX_JOBS", ("4", "8", "16")), ("Restart", ("on-failure", "always")))
-METRICS = (("concurrency", (3.2, 21.5)), ("pool_tokens", (1_200_000, 2_900_000)), ("kv_memory_gib", (6.5, 14.0)),
-           ("tokens_per_gib", (180_000, 330_000)))
-TOPICS = ("prefix-cache hit rate", "decode step time", "compile storm", "stuck low clock", "PSI memory pressure",
-          "swap use", "KV pool", "chat template", "tool calls", "spec decode acceptance", "TTFT at depth")
-WORDS = ("the", "engine", "agents", "window", "pool", "restart", "after", "before", "measured", "cold", "warm",
-         "cache", "tokens", "batch", "clock", "power", "driver", "unit", "journal", "fleet", "latency", "budget")
+FLAGS = (
+    ("--max-model-len", ("65536", "131072", "262144")),
+    ("--gpu-memory-utilization", ("0.30", "0.35", "0.40", "0.45")),
+    ("--max-num-seqs", ("64", "128", "256")),
+    ("--max-num-batched-tokens", ("2048", "8192", "16384")),
+    ("--enable-prefix-caching", ("off", "on")),
+    ("--kv-cache-dtype", ("auto", "fp8")),
+    ("MAX_JOBS", ("4", "8", "16")),
+    ("Restart", ("on-failure", "always")),
+)
+METRICS = (
+    ("concurrency", (3.2, 21.5)),
+    ("pool_tokens", (1_200_000, 2_900_000)),
+    ("kv_memory_gib", (6.5, 14.0)),
+    ("tokens_per_gib", (180_000, 330_000)),
+)
+TOPICS = (
+    "prefix-cache hit rate",
+    "decode step time",
+    "compile storm",
+    "stuck low clock",
+    "PSI memory pressure",
+    "swap use",
+    "KV pool",
+    "chat template",
+    "tool calls",
+    "spec decode acceptance",
+    "TTFT at depth",
+)
+WORDS = (
+    "the",
+    "engine",
+    "agents",
+    "window",
+    "pool",
+    "restart",
+    "after",
+    "before",
+    "measured",
+    "cold",
+    "warm",
+    "cache",
+    "tokens",
+    "batch",
+    "clock",
+    "power",
+    "driver",
+    "unit",
+    "journal",
+    "fleet",
+    "latency",
+    "budget",
+)
 
 
 def _sentence(rng, n=12):
@@ -40,8 +84,11 @@ def generate(entries=600, corrections=150, seed=14, start=datetime(2026, 4, 1, 8
         kind = rng.choices(("flag_change", "claim", "measurement", "incident_note", "decision"), (5, 4, 2, 2, 2))[0]
         engines = sorted(rng.sample(ENGINES, rng.choice((1, 1, 2))))
         topic = rng.choice(TOPICS)
-        lines = [f"## {_when(t)}{rng.choice(seps)}{topic.capitalize()} on {', '.join(engines)} (#{i + 1})",
-                 f"Engines: {', '.join(engines)}", f"Kind: {kind.replace('_', ' ') if i % 7 == 0 else kind}"]
+        lines = [
+            f"## {_when(t)}{rng.choice(seps)}{topic.capitalize()} on {', '.join(engines)} (#{i + 1})",
+            f"Engines: {', '.join(engines)}",
+            f"Kind: {kind.replace('_', ' ') if i % 7 == 0 else kind}",
+        ]
         if kind == "flag_change" or rng.random() < 0.2:
             for flag, values in rng.sample(FLAGS, rng.choice((1, 1, 2))):
                 old, new = rng.sample(values, 2)
@@ -63,8 +110,14 @@ def generate(entries=600, corrections=150, seed=14, start=datetime(2026, 4, 1, 8
         lines += ["", _sentence(rng, 20), ""]
         if rng.random() < 0.15:  # a unit file or a shell session pasted into the body
             fence = rng.choice(("```", "~~~"))
-            lines += [f"{fence}ini", "## the unit as it ran", "> Correction: not one, a quoted line",
-                      f"ExecStart=/usr/bin/vllm serve --max-model-len {rng.choice(FLAGS[0][1])}", fence, ""]
+            lines += [
+                f"{fence}ini",
+                "## the unit as it ran",
+                "> Correction: not one, a quoted line",
+                f"ExecStart=/usr/bin/vllm serve --max-model-len {rng.choice(FLAGS[0][1])}",
+                fence,
+                "",
+            ]
         if rng.random() < 0.4:
             lines += [_sentence(rng, 30), ""]
         if i in corrected:

@@ -2,6 +2,7 @@
 tsvector (a generated, GIN-indexed column of changelog_searchdocument) and SQLite's FTS5 (a
 table kept in step by triggers). Words match as prefixes ('prefi' finds 'prefix-cache'),
 all of them must occur. Other databases fall back to substring matching."""
+
 import re
 
 from django.db import connection
@@ -10,8 +11,10 @@ from django.db.models.expressions import RawSQL
 
 from .models import Correction, Entry, SearchDocument
 
-_PG_MATCH = ("SELECT entry_id FROM changelog_searchdocument WHERE vector @@ to_tsquery('simple', "
-             "regexp_replace(plainto_tsquery('simple', %s)::text, '''(?= &|$)', ''':*', 'g'))")
+_PG_MATCH = (
+    "SELECT entry_id FROM changelog_searchdocument WHERE vector @@ to_tsquery('simple', "
+    "regexp_replace(plainto_tsquery('simple', %s)::text, '''(?= &|$)', ''':*', 'g'))"
+)
 _SQLITE_MATCH = "SELECT rowid FROM changelog_search_fts WHERE changelog_search_fts MATCH %s"
 
 
@@ -21,16 +24,23 @@ def document_text(*, title, body, reason, expected, units, engines, flags, claim
 
 def _document(entry):
     return document_text(
-        title=entry.title, body=entry.body_md, reason=entry.reason, expected=entry.expected_effect, units=entry.units,
-        engines=[e.name for e in entry.engines.all()], flags=[f"{f.flag} {f.old} {f.new}" for f in entry.flags.all()],
-        claims=[c.text for c in entry.claims.all()], corrections=[c.text_md for c in entry.corrections.all()])
+        title=entry.title,
+        body=entry.body_md,
+        reason=entry.reason,
+        expected=entry.expected_effect,
+        units=entry.units,
+        engines=[e.name for e in entry.engines.all()],
+        flags=[f"{f.flag} {f.old} {f.new}" for f in entry.flags.all()],
+        claims=[c.text for c in entry.claims.all()],
+        corrections=[c.text_md for c in entry.corrections.all()],
+    )
 
 
 def index_entries(entries):
     """(Re)write the search documents of ENTRIES (a few queries for any number of them)."""
     pks = sorted({e.pk for e in entries})
     for i in range(0, len(pks), 500):
-        chunk = pks[i:i + 500]
+        chunk = pks[i : i + 500]
         fresh = Entry.objects.filter(pk__in=chunk).prefetch_related("engines", "flags", "claims", "corrections")
         docs = [SearchDocument(entry=e, document=_document(e)) for e in fresh]
         SearchDocument.objects.filter(entry_id__in=chunk).delete()
@@ -47,8 +57,14 @@ def search_filter(qs, text):
             return qs.none()
         return qs.filter(pk__in=RawSQL(_SQLITE_MATCH, [" ".join(f'"{w}"*' for w in words)]))
     corrected = Correction.objects.filter(text_md__icontains=text).values("entry_id")
-    return qs.filter(Q(title__icontains=text) | Q(body_md__icontains=text) | Q(reason__icontains=text)
-                     | Q(claims__text__icontains=text) | Q(flags__flag__icontains=text) | Q(pk__in=corrected))
+    return qs.filter(
+        Q(title__icontains=text)
+        | Q(body_md__icontains=text)
+        | Q(reason__icontains=text)
+        | Q(claims__text__icontains=text)
+        | Q(flags__flag__icontains=text)
+        | Q(pk__in=corrected)
+    )
 
 
 PG_SQL = [

@@ -1,4 +1,5 @@
 """Read side of the change log: timeline queries, chart annotations, prediction vs measurement."""
+
 from django.db.models import Count, Exists, OuterRef, Q
 
 from dashboard.models import KVPoolEntry
@@ -22,8 +23,14 @@ def chart_annotations(*, engine=None, host=None, start, end):
     qs = _concerning(Entry.objects.filter(effective_at__gte=start, effective_at__lte=end), engine=engine, host=host)
     qs = qs.annotate(corrected=Exists(corrected)).order_by("effective_at", "id")
     return [
-        {"id": e.pk, "time": e.effective_at.isoformat(), "title": e.title, "kind": e.kind,
-         "url": e.get_absolute_url(), "corrected": e.corrected}
+        {
+            "id": e.pk,
+            "time": e.effective_at.isoformat(),
+            "title": e.title,
+            "kind": e.kind,
+            "url": e.get_absolute_url(),
+            "corrected": e.corrected,
+        }
         for e in qs
     ]
 
@@ -79,8 +86,13 @@ def claim_measurement(*, claim: Claim):
 
 def _comparison(claim, row, value):
     off_pct = abs(value - claim.predicted) / abs(claim.predicted) * 100 if claim.predicted else None
-    return {"row": row, "measured": value, "predicted": claim.predicted, "off_pct": off_pct,
-            "differs": off_pct is None or off_pct > claim.tolerance_pct}
+    return {
+        "row": row,
+        "measured": value,
+        "predicted": claim.predicted,
+        "off_pct": off_pct,
+        "differs": off_pct is None or off_pct > claim.tolerance_pct,
+    }
 
 
 CLAIM_STATES = ("standing", "corrected", "withdrawn", "superseded")
@@ -116,8 +128,11 @@ def claims_overview(*, engine=None, state=None, measure=True):
     entry_ids = qs.values("entry_id")
     engines = {e.pk: e for e in Engine.objects.all()}
     entry_engines, entry_evidence, corrections, corr_evidence = (defaultdict(list) for _ in range(4))
-    for entry_id, engine_id in (Entry.engines.through.objects.filter(entry_id__in=entry_ids)
-                                .order_by("engine__name").values_list("entry_id", "engine_id")):
+    for entry_id, engine_id in (
+        Entry.engines.through.objects.filter(entry_id__in=entry_ids)
+        .order_by("engine__name")
+        .values_list("entry_id", "engine_id")
+    ):
         entry_engines[entry_id].append(engines[engine_id])
     for ev in EvidenceLink.objects.filter(entry_id__in=entry_ids).order_by("id"):
         entry_evidence[ev.entry_id].append(ev)
@@ -132,10 +147,17 @@ def claims_overview(*, engine=None, state=None, measure=True):
         current = claim_state(claim, own)
         if wanted is not None and current not in wanted:
             continue
-        rows.append({"claim": claim, "entry": claim.entry, "state": current, "corrections": own,
-                     "engines": [claim.engine] if claim.engine_id else entry_engines[claim.entry_id],
-                     "comparison": None,
-                     "evidence": [*entry_evidence[claim.entry_id], *(ev for c in own for ev in corr_evidence[c.pk])]})
+        rows.append(
+            {
+                "claim": claim,
+                "entry": claim.entry,
+                "state": current,
+                "corrections": own,
+                "engines": [claim.engine] if claim.engine_id else entry_engines[claim.entry_id],
+                "comparison": None,
+                "evidence": [*entry_evidence[claim.entry_id], *(ev for c in own for ev in corr_evidence[c.pk])],
+            }
+        )
     return measure_claims(rows) if measure else rows
 
 
@@ -146,8 +168,11 @@ def measure_claims(rows):
         return rows
     engine_ids = {e.pk for r in wanted for e in r["engines"]}
     since = min(r["entry"].effective_at for r in wanted)
-    ledger = list(KVPoolEntry.objects.filter(engine_id__in=engine_ids, recorded_at__gte=since)
-                  .select_related("engine").order_by("recorded_at", "id"))
+    ledger = list(
+        KVPoolEntry.objects.filter(engine_id__in=engine_ids, recorded_at__gte=since)
+        .select_related("engine")
+        .order_by("recorded_at", "id")
+    )
     for r in wanted:
         claim, engines = r["claim"], {e.pk for e in r["engines"]}
         for row in ledger:

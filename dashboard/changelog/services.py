@@ -1,13 +1,12 @@
 """Write side of the change log. Every write goes through here so the fingerprint, the edit
 history and the live event are never forgotten."""
-from datetime import timezone as dt_tz
+
+from datetime import UTC
 
 from django.db import transaction
 from django.utils import timezone
 
 from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
-
-from .search import index_entries
 
 from .models import (
     AppendOnlyError,
@@ -20,6 +19,7 @@ from .models import (
     FlagChange,
     content_hash,
 )
+from .search import index_entries
 
 
 def _name(user):
@@ -28,20 +28,40 @@ def _name(user):
 
 def fingerprint_of(*, effective_at, title, kind, engines, units, body, reason, expected, flags, claims):
     """Identity of an entry's content, so importing the same log twice creates nothing new."""
-    when = effective_at.astimezone(dt_tz.utc).isoformat(timespec="minutes")
-    return content_hash(when, _one_line(title), kind, sorted(engines), _units(units), _body(body), _one_line(reason),
-                        _one_line(expected), [list(f) for f in flags],
-                        [[_one_line(text), metric or "", predicted, window, engine]
-                         for text, metric, predicted, window, engine in claims])
+    when = effective_at.astimezone(UTC).isoformat(timespec="minutes")
+    return content_hash(
+        when,
+        _one_line(title),
+        kind,
+        sorted(engines),
+        _units(units),
+        _body(body),
+        _one_line(reason),
+        _one_line(expected),
+        [list(f) for f in flags],
+        [
+            [_one_line(text), metric or "", predicted, window, engine]
+            for text, metric, predicted, window, engine in claims
+        ],
+    )
 
 
 def entry_fingerprint(entry):
     return fingerprint_of(
-        effective_at=entry.effective_at, title=entry.title, kind=entry.kind,
-        engines=[e.name for e in entry.engines.all()], units=entry.units, body=entry.body_md, reason=entry.reason,
-        expected=entry.expected_effect, flags=[(f.flag, f.old, f.new) for f in entry.flags.all()],
-        claims=[(c.text, c.metric, c.predicted, c.window, c.engine.name if c.engine_id else None)
-                for c in entry.claims.all()])
+        effective_at=entry.effective_at,
+        title=entry.title,
+        kind=entry.kind,
+        engines=[e.name for e in entry.engines.all()],
+        units=entry.units,
+        body=entry.body_md,
+        reason=entry.reason,
+        expected=entry.expected_effect,
+        flags=[(f.flag, f.old, f.new) for f in entry.flags.all()],
+        claims=[
+            (c.text, c.metric, c.predicted, c.window, c.engine.name if c.engine_id else None)
+            for c in entry.claims.all()
+        ],
+    )
 
 
 def _one_line(text):
@@ -51,10 +71,16 @@ def _one_line(text):
 
 def entry_snapshot(entry):
     return {
-        "effective_at": entry.effective_at.isoformat(), "kind": entry.kind, "title": entry.title,
-        "engines": sorted(e.name for e in entry.engines.all()), "units": entry.units, "body_md": entry.body_md,
-        "reason": entry.reason, "expected_effect": entry.expected_effect,
-        "flags": [str(f) for f in entry.flags.all()], "claims": [c.text for c in entry.claims.all()],
+        "effective_at": entry.effective_at.isoformat(),
+        "kind": entry.kind,
+        "title": entry.title,
+        "engines": sorted(e.name for e in entry.engines.all()),
+        "units": entry.units,
+        "body_md": entry.body_md,
+        "reason": entry.reason,
+        "expected_effect": entry.expected_effect,
+        "flags": [str(f) for f in entry.flags.all()],
+        "claims": [c.text for c in entry.claims.all()],
     }
 
 
@@ -77,18 +103,45 @@ def _write_children(entry, *, flags, claims, evidence):
 
 
 def _evidence_fields(ev):
-    return {"kind": ev.kind, "url": ev.url, "ref_id": ev.ref_id, "window_start": ev.window_start,
-            "window_end": ev.window_end}
+    return {
+        "kind": ev.kind,
+        "url": ev.url,
+        "ref_id": ev.ref_id,
+        "window_start": ev.window_start,
+        "window_end": ev.window_end,
+    }
 
 
 @transaction.atomic
-def entry_create(*, author=None, author_name="", effective_at, title, kind, engines=(), units="", body_md="",
-                 reason="", expected_effect="", flags=(), claims=(), evidence=(), incidents=()):
+def entry_create(
+    *,
+    author=None,
+    author_name="",
+    effective_at,
+    title,
+    kind,
+    engines=(),
+    units="",
+    body_md="",
+    reason="",
+    expected_effect="",
+    flags=(),
+    claims=(),
+    evidence=(),
+    incidents=(),
+):
     """FLAGS: grammar.FlagLine list; CLAIMS: dicts of Claim fields; EVIDENCE: grammar.EvidenceLine list."""
     entry = Entry.objects.create(
-        effective_at=effective_at, title=_one_line(title), kind=kind, units=_units(units), body_md=_body(body_md),
-        reason=_one_line(reason), expected_effect=_one_line(expected_effect), author=author,
-        author_name=author_name or _name(author))
+        effective_at=effective_at,
+        title=_one_line(title),
+        kind=kind,
+        units=_units(units),
+        body_md=_body(body_md),
+        reason=_one_line(reason),
+        expected_effect=_one_line(expected_effect),
+        author=author,
+        author_name=author_name or _name(author),
+    )
     entry.engines.set(engines)
     entry.incidents.set(incidents)
     _write_children(entry, flags=flags, claims=claims, evidence=evidence)
@@ -107,8 +160,21 @@ def _refresh_fingerprint(entry):
 
 
 @transaction.atomic
-def entry_edit(*, entry, user, effective_at, title, kind, engines, units="", body_md="", reason="",
-               expected_effect="", flags=(), claims=()):
+def entry_edit(
+    *,
+    entry,
+    user,
+    effective_at,
+    title,
+    kind,
+    engines,
+    units="",
+    body_md="",
+    reason="",
+    expected_effect="",
+    flags=(),
+    claims=(),
+):
     """Fix a typo inside the grace period; what it said before is kept as an EntryRevision."""
     entry = Entry.objects.select_for_update().get(pk=entry.pk)
     if entry.is_locked:
@@ -140,18 +206,25 @@ def _update_claims(entry, claims):
         for key, value in {**fields, "text": _one_line(fields["text"])}.items():
             setattr(claim, key, value)
         claim.save()
-    for extra in existing[len(claims):]:
+    for extra in existing[len(claims) :]:
         if extra.corrections.exists():
             raise AppendOnlyError(f"Claim {extra.position + 1} has a correction and cannot be removed.")
         extra.delete()
 
 
 @transaction.atomic
-def correction_create(*, entry, author=None, author_name="", text_md, corrected_at=None, claim=None, mark="",
-                      evidence=()):
+def correction_create(
+    *, entry, author=None, author_name="", text_md, corrected_at=None, claim=None, mark="", evidence=()
+):
     correction = Correction.objects.create(
-        entry=entry, claim=claim, text_md=_body(text_md).strip(), mark=mark or "",
-        corrected_at=corrected_at or timezone.now(), author=author, author_name=author_name or _name(author))
+        entry=entry,
+        claim=claim,
+        text_md=_body(text_md).strip(),
+        mark=mark or "",
+        corrected_at=corrected_at or timezone.now(),
+        author=author,
+        author_name=author_name or _name(author),
+    )
     for ev in evidence:
         EvidenceLink.objects.create(correction=correction, **_evidence_fields(ev))
     index_entries([entry])
@@ -170,10 +243,20 @@ def publish_entry(entry):
 
 
 def _publish(entry, correction=None):
-    payload = {"id": entry.pk, "time": entry.effective_at.isoformat(), "title": entry.title, "kind": entry.kind,
-               "url": entry.get_absolute_url(), "engines": sorted(e.name for e in entry.engines.all()),
-               "corrected": correction is not None or entry.corrections.exists()}
+    payload = {
+        "id": entry.pk,
+        "time": entry.effective_at.isoformat(),
+        "title": entry.title,
+        "kind": entry.kind,
+        "url": entry.get_absolute_url(),
+        "engines": sorted(e.name for e in entry.engines.all()),
+        "corrected": correction is not None or entry.corrections.exists(),
+    }
     if correction is not None:
-        payload["correction"] = {"id": correction.pk, "time": correction.corrected_at.isoformat(),
-                                 "mark": correction.mark, "claim": correction.claim_id}
+        payload["correction"] = {
+            "id": correction.pk,
+            "time": correction.corrected_at.isoformat(),
+            "mark": correction.mark,
+            "claim": correction.claim_id,
+        }
     publish_on_commit(GROUP_ALL, LiveEvent(type="changelog.entry", payload=payload))

@@ -1,4 +1,5 @@
 """The timeline's filter form: GET parameters in, selector keyword arguments out."""
+
 from datetime import date, datetime, time, timedelta
 
 from django import forms
@@ -11,20 +12,27 @@ from .models import Entry
 
 # The days a filter may name: a day the site's time zone can hold, with the day after (the range's
 # exclusive end) too; 9999-12-31 + 1 day would be an OverflowError, a 500.
-SEARCHABLE_DAYS = [MinValueValidator(date(1900, 1, 1), "Pick a day from 1900-01-01 on."),
-                   MaxValueValidator(date(9998, 12, 31), "Pick a day up to 9998-12-31.")]
+SEARCHABLE_DAYS = [
+    MinValueValidator(date(1900, 1, 1), "Pick a day from 1900-01-01 on."),
+    MaxValueValidator(date(9998, 12, 31), "Pick a day up to 9998-12-31."),
+]
 
 
 class TimelineFilter(forms.Form):
-    engine = forms.ModelChoiceField(queryset=Engine.objects.all(), to_field_name="name", required=False,
-                                    empty_label="all engines")
+    engine = forms.ModelChoiceField(
+        queryset=Engine.objects.all(), to_field_name="name", required=False, empty_label="all engines"
+    )
     kind = forms.ChoiceField(choices=[("", "all kinds"), *Entry.Kind.choices], required=False)
-    start = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="From",
-                            validators=SEARCHABLE_DAYS)
-    end = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="To",
-                          validators=SEARCHABLE_DAYS)
-    corrected = forms.ChoiceField(choices=[("", "with or without corrections"), ("yes", "has corrections"),
-                                           ("no", "no corrections")], required=False)
+    start = forms.DateField(
+        required=False, widget=forms.DateInput(attrs={"type": "date"}), label="From", validators=SEARCHABLE_DAYS
+    )
+    end = forms.DateField(
+        required=False, widget=forms.DateInput(attrs={"type": "date"}), label="To", validators=SEARCHABLE_DAYS
+    )
+    corrected = forms.ChoiceField(
+        choices=[("", "with or without corrections"), ("yes", "has corrections"), ("no", "no corrections")],
+        required=False,
+    )
     q = forms.CharField(required=False, label="Search", widget=forms.TextInput(attrs={"placeholder": "text search"}))
 
     def clean(self):
@@ -38,19 +46,32 @@ class TimelineFilter(forms.Form):
             return {}
         d = self.cleaned_data
         day = lambda value: timezone.make_aware(datetime.combine(value, time.min))  # noqa: E731
-        return {"engine": d.get("engine"), "kind": d.get("kind") or None,
-                "start": day(d["start"]) if d.get("start") else None,
-                "end": day(d["end"]) + timedelta(days=1) if d.get("end") else None,
-                "has_corrections": {"yes": True, "no": False}.get(d.get("corrected")),
-                "text": d.get("q", "").strip() or None}
+        return {
+            "engine": d.get("engine"),
+            "kind": d.get("kind") or None,
+            "start": day(d["start"]) if d.get("start") else None,
+            "end": day(d["end"]) + timedelta(days=1) if d.get("end") else None,
+            "has_corrections": {"yes": True, "no": False}.get(d.get("corrected")),
+            "text": d.get("q", "").strip() or None,
+        }
 
 
 class ClaimFilter(forms.Form):
-    engine = forms.ModelChoiceField(queryset=Engine.objects.all(), to_field_name="name", required=False,
-                                    empty_label="all engines")
-    state = forms.ChoiceField(required=False, initial="", choices=[
-        ("", "every state"), ("believed", "believed now (standing or corrected)"), ("standing", "standing"),
-        ("corrected", "corrected"), ("withdrawn", "withdrawn"), ("superseded", "superseded")])
+    engine = forms.ModelChoiceField(
+        queryset=Engine.objects.all(), to_field_name="name", required=False, empty_label="all engines"
+    )
+    state = forms.ChoiceField(
+        required=False,
+        initial="",
+        choices=[
+            ("", "every state"),
+            ("believed", "believed now (standing or corrected)"),
+            ("standing", "standing"),
+            ("corrected", "corrected"),
+            ("withdrawn", "withdrawn"),
+            ("superseded", "superseded"),
+        ],
+    )
 
     def criteria(self):
         if not self.is_bound or not self.is_valid():

@@ -1,5 +1,6 @@
 """Change-log pages: timeline, entry (claims with corrections beside them), new entry, edit
 within the grace period, new correction, export. Viewers read; every write is operator-only."""
+
 import hashlib
 
 from django.contrib import messages
@@ -29,20 +30,28 @@ def index(request):
     page = Paginator(entries, 50).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    return render(request, "changelog/index.html",
-                  {"filters": filters, "page": page, "query": query.urlencode(), "kinds": Entry.Kind.choices})
+    return render(
+        request,
+        "changelog/index.html",
+        {"filters": filters, "page": page, "query": query.urlencode(), "kinds": Entry.Kind.choices},
+    )
 
 
 def _entry_context(entry):
     claims = []
     for claim in entry.claims.select_related("engine").prefetch_related("corrections__evidence"):
-        claims.append({"claim": claim, "corrections": list(claim.corrections.all()),
-                       "comparison": claim_measurement(claim=claim)})
+        claims.append(
+            {"claim": claim, "corrections": list(claim.corrections.all()), "comparison": claim_measurement(claim=claim)}
+        )
     return {
-        "entry": entry, "claims": claims,
+        "entry": entry,
+        "claims": claims,
         "entry_corrections": entry.corrections.filter(claim__isnull=True).prefetch_related("evidence"),
-        "flags": entry.flags.all(), "evidence": entry.evidence.all(), "revisions": entry.revisions.all(),
-        "incidents": entry.incidents.all(), "engines": entry.engines.all(),
+        "flags": entry.flags.all(),
+        "evidence": entry.evidence.all(),
+        "revisions": entry.revisions.all(),
+        "incidents": entry.incidents.all(),
+        "engines": entry.engines.all(),
     }
 
 
@@ -63,10 +72,20 @@ def entry_new(request):
     if request.method == "POST" and form.is_valid() and claims.is_valid():
         d = form.cleaned_data
         try:
-            entry = entry_create(author=request.user, effective_at=d["effective_at"], title=d["title"],
-                                 kind=d["kind"], engines=d["engines"], units=d["units"], body_md=d["body_md"],
-                                 reason=d["reason"], expected_effect=d["expected_effect"], flags=d["flags"],
-                                 claims=claims_from(claims), evidence=d["evidence"])
+            entry = entry_create(
+                author=request.user,
+                effective_at=d["effective_at"],
+                title=d["title"],
+                kind=d["kind"],
+                engines=d["engines"],
+                units=d["units"],
+                body_md=d["body_md"],
+                reason=d["reason"],
+                expected_effect=d["expected_effect"],
+                flags=d["flags"],
+                claims=claims_from(claims),
+                evidence=d["evidence"],
+            )
         except DuplicateError as exc:
             duplicate = str(exc)
         else:
@@ -82,10 +101,17 @@ def _now_minute():
 
 
 def _edit_initial(entry):
-    return {"effective_at": timezone.localtime(entry.effective_at), "kind": entry.kind, "title": entry.title,
-            "engines": list(entry.engines.all()), "units": entry.units, "body_md": entry.body_md,
-            "reason": entry.reason, "expected_effect": entry.expected_effect,
-            "flags": "\n".join(str(f) for f in entry.flags.all())}
+    return {
+        "effective_at": timezone.localtime(entry.effective_at),
+        "kind": entry.kind,
+        "title": entry.title,
+        "engines": list(entry.engines.all()),
+        "units": entry.units,
+        "body_md": entry.body_md,
+        "reason": entry.reason,
+        "expected_effect": entry.expected_effect,
+        "flags": "\n".join(str(f) for f in entry.flags.all()),
+    }
 
 
 @role_required("operator")
@@ -93,21 +119,35 @@ def _edit_initial(entry):
 def entry_edit_view(request, pk):
     entry = get_object_or_404(Entry, pk=pk)
     if entry.is_locked:
-        messages.error(request, f"The grace period for edits ended {format_when(entry.editable_until)}; "
-                                "write a correction instead.")
+        messages.error(
+            request,
+            f"The grace period for edits ended {format_when(entry.editable_until)}; write a correction instead.",
+        )
         return redirect(entry)
     form = EntryForm(request.POST or None, initial=_edit_initial(entry))
     form.fields.pop("evidence")
-    claim_initial = [{"text": c.text, "metric": c.metric, "predicted": c.predicted, "window": c.window,
-                      "engine": c.engine} for c in entry.claims.all()]
+    claim_initial = [
+        {"text": c.text, "metric": c.metric, "predicted": c.predicted, "window": c.window, "engine": c.engine}
+        for c in entry.claims.all()
+    ]
     claims = ClaimFormSet(request.POST or None, prefix="claims", initial=claim_initial)
     if request.method == "POST" and form.is_valid() and claims.is_valid():
         d = form.cleaned_data
         try:
-            entry_edit(entry=entry, user=request.user, effective_at=d["effective_at"], title=d["title"],
-                       kind=d["kind"], engines=d["engines"], units=d["units"], body_md=d["body_md"],
-                       reason=d["reason"], expected_effect=d["expected_effect"], flags=d["flags"],
-                       claims=claims_from(claims))
+            entry_edit(
+                entry=entry,
+                user=request.user,
+                effective_at=d["effective_at"],
+                title=d["title"],
+                kind=d["kind"],
+                engines=d["engines"],
+                units=d["units"],
+                body_md=d["body_md"],
+                reason=d["reason"],
+                expected_effect=d["expected_effect"],
+                flags=d["flags"],
+                claims=claims_from(claims),
+            )
         except AppendOnlyError as exc:
             messages.error(request, f"Nothing was saved: {exc}")
             return redirect(entry)
@@ -126,8 +166,15 @@ def correction_new(request, pk):
     if form.is_valid():
         d = form.cleaned_data
         try:
-            correction_create(entry=entry, author=request.user, text_md=d["text_md"], corrected_at=d["corrected_at"],
-                              claim=d["claim"], mark=d["mark"], evidence=d["evidence"])
+            correction_create(
+                entry=entry,
+                author=request.user,
+                text_md=d["text_md"],
+                corrected_at=d["corrected_at"],
+                claim=d["claim"],
+                mark=d["mark"],
+                evidence=d["evidence"],
+            )
         except DuplicateError as exc:
             messages.error(request, str(exc))
             return redirect(entry)
@@ -141,10 +188,16 @@ def correction_new(request, pk):
 def export(request):
     fmt = request.GET.get("format", "md")
     if fmt == "json":
-        return HttpResponse(log_markdown.export_json(), content_type="application/json; charset=utf-8",
-                            headers={"Content-Disposition": 'attachment; filename="changelog.json"'})
-    return HttpResponse(log_markdown.export_markdown(), content_type="text/markdown; charset=utf-8",
-                        headers={"Content-Disposition": 'attachment; filename="changelog.md"'})
+        return HttpResponse(
+            log_markdown.export_json(),
+            content_type="application/json; charset=utf-8",
+            headers={"Content-Disposition": 'attachment; filename="changelog.json"'},
+        )
+    return HttpResponse(
+        log_markdown.export_markdown(),
+        content_type="text/markdown; charset=utf-8",
+        headers={"Content-Disposition": 'attachment; filename="changelog.md"'},
+    )
 
 
 @require_GET
@@ -158,8 +211,11 @@ def claims(request):
     query = request.GET.copy()
     query.pop("page", None)
     named = Engine.objects.filter(Q(changelog_entries__isnull=False) | Q(pk__in=_claim_engine_ids())).distinct()
-    return render(request, "changelog/claims.html", {
-        "filters": filters, "page": page, "query": query.urlencode(), "engines": named.order_by("name")})
+    return render(
+        request,
+        "changelog/claims.html",
+        {"filters": filters, "page": page, "query": query.urlencode(), "engines": named.order_by("name")},
+    )
 
 
 def _claim_engine_ids():

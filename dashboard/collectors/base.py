@@ -3,6 +3,7 @@ bodies into a `Snapshot` (raw instantaneous values and counters), never raise.
 
 Derived values (rates, hit rate over a window, latency quantiles, restarts) need the
 previous poll and live in dashboard/collectors/derive.py, the same for every engine."""
+
 from __future__ import annotations
 
 import asyncio
@@ -79,8 +80,10 @@ class EngineCollector:
     async def fetch(self, client, base_url, *, timeout, refresh=True):
         names = [n for n in self.endpoints if refresh or n not in self.slow]
         results = await asyncio.gather(
-            *(http.aget(client, base_url + self.endpoints[n], timeout=timeout, ok_statuses=self.ok_statuses(n))
-              for n in names),
+            *(
+                http.aget(client, base_url + self.endpoints[n], timeout=timeout, ok_statuses=self.ok_statuses(n))
+                for n in names
+            ),
             return_exceptions=True,
         )
         for res in results:  # anything else is a bug, not an engine's fault: let it surface

@@ -1,6 +1,7 @@
 """The one way collectors run a host command (systemctl, journalctl, nvidia-smi): bounded
 in time, output decoded leniently, and every way it can fail to run a `CommandError`
 whose words go on the card — never an exception that ends a host poll."""
+
 import subprocess
 
 

@@ -3,6 +3,7 @@ prefix-cache hit rate over a window, latency quantiles from histogram deltas, an
 
 A counter that goes down means the engine restarted: the poll is marked `restarted`,
 the baselines start over and no rate is computed — never a negative rate."""
+
 from dashboard.collectors import prom
 
 HIT_RATE_WINDOW_S = 60.0
@@ -12,16 +13,47 @@ RATE_COUNTERS = {
     "preemptions_per_s": "preemptions_total",
 }
 READING_KEYS = (
-    "name", "kind", "up", "status", "error", "models", "requests_running", "requests_waiting",
-    "kv_cache_usage", "kv_pool_tokens", "prefix_cache_queries_total", "prefix_cache_hits_total",
-    "prefix_cache_hit_rate", "prompt_tokens_total", "generation_tokens_total", "prompt_tokens_per_s",
-    "generation_tokens_per_s", "preemptions_per_s", "spec_acceptance_rate", "ttft_p50_s", "ttft_p95_s",
-    "itl_p50_s", "itl_p95_s", "window", "restarted", "unit", "fatal_lines",
+    "name",
+    "kind",
+    "up",
+    "status",
+    "error",
+    "models",
+    "requests_running",
+    "requests_waiting",
+    "kv_cache_usage",
+    "kv_pool_tokens",
+    "prefix_cache_queries_total",
+    "prefix_cache_hits_total",
+    "prefix_cache_hit_rate",
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "prompt_tokens_per_s",
+    "generation_tokens_per_s",
+    "preemptions_per_s",
+    "spec_acceptance_rate",
+    "ttft_p50_s",
+    "ttft_p95_s",
+    "itl_p50_s",
+    "itl_p95_s",
+    "window",
+    "restarted",
+    "unit",
+    "fatal_lines",
 )
 # Engine numbers that become samples (Series.metric names of the sample-store contract).
 SAMPLE_METRICS = (
-    "requests_running", "requests_waiting", "kv_cache_usage", "prefix_cache_hit_rate", "prompt_tokens_per_s",
-    "generation_tokens_per_s", "ttft_p50_s", "ttft_p95_s", "itl_p50_s", "itl_p95_s", "preemptions_per_s",
+    "requests_running",
+    "requests_waiting",
+    "kv_cache_usage",
+    "prefix_cache_hit_rate",
+    "prompt_tokens_per_s",
+    "generation_tokens_per_s",
+    "ttft_p50_s",
+    "ttft_p95_s",
+    "itl_p50_s",
+    "itl_p95_s",
+    "preemptions_per_s",
     "kv_pool_tokens",
 )
 
@@ -44,8 +76,17 @@ def derive(snapshot, state, *, now, name, kind):
         return reading, state  # keep the baselines: a lower counter after the outage is a restart
     reading.update({k: snapshot.gauges.get(k) for k in ("requests_running", "requests_waiting", "kv_cache_usage")})
     counters = {k: v for k, v in snapshot.counters.items() if v is not None}
-    reading.update({k: counters.get(k) for k in ("prefix_cache_queries_total", "prefix_cache_hits_total",
-                                                 "prompt_tokens_total", "generation_tokens_total")})
+    reading.update(
+        {
+            k: counters.get(k)
+            for k in (
+                "prefix_cache_queries_total",
+                "prefix_cache_hits_total",
+                "prompt_tokens_total",
+                "generation_tokens_total",
+            )
+        }
+    )
     reading["kv_pool_tokens"] = snapshot.kv.get("pool_tokens")
     reading["window"] = snapshot.kv.get("window")
     before = state.get("counters") or {}
@@ -56,8 +97,12 @@ def derive(snapshot, state, *, now, name, kind):
         _quantiles(reading, snapshot.hists, state.get("hists") or {})
     reading["restarted"] = restarted
     reading["prefix_cache_hit_rate"], ring = _hit_rate(ring, counters, now)
-    new_state = {"t": now, "counters": counters, "ring": ring,
-                 "hists": {k: {str(le): c for le, c in v.items()} for k, v in snapshot.hists.items() if v}}
+    new_state = {
+        "t": now,
+        "counters": counters,
+        "ring": ring,
+        "hists": {k: {str(le): c for le, c in v.items()} for k, v in snapshot.hists.items() if v},
+    }
     return reading, new_state
 
 

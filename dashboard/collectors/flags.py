@@ -18,13 +18,15 @@ boolean switch, False for its `--no-` form, or the decoded JSON. Each flag keeps
 from (`origins`: the file that set the argv token, or `env:LLAMA_ARG_X`), so a change can say
 which drop-in set it. A flag this model does not know takes the next token as its value unless
 that token starts with "-" (and is recorded in `unknown`)."""
+
 from __future__ import annotations
 
 import json
 import os
 from dataclasses import dataclass, field
 
-VLLM_BOOL = frozenset("""
+VLLM_BOOL = frozenset(
+    """
 --enable-prefix-caching --no-enable-prefix-caching --enforce-eager --trust-remote-code --enable-chunked-prefill
 --no-enable-chunked-prefill --disable-log-stats --disable-log-requests --enable-log-requests --enable-auto-tool-choice
 --disable-custom-all-reduce --enable-lora --enable-expert-parallel --language-model-only --disable-frontend-multiprocessing
@@ -32,14 +34,22 @@ VLLM_BOOL = frozenset("""
 --async-scheduling --no-async-scheduling --disable-fastapi-docs --enable-sleep-mode --headless --kv-sharing-fast-prefill
 --disable-uvicorn-access-log --return-tokens-as-token-ids --enable-request-id-headers --disable-cascade-attn
 --skip-tokenizer-init --enable-reasoning --enable-mfu-metrics
-""".split())
-VLLM_JSON = frozenset("""
+""".split()
+)
+VLLM_JSON = frozenset(
+    """
 --speculative-config --compilation-config --kv-transfer-config --kv-events-config --hf-overrides
 --override-generation-config --limit-mm-per-prompt --mm-processor-kwargs --default-chat-template-kwargs
 --additional-config --override-pooler-config --pooler-config --rope-scaling --structured-outputs-config
-""".split())
-VLLM_SHORT = {"-O": "--compilation-config", "-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size",
-              "-dp": "--data-parallel-size", "-q": "--quantization"}
+""".split()
+)
+VLLM_SHORT = {
+    "-O": "--compilation-config",
+    "-tp": "--tensor-parallel-size",
+    "-pp": "--pipeline-parallel-size",
+    "-dp": "--data-parallel-size",
+    "-q": "--quantization",
+}
 
 # llama-server (common/arg.cpp): long name -> (short forms, env name, takes a value)
 LLAMA = {
@@ -92,11 +102,13 @@ LLAMA_JSON = frozenset({"--chat-template-kwargs"})
 LLAMA_BY_ALIAS = {alias: long for long, (shorts, _, _) in LLAMA.items() for alias in (long, *shorts)}
 TRUE_WORDS = {"1", "true", "on", "yes", "enabled"}
 
-SGLANG_BOOL = frozenset("""
+SGLANG_BOOL = frozenset(
+    """
 --enable-metrics --trust-remote-code --disable-radix-cache --disable-cuda-graph --enable-torch-compile
 --skip-server-warmup --enable-cache-report --disable-overlap-schedule --enable-mixed-chunk --enable-dp-attention
 --log-requests --show-time-cost --enable-p2p-check --disable-custom-all-reduce --enable-hierarchical-cache
-""".split())
+""".split()
+)
 SGLANG_JSON = frozenset({"--json-model-override-args", "--speculative-config"})
 SGLANG_SHORT = {"--tp": "--tp-size", "--dp": "--dp-size", "--model": "--model-path"}
 
@@ -113,9 +125,16 @@ class Parsed:
     problems: list = field(default_factory=list)
 
     def as_dict(self):
-        return {"kind": self.kind, "program": self.program, "model": self.model, "flags": self.flags,
-                "origins": self.origins, "positional": self.positional, "unknown": self.unknown,
-                "problems": self.problems}
+        return {
+            "kind": self.kind,
+            "program": self.program,
+            "model": self.model,
+            "flags": self.flags,
+            "origins": self.origins,
+            "positional": self.positional,
+            "unknown": self.unknown,
+            "problems": self.problems,
+        }
 
 
 def detect_kind(argv):
@@ -300,7 +319,8 @@ def _parse_llama(words, out, env):
 
 
 KNOWN_VALUE = {
-    "vllm": frozenset("""
+    "vllm": frozenset(
+        """
 --model --served-model-name --host --port --max-model-len --gpu-memory-utilization --max-num-seqs
 --max-num-batched-tokens --kv-cache-dtype --quantization --dtype --tensor-parallel-size --pipeline-parallel-size
 --data-parallel-size --tool-call-parser --reasoning-parser --generation-config --tokenizer --revision
@@ -309,15 +329,18 @@ KNOWN_VALUE = {
 --kv-cache-memory-bytes --num-gpu-blocks-override --root-path --allowed-origins --lora-modules --max-loras
 --max-lora-rank --long-prefill-token-threshold --max-num-partial-prefills --scheduling-policy --task --runner
 --tokenizer-mode --config-format --hf-config-path --logits-processors --max-logprobs --distributed-executor-backend
-""".split()),
-    "sglang": frozenset("""
+""".split()
+    ),
+    "sglang": frozenset(
+        """
 --model-path --served-model-name --host --port --mem-fraction-static --context-length --max-running-requests
 --max-total-tokens --chunked-prefill-size --tp-size --dp-size --kv-cache-dtype --quantization --dtype
 --tool-call-parser --reasoning-parser --attention-backend --max-mamba-cache-size --mamba-ssm-dtype
 --speculative-algorithm --speculative-num-steps --speculative-eagle-topk --speculative-num-draft-tokens
 --schedule-policy --tokenizer-path --chat-template --api-key --log-level --random-seed --page-size
 --cuda-graph-max-bs --device --load-format --revision
-""".split()),
+""".split()
+    ),
 }
 
 

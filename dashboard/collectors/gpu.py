@@ -2,6 +2,7 @@
 
 "Not Supported" fields (unified-memory boxes report it for memory) are None, and a box
 without a GPU reads `state: "no_gpu"` — both are states, never errors."""
+
 import shutil
 import time
 
@@ -10,12 +11,31 @@ from django.conf import settings
 from dashboard.collectors import command
 
 REASONS = {  # NVML clocks-event reason bits (pynvml "Clock Event Reasons defines")
-    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
-    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting", 0x200: "board_limit", 0x400: "reliability",
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+    0x200: "board_limit",
+    0x400: "reliability",
 }
-QUERY = ("index", "name", "pstate", "clocks.sm", "clocks.max.sm", "utilization.gpu", "power.draw", "power.limit",
-         "temperature.gpu", "clocks_event_reasons.active", "memory.used")
+QUERY = (
+    "index",
+    "name",
+    "pstate",
+    "clocks.sm",
+    "clocks.max.sm",
+    "utilization.gpu",
+    "power.draw",
+    "power.limit",
+    "temperature.gpu",
+    "clocks_event_reasons.active",
+    "memory.used",
+)
 NO_GPU_RECHECK_S = 300.0
 _backend = {"name": None, "checked": 0.0, "reason": ""}
 
@@ -93,19 +113,25 @@ def _read_nvml():
             raise GpuError(f"NVML: GPU {i}: {exc}") from None
         power, limit = field(pynvml.nvmlDeviceGetPowerUsage, h), field(pynvml.nvmlDeviceGetEnforcedPowerLimit, h)
         util, mem = field(pynvml.nvmlDeviceGetUtilizationRates, h), field(pynvml.nvmlDeviceGetMemoryInfo, h)
-        pstate, mask = field(pynvml.nvmlDeviceGetPerformanceState, h), field(pynvml.nvmlDeviceGetCurrentClocksEventReasons, h)
-        gpus.append({
-            "index": i, "name": field(pynvml.nvmlDeviceGetName, h),
-            "sm_clock_mhz": field(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM),
-            "sm_clock_max_mhz": field(pynvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_SM),
-            "pstate": f"P{pstate}" if pstate is not None and pstate != 32 else None,
-            "utilization_pct": util.gpu if util else None,
-            "power_w": power / 1000 if power is not None else None,
-            "power_limit_w": limit / 1000 if limit is not None else None,
-            "temperature_c": field(pynvml.nvmlDeviceGetTemperature, h, pynvml.NVML_TEMPERATURE_GPU),
-            "clocks_event_reasons": decode_reasons(mask) if mask is not None else [],
-            "memory_used_bytes": mem.used if mem and mem.total else None,
-        })
+        pstate, mask = (
+            field(pynvml.nvmlDeviceGetPerformanceState, h),
+            field(pynvml.nvmlDeviceGetCurrentClocksEventReasons, h),
+        )
+        gpus.append(
+            {
+                "index": i,
+                "name": field(pynvml.nvmlDeviceGetName, h),
+                "sm_clock_mhz": field(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM),
+                "sm_clock_max_mhz": field(pynvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_SM),
+                "pstate": f"P{pstate}" if pstate is not None and pstate != 32 else None,
+                "utilization_pct": util.gpu if util else None,
+                "power_w": power / 1000 if power is not None else None,
+                "power_limit_w": limit / 1000 if limit is not None else None,
+                "temperature_c": field(pynvml.nvmlDeviceGetTemperature, h, pynvml.NVML_TEMPERATURE_GPU),
+                "clocks_event_reasons": decode_reasons(mask) if mask is not None else [],
+                "memory_used_bytes": mem.used if mem and mem.total else None,
+            }
+        )
     return gpus
 
 
@@ -147,11 +173,19 @@ def parse_smi_row(line):
     except ValueError:
         mask = None
     mem = _num(cols[10])
-    return {"index": _num(cols[0], int), "name": cols[1], "pstate": cols[2] if cols[2].startswith("P") else None,
-            "sm_clock_mhz": _num(cols[3], int), "sm_clock_max_mhz": _num(cols[4], int),
-            "utilization_pct": _num(cols[5]), "power_w": _num(cols[6]), "power_limit_w": _num(cols[7]),
-            "temperature_c": _num(cols[8]), "clocks_event_reasons": decode_reasons(mask) if mask is not None else [],
-            "memory_used_bytes": int(mem * 1024 * 1024) if mem is not None else None}
+    return {
+        "index": _num(cols[0], int),
+        "name": cols[1],
+        "pstate": cols[2] if cols[2].startswith("P") else None,
+        "sm_clock_mhz": _num(cols[3], int),
+        "sm_clock_max_mhz": _num(cols[4], int),
+        "utilization_pct": _num(cols[5]),
+        "power_w": _num(cols[6]),
+        "power_limit_w": _num(cols[7]),
+        "temperature_c": _num(cols[8]),
+        "clocks_event_reasons": decode_reasons(mask) if mask is not None else [],
+        "memory_used_bytes": int(mem * 1024 * 1024) if mem is not None else None,
+    }
 
 
 def reset_backend():

@@ -2,6 +2,7 @@
 watched unit owns (a smoke test from a fresh venv, a hand-started engine), read from
 $SPARKOPS_PROC_ROOT/<pid>/{cmdline,environ,cgroup}. A hand-run engine inherits none of the
 caps a unit sets: this is how the box once went unreachable for 19 minutes."""
+
 from __future__ import annotations
 
 import os
@@ -74,16 +75,24 @@ def scan(*, watched_units=()):
             port = int(parsed.flags.get("--port") or DEFAULT_PORT[kind])
         except ValueError:
             continue
-        found[pid] = {"pid": int(pid), "kind": kind, "argv": argv, "environ": env, "cgroup": cgroup, "unit": unit,
-                      "host": "127.0.0.1" if host in ("0.0.0.0", "::", "") else host, "port": port,
-                      "ppid": _ppid(proc, pid)}
+        found[pid] = {
+            "pid": int(pid),
+            "kind": kind,
+            "argv": argv,
+            "environ": env,
+            "cgroup": cgroup,
+            "unit": unit,
+            "host": "127.0.0.1" if host in ("0.0.0.0", "::", "") else host,
+            "port": port,
+            "ppid": _ppid(proc, pid),
+        }
     # a server's own children (API server workers, EngineCore) share its command line: keep the parent
     return [p for p in found.values() if str(p["ppid"]) not in found]
 
 
 def _ppid(proc, pid):
     raw = (_read(proc, pid, "stat", 4096) or b"").decode("utf-8", "replace")
-    fields = raw[raw.rfind(")") + 2:].split()
+    fields = raw[raw.rfind(")") + 2 :].split()
     try:
         return int(fields[1])
     except (IndexError, ValueError):

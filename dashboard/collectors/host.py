@@ -2,6 +2,7 @@
 
 Absent sources are states, not errors: a container or old kernel without PSI reads
 `psi: null` with the reason kept, and the rest of the host reading goes on."""
+
 import os
 import threading
 from contextlib import contextmanager
@@ -33,8 +34,13 @@ def _procfs(root):
 def read_memory():
     with _procfs(settings.SPARKOPS_PROC_ROOT):
         vm, sw = psutil.virtual_memory(), psutil.swap_memory()
-    return {"mem_total_bytes": vm.total, "mem_available_bytes": vm.available, "mem_used_bytes": vm.total - vm.available,
-            "swap_total_bytes": sw.total, "swap_used_bytes": sw.used}
+    return {
+        "mem_total_bytes": vm.total,
+        "mem_available_bytes": vm.available,
+        "mem_used_bytes": vm.total - vm.available,
+        "swap_total_bytes": sw.total,
+        "swap_used_bytes": sw.used,
+    }
 
 
 def parse_psi(text):

@@ -1,5 +1,6 @@
 """One host reading: memory, PSI, GPUs, compiler processes, and the engines' units and
 journal. Runs on the host itself (that box's worker's resident poller). Every source fails alone."""
+
 import time
 from typing import NamedTuple
 
@@ -38,9 +39,15 @@ def host_read(*, engines, state, now=None) -> HostRead:
     procs = _compilers(state, new_state, now)
     units = _units(engines)
     unit_infos, kernel_lines = _journal(engines, units, state, new_state, now)
-    reading = {"host": host, "gpus": gpus, "gpu_state": gpu_state, "processes": procs,
-               "kernel_lines": kernel_lines, "units": units,
-               "journal_errors": {k[14:]: v for k, v in new_state.items() if k.startswith("journal_error_")}}
+    reading = {
+        "host": host,
+        "gpus": gpus,
+        "gpu_state": gpu_state,
+        "processes": procs,
+        "kernel_lines": kernel_lines,
+        "units": units,
+        "journal_errors": {k[14:]: v for k, v in new_state.items() if k.startswith("journal_error_")},
+    }
     return HostRead(reading, {**_values(host, gpus, procs), **stall}, unit_infos, new_state)
 
 
@@ -48,8 +55,14 @@ def _memory():
     try:
         return hostsrc.read_memory()
     except (OSError, RuntimeError, ValueError) as exc:
-        return {"mem_total_bytes": None, "mem_available_bytes": None, "mem_used_bytes": None,
-                "swap_total_bytes": None, "swap_used_bytes": None, "mem_error": str(exc)[:200]}
+        return {
+            "mem_total_bytes": None,
+            "mem_available_bytes": None,
+            "mem_used_bytes": None,
+            "swap_total_bytes": None,
+            "swap_used_bytes": None,
+            "mem_error": str(exc)[:200],
+        }
 
 
 def _compilers(state, new_state, now):

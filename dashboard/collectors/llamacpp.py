@@ -1,13 +1,20 @@
 """llama.cpp llama-server: /health (503 while loading), /metrics, /slots, /props, /v1/models.
 Names: engine-sources.md §2. KV usage is not exported upstream; it is approximated from /slots."""
+
 from dashboard import http
 from dashboard.collectors import prom
 from dashboard.collectors.base import EngineCollector, Snapshot, as_int, describe, register
 
-FAMILIES = ("llamacpp:prompt_tokens", "llamacpp:prompt_tokens_cached", "llamacpp:tokens_predicted",
-            "llamacpp:requests_processing", "llamacpp:requests_deferred",
-            "llamacpp:spec_decode_num_draft_tokens", "llamacpp:spec_decode_num_accepted_tokens",
-            "llamacpp:kv_cache_usage_ratio")
+FAMILIES = (
+    "llamacpp:prompt_tokens",
+    "llamacpp:prompt_tokens_cached",
+    "llamacpp:tokens_predicted",
+    "llamacpp:requests_processing",
+    "llamacpp:requests_deferred",
+    "llamacpp:spec_decode_num_draft_tokens",
+    "llamacpp:spec_decode_num_accepted_tokens",
+    "llamacpp:kv_cache_usage_ratio",
+)
 NAMES = prom.wanted_names(FAMILIES)
 
 
@@ -42,8 +49,13 @@ def props_kv(props):
 class LlamaCppCollector(EngineCollector):
     kind = "llamacpp"
     liveness_path = "/health"
-    endpoints = {"health": "/health", "metrics": "/metrics", "slots": "/slots", "props": "/props",
-                 "models": "/v1/models"}
+    endpoints = {
+        "health": "/health",
+        "metrics": "/metrics",
+        "slots": "/slots",
+        "props": "/props",
+        "models": "/v1/models",
+    }
     required = ("health",)
     slow = frozenset({"props", "models"})
     probe_ok_statuses = frozenset({503})
@@ -60,8 +72,9 @@ class LlamaCppCollector(EngineCollector):
         samples = prom.parse(metrics.text, NAMES, url=metrics.url)
         models, _ = self.openai_models(self.json_of(bodies, "models", {}))
         props = self.json_of(bodies, "props")
-        snap = Snapshot(status="up", models=models,
-                        info={"build": props.get("build_info") if isinstance(props, dict) else None})
+        snap = Snapshot(
+            status="up", models=models, info={"build": props.get("build_info") if isinstance(props, dict) else None}
+        )
         usage = prom.total(samples, "llamacpp:kv_cache_usage_ratio")  # older builds only
         snap.gauges = {
             "requests_running": prom.total(samples, "llamacpp:requests_processing"),
@@ -73,7 +86,8 @@ class LlamaCppCollector(EngineCollector):
         # prompt_tokens_total excludes cached tokens, so queries = processed + cached.
         queries = processed + cached if processed is not None and cached is not None else None
         snap.counters = {
-            "prefix_cache_queries_total": queries, "prefix_cache_hits_total": cached,
+            "prefix_cache_queries_total": queries,
+            "prefix_cache_hits_total": cached,
             "prompt_tokens_total": processed,
             "generation_tokens_total": prom.total(samples, "llamacpp:tokens_predicted_total"),
             "spec_draft_tokens_total": prom.total(samples, "llamacpp:spec_decode_num_draft_tokens_total"),

@@ -1,4 +1,5 @@
 """Any OpenAI-compatible server: /v1/models only — up/down and the served model names."""
+
 from dashboard.collectors.base import EngineCollector, Snapshot, register
 
 

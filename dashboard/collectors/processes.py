@@ -1,12 +1,30 @@
 """Compiler processes — the early sign of a compile storm (a cold JIT cache once spawned
 ~21 compilers at ~3.3 GiB each). Reads /proc/<pid>/stat directly: one small read per
 process, far cheaper than psutil.process_iter every 2 seconds."""
+
 import os
 
 from django.conf import settings
 
-COMPILERS = frozenset({"cicc", "nvcc", "ptxas", "cc1plus", "cc1", "ninja", "nvlink", "fatbinary", "c++", "g++",
-                       "gcc", "clang", "clang++", "ld", "triton-llvm-opt"})
+COMPILERS = frozenset(
+    {
+        "cicc",
+        "nvcc",
+        "ptxas",
+        "cc1plus",
+        "cc1",
+        "ninja",
+        "nvlink",
+        "fatbinary",
+        "c++",
+        "g++",
+        "gcc",
+        "clang",
+        "clang++",
+        "ld",
+        "triton-llvm-opt",
+    }
+)
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -18,9 +36,9 @@ def _stat(proc, pid):
     except OSError:
         return None
     lpar, rpar = raw.find("("), raw.rfind(")")
-    fields = raw[rpar + 2:].split()
+    fields = raw[rpar + 2 :].split()
     try:  # fields[0] is the state (3rd field); ppid is the 4th, rss (pages) the 24th
-        return raw[lpar + 1:rpar], int(fields[1]), int(fields[21]) * PAGE
+        return raw[lpar + 1 : rpar], int(fields[1]), int(fields[21]) * PAGE
     except (IndexError, ValueError):
         return None
 
@@ -47,11 +65,22 @@ def read_compilers():
     procs = []
     for pid, info in table.items():
         if info and info[0] in COMPILERS:
-            procs.append({"pid": int(pid), "name": info[0], "rss_bytes": info[2],
-                          "parent": _spawner(table, info[1]), "unit": _unit(proc, pid)})
+            procs.append(
+                {
+                    "pid": int(pid),
+                    "name": info[0],
+                    "rss_bytes": info[2],
+                    "parent": _spawner(table, info[1]),
+                    "unit": _unit(proc, pid),
+                }
+            )
     procs.sort(key=lambda p: -p["rss_bytes"])
-    return {"compilers": len(procs), "compilers_rss_bytes": sum(p["rss_bytes"] for p in procs),
-            "compiler_procs": procs[:50], "error": None}
+    return {
+        "compilers": len(procs),
+        "compilers_rss_bytes": sum(p["rss_bytes"] for p in procs),
+        "compiler_procs": procs[:50],
+        "error": None,
+    }
 
 
 def _spawner(table, ppid):

@@ -10,6 +10,7 @@ a line reaches the parser where that can be told from the line's length: the par
 grows much faster than a line's labels, so one engine's pathological line must be refused
 before the parser sees it, or every other engine of the tick waits for it. A scrape that
 breaks a limit fails with the limit it broke as its reason."""
+
 import math
 import re
 import time
@@ -31,9 +32,13 @@ class Limits:
 
     @classmethod
     def from_settings(cls):
-        return cls(settings.SPARKOPS_SCRAPE_SAMPLE_LIMIT, settings.SPARKOPS_SCRAPE_LABEL_LIMIT,
-                   settings.SPARKOPS_SCRAPE_LABEL_NAME_LENGTH_LIMIT, settings.SPARKOPS_SCRAPE_LABEL_VALUE_LENGTH_LIMIT,
-                   settings.SPARKOPS_SCRAPE_PARSE_TIME_LIMIT_S)
+        return cls(
+            settings.SPARKOPS_SCRAPE_SAMPLE_LIMIT,
+            settings.SPARKOPS_SCRAPE_LABEL_LIMIT,
+            settings.SPARKOPS_SCRAPE_LABEL_NAME_LENGTH_LIMIT,
+            settings.SPARKOPS_SCRAPE_LABEL_VALUE_LENGTH_LIMIT,
+            settings.SPARKOPS_SCRAPE_PARSE_TIME_LIMIT_S,
+        )
 
     @property
     def line_limit(self):
@@ -54,6 +59,7 @@ class Samples(dict):
             shown = ", ".join(self.non_finite[:3]) + (" …" if len(self.non_finite) > 3 else "")
             return f"every {prefix}* sample is NaN or ±Inf ({shown})"
         return None
+
 
 _NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*")
 _SUFFIXES = ("", "_total", "_bucket", "_count", "_sum")
@@ -94,8 +100,11 @@ def parse(text, names, *, limits=None, url=""):
         if count > limits.sample_limit:
             raise BadBody(f"sample_limit exceeded (over {limits.sample_limit} wanted samples)", url=url)
         if len(line) > line_limit or line.count('="') > limits.label_limit:
-            raise BadBody(f"label limits exceeded: a {_line_name(line)} line of {len(line)} characters "
-                          f"with about {line.count('=')} labels (label_limit {limits.label_limit})", url=url)
+            raise BadBody(
+                f"label limits exceeded: a {_line_name(line)} line of {len(line)} characters "
+                f"with about {line.count('=')} labels (label_limit {limits.label_limit})",
+                url=url,
+            )
         if not count % 256 and time.thread_time() - started > limits.parse_time_limit_s:
             raise BadBody(f"parse time limit exceeded ({limits.parse_time_limit_s:g} s of CPU)", url=url)
         name, labels, value = _sample(line, limits, url)
@@ -121,7 +130,7 @@ def _sample(line, limits, url=""):
     if end == -1:
         head, _, rest = line.partition(" ")
     else:
-        head, rest = line[:end + 1], line[end + 1:]
+        head, rest = line[: end + 1], line[end + 1 :]
     known = _known.get(head)
     fields = rest.split()
     if known is not None and len(fields) in (1, 2):
@@ -145,14 +154,22 @@ def _sample(line, limits, url=""):
 
 def _check_labels(sample, limits, url):
     if len(sample.labels) > limits.label_limit:
-        raise BadBody(f"label_limit exceeded ({len(sample.labels)} labels on {sample.name} > {limits.label_limit})", url=url)
+        raise BadBody(
+            f"label_limit exceeded ({len(sample.labels)} labels on {sample.name} > {limits.label_limit})", url=url
+        )
     for key, value in sample.labels.items():
         if len(key) > limits.label_name_length_limit:
-            raise BadBody(f"label_name_length_limit exceeded ({len(key)} characters > "
-                          f"{limits.label_name_length_limit}) on {sample.name}", url=url)
+            raise BadBody(
+                f"label_name_length_limit exceeded ({len(key)} characters > "
+                f"{limits.label_name_length_limit}) on {sample.name}",
+                url=url,
+            )
         if len(value) > limits.label_value_length_limit:
-            raise BadBody(f"label_value_length_limit exceeded (label {key[:40]} of {len(value)} characters > "
-                          f"{limits.label_value_length_limit}) on {sample.name}", url=url)
+            raise BadBody(
+                f"label_value_length_limit exceeded (label {key[:40]} of {len(value)} characters > "
+                f"{limits.label_value_length_limit}) on {sample.name}",
+                url=url,
+            )
 
 
 def _line_name(line):

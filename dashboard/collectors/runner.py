@@ -2,6 +2,7 @@
 
 Polls run every second or two: reusing one loop and one keep-alive client per thread
 saves a TLS context and a TCP handshake per engine per poll (the poll-overhead bench)."""
+
 import asyncio
 import threading
 

@@ -1,11 +1,21 @@
 """SGLang: /health, /metrics (with --enable-metrics), /get_server_info. Names: engine-sources.md §3."""
+
 from dashboard.collectors import prom
 from dashboard.collectors.base import EngineCollector, Snapshot, as_float, as_int, register
 
-FAMILIES = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
-            "sglang:max_total_num_tokens", "sglang:cached_tokens_total", "sglang:prompt_tokens_total",
-            "sglang:generation_tokens_total", "sglang:num_retracted_requests_total",
-            "sglang:time_to_first_token_seconds", "sglang:inter_token_latency_seconds", "sglang:context_len")
+FAMILIES = (
+    "sglang:num_running_reqs",
+    "sglang:num_queue_reqs",
+    "sglang:token_usage",
+    "sglang:max_total_num_tokens",
+    "sglang:cached_tokens_total",
+    "sglang:prompt_tokens_total",
+    "sglang:generation_tokens_total",
+    "sglang:num_retracted_requests_total",
+    "sglang:time_to_first_token_seconds",
+    "sglang:inter_token_latency_seconds",
+    "sglang:context_len",
+)
 NAMES = prom.wanted_names(FAMILIES)
 
 
@@ -47,10 +57,15 @@ class SglangCollector(EngineCollector):
             "generation_tokens_total": prom.total(samples, "sglang:generation_tokens_total"),
             "preemptions_total": prom.total(samples, "sglang:num_retracted_requests_total"),
         }
-        snap.hists = {"ttft": prom.buckets(samples, "sglang:time_to_first_token_seconds"),
-                      "itl": prom.buckets(samples, "sglang:inter_token_latency_seconds")}
+        snap.hists = {
+            "ttft": prom.buckets(samples, "sglang:time_to_first_token_seconds"),
+            "itl": prom.buckets(samples, "sglang:inter_token_latency_seconds"),
+        }
         pool = prom.total(samples, "sglang:max_total_num_tokens")
         window = prom.total(samples, "sglang:context_len")
-        snap.kv = {**facts, "pool_tokens": int(pool) if pool else facts.get("pool_tokens"),
-                   "window": int(window) if window else facts.get("window")}
+        snap.kv = {
+            **facts,
+            "pool_tokens": int(pool) if pool else facts.get("pool_tokens"),
+            "window": int(window) if window else facts.get("window"),
+        }
         return snap

@@ -3,6 +3,7 @@
 Raw samples are kept 48 hours, 1-minute rollups 90 days, 1-hour rollups for ever.
 Rollups are upserts over a trailing window, so running them twice, late, or from two
 workers gives the same rows."""
+
 import math
 from datetime import timedelta
 
@@ -16,6 +17,7 @@ from dashboard.models.samples import MINUTE_RETENTION, RAW_RETENTION
 
 MINUTE, HOUR = Rollup.Resolution.MINUTE, Rollup.Resolution.HOUR
 
+
 class SeriesIds:
     """(engine id, host id, metric) -> series id, read or created on first use. A series is
     never renamed, so a poller keeps one for its life; it drops it after a failed store, whose
@@ -28,7 +30,11 @@ class SeriesIds:
         key = (engine_id, host_id, metric)
         sid = self.ids.get(key)
         if sid is None:
-            lookup = {"engine_id": engine_id, "host__isnull": True} if engine_id else {"host_id": host_id, "engine__isnull": True}
+            lookup = (
+                {"engine_id": engine_id, "host__isnull": True}
+                if engine_id
+                else {"host_id": host_id, "engine__isnull": True}
+            )
             sid = Series.objects.filter(metric=metric, **lookup).values_list("pk", flat=True).first()
             if sid is None:
                 sid = _create_series(metric=metric, engine_id=engine_id, host_id=host_id)
@@ -80,7 +86,9 @@ def samples_insert(rows):
     """Insert (series id, ts, value) ROWS. On PostgreSQL through COPY, which costs a few µs a
     row where an ORM bulk INSERT costs ~50 (the poller's CPU budget is most of the reason)."""
     if connection.vendor != "postgresql":
-        Sample.objects.bulk_create([Sample(series_id=sid, ts=ts, value=value) for sid, ts, value in rows], batch_size=5000)
+        Sample.objects.bulk_create(
+            [Sample(series_id=sid, ts=ts, value=value) for sid, ts, value in rows], batch_size=5000
+        )
         return
     meta = Sample._meta
     columns = ", ".join(connection.ops.quote_name(meta.get_field(f).column) for f in ("series", "ts", "value"))
@@ -93,8 +101,12 @@ def samples_insert(rows):
 def states_put(states):
     """Upsert many collector states ({key: data}) in one statement."""
     now = timezone.now()
-    CollectorState.objects.bulk_create([CollectorState(key=k, data=v, updated_at=now) for k, v in states.items()],
-                                       update_conflicts=True, unique_fields=["key"], update_fields=["data", "updated_at"])
+    CollectorState.objects.bulk_create(
+        [CollectorState(key=k, data=v, updated_at=now) for k, v in states.items()],
+        update_conflicts=True,
+        unique_fields=["key"],
+        update_fields=["data", "updated_at"],
+    )
 
 
 def state_get(key):
@@ -104,9 +116,12 @@ def state_get(key):
 def rollups_minute(*, end=None, lookback=timedelta(minutes=5)):
     """Roll raw samples of complete minutes in (end - lookback, end] into 1-minute buckets."""
     end = _floor(end or timezone.now(), 60)
-    rows = (Sample.objects.filter(ts__gte=end - lookback, ts__lt=end)
-            .annotate(bucket=TruncMinute("ts")).values("series_id", "bucket")
-            .annotate(lo=Min("value"), avg=Avg("value"), hi=Max("value"), n=Count("id")))
+    rows = (
+        Sample.objects.filter(ts__gte=end - lookback, ts__lt=end)
+        .annotate(bucket=TruncMinute("ts"))
+        .values("series_id", "bucket")
+        .annotate(lo=Min("value"), avg=Avg("value"), hi=Max("value"), n=Count("id"))
+    )
     return _upsert(MINUTE, [(r["series_id"], r["bucket"], r["lo"], r["avg"], r["hi"], r["n"]) for r in rows])
 
 
@@ -115,7 +130,8 @@ def rollups_hour(*, end=None, lookback=timedelta(hours=3)):
     end = _floor(end or timezone.now(), 3600)
     buckets = {}
     minute_rows = Rollup.objects.filter(resolution=MINUTE, ts__gte=end - lookback, ts__lt=end).values_list(
-        "series_id", "ts", "min", "mean", "max", "count")
+        "series_id", "ts", "min", "mean", "max", "count"
+    )
     for sid, ts, lo, mean, hi, n in minute_rows.iterator(chunk_size=5000):
         key = (sid, ts.replace(minute=0, second=0, microsecond=0))
         acc = buckets.setdefault(key, [math.inf, 0.0, -math.inf, 0])
@@ -124,10 +140,17 @@ def rollups_hour(*, end=None, lookback=timedelta(hours=3)):
 
 
 def _upsert(resolution, rows):
-    objs = [Rollup(series_id=sid, resolution=resolution, ts=ts, min=lo, mean=mean, max=hi, count=n)
-            for sid, ts, lo, mean, hi, n in rows]
-    Rollup.objects.bulk_create(objs, batch_size=2000, update_conflicts=True,
-                               unique_fields=["series", "resolution", "ts"], update_fields=["min", "mean", "max", "count"])
+    objs = [
+        Rollup(series_id=sid, resolution=resolution, ts=ts, min=lo, mean=mean, max=hi, count=n)
+        for sid, ts, lo, mean, hi, n in rows
+    ]
+    Rollup.objects.bulk_create(
+        objs,
+        batch_size=2000,
+        update_conflicts=True,
+        unique_fields=["series", "resolution", "ts"],
+        update_fields=["min", "mean", "max", "count"],
+    )
     return len(objs)
 
 
@@ -152,4 +175,3 @@ def _delete_batched(queryset, batch):
 def _floor(ts, seconds):
     epoch = ts.timestamp()
     return ts - timedelta(seconds=epoch % seconds)
-

@@ -3,6 +3,7 @@ lines since a kept cursor, matched against fatal signatures and vLLM's KV boot l
 
 One `systemctl show` per scope and one `journalctl` per scope per poll: spawning a
 process is the dearest thing a collector does, so units are batched."""
+
 import json
 import re
 
@@ -10,9 +11,24 @@ from django.conf import settings
 
 from dashboard.collectors.command import CommandError, output
 
-PROPERTIES = ("LoadState", "ActiveState", "SubState", "Result", "ExecMainStatus", "ExecMainCode", "MainPID",
-              "ExecMainPID", "NRestarts", "Restart", "ActiveEnterTimestamp", "InactiveEnterTimestamp",
-              "ExecMainStartTimestamp", "ExecMainExitTimestamp", "ControlGroup", "MemoryCurrent")
+PROPERTIES = (
+    "LoadState",
+    "ActiveState",
+    "SubState",
+    "Result",
+    "ExecMainStatus",
+    "ExecMainCode",
+    "MainPID",
+    "ExecMainPID",
+    "NRestarts",
+    "Restart",
+    "ActiveEnterTimestamp",
+    "InactiveEnterTimestamp",
+    "ExecMainStartTimestamp",
+    "ExecMainExitTimestamp",
+    "ControlGroup",
+    "MemoryCurrent",
+)
 INT_PROPS = ("ExecMainStatus", "ExecMainCode", "MainPID", "ExecMainPID", "NRestarts")
 CMD_TIMEOUT_S = 5
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -22,8 +38,13 @@ FATAL = (  # (name, pattern); engine-sources.md §1.11, §4.4, §6.5
     ("xid", re.compile(r"NVRM: (?:GPU\d+ )?Xid \([^)]*\): (\d+)")),
     ("nv_err_no_memory", re.compile(r"NV_ERR_NO_MEMORY|\(0x00000051\)")),
     ("oom_kill", re.compile(r"Out of memory: Killed process|oom-kill:|invoked oom-killer")),
-    ("engine_core_died", re.compile(r"EngineCore encountered a fatal error|engine core exited unexpectedly|"
-                                    r"Worker proc \S+ died unexpectedly")),
+    (
+        "engine_core_died",
+        re.compile(
+            r"EngineCore encountered a fatal error|engine core exited unexpectedly|"
+            r"Worker proc \S+ died unexpectedly"
+        ),
+    ),
 )
 OOM_MESSAGE_ID = "fe6faa94e7774663a0da52717891d8ef"
 KV_SIZE = re.compile(r"(?:[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]+) tokens")
@@ -61,8 +82,15 @@ def units_show(units, *, scope="system"):
     """{unit: props or {"error": reason}} for the units of one scope, in one process."""
     if not units:
         return {}
-    argv = [settings.SPARKOPS_SYSTEMCTL, *(["--user"] if scope == "user" else []), "show", *units,
-            "-p", ",".join(PROPERTIES), "--no-pager"]
+    argv = [
+        settings.SPARKOPS_SYSTEMCTL,
+        *(["--user"] if scope == "user" else []),
+        "show",
+        *units,
+        "-p",
+        ",".join(PROPERTIES),
+        "--no-pager",
+    ]
     try:
         blocks = parse_show(output(argv, timeout=CMD_TIMEOUT_S))
     except CommandError as exc:
@@ -82,8 +110,14 @@ def journal_read(*, units=(), user_units=(), kernel=False, cursor=None, first_li
         selection = [*(f"--unit={u}" for u in units), *(f"--user-unit={u}" for u in user_units)]
         if not selection:
             return [], cursor
-    argv = [settings.SPARKOPS_JOURNALCTL, "-o", "json", "--no-pager", *selection,
-            *([f"--after-cursor={cursor}"] if cursor else ["-n", str(first_lines)])]
+    argv = [
+        settings.SPARKOPS_JOURNALCTL,
+        "-o",
+        "json",
+        "--no-pager",
+        *selection,
+        *([f"--after-cursor={cursor}"] if cursor else ["-n", str(first_lines)]),
+    ]
     entries = []
     for line in output(argv, timeout=CMD_TIMEOUT_S).splitlines():
         try:
@@ -126,5 +160,10 @@ def entry_unit(entry):
 
 
 def fatal_line(entry, signature):
-    return {"time_us": entry.get("__REALTIME_TIMESTAMP"), "unit": entry_unit(entry),
-            "kernel": entry.get("_TRANSPORT") == "kernel", "signature": signature, "message": message(entry)[:500]}
+    return {
+        "time_us": entry.get("__REALTIME_TIMESTAMP"),
+        "unit": entry_unit(entry),
+        "kernel": entry.get("_TRANSPORT") == "kernel",
+        "signature": signature,
+        "message": message(entry)[:500],
+    }

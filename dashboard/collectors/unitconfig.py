@@ -16,6 +16,7 @@ effective environment (Environment= lines in order, then EnvironmentFile= files,
 them, read under SPARKOPS_HOST_ROOT), and the file that set every other directive. `systemctl
 show`'s argv joins words with spaces (a JSON-valued flag would not survive it), so it is only the
 fallback when the files cannot be read."""
+
 from __future__ import annotations
 
 import os
@@ -27,15 +28,50 @@ from django.conf import settings
 from dashboard.collectors.command import CommandError, output, run
 
 CONFIG_PROPERTIES = (
-    "Id", "LoadState", "FragmentPath", "DropInPaths", "UnitFileState", "Type", "ExecStart", "ExecStartPost",
-    "Environment", "EnvironmentFiles", "Restart", "RestartUSec", "StartLimitBurst", "StartLimitIntervalUSec",
-    "TimeoutStartUSec", "After", "Wants", "Requires", "BindsTo", "MemoryHigh", "MemoryMax", "CPUQuotaPerSecUSec",
-    "User", "ExecMainStartTimestamp", "ExecMainExitTimestamp", "InactiveExitTimestamp", "ActiveEnterTimestamp",
+    "Id",
+    "LoadState",
+    "FragmentPath",
+    "DropInPaths",
+    "UnitFileState",
+    "Type",
+    "ExecStart",
+    "ExecStartPost",
+    "Environment",
+    "EnvironmentFiles",
+    "Restart",
+    "RestartUSec",
+    "StartLimitBurst",
+    "StartLimitIntervalUSec",
+    "TimeoutStartUSec",
+    "After",
+    "Wants",
+    "Requires",
+    "BindsTo",
+    "MemoryHigh",
+    "MemoryMax",
+    "CPUQuotaPerSecUSec",
+    "User",
+    "ExecMainStartTimestamp",
+    "ExecMainExitTimestamp",
+    "InactiveExitTimestamp",
+    "ActiveEnterTimestamp",
 )
 DEP_PROPERTIES = ("Id", "LoadState", "UnitFileState", "ActiveState")
 EDGES = ("After", "Wants", "Requires", "BindsTo")
-LIST_DIRECTIVES = frozenset({"ExecStart", "ExecStartPre", "ExecStartPost", "Environment", "EnvironmentFile",
-                             "After", "Wants", "Requires", "BindsTo", "Before"})
+LIST_DIRECTIVES = frozenset(
+    {
+        "ExecStart",
+        "ExecStartPre",
+        "ExecStartPost",
+        "Environment",
+        "EnvironmentFile",
+        "After",
+        "Wants",
+        "Requires",
+        "BindsTo",
+        "Before",
+    }
+)
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"  # systemd's PATH for system services
 CMD_TIMEOUT_S = 5
 EXEC_PREFIX = re.compile(r"^[@\-:+!]+")
@@ -178,13 +214,25 @@ def effective(files, unit_name="", root=None):
         if exec_start is not None:
             shadowed.append({"file": exec_start["file"], "argv": exec_start["argv"]})
         exec_start = _command(value, path, env, env_origin, unit_name)
-    earlier = [s for s in _all_exec_starts(files, env, env_origin, unit_name) if exec_start is None or s["file"] != exec_start["file"]]
+    earlier = [
+        s
+        for s in _all_exec_starts(files, env, env_origin, unit_name)
+        if exec_start is None or s["file"] != exec_start["file"]
+    ]
     post = [_command(value, path, env, env_origin, unit_name) for value, path in lists["ExecStartPost"]]
     edges = {k: sorted({u for value, _ in lists[k] for u in value.split()}) for k in EDGES}
     edge_files = {k: sorted({p for _, p in lists[k]}) for k in EDGES}
-    return {"directives": scalars, "exec_start": exec_start, "exec_start_post": post, "environment": env,
-            "environment_origins": env_origin, "environment_files": env_files, "edges": edges,
-            "edge_files": edge_files, "shadowed": shadowed or earlier}
+    return {
+        "directives": scalars,
+        "exec_start": exec_start,
+        "exec_start_post": post,
+        "environment": env,
+        "environment_origins": env_origin,
+        "environment_files": env_files,
+        "edges": edges,
+        "edge_files": edge_files,
+        "shadowed": shadowed or earlier,
+    }
 
 
 def _all_exec_starts(files, env, env_origin, unit_name):
@@ -218,6 +266,7 @@ def _command(value, path, env, env_origin, unit_name):
 
 
 # --- systemctl show / cat ---------------------------------------------------------------
+
 
 def _systemctl(scope, *args):
     return [settings.SPARKOPS_SYSTEMCTL, *(["--user"] if scope == "user" else []), *args, "--no-pager"]
@@ -281,9 +330,30 @@ def timespan_s(value):
     value = value.strip()
     if value == "infinity":
         return float("inf")
-    units = {"us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3, "s": 1, "sec": 1, "second": 1, "seconds": 1,
-             "min": 60, "m": 60, "minutes": 60, "h": 3600, "hr": 3600, "hour": 3600, "hours": 3600,
-             "d": 86400, "day": 86400, "days": 86400, "w": 604800, "week": 604800, "month": 2629800, "y": 31557600}
+    units = {
+        "us": 1e-6,
+        "usec": 1e-6,
+        "ms": 1e-3,
+        "msec": 1e-3,
+        "s": 1,
+        "sec": 1,
+        "second": 1,
+        "seconds": 1,
+        "min": 60,
+        "m": 60,
+        "minutes": 60,
+        "h": 3600,
+        "hr": 3600,
+        "hour": 3600,
+        "hours": 3600,
+        "d": 86400,
+        "day": 86400,
+        "days": 86400,
+        "w": 604800,
+        "week": 604800,
+        "month": 2629800,
+        "y": 31557600,
+    }
     total, found = 0.0, False
     for number, unit in re.findall(r"([\d.]+)\s*([a-z]*)", value):
         try:
@@ -329,8 +399,11 @@ def read_units(engines):
             except CommandError as exc:
                 dep_states = {d: {"error": str(exc)} for d in deps}
         for c in configs.values():
-            c["edge_states"] = {d: {k: dep_states.get(d, {}).get(k, "") for k in ("LoadState", "UnitFileState", "ActiveState")}
-                                for k in EDGES for d in c["edges"][k]}
+            c["edge_states"] = {
+                d: {k: dep_states.get(d, {}).get(k, "") for k in ("LoadState", "UnitFileState", "ActiveState")}
+                for k in EDGES
+                for d in c["edges"][k]
+            }
         for e in mine:
             out[e.pk] = configs[e.unit]
     return out
@@ -350,30 +423,49 @@ def unit_config(unit, scope, props, paths, texts):
     if exec_start is None:  # files unreadable: show's argv (words joined by spaces, so split again)
         shown = exec_struct(props.get("ExecStart"))
         if shown:
-            exec_start = {"argv": shown[0]["argv"], "origins": [props.get("FragmentPath", "")] * len(shown[0]["argv"]),
-                          "file": props.get("FragmentPath", ""), "from": "systemctl show"}
-    post = eff["exec_start_post"] or [{"argv": s["argv"], "origins": [], "file": ""} for s in exec_struct(props.get("ExecStartPost"))]
+            exec_start = {
+                "argv": shown[0]["argv"],
+                "origins": [props.get("FragmentPath", "")] * len(shown[0]["argv"]),
+                "file": props.get("FragmentPath", ""),
+                "from": "systemctl show",
+            }
+    post = eff["exec_start_post"] or [
+        {"argv": s["argv"], "origins": [], "file": ""} for s in exec_struct(props.get("ExecStartPost"))
+    ]
     env = dict(eff["environment"])
     if not files and props.get("Environment"):
         env.update(env_assignments(props["Environment"]))
     edges = eff["edges"] if files else {k: sorted((props.get(k) or "").split()) for k in EDGES}
     return {
-        "unit": unit, "scope": scope, "load_state": props.get("LoadState"), "unit_file_state": props.get("UnitFileState"),
-        "fragment_path": props.get("FragmentPath", ""), "drop_in_paths": (props.get("DropInPaths") or "").split(),
+        "unit": unit,
+        "scope": scope,
+        "load_state": props.get("LoadState"),
+        "unit_file_state": props.get("UnitFileState"),
+        "fragment_path": props.get("FragmentPath", ""),
+        "drop_in_paths": (props.get("DropInPaths") or "").split(),
         "files_read": [f.path for f in files],
-        "type": props.get("Type"), "exec_start": exec_start, "exec_start_post": post,
-        "environment": env, "environment_origins": eff["environment_origins"],
-        "environment_files": eff["environment_files"] or [
+        "type": props.get("Type"),
+        "exec_start": exec_start,
+        "exec_start_post": post,
+        "environment": env,
+        "environment_origins": eff["environment_origins"],
+        "environment_files": eff["environment_files"]
+        or [
             {"path": w.split(" (")[0].lstrip("-"), "optional": "ignore_errors=yes" in w, "readable": None, "file": ""}
-            for w in re.findall(r"\S+ \(ignore_errors=\w+\)", props.get("EnvironmentFiles") or "")],
+            for w in re.findall(r"\S+ \(ignore_errors=\w+\)", props.get("EnvironmentFiles") or "")
+        ],
         "path_default": "PATH" not in env,
-        "restart": props.get("Restart"), "restart_usec": props.get("RestartUSec"),
+        "restart": props.get("Restart"),
+        "restart_usec": props.get("RestartUSec"),
         "start_limit_burst": _int(props.get("StartLimitBurst")),
         "start_limit_interval_usec": props.get("StartLimitIntervalUSec"),
         "timeout_start_usec": props.get("TimeoutStartUSec"),
-        "memory_high": props.get("MemoryHigh"), "memory_max": props.get("MemoryMax"),
-        "cpu_quota_per_sec_usec": props.get("CPUQuotaPerSecUSec"), "user": props.get("User") or "",
-        "edges": edges, "edge_files": eff["edge_files"],
+        "memory_high": props.get("MemoryHigh"),
+        "memory_max": props.get("MemoryMax"),
+        "cpu_quota_per_sec_usec": props.get("CPUQuotaPerSecUSec"),
+        "user": props.get("User") or "",
+        "edges": edges,
+        "edge_files": eff["edge_files"],
         "directive_files": {k: v["file"] for k, v in eff["directives"].items()},
         "shadowed_exec_starts": eff["shadowed"],
         "started_at": props.get("ExecMainStartTimestamp") or "",

@@ -1,15 +1,27 @@
 """vLLM (V1 engine): /health, /metrics, /v1/models. Names: engine-sources.md §1."""
+
 from dashboard.collectors import prom
 from dashboard.collectors.base import EngineCollector, Snapshot, as_float, as_int, register
 
 # Old names first renamed in 0.9–0.11 are read as fallbacks so an old build does not read as empty.
 FAMILIES = (
-    "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-    "vllm:gpu_cache_usage_perc", "vllm:prefix_cache_queries", "vllm:prefix_cache_hits",
-    "vllm:gpu_prefix_cache_queries", "vllm:gpu_prefix_cache_hits", "vllm:prompt_tokens",
-    "vllm:generation_tokens", "vllm:num_preemptions", "vllm:spec_decode_num_draft_tokens",
-    "vllm:spec_decode_num_accepted_tokens", "vllm:time_to_first_token_seconds",
-    "vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds", "vllm:cache_config_info",
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:gpu_cache_usage_perc",
+    "vllm:prefix_cache_queries",
+    "vllm:prefix_cache_hits",
+    "vllm:gpu_prefix_cache_queries",
+    "vllm:gpu_prefix_cache_hits",
+    "vllm:prompt_tokens",
+    "vllm:generation_tokens",
+    "vllm:num_preemptions",
+    "vllm:spec_decode_num_draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens",
+    "vllm:time_to_first_token_seconds",
+    "vllm:inter_token_latency_seconds",
+    "vllm:time_per_output_token_seconds",
+    "vllm:cache_config_info",
 )
 NAMES = prom.wanted_names(FAMILIES)
 
@@ -30,9 +42,12 @@ def kv_facts(labels):
     if pool is None:
         blocks, block_size = as_int(labels.get("num_gpu_blocks")), as_int(labels.get("block_size"))
         pool = blocks * block_size if blocks and block_size else None
-    return {"pool_tokens": pool, "memory_share": as_float(labels.get("gpu_memory_utilization")),
-            "kv_memory_bytes": as_int(labels.get("kv_cache_memory_bytes")),
-            "concurrency": as_float(labels.get("kv_cache_max_concurrency"))}
+    return {
+        "pool_tokens": pool,
+        "memory_share": as_float(labels.get("gpu_memory_utilization")),
+        "kv_memory_bytes": as_int(labels.get("kv_cache_memory_bytes")),
+        "concurrency": as_float(labels.get("kv_cache_max_concurrency")),
+    }
 
 
 @register
@@ -53,9 +68,12 @@ class VllmCollector(EngineCollector):
             "kv_cache_usage": _either(samples, "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
         }
         snap.counters = {
-            "prefix_cache_queries_total": _either(samples, "vllm:prefix_cache_queries_total",
-                                                  "vllm:gpu_prefix_cache_queries_total"),
-            "prefix_cache_hits_total": _either(samples, "vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+            "prefix_cache_queries_total": _either(
+                samples, "vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"
+            ),
+            "prefix_cache_hits_total": _either(
+                samples, "vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"
+            ),
             "prompt_tokens_total": prom.total(samples, "vllm:prompt_tokens_total"),
             "generation_tokens_total": prom.total(samples, "vllm:generation_tokens_total"),
             "preemptions_total": prom.total(samples, "vllm:num_preemptions_total"),
@@ -63,7 +81,8 @@ class VllmCollector(EngineCollector):
             "spec_accepted_tokens_total": prom.total(samples, "vllm:spec_decode_num_accepted_tokens_total"),
         }
         itl = prom.buckets(samples, "vllm:inter_token_latency_seconds") or prom.buckets(
-            samples, "vllm:time_per_output_token_seconds")
+            samples, "vllm:time_per_output_token_seconds"
+        )
         snap.hists = {"ttft": prom.buckets(samples, "vllm:time_to_first_token_seconds"), "itl": itl}
         snap.kv = {**kv_facts(prom.first_labels(samples, "vllm:cache_config_info")), "window": window}
         if not samples:

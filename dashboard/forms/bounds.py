@@ -1,6 +1,7 @@
 """The browser refuses out-of-range input at the field too: a ModelForm's number inputs get the
 min/max of their model field's validators and its text inputs the maxlength (the server still
 checks every one: the validators run in the form's full_clean)."""
+
 from django.core.exceptions import FieldDoesNotExist
 from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.forms import Textarea

@@ -4,8 +4,9 @@ from dashboard.models import Engine
 
 
 class EngineForm(forms.ModelForm):
-    host_name = forms.CharField(required=False, max_length=63,
-                                help_text="Host (box) whose worker reads its unit; default: this box")
+    host_name = forms.CharField(
+        required=False, max_length=63, help_text="Host (box) whose worker reads its unit; default: this box"
+    )
 
     class Meta:
         model = Engine

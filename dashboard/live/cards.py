@@ -1,4 +1,5 @@
 """Server-rendered cards: the same partials draw the first page and every pushed update."""
+
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -82,8 +83,13 @@ def engine_card_context(engine, *, alerts=None):
     """ALERTS: worst_alerts() of many engines, when a list page fetched them in one go."""
     reading = engine.latest or {}
     alerts = worst_alerts([engine]) if alerts is None else alerts
-    return {"engine": engine, "r": reading, "unit": reading.get("unit") or None,
-            "last_error": last_error(engine, reading), "alert": alerts.get(engine.id)}
+    return {
+        "engine": engine,
+        "r": reading,
+        "unit": reading.get("unit") or None,
+        "last_error": last_error(engine, reading),
+        "alert": alerts.get(engine.id),
+    }
 
 
 def engine_card_html(engine, *, alerts=None):
@@ -102,8 +108,14 @@ def _psi_rows(psi):
 
 def _gpu_view(gpu):
     clock, top, util = gpu.get("sm_clock_mhz"), gpu.get("sm_clock_max_mhz"), gpu.get("utilization_pct")
-    low = bool(clock and top and util is not None and util >= BUSY_UTIL_PCT and clock < LOW_CLOCK_SHARE * top
-               and not gpu.get("clocks_event_reasons"))
+    low = bool(
+        clock
+        and top
+        and util is not None
+        and util >= BUSY_UTIL_PCT
+        and clock < LOW_CLOCK_SHARE * top
+        and not gpu.get("clocks_event_reasons")
+    )
     return {**gpu, "low_clock": low}
 
 
@@ -114,10 +126,16 @@ def host_card_context(host):
     swap_total, swap_used = h.get("swap_total_bytes") or 0, h.get("swap_used_bytes") or 0
     limit = timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * 5 + report_lag_s())  # stored every flush interval
     stale = host.last_report_at is None or timezone.now() - host.last_report_at > limit
-    return {"host": host, "h": h, "p": latest.get("processes") or {}, "psi": _psi_rows(h.get("psi")),
-            "mem_used": (total - avail) if total is not None and avail is not None else None,
-            "swap_share": swap_used / swap_total * 100 if swap_total else 0,
-            "gpus": [_gpu_view(g) for g in latest.get("gpus") or []], "stale": stale}
+    return {
+        "host": host,
+        "h": h,
+        "p": latest.get("processes") or {},
+        "psi": _psi_rows(h.get("psi")),
+        "mem_used": (total - avail) if total is not None and avail is not None else None,
+        "swap_share": swap_used / swap_total * 100 if swap_total else 0,
+        "gpus": [_gpu_view(g) for g in latest.get("gpus") or []],
+        "stale": stale,
+    }
 
 
 def host_card_html(host):
@@ -129,12 +147,31 @@ def error_history(engine, *, limit=12):
     they fired and resolved) and the journal's fatal lines still held, newest first."""
     from dashboard.alerts.models import AlertEvent
 
-    events = (AlertEvent.objects.filter(engine=engine).exclude(state="pending").exclude(severity="info")
-              .order_by("-started_at")[:limit])
-    rows = [{"at": e.fired_at or e.started_at, "until": e.resolved_at, "what": e.rule + (f" · {e.cause}" if e.cause else ""),
-             "text": e.message, "alert": e.pk} for e in events]
+    events = (
+        AlertEvent.objects.filter(engine=engine)
+        .exclude(state="pending")
+        .exclude(severity="info")
+        .order_by("-started_at")[:limit]
+    )
+    rows = [
+        {
+            "at": e.fired_at or e.started_at,
+            "until": e.resolved_at,
+            "what": e.rule + (f" · {e.cause}" if e.cause else ""),
+            "text": e.message,
+            "alert": e.pk,
+        }
+        for e in events
+    ]
     for line in (engine.latest or {}).get("fatal_lines") or []:
         if isinstance(line, dict) and _line_time(line):
-            rows.append({"at": _line_time(line), "until": None, "what": "journal",
-                         "text": fatal_line_sentence(line, unit=engine.unit), "alert": None})
+            rows.append(
+                {
+                    "at": _line_time(line),
+                    "until": None,
+                    "what": "journal",
+                    "text": fatal_line_sentence(line, unit=engine.unit),
+                    "alert": None,
+                }
+            )
     return sorted(rows, key=lambda r: r["at"], reverse=True)[:limit]

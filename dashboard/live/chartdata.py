@@ -1,6 +1,7 @@
 """Chart JSON for every live page: panels of traces plus the overlays drawn on all of them
 (change-log annotations, alert periods, restarts). The browser turns it into Plotly figures
 and extends the traces from "engine.sample"/"host.sample" events (subject + metric)."""
+
 import re
 from datetime import UTC, datetime
 
@@ -26,11 +27,26 @@ ENGINE_PANELS = [
     ("itl", "Inter-token latency (ms)", "", 1000, [("itl_p50_s", "p50"), ("itl_p95_s", "p95")]),
 ]
 HOST_PANELS = [
-    ("psi", "Pressure (PSI avg10, %)", "", 1, [
-        ("psi.memory.some.avg10", "memory some"), ("psi.memory.full.avg10", "memory full"),
-        ("psi.cpu.some.avg10", "cpu some"), ("psi.io.some.avg10", "io some"), ("psi.io.full.avg10", "io full")]),
-    ("memory", "Memory & swap (GiB)", "", 1 / GIB, [
-        ("mem_used_bytes", "used"), ("mem_available_bytes", "available"), ("swap_used_bytes", "swap used")]),
+    (
+        "psi",
+        "Pressure (PSI avg10, %)",
+        "",
+        1,
+        [
+            ("psi.memory.some.avg10", "memory some"),
+            ("psi.memory.full.avg10", "memory full"),
+            ("psi.cpu.some.avg10", "cpu some"),
+            ("psi.io.some.avg10", "io some"),
+            ("psi.io.full.avg10", "io full"),
+        ],
+    ),
+    (
+        "memory",
+        "Memory & swap (GiB)",
+        "",
+        1 / GIB,
+        [("mem_used_bytes", "used"), ("mem_available_bytes", "available"), ("swap_used_bytes", "swap used")],
+    ),
     ("compilers", "Compiler processes", "", 1, [("compilers", "alive")]),
     ("compilers_rss", "Compiler RSS (GiB)", "", 1 / GIB, [("compilers_rss_bytes", "RSS")]),
 ]
@@ -41,9 +57,23 @@ GPU_PANELS = [
     ("temp", "Temperature (°C)", "", 1, [("temperature_c", "temperature")]),
 ]
 # The y axis's unit of each panel (by id, GPU prefix left off); ratio panels are drawn 0–100 %.
-UNITS = {"tokens": "tokens/s", "prompt": "tokens/s", "requests": "requests", "kv": "% of the pool",
-         "prefix": "% of queries", "ttft": "ms", "itl": "ms", "psi": "% of time stalled", "memory": "GiB",
-         "compilers": "processes", "compilers_rss": "GiB", "clock": "MHz", "power": "W", "util": "%", "temp": "°C"}
+UNITS = {
+    "tokens": "tokens/s",
+    "prompt": "tokens/s",
+    "requests": "requests",
+    "kv": "% of the pool",
+    "prefix": "% of queries",
+    "ttft": "ms",
+    "itl": "ms",
+    "psi": "% of time stalled",
+    "memory": "GiB",
+    "compilers": "processes",
+    "compilers_rss": "GiB",
+    "clock": "MHz",
+    "power": "W",
+    "util": "%",
+    "temp": "°C",
+}
 # A silence longer than this many sampling steps is a gap in the data (an outage): the line breaks there.
 GAP_STEPS = 3
 _GPU_METRIC = re.compile(r"^gpu(\d+)\.")
@@ -86,15 +116,31 @@ def trace(subject, data, metric, name, scale):
     scaled = lambda ys: [None if v is None else v * scale for v in ys or []]  # noqa: E731
     ys, lo, hi = scaled(data["y"]), scaled(data.get("y_min")), scaled(data.get("y_max"))
     t, (ys, lo_g, hi_g) = break_gaps(data["t"], ys, lo or [None] * len(ys), hi or [None] * len(ys))
-    return {"name": name, "subject": subject, "metric": metric, "scale": scale, "t": t,
-            "y": ys, "y_min": lo_g if lo else [], "y_max": hi_g if hi else [], "source": data.get("source", "raw")}
+    return {
+        "name": name,
+        "subject": subject,
+        "metric": metric,
+        "scale": scale,
+        "t": t,
+        "y": ys,
+        "y_min": lo_g if lo else [],
+        "y_max": hi_g if hi else [],
+        "source": data.get("source", "raw"),
+    }
 
 
 def _panels(specs, subject, obj, rng, prefix="", title_prefix=""):
     data = fetch_points(obj, {f"{prefix}{m}" for *_, traces in specs for m, _ in traces}, rng)
-    return [{"id": f"{prefix}{pid}", "title": f"{title_prefix}{title}", "tickformat": fmt, "unit": UNITS.get(pid, ""),
-             "traces": [trace(subject, data[f"{prefix}{m}"], f"{prefix}{m}", name, scale) for m, name in traces]}
-            for pid, title, fmt, scale, traces in specs]
+    return [
+        {
+            "id": f"{prefix}{pid}",
+            "title": f"{title_prefix}{title}",
+            "tickformat": fmt,
+            "unit": UNITS.get(pid, ""),
+            "traces": [trace(subject, data[f"{prefix}{m}"], f"{prefix}{m}", name, scale) for m, name in traces],
+        }
+        for pid, title, fmt, scale, traces in specs
+    ]
 
 
 def alert_periods(*, rng, engine=None, host=None):
@@ -102,9 +148,15 @@ def alert_periods(*, rng, engine=None, host=None):
     qs = AlertEvent.objects.exclude(state="pending").exclude(severity="info").filter(started_at__lt=rng.end)
     qs = qs.filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=rng.start))
     qs = qs.filter(engine=engine) if engine is not None else qs.filter(host=host)
-    return [{"start": max(ev.fired_at or ev.started_at, rng.start).isoformat(),
-             "end": (ev.resolved_at or rng.end).isoformat(), "severity": ev.severity,
-             "title": f"{ev.rule}: {ev.message[:120]}"} for ev in qs.order_by("started_at")[:500]]
+    return [
+        {
+            "start": max(ev.fired_at or ev.started_at, rng.start).isoformat(),
+            "end": (ev.resolved_at or rng.end).isoformat(),
+            "severity": ev.severity,
+            "title": f"{ev.rule}: {ev.message[:120]}",
+        }
+        for ev in qs.order_by("started_at")[:500]
+    ]
 
 
 def annotations(*, rng, engine=None, host=None):
@@ -113,23 +165,36 @@ def annotations(*, rng, engine=None, host=None):
 
 def restarts(*, engine, rng, up_trace=None):
     """Restarts: the collector's KV-pool rows (written after each restart) and up 0→1 edges."""
-    marks = [{"time": row.recorded_at.isoformat(), "title": "restart (KV pool re-read)"}
-             for row in KVPoolEntry.objects.filter(engine=engine, source=KVPoolEntry.Source.COLLECTOR,
-                                                   previous__isnull=False,  # the first row is no restart
-                                                   recorded_at__range=(rng.start, rng.end))]
+    marks = [
+        {"time": row.recorded_at.isoformat(), "title": "restart (KV pool re-read)"}
+        for row in KVPoolEntry.objects.filter(
+            engine=engine,
+            source=KVPoolEntry.Source.COLLECTOR,
+            previous__isnull=False,  # the first row is no restart
+            recorded_at__range=(rng.start, rng.end),
+        )
+    ]
     if up_trace:
         ys, ts = up_trace["y"], up_trace["t"]
-        marks += [{"time": ts[i], "title": "back up"} for i in range(1, len(ys))
-                  if ys[i - 1] is not None and ys[i] is not None and ys[i - 1] < 0.5 <= ys[i]]
+        marks += [
+            {"time": ts[i], "title": "back up"}
+            for i in range(1, len(ys))
+            if ys[i - 1] is not None and ys[i] is not None and ys[i - 1] < 0.5 <= ys[i]
+        ]
     return sorted(marks, key=lambda m: m["time"])
 
 
 def engine_chart(*, engine, rng):
     subject = f"engine.{engine.id}"
     up = fetch_points(engine, ["up"], rng)["up"]
-    return {"range": rng.as_dict(), "panels": _panels(ENGINE_PANELS, subject, engine, rng),
-            "annotations": annotations(rng=rng, engine=engine), "alerts": alert_periods(rng=rng, engine=engine),
-            "restarts": restarts(engine=engine, rng=rng, up_trace=up), "shaded": []}
+    return {
+        "range": rng.as_dict(),
+        "panels": _panels(ENGINE_PANELS, subject, engine, rng),
+        "annotations": annotations(rng=rng, engine=engine),
+        "alerts": alert_periods(rng=rng, engine=engine),
+        "restarts": restarts(engine=engine, rng=rng, up_trace=up),
+        "shaded": [],
+    }
 
 
 def gpu_indexes(host):
@@ -146,5 +211,11 @@ def host_chart(*, host, rng):
     panels = _panels(HOST_PANELS, subject, host, rng)
     for i in gpu_indexes(host):
         panels += _panels(GPU_PANELS, subject, host, rng, prefix=f"gpu{i}.", title_prefix=f"GPU {i} · ")
-    return {"range": rng.as_dict(), "panels": panels, "annotations": annotations(rng=rng, host=host),
-            "alerts": alert_periods(rng=rng, host=host), "restarts": [], "shaded": []}
+    return {
+        "range": rng.as_dict(),
+        "panels": panels,
+        "annotations": annotations(rng=rng, host=host),
+        "alerts": alert_periods(rng=rng, host=host),
+        "restarts": [],
+        "shaded": [],
+    }

@@ -7,6 +7,7 @@ viewer never receives operator-only markup such as Ack/Silence buttons.
 
 While open, a socket keeps the viewer-presence key alive (presence.py): with no socket open
 anywhere, the poller renders and sends no samples at all."""
+
 import asyncio
 import contextlib
 from urllib.parse import parse_qs

@@ -1,5 +1,6 @@
 """Co-residency: two engines' decode rates on one chart, with the periods when both were
 generating shaded and each engine's mean rate alone vs. together (the penalty)."""
+
 from bisect import bisect_right
 from datetime import datetime, timedelta
 from statistics import fmean
@@ -62,7 +63,12 @@ def coresidency_chart(*, a, b, rng):
     both = intersect(generating_intervals(traces[0]), generating_intervals(traces[1]))
     panel = {"id": "coresidency", "title": "Decode tokens / s", "tickformat": "", "traces": traces}
     notes = {n["id"]: n for e in (a, b) for n in annotations(rng=rng, engine=e)}
-    return {"range": rng.as_dict(), "panels": [panel], "annotations": sorted(notes.values(), key=lambda n: n["time"]),
-            "alerts": [], "restarts": [],
-            "shaded": [{"start": s.isoformat(), "end": e.isoformat(), "title": "both generating"} for s, e in both],
-            "stats": {e.name: rate_alone_vs_together(tr, both) for e, tr in zip((a, b), traces)}}
+    return {
+        "range": rng.as_dict(),
+        "panels": [panel],
+        "annotations": sorted(notes.values(), key=lambda n: n["time"]),
+        "alerts": [],
+        "restarts": [],
+        "shaded": [{"start": s.isoformat(), "end": e.isoformat(), "title": "both generating"} for s, e in both],
+        "stats": {e.name: rate_alone_vs_together(tr, both) for e, tr in zip((a, b), traces)},
+    }

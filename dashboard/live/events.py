@@ -8,6 +8,7 @@ Groups: every page joins `GROUP_OVERVIEW` or the subject groups it shows
 routing key, not a permission: what a role may see is decided per event by `min_role`
 (drop the event below that role) and `by_role` (payload overrides for a role and up,
 e.g. the alert row with its Ack button for operators), applied by the consumer."""
+
 import asyncio
 import logging
 import threading
@@ -33,7 +34,7 @@ def host_group(host_id):
 
 
 class EngineSamplePayload(TypedDict):
-    """"engine.sample": numbers for Plotly's extendTraces, the card pre-rendered."""
+    """ "engine.sample": numbers for Plotly's extendTraces, the card pre-rendered."""
 
     engine: str
     id: int

@@ -17,6 +17,7 @@ The socket side (`sockets`) is one per process, as the sockets are; the publishi
 
 Only the frequent, droppable samples are gated ("engine.sample", "host.sample"); alert and
 change-log events always go out."""
+
 import logging
 import threading
 import time
@@ -79,7 +80,8 @@ class _Redis:
 
             with self._lock:
                 client = self._clients.get(url) or redis.Redis.from_url(
-                    url, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S)
+                    url, socket_timeout=REDIS_TIMEOUT_S, socket_connect_timeout=REDIS_TIMEOUT_S
+                )
                 self._clients[url] = client
         return client, f"{prefix}:live:viewers"
 

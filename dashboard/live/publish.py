@@ -6,6 +6,7 @@ carrying numbers for Plotly's extendTraces and the card pre-rendered.
 Samples are pushed only while a live socket is open somewhere (presence.py): with no viewer,
 a poll renders no card and sends nothing (`stats` counts both cases). Alert and change-log
 events are not gated."""
+
 import logging
 from collections import Counter
 
@@ -17,9 +18,19 @@ from .presence import Viewers
 
 log = logging.getLogger(__name__)
 
-ENGINE_METRICS = ("requests_running", "requests_waiting", "kv_cache_usage", "prefix_cache_hit_rate",
-                  "prompt_tokens_per_s", "generation_tokens_per_s", "ttft_p50_s", "ttft_p95_s",
-                  "itl_p50_s", "itl_p95_s", "kv_pool_tokens")
+ENGINE_METRICS = (
+    "requests_running",
+    "requests_waiting",
+    "kv_cache_usage",
+    "prefix_cache_hit_rate",
+    "prompt_tokens_per_s",
+    "generation_tokens_per_s",
+    "ttft_p50_s",
+    "ttft_p95_s",
+    "itl_p50_s",
+    "itl_p95_s",
+    "kv_pool_tokens",
+)
 GPU_METRICS = ("sm_clock_mhz", "sm_clock_max_mhz", "utilization_pct", "power_w", "temperature_c")
 
 
@@ -60,8 +71,15 @@ def _iso(value):
 
 
 def engine_event(engine, *, points, t, alerts=None):
-    payload = {"engine": engine.name, "id": engine.id, "status": engine.status, "reason": engine.status_reason,
-               "t": t, "points": points, "html": engine_card_html(engine, alerts=alerts)}
+    payload = {
+        "engine": engine.name,
+        "id": engine.id,
+        "status": engine.status,
+        "reason": engine.status_reason,
+        "t": t,
+        "points": points,
+        "html": engine_card_html(engine, alerts=alerts),
+    }
     return LiveEvent(type="engine.sample", payload=payload)
 
 
@@ -109,8 +127,13 @@ class LivePublisher:
     def host_polled(self, host, reading):
         if self._nobody_watching():
             return
-        payload = {"host": host.name, "id": host.id, "t": _iso(host.last_report_at),
-                   "points": host_points(reading or {}), "html": host_card_html(host)}
+        payload = {
+            "host": host.name,
+            "id": host.id,
+            "t": _iso(host.last_report_at),
+            "points": host_points(reading or {}),
+            "html": host_card_html(host),
+        }
         event = LiveEvent(type="host.sample", payload=payload)
         publish_on_commit(host_group(host.id), event)
         publish_on_commit(GROUP_OVERVIEW, event)

@@ -1,11 +1,18 @@
 """Chart time ranges: the preset buttons and a validated custom range."""
+
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-PRESETS = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "6h": timedelta(hours=6),
-           "24h": timedelta(hours=24), "7d": timedelta(days=7), "30d": timedelta(days=30)}
+PRESETS = {
+    "15m": timedelta(minutes=15),
+    "1h": timedelta(hours=1),
+    "6h": timedelta(hours=6),
+    "24h": timedelta(hours=24),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
 MAX_SPAN = timedelta(days=400)
 
 

@@ -1,4 +1,5 @@
 """The overview's 15-minute sparklines (drawn as inline SVG by live.js, extended by events)."""
+
 from datetime import timedelta
 
 from django.utils import timezone

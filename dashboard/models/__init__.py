@@ -3,4 +3,15 @@ from .launchconfig import ConfigSnapshot, EngineStart
 from .ledgers import Incident, KVPoolEntry
 from .samples import CollectorState, Rollup, Sample, Series
 
-__all__ = ["CollectorState", "ConfigSnapshot", "EngineStart", "Engine", "Host", "Incident", "KVPoolEntry", "Rollup", "Sample", "Series"]
+__all__ = [
+    "CollectorState",
+    "ConfigSnapshot",
+    "EngineStart",
+    "Engine",
+    "Host",
+    "Incident",
+    "KVPoolEntry",
+    "Rollup",
+    "Sample",
+    "Series",
+]

@@ -1,4 +1,5 @@
 """What is watched: hosts (one Celery worker each) and the engines they serve."""
+
 from django.core.validators import RegexValidator
 from django.db import models
 
@@ -16,8 +17,9 @@ class Host(models.Model):
     # The last host reading as `sparkops poll --json` prints it: host, gpus, processes.
     latest = models.JSONField(default=dict, blank=True)
     # Set by the box's worker when it starts: its SPARKOPS_UNIT_ACTIONS (the Restart button on down cards).
-    unit_actions = models.BooleanField(default=False, editable=False,
-                                       help_text="This box's worker runs unit actions (SPARKOPS_UNIT_ACTIONS=1)")
+    unit_actions = models.BooleanField(
+        default=False, editable=False, help_text="This box's worker runs unit actions (SPARKOPS_UNIT_ACTIONS=1)"
+    )
 
     class Meta:
         ordering = ["name"]
@@ -66,8 +68,9 @@ class Engine(models.Model):
     latest = models.JSONField(default=dict, blank=True)
     # Engines are retired, never deleted: history (the change log, ledgers, alerts, incidents,
     # benchmark runs) points at them for ever. A retired engine is not polled nor shown live.
-    retired_at = models.DateTimeField(null=True, blank=True,
-                                      help_text="When it stopped being watched; empty while it is watched.")
+    retired_at = models.DateTimeField(
+        null=True, blank=True, help_text="When it stopped being watched; empty while it is watched."
+    )
 
     class Meta:
         ordering = ["name"]

@@ -1,5 +1,6 @@
 """How each engine was launched, versioned: a snapshot whenever the effective configuration
 (unit properties and files, environment, flags, the engine's own account) hashes differently."""
+
 from django.db import models
 
 

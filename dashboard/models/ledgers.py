@@ -1,4 +1,5 @@
 """The two ledgers that grow from the change log: KV pool sizes and incidents."""
+
 from django.conf import settings
 from django.db import models
 
@@ -40,13 +41,17 @@ class KVPoolEntry(models.Model):
 
 class Incident(models.Model):
     opened_at = models.DateTimeField()
-    engine = models.ForeignKey("dashboard.Engine", null=True, blank=True, on_delete=models.PROTECT, related_name="incidents")
+    engine = models.ForeignKey(
+        "dashboard.Engine", null=True, blank=True, on_delete=models.PROTECT, related_name="incidents"
+    )
     unit = models.CharField(max_length=200, blank=True)
     trigger = models.TextField(help_text="What happened, e.g. 'CUDA illegal instruction, exit 0, not restarted'")
     peak = models.CharField(max_length=200, blank=True, help_text="Peak value or how long it lasted")
     closed_at = models.DateTimeField(null=True, blank=True)
     fix_that_held = models.TextField(blank=True)
-    closed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    closed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["-opened_at"]

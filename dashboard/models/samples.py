@@ -1,5 +1,6 @@
 """The sample store: one row per (series, time). Pages ask for one series over a range,
 so every index below leads with the series."""
+
 from datetime import timedelta
 
 from django.db import models
@@ -13,16 +14,24 @@ MINUTE_RETENTION = timedelta(days=90)
 class Series(models.Model):
     """One metric of one subject, e.g. engine 3 `generation_tokens_per_s` or host 1 `psi_memory_some_avg10`."""
 
-    engine = models.ForeignKey("dashboard.Engine", null=True, blank=True, on_delete=models.CASCADE, related_name="series")
+    engine = models.ForeignKey(
+        "dashboard.Engine", null=True, blank=True, on_delete=models.CASCADE, related_name="series"
+    )
     host = models.ForeignKey("dashboard.Host", null=True, blank=True, on_delete=models.CASCADE, related_name="series")
     # Subject-qualified metric, e.g. "gpu0.sm_clock_mhz" on a host.
     metric = models.CharField(max_length=80)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["engine", "metric"], condition=models.Q(host__isnull=True), name="series_engine_metric"),
-            models.UniqueConstraint(fields=["host", "metric"], condition=models.Q(engine__isnull=True), name="series_host_metric"),
-            models.CheckConstraint(condition=models.Q(engine__isnull=True) ^ models.Q(host__isnull=True), name="series_one_subject"),
+            models.UniqueConstraint(
+                fields=["engine", "metric"], condition=models.Q(host__isnull=True), name="series_engine_metric"
+            ),
+            models.UniqueConstraint(
+                fields=["host", "metric"], condition=models.Q(engine__isnull=True), name="series_host_metric"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(engine__isnull=True) ^ models.Q(host__isnull=True), name="series_one_subject"
+            ),
         ]
 
     def __str__(self):

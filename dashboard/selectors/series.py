@@ -4,8 +4,9 @@ Spike-preserving: whenever points are merged into a bucket, the bucket keeps its
 max beside the mean (`y_min`, `y_max`), so an 800 MHz dip for 10 s still shows on a
 7-day chart. Source choice: raw samples when the range is recent and small enough,
 else 1-minute rollups, else 1-hour rollups; buckets are computed in SQL."""
+
 import math
-from datetime import datetime, timezone as dt_timezone
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import connection
@@ -27,8 +28,9 @@ def _empty(source="raw"):
 
 def series_points(*, metric, engine=None, host=None, start, end, max_points=2000):
     """{"t": [iso], "y": [mean], "y_min": [...], "y_max": [...], "source": "raw"|"1m"|"1h"}."""
-    return series_points_many(metrics=[metric], engine=engine, host=host, start=start, end=end,
-                              max_points=max_points)[metric]
+    return series_points_many(metrics=[metric], engine=engine, host=host, start=start, end=end, max_points=max_points)[
+        metric
+    ]
 
 
 def series_points_many(*, metrics, engine=None, host=None, start, end, max_points=2000):
@@ -91,13 +93,17 @@ def _query(ids, source, bucket_s, start, end):
     if connection.vendor == "postgresql":
         # date_bin is far cheaper than numeric extract(epoch) per row; epochs come back per
         # bucket only, and one ISO string per bucket is shared by every series.
-        sql = (f"SELECT series_id, extract(epoch from k)::bigint, y, lo, hi FROM (SELECT series_id, "
-               f"date_bin('{int(bucket_s)} seconds', ts, timestamptz 'epoch') AS k, AVG({mean}) AS y, "
-               f"MIN({lo}) AS lo, MAX({hi}) AS hi FROM {table} WHERE {where} GROUP BY series_id, k) b "
-               f"ORDER BY series_id, k")
+        sql = (
+            f"SELECT series_id, extract(epoch from k)::bigint, y, lo, hi FROM (SELECT series_id, "
+            f"date_bin('{int(bucket_s)} seconds', ts, timestamptz 'epoch') AS k, AVG({mean}) AS y, "
+            f"MIN({lo}) AS lo, MAX({hi}) AS hi FROM {table} WHERE {where} GROUP BY series_id, k) b "
+            f"ORDER BY series_id, k"
+        )
     else:
-        sql = (f"SELECT series_id, {_bucket_expr(bucket_s)} * {int(bucket_s)} AS k, AVG({mean}), MIN({lo}), "
-               f"MAX({hi}) FROM {table} WHERE {where} GROUP BY series_id, k ORDER BY series_id, k")
+        sql = (
+            f"SELECT series_id, {_bucket_expr(bucket_s)} * {int(bucket_s)} AS k, AVG({mean}), MIN({lo}), "
+            f"MAX({hi}) FROM {table} WHERE {where} GROUP BY series_id, k ORDER BY series_id, k"
+        )
     with connection.cursor() as cur:
         cur.execute(sql, params)
         rows = cur.fetchall()
@@ -114,12 +120,12 @@ def _as_datetime(value):
     if isinstance(value, str):  # SQLite hands back the stored text, naive UTC
         value = parse_datetime(value)
     if timezone.is_naive(value):
-        value = timezone.make_aware(value, dt_timezone.utc)
+        value = timezone.make_aware(value, UTC)
     return value
 
 
 def _from_epoch(seconds):
-    return datetime.fromtimestamp(int(seconds), tz=dt_timezone.utc).isoformat()
+    return datetime.fromtimestamp(int(seconds), tz=UTC).isoformat()
 
 
 def latest_value(*, metric, engine=None, host=None):

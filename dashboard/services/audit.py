@@ -5,6 +5,7 @@ editable thresholds (`sparkops audit --set compile_caps.max_jobs=8`), reading th
 `ConfigSnapshot`s and returning `Result`s: pass / warn / fail, the evidence line (what the unit
 or environment says, and which file said it) and the fix. Advisories are findings, never
 firing alerts: they show on the audit page and as a badge on the engine card."""
+
 from __future__ import annotations
 
 import re
@@ -14,7 +15,16 @@ from dashboard.collectors.unitconfig import memory_bytes, timespan_s
 
 CHECKS: dict[str, Check] = {}
 ORDER = {"fail": 0, "warn": 1, "pass": 2}
-GOOD_FILE_STATES = {"enabled", "enabled-runtime", "static", "alias", "indirect", "generated", "linked", "linked-runtime"}
+GOOD_FILE_STATES = {
+    "enabled",
+    "enabled-runtime",
+    "static",
+    "alias",
+    "indirect",
+    "generated",
+    "linked",
+    "linked-runtime",
+}
 JIT_KINDS = ("vllm", "sglang")
 
 
@@ -52,7 +62,9 @@ class Check:
             res = self.engine(engine, data, settings)
             if res is not None:
                 status, evidence = res
-                out.append(Result(self.key, self.title, engine.name, status, evidence, "" if status == "pass" else self.fix))
+                out.append(
+                    Result(self.key, self.title, engine.name, status, evidence, "" if status == "pass" else self.fix)
+                )
         return out
 
     def engine(self, engine, data, settings):  # pragma: no cover - per check
@@ -76,8 +88,10 @@ class RestartBounded(Check):
     key = "restart_always_bounded"
     title = "Restart=always, bounded by StartLimitBurst"
     DEFAULTS = {"max_burst": 5}
-    fix = ("An engine can die fatally and hand systemd a clean exit (Restart=on-failure never fires): add a drop-in "
-           "[Service] Restart=always, RestartSec=10, and [Unit] StartLimitBurst=3, StartLimitIntervalSec=3600")
+    fix = (
+        "An engine can die fatally and hand systemd a clean exit (Restart=on-failure never fires): add a drop-in "
+        "[Service] Restart=always, RestartSec=10, and [Unit] StartLimitBurst=3, StartLimitIntervalSec=3600"
+    )
 
     def engine(self, engine, data, s):
         u = _unit(data)
@@ -89,9 +103,15 @@ class RestartBounded(Check):
         if restart != "always":
             return "fail", f"Restart={restart}{where}: an engine that exits 0 after a fatal error stays down"
         if not burst or not interval:
-            return "fail", f"Restart=always with StartLimitBurst={burst} StartLimitIntervalUSec={u.get('start_limit_interval_usec')}: a crash loop is unbounded"
+            return (
+                "fail",
+                f"Restart=always with StartLimitBurst={burst} StartLimitIntervalUSec={u.get('start_limit_interval_usec')}: a crash loop is unbounded",
+            )
         if burst > s["max_burst"]:
-            return "warn", f"Restart=always, StartLimitBurst={burst} (more than {s['max_burst']}) per {u.get('start_limit_interval_usec')}"
+            return (
+                "warn",
+                f"Restart=always, StartLimitBurst={burst} (more than {s['max_burst']}) per {u.get('start_limit_interval_usec')}",
+            )
         return "pass", f"Restart=always{where}, StartLimitBurst={burst} per {u.get('start_limit_interval_usec')}"
 
 
@@ -100,9 +120,11 @@ class CompileCaps(Check):
     key = "compile_caps"
     title = "Compile caps in the effective environment"
     DEFAULTS = {"max_jobs": 4, "nvcc_threads": 1, "torchinductor_compile_threads": 4, "flashinfer_nvcc_threads": 1}
-    fix = ("A cold JIT cache spawns nproc+2 compilers at 3-6 GiB each: set Environment=MAX_JOBS=4 NVCC_THREADS=1 "
-           "TORCHINDUCTOR_COMPILE_THREADS=4 FLASHINFER_NVCC_THREADS=1 in the unit, and export them in every "
-           "launch script a person runs by hand")
+    fix = (
+        "A cold JIT cache spawns nproc+2 compilers at 3-6 GiB each: set Environment=MAX_JOBS=4 NVCC_THREADS=1 "
+        "TORCHINDUCTOR_COMPILE_THREADS=4 FLASHINFER_NVCC_THREADS=1 in the unit, and export them in every "
+        "launch script a person runs by hand"
+    )
 
     def engine(self, engine, data, s):
         hand_run = (data or {}).get("launch") == "hand-run"
@@ -122,7 +144,8 @@ class CompileCaps(Check):
             return "fail", "; ".join(([f"unset: {', '.join(missing)}{where}"] if missing else []) + over)
         origins = data.get("environment_origins") or {}
         return "pass", ", ".join(f"{n}={env[n]}" for n in ("MAX_JOBS", "NVCC_THREADS")) + (
-            f" (set in {origins.get('MAX_JOBS')})" if origins.get("MAX_JOBS") else "")
+            f" (set in {origins.get('MAX_JOBS')})" if origins.get("MAX_JOBS") else ""
+        )
 
 
 @register
@@ -130,18 +153,28 @@ class CudaPath(Check):
     key = "cuda_on_path"
     title = "CUDA bin on PATH and CUDA_HOME"
     DEFAULTS = {"cuda_bin": "/usr/local/cuda/bin"}
-    fix = ("FlashInfer needs nvcc at engine init; a compiler on PATH in a shell and absent under systemd makes the "
-           "same command line fail as a unit: Environment=\"PATH=/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin\" "
-           "CUDA_HOME=/usr/local/cuda")
+    fix = (
+        "FlashInfer needs nvcc at engine init; a compiler on PATH in a shell and absent under systemd makes the "
+        'same command line fail as a unit: Environment="PATH=/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin" '
+        "CUDA_HOME=/usr/local/cuda"
+    )
 
     def engine(self, engine, data, s):
         if engine.kind not in JIT_KINDS or not _unit(data):
             return None
         env = data.get("environment") or {}
         path = env.get("PATH") or "(systemd's default) /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"
-        on_path = s["cuda_bin"].rstrip("/") in [p.rstrip("/") for p in path.replace("(systemd's default) ", "").split(":")]
-        problems = ([] if on_path else [f"PATH={path} lacks {s['cuda_bin']}"]) + ([] if env.get("CUDA_HOME") else ["CUDA_HOME unset"])
-        return ("fail", "; ".join(problems)) if problems else ("pass", f"PATH has {s['cuda_bin']}, CUDA_HOME={env['CUDA_HOME']}")
+        on_path = s["cuda_bin"].rstrip("/") in [
+            p.rstrip("/") for p in path.replace("(systemd's default) ", "").split(":")
+        ]
+        problems = ([] if on_path else [f"PATH={path} lacks {s['cuda_bin']}"]) + (
+            [] if env.get("CUDA_HOME") else ["CUDA_HOME unset"]
+        )
+        return (
+            ("fail", "; ".join(problems))
+            if problems
+            else ("pass", f"PATH has {s['cuda_bin']}, CUDA_HOME={env['CUDA_HOME']}")
+        )
 
 
 def helper_budget_s(argv):
@@ -155,8 +188,10 @@ class Readiness(Check):
     key = "readiness_budget"
     title = "Readiness helper within TimeoutStartSec"
     DEFAULTS = {"margin_s": 60}
-    fix = ("Hold the unit in activating until the engine serves: ExecStartPost=wait-ready PORT BUDGET that exits 1 "
-           "when $MAINPID dies or the budget runs out, counting wall clock, with BUDGET + a margin below TimeoutStartSec")
+    fix = (
+        "Hold the unit in activating until the engine serves: ExecStartPost=wait-ready PORT BUDGET that exits 1 "
+        "when $MAINPID dies or the budget runs out, counting wall clock, with BUDGET + a margin below TimeoutStartSec"
+    )
 
     def engine(self, engine, data, s):
         u = _unit(data)
@@ -167,24 +202,37 @@ class Readiness(Check):
         if not posts:
             if u.get("type") == "notify":
                 return "pass", "Type=notify"
-            return "warn", f"no ExecStartPost readiness helper (Type={u.get('type')}): dependents start before it serves"
+            return (
+                "warn",
+                f"no ExecStartPost readiness helper (Type={u.get('type')}): dependents start before it serves",
+            )
         argv = posts[-1].get("argv") or []
         budget = helper_budget_s(argv)
         shown = " ".join(argv)
         if budget is None:
-            return "warn", f"ExecStartPost={shown}: no budget argument to compare with TimeoutStartUSec={u.get('timeout_start_usec')}"
+            return (
+                "warn",
+                f"ExecStartPost={shown}: no budget argument to compare with TimeoutStartUSec={u.get('timeout_start_usec')}",
+            )
         if timeout is not None and budget + s["margin_s"] > timeout:
-            return "fail", (f"ExecStartPost={shown}: budget {budget:g} s + margin {s['margin_s']} s is past "
-                            f"TimeoutStartUSec={u.get('timeout_start_usec')} ({timeout:g} s)")
-        return "pass", f"ExecStartPost={shown}: budget {budget:g} s within TimeoutStartUSec={u.get('timeout_start_usec')}"
+            return "fail", (
+                f"ExecStartPost={shown}: budget {budget:g} s + margin {s['margin_s']} s is past "
+                f"TimeoutStartUSec={u.get('timeout_start_usec')} ({timeout:g} s)"
+            )
+        return (
+            "pass",
+            f"ExecStartPost={shown}: budget {budget:g} s within TimeoutStartUSec={u.get('timeout_start_usec')}",
+        )
 
 
 @register
 class OrderingEnabled(Check):
     key = "after_enabled_units"
     title = "After= edges name enabled units"
-    fix = ("After= only orders units in the same boot transaction: a disabled or removed unit orders nothing at boot. "
-           "Order after a unit that is enabled (systemctl enable it), or remove the stale edge")
+    fix = (
+        "After= only orders units in the same boot transaction: a disabled or removed unit orders nothing at boot. "
+        "Order after a unit that is enabled (systemctl enable it), or remove the stale edge"
+    )
 
     def engine(self, engine, data, s):
         u = _unit(data)
@@ -194,7 +242,10 @@ class OrderingEnabled(Check):
         dead = []
         for name in (u.get("edges") or {}).get("After") or []:
             st = states.get(name) or {}
-            if st.get("LoadState") not in ("loaded", None, "") or (st.get("UnitFileState") or "") not in GOOD_FILE_STATES:
+            if (
+                st.get("LoadState") not in ("loaded", None, "")
+                or (st.get("UnitFileState") or "") not in GOOD_FILE_STATES
+            ):
                 dead.append(f"{name}: {st.get('LoadState') or '?'}/{st.get('UnitFileState') or 'not installed'}")
         files = ", ".join((u.get("edge_files") or {}).get("After") or [])
         if dead:
@@ -208,23 +259,34 @@ class ColdStartsSerialized(Check):
     key = "cold_starts_serialized"
     title = "Cold starts serialized"
     scope = "box"
-    fix = ("Two cold compile storms do not fit in one box: order the units one after the other (After= the other "
-           "engine's unit, ordering only) behind a readiness helper that fails honestly")
+    fix = (
+        "Two cold compile storms do not fit in one box: order the units one after the other (After= the other "
+        "engine's unit, ordering only) behind a readiness helper that fails honestly"
+    )
 
     def box(self, snapshots, s):
         out = []
         items = [(e, d) for e, d in snapshots if _unit(d).get("unit")]
         for i, (a, da) in enumerate(items):
-            for b, db in items[i + 1:]:
+            for b, db in items[i + 1 :]:
                 ua, ub = _unit(da)["unit"], _unit(db)["unit"]
-                edge = (ub in ((_unit(da).get("edges") or {}).get("After") or [])
-                        or ua in ((_unit(db).get("edges") or {}).get("After") or []))
+                edge = ub in ((_unit(da).get("edges") or {}).get("After") or []) or ua in (
+                    (_unit(db).get("edges") or {}).get("After") or []
+                )
                 subject = f"{a.name} + {b.name}"
                 if edge:
                     out.append(Result(self.key, self.title, subject, "pass", f"{ua} and {ub} are ordered"))
                 else:
-                    out.append(Result(self.key, self.title, subject, "fail",
-                                      f"no After= edge between {ua} and {ub}: cold starts not serialized", self.fix))
+                    out.append(
+                        Result(
+                            self.key,
+                            self.title,
+                            subject,
+                            "fail",
+                            f"no After= edge between {ua} and {ub}: cold starts not serialized",
+                            self.fix,
+                        )
+                    )
         return out
 
 
@@ -232,8 +294,10 @@ class ColdStartsSerialized(Check):
 class MemoryMaxSet(Check):
     key = "memory_max_set"
     title = "MemoryMax set"
-    fix = ("MemoryHigh alone throttles and reclaims; it does not stop a runaway compile from driving the box into a "
-           "global OOM: add MemoryMax= (e.g. 112G) so the unit is killed instead of the box")
+    fix = (
+        "MemoryHigh alone throttles and reclaims; it does not stop a runaway compile from driving the box into a "
+        "global OOM: add MemoryMax= (e.g. 112G) so the unit is killed instead of the box"
+    )
 
     def engine(self, engine, data, s):
         u = _unit(data)
@@ -241,13 +305,21 @@ class MemoryMaxSet(Check):
             return None
         high, cap = memory_bytes(u.get("memory_high")), memory_bytes(u.get("memory_max"))
         if cap is None:
-            return "fail", f"MemoryMax={u.get('memory_max') or 'infinity'}" + (f", MemoryHigh={high / (1 << 30):.0f}G only" if high else "")
+            return "fail", f"MemoryMax={u.get('memory_max') or 'infinity'}" + (
+                f", MemoryHigh={high / (1 << 30):.0f}G only" if high else ""
+            )
         return "pass", f"MemoryMax={cap / (1 << 30):.0f}G{_file(data, 'MemoryMax')}"
 
 
 def memory_share(engine, data):
     f = ((data or {}).get("flags") or {}).get("flags") or {}
-    raw = f.get("--gpu-memory-utilization") if engine.kind == "vllm" else f.get("--mem-fraction-static") if engine.kind == "sglang" else None
+    raw = (
+        f.get("--gpu-memory-utilization")
+        if engine.kind == "vllm"
+        else f.get("--mem-fraction-static")
+        if engine.kind == "sglang"
+        else None
+    )
     try:
         return float(raw) if raw is not None else (0.9 if engine.kind == "vllm" and f else None)
     except (TypeError, ValueError):
@@ -260,8 +332,10 @@ class MemoryShareSum(Check):
     title = "Memory shares fit with headroom"
     scope = "box"
     DEFAULTS = {"headroom": 0.15}
-    fix = ("Each engine reserves its share of the one unified pool at boot: lower --gpu-memory-utilization / "
-           "--mem-fraction-static so the shares sum to at most 1 - headroom")
+    fix = (
+        "Each engine reserves its share of the one unified pool at boot: lower --gpu-memory-utilization / "
+        "--mem-fraction-static so the shares sum to at most 1 - headroom"
+    )
 
     def box(self, snapshots, s):
         shares = [(e.name, memory_share(e, d)) for e, d in snapshots]
@@ -270,8 +344,16 @@ class MemoryShareSum(Check):
             return []
         total, limit = sum(v for _, v in shares), 1 - s["headroom"]
         evidence = " + ".join(f"{n} {v:g}" for n, v in shares) + f" = {total:.2f} (limit {limit:.2f})"
-        return [Result(self.key, self.title, "box", "fail" if total > limit + 1e-9 else "pass", evidence,
-                       self.fix if total > limit + 1e-9 else "")]
+        return [
+            Result(
+                self.key,
+                self.title,
+                "box",
+                "fail" if total > limit + 1e-9 else "pass",
+                evidence,
+                self.fix if total > limit + 1e-9 else "",
+            )
+        ]
 
 
 def settings_for(key, overrides=None):
@@ -306,8 +388,9 @@ def snapshots_of(engines):
 
     engines = list(engines)
     newest = ConfigSnapshot.objects.filter(engine=OuterRef("pk")).order_by("-observed_at", "-id").values("id")[:1]
-    ids = dict(Engine.objects.filter(pk__in=[e.pk for e in engines]).annotate(snap=Subquery(newest))
-               .values_list("pk", "snap"))
+    ids = dict(
+        Engine.objects.filter(pk__in=[e.pk for e in engines]).annotate(snap=Subquery(newest)).values_list("pk", "snap")
+    )
     snaps = ConfigSnapshot.objects.in_bulk([i for i in ids.values() if i is not None])
     return [(e, snaps[ids[e.pk]].data) for e in engines if ids.get(e.pk) in snaps]
 

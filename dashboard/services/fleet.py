@@ -1,4 +1,5 @@
 """Services for hosts and engines (keyword-only, validated through the forms)."""
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -28,9 +29,17 @@ def form_errors_text(form):
 
 @transaction.atomic
 def engine_create(*, name, kind, url, unit="", host=None, unit_scope="system", poll_interval_s=None):
-    form = EngineForm(data={"name": name, "kind": kind, "url": url, "unit": unit or "",
-                            "unit_scope": unit_scope, "expected_up": True,
-                            "poll_interval_s": poll_interval_s if poll_interval_s is not None else ""})
+    form = EngineForm(
+        data={
+            "name": name,
+            "kind": kind,
+            "url": url,
+            "unit": unit or "",
+            "unit_scope": unit_scope,
+            "expected_up": True,
+            "poll_interval_s": poll_interval_s if poll_interval_s is not None else "",
+        }
+    )
     if not form.is_valid():
         raise ValidationError(form_errors_text(form))
     engine = form.save(commit=False)
@@ -40,7 +49,14 @@ def engine_create(*, name, kind, url, unit="", host=None, unit_scope="system", p
 
 
 def engine_as_dict(engine):
-    return {"name": engine.name, "kind": engine.kind, "url": engine.url, "unit": engine.unit or None,
-            "unit_scope": engine.unit_scope, "host": engine.host.name, "status": engine.status,
-            "status_reason": engine.status_reason,
-            "last_poll_at": engine.last_poll_at.isoformat() if engine.last_poll_at else None}
+    return {
+        "name": engine.name,
+        "kind": engine.kind,
+        "url": engine.url,
+        "unit": engine.unit or None,
+        "unit_scope": engine.unit_scope,
+        "host": engine.host.name,
+        "status": engine.status,
+        "status_reason": engine.status_reason,
+        "last_poll_at": engine.last_poll_at.isoformat() if engine.last_poll_at else None,
+    }

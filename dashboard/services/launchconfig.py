@@ -21,6 +21,7 @@ box's own engines:
 An engine that is not up is snapshotted only once it has stayed so for a whole interval (its
 unit may be the reason it never comes up); otherwise the snapshot waits for the engine to
 answer, so one restart gives one snapshot with the flags and the account together."""
+
 from __future__ import annotations
 
 import hashlib
@@ -49,12 +50,16 @@ OBSERVED_MARK = "Observed by SparkOps"
 SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
 SECRET_FLAGS = frozenset({"--api-key", "--hf-token", "--ssl-keyfile"})
 UNIT_LINES = (  # (label in the log, key in data["unit"], the directive that sets it)
-    ("Restart=", "restart", "Restart"), ("RestartUSec=", "restart_usec", "RestartSec"),
+    ("Restart=", "restart", "Restart"),
+    ("RestartUSec=", "restart_usec", "RestartSec"),
     ("StartLimitBurst=", "start_limit_burst", "StartLimitBurst"),
     ("StartLimitIntervalUSec=", "start_limit_interval_usec", "StartLimitIntervalSec"),
-    ("TimeoutStartUSec=", "timeout_start_usec", "TimeoutStartSec"), ("MemoryHigh=", "memory_high", "MemoryHigh"),
-    ("MemoryMax=", "memory_max", "MemoryMax"), ("CPUQuotaPerSecUSec=", "cpu_quota_per_sec_usec", "CPUQuota"),
-    ("User=", "user", "User"), ("Type=", "type", "Type"),
+    ("TimeoutStartUSec=", "timeout_start_usec", "TimeoutStartSec"),
+    ("MemoryHigh=", "memory_high", "MemoryHigh"),
+    ("MemoryMax=", "memory_max", "MemoryMax"),
+    ("CPUQuotaPerSecUSec=", "cpu_quota_per_sec_usec", "CPUQuota"),
+    ("User=", "user", "User"),
+    ("Type=", "type", "Type"),
 )
 CACHE_INFO = prom.wanted_names(("vllm:cache_config_info",))
 
@@ -78,8 +83,13 @@ class Observer:
             self.starts.track(engines, units, processes or {})
         except Exception:
             log.exception("engine starts not tracked")
-        signature = {e.pk: (e.status, *[(units.get(e.unit) or {}).get(k) for k in
-                                        ("MainPID", "ExecMainStartTimestamp", "ActiveState")]) for e in engines}
+        signature = {
+            e.pk: (
+                e.status,
+                *[(units.get(e.unit) or {}).get(k) for k in ("MainPID", "ExecMainStartTimestamp", "ActiveState")],
+            )
+            for e in engines
+        }
         since = now - self.at
         if since < MIN_GAP_S or (since < self.every_s and signature == self.signature):
             return []
@@ -154,14 +164,30 @@ def observe_hand_run(host, engines):
         if engine is None or engine.retired_at is not None:
             with transaction.atomic():
                 engine, _ = engine_add(name=name, kind=proc["kind"], url=url, host=host.name)
-            log.warning("a hand-run %s engine (pid %s) serves %s outside any unit: watching it as %s",
-                        proc["kind"], proc["pid"], url, name)
+            log.warning(
+                "a hand-run %s engine (pid %s) serves %s outside any unit: watching it as %s",
+                proc["kind"],
+                proc["pid"],
+                url,
+                name,
+            )
         pid = proc["pid"]
-        cfg = {"environment": proc["environ"], "environment_origins": {k: f"/proc/{pid}/environ" for k in proc["environ"]},
-               "exec_start": {"argv": proc["argv"], "origins": [f"/proc/{pid}/cmdline"] * len(proc["argv"]),
-                              "file": f"/proc/{pid}/cmdline"}}
-        snap = observe_engine(engine, cfg, account=fetch_account(engine) if engine.status == "up" else None,
-                              launch="hand-run", process={"pid": pid, "cgroup": proc["cgroup"], "scope": proc["unit"]})
+        cfg = {
+            "environment": proc["environ"],
+            "environment_origins": {k: f"/proc/{pid}/environ" for k in proc["environ"]},
+            "exec_start": {
+                "argv": proc["argv"],
+                "origins": [f"/proc/{pid}/cmdline"] * len(proc["argv"]),
+                "file": f"/proc/{pid}/cmdline",
+            },
+        }
+        snap = observe_engine(
+            engine,
+            cfg,
+            account=fetch_account(engine) if engine.status == "up" else None,
+            launch="hand-run",
+            process={"pid": pid, "cgroup": proc["cgroup"], "scope": proc["unit"]},
+        )
         if snap is not None:
             made.append(snap)
     for engine in Engine.objects.filter(host=host, name__startswith=HAND_RUN_PREFIX, unit="", retired_at__isnull=True):
@@ -182,6 +208,7 @@ def _same_address(url, host, port):
 
 
 # --- starts: the restart budget ---------------------------------------------------------------
+
 
 def parse_timestamp(text):
     """systemd's `Tue 2026-07-14 10:02:11 UTC` (or `@1752487331`) → aware datetime, or None."""
@@ -224,8 +251,12 @@ class StartTracker:
             if stamp and stamp != self.stamps.get(e.pk):
                 self.stamps[e.pk] = stamp
                 if not first or (e.status != "up" and props.get("ActiveState") in ("active", "activating")):
-                    self.pending[e.pk] = {"stamp": stamp, "active": props.get("ActiveEnterTimestamp"), "compilers": 0,
-                                          "ok_before": self.last_ok.get(e.pk) if not first else e.last_ok_at}
+                    self.pending[e.pk] = {
+                        "stamp": stamp,
+                        "active": props.get("ActiveEnterTimestamp"),
+                        "compilers": 0,
+                        "ok_before": self.last_ok.get(e.pk) if not first else e.last_ok_at,
+                    }
             p = self.pending.get(e.pk)
             if p is not None:
                 mine = [c for c in processes.get("compiler_procs") or [] if c.get("unit") == e.unit]
@@ -254,27 +285,53 @@ def record_start(engine, pending):
     budget = helper_budget_s(posts[-1].get("argv") or []) if posts else None
     timeout = unitconfig.timespan_s(unit.get("timeout_start_usec"))
     start = EngineStart.objects.create(
-        engine=engine, started_at=started, active_at=active if active and active >= started else None,
-        healthy_at=max(engine.last_ok_at, started), kind="cold" if pending["compilers"] else "warm",
-        compilers_max=pending["compilers"], budget_s=budget,
-        timeout_s=timeout if timeout not in (None, float("inf")) else None)
+        engine=engine,
+        started_at=started,
+        active_at=active if active and active >= started else None,
+        healthy_at=max(engine.last_ok_at, started),
+        kind="cold" if pending["compilers"] else "warm",
+        compilers_max=pending["compilers"],
+        budget_s=budget,
+        timeout_s=timeout if timeout not in (None, float("inf")) else None,
+    )
     limit = start.budget_s or start.timeout_s
     if limit and start.duration_s > limit:
-        external_alert_fire(rule="start_over_budget", severity="warning", engine=engine, subject=engine.name,
-                            message=(f"{engine.name}'s {start.kind} start took {start.duration_s:.0f} s, past its "
-                                     f"{'readiness budget' if start.budget_s else 'TimeoutStartSec'} of {limit:g} s"))
+        external_alert_fire(
+            rule="start_over_budget",
+            severity="warning",
+            engine=engine,
+            subject=engine.name,
+            message=(
+                f"{engine.name}'s {start.kind} start took {start.duration_s:.0f} s, past its "
+                f"{'readiness budget' if start.budget_s else 'TimeoutStartSec'} of {limit:g} s"
+            ),
+        )
     else:
         external_alert_resolve(rule="start_over_budget", engine=engine, subject=engine.name)
     if start.kind == "cold":
-        overlap = (EngineStart.objects.filter(engine__host_id=engine.host_id, kind="cold", started_at__lt=start.healthy_at,
-                                              healthy_at__gt=start.started_at).exclude(engine=engine)
-                   .select_related("engine").first())
+        overlap = (
+            EngineStart.objects.filter(
+                engine__host_id=engine.host_id,
+                kind="cold",
+                started_at__lt=start.healthy_at,
+                healthy_at__gt=start.started_at,
+            )
+            .exclude(engine=engine)
+            .select_related("engine")
+            .first()
+        )
         if overlap is not None:
-            external_alert_fire(rule="cold_starts_overlap", severity="warning", host=engine.host,
-                                subject=engine.host.name,
-                                message=(f"{engine.name} and {overlap.engine.name} cold-started at once "
-                                         f"({start.started_at:%H:%M:%S} and {overlap.started_at:%H:%M:%S}): two compile "
-                                         "storms do not fit in one box; serialize the units"))
+            external_alert_fire(
+                rule="cold_starts_overlap",
+                severity="warning",
+                host=engine.host,
+                subject=engine.host.name,
+                message=(
+                    f"{engine.name} and {overlap.engine.name} cold-started at once "
+                    f"({start.started_at:%H:%M:%S} and {overlap.started_at:%H:%M:%S}): two compile "
+                    "storms do not fit in one box; serialize the units"
+                ),
+            )
     return start
 
 
@@ -291,8 +348,14 @@ def restart_budget(engine):
         mine = [r for r in rows if r.kind == kind]
         if mine:
             d = [r.duration_s for r in mine]
-            out["classes"][kind] = {"n": len(mine), "median": median(d), "min": min(d), "max": max(d),
-                                    "first": mine[0].started_at, "last": mine[-1].started_at}
+            out["classes"][kind] = {
+                "n": len(mine),
+                "median": median(d),
+                "min": min(d),
+                "max": max(d),
+                "first": mine[0].started_at,
+                "last": mine[-1].started_at,
+            }
     last = rows[-1] if rows else None
     out["budget_s"], out["timeout_s"] = (last.budget_s, last.timeout_s) if last else (None, None)
     return out
@@ -306,14 +369,14 @@ def box_cold_boot(host):
     parts = []
     for engine in Engine.objects.filter(host=host, retired_at__isnull=True).order_by("name"):
         b = restart_budget(engine)
-        figure = (b["classes"].get("cold") or {}).get("median") or max(
-            [c["max"] for c in b["classes"].values()] or [0])
+        figure = (b["classes"].get("cold") or {}).get("median") or max([c["max"] for c in b["classes"].values()] or [0])
         if figure:
             parts.append((engine.name, figure, b["budget_s"], b["timeout_s"]))
     return {"total_s": sum(p[1] for p in parts), "engines": parts}
 
 
 # --- the engine's own account --------------------------------------------------------------
+
 
 class _Silent(Exception):
     """The engine did not answer (refused, timed out): asking it more would only hold the tick."""
@@ -360,31 +423,48 @@ def _fetch_account(engine):
                 labels = prom.first_labels(prom.parse(resp.text, CACHE_INFO, url=base), "vllm:cache_config_info") or {}
         except http.HttpError:
             pass
-        return {"served_models": [c.get("id") for c in base_cards],
-                "max_model_len": base_cards[0].get("max_model_len") if base_cards else None,
-                "root": base_cards[0].get("root") if base_cards else None,
-                "version": version.get("version") if isinstance(version, dict) else None,
-                "cache_config": dict(labels)}
+        return {
+            "served_models": [c.get("id") for c in base_cards],
+            "max_model_len": base_cards[0].get("max_model_len") if base_cards else None,
+            "root": base_cards[0].get("root") if base_cards else None,
+            "version": version.get("version") if isinstance(version, dict) else None,
+            "cache_config": dict(labels),
+        }
     if engine.kind == "llamacpp":
         props = _json(base + "/props") or {}
         if not isinstance(props, dict):
             return {}
         gen = props.get("default_generation_settings") or {}
-        return {"n_ctx": gen.get("n_ctx") if isinstance(gen, dict) else None, "model": props.get("model_alias"),
-                "model_path": props.get("model_path"), "build_info": props.get("build_info"),
-                "total_slots": props.get("total_slots"),
-                "chat_template_kwargs": props.get("chat_template_kwargs")}
+        return {
+            "n_ctx": gen.get("n_ctx") if isinstance(gen, dict) else None,
+            "model": props.get("model_alias"),
+            "model_path": props.get("model_path"),
+            "build_info": props.get("build_info"),
+            "total_slots": props.get("total_slots"),
+            "chat_template_kwargs": props.get("chat_template_kwargs"),
+        }
     if engine.kind == "sglang":
         info = _json(base + "/get_server_info") or {}
         if not isinstance(info, dict):
             return {}
-        keep = ("model_path", "served_model_name", "context_length", "mem_fraction_static", "max_total_num_tokens",
-                "kv_cache_dtype", "max_running_requests", "chunked_prefill_size", "version", "tp_size")
+        keep = (
+            "model_path",
+            "served_model_name",
+            "context_length",
+            "mem_fraction_static",
+            "max_total_num_tokens",
+            "kv_cache_dtype",
+            "max_running_requests",
+            "chunked_prefill_size",
+            "version",
+            "tp_size",
+        )
         return {k: info.get(k) for k in keep if k in info}
     return {}
 
 
 # --- the snapshot ------------------------------------------------------------------------------
+
 
 def _redact(name, value):
     if isinstance(value, str) and value and SECRET.search(name):
@@ -400,9 +480,16 @@ def build_data(engine, unit_cfg, account, *, launch="unit"):
     env = {k: _redact(k, v) for k, v in (unit.pop("environment", None) or {}).items()}
     env_origins = unit.pop("environment_origins", None) or {}
     start = unit.get("exec_start") or {}
-    parsed = flagmodel.parse_argv(engine.kind if engine.kind in ("vllm", "llamacpp", "sglang") else None,
-                                  start.get("argv") or [], env=unit_cfg.get("environment", {}) if unit_cfg else {},
-                                  origins=start.get("origins")) if start.get("argv") else None
+    parsed = (
+        flagmodel.parse_argv(
+            engine.kind if engine.kind in ("vllm", "llamacpp", "sglang") else None,
+            start.get("argv") or [],
+            env=unit_cfg.get("environment", {}) if unit_cfg else {},
+            origins=start.get("origins"),
+        )
+        if start.get("argv")
+        else None
+    )
     flag_data = None
     if parsed is not None:
         flag_data = parsed.as_dict()
@@ -413,15 +500,24 @@ def build_data(engine, unit_cfg, account, *, launch="unit"):
                 via[flag] = name
                 flag_data["origins"][flag] = env_origins.get(name, "")
         flag_data["via_env"] = via
-        flag_data["flags"] = {k: ("redacted:" + hashlib.sha256(str(v).encode()).hexdigest()[:12] if k in SECRET_FLAGS else v)
-                              for k, v in flag_data["flags"].items()}
+        flag_data["flags"] = {
+            k: ("redacted:" + hashlib.sha256(str(v).encode()).hexdigest()[:12] if k in SECRET_FLAGS else v)
+            for k, v in flag_data["flags"].items()
+        }
         secrets = {v for k, v in ((unit_cfg or {}).get("environment") or {}).items() if v and SECRET.search(k)}
         unit["exec_start"] = {**start, "argv": _redact_argv(start["argv"], secrets)}
     if launch == "hand-run":
         unit = {}
-    data = {"engine": engine.name, "kind": engine.kind, "launch": launch if unit_cfg else "none",
-            "unit": unit or None, "environment": env, "environment_origins": env_origins,
-            "flags": flag_data, "account": account or {}}
+    data = {
+        "engine": engine.name,
+        "kind": engine.kind,
+        "launch": launch if unit_cfg else "none",
+        "unit": unit or None,
+        "environment": env,
+        "environment_origins": env_origins,
+        "flags": flag_data,
+        "account": account or {},
+    }
     return data, {"unit_started_at": started_at}
 
 
@@ -467,8 +563,9 @@ def observe_engine(engine, unit_cfg, *, account=None, now=None, launch="unit", p
     if previous is not None and previous.hash == h:
         return None
     with transaction.atomic():
-        snap = ConfigSnapshot.objects.create(engine=engine, observed_at=now, hash=h,
-                                             data={**data, "observed": observed}, previous=previous)
+        snap = ConfigSnapshot.objects.create(
+            engine=engine, observed_at=now, hash=h, data={**data, "observed": observed}, previous=previous
+        )
         if previous is not None:
             lines = diff(previous.data or {}, data)
             if lines:
@@ -486,20 +583,28 @@ def observe_engine(engine, unit_cfg, *, account=None, now=None, launch="unit", p
 
 # --- drift: the log's newest human-written flag lines against what runs ------------------------
 
+
 def _norm(value):
     text = str(value).strip().replace(",", "").replace("_", "")
     return text.lower()
 
 
 ACCOUNT_FLAGS = {  # kind -> [(flag, where in the account, what the engine calls it)]
-    "vllm": [("--max-model-len", ("max_model_len",), "/v1/models max_model_len"),
-             ("--kv-cache-dtype", ("cache_config", "cache_dtype"), "vllm:cache_config_info cache_dtype"),
-             ("--gpu-memory-utilization", ("cache_config", "gpu_memory_utilization"),
-              "vllm:cache_config_info gpu_memory_utilization"),
-             ("--block-size", ("cache_config", "block_size"), "vllm:cache_config_info block_size")],
-    "sglang": [("--context-length", ("context_length",), "/get_server_info context_length"),
-               ("--mem-fraction-static", ("mem_fraction_static",), "/get_server_info mem_fraction_static"),
-               ("--kv-cache-dtype", ("kv_cache_dtype",), "/get_server_info kv_cache_dtype")],
+    "vllm": [
+        ("--max-model-len", ("max_model_len",), "/v1/models max_model_len"),
+        ("--kv-cache-dtype", ("cache_config", "cache_dtype"), "vllm:cache_config_info cache_dtype"),
+        (
+            "--gpu-memory-utilization",
+            ("cache_config", "gpu_memory_utilization"),
+            "vllm:cache_config_info gpu_memory_utilization",
+        ),
+        ("--block-size", ("cache_config", "block_size"), "vllm:cache_config_info block_size"),
+    ],
+    "sglang": [
+        ("--context-length", ("context_length",), "/get_server_info context_length"),
+        ("--mem-fraction-static", ("mem_fraction_static",), "/get_server_info mem_fraction_static"),
+        ("--kv-cache-dtype", ("kv_cache_dtype",), "/get_server_info kv_cache_dtype"),
+    ],
 }
 
 
@@ -528,10 +633,17 @@ def check_account_drift(engine, data):
             external_alert_resolve(rule="config_drift", engine=engine, subject=subject)
             continue
         origin = _origin(data, flag)
-        external_alert_fire(rule="config_drift", severity="warning", engine=engine, subject=subject,
-                            cause="engine account",
-                            message=(f"{flag}: the command line says {flagmodel.render(running[flag])} (set in "
-                                     f"{origin or 'the unit'}) but {engine.name} reports {said} ({name})"))
+        external_alert_fire(
+            rule="config_drift",
+            severity="warning",
+            engine=engine,
+            subject=subject,
+            cause="engine account",
+            message=(
+                f"{flag}: the command line says {flagmodel.render(running[flag])} (set in "
+                f"{origin or 'the unit'}) but {engine.name} reports {said} ({name})"
+            ),
+        )
 
 
 def check_drift(engine, data):
@@ -543,10 +655,13 @@ def check_drift(engine, data):
 
     check_account_drift(engine, data)
     running = _flags_of(data)
-    lines = (FlagChange.objects.filter(entry__engines=engine, flag__startswith="-")
-             .exclude(entry__author__isnull=True, entry__author_name=AUTHOR)
-             .exclude(entry__body_md__startswith=OBSERVED_MARK)
-             .select_related("entry").order_by("-entry__effective_at", "-entry_id", "-position"))
+    lines = (
+        FlagChange.objects.filter(entry__engines=engine, flag__startswith="-")
+        .exclude(entry__author__isnull=True, entry__author_name=AUTHOR)
+        .exclude(entry__body_md__startswith=OBSERVED_MARK)
+        .select_related("entry")
+        .order_by("-entry__effective_at", "-entry_id", "-position")
+    )
     newest = {}
     for line in lines:
         newest.setdefault(line.flag, line)
@@ -557,14 +672,22 @@ def check_drift(engine, data):
             external_alert_resolve(rule="config_drift", engine=engine, subject=subject)
             continue
         origin = _origin(data, flag)
-        external_alert_fire(rule="config_drift", severity="warning", engine=engine, subject=subject,
-                            cause=origin.rsplit("/", 1)[-1] if origin else "",
-                            message=(f"{flag}: the change log says {line.new} (entry {line.entry_id}, "
-                                     f"{line.entry.effective_at:%Y-%m-%d %H:%M}) but {engine.name} runs "
-                                     f"{flagmodel.render(now_value)}, set in {origin or 'the unit'}"))
+        external_alert_fire(
+            rule="config_drift",
+            severity="warning",
+            engine=engine,
+            subject=subject,
+            cause=origin.rsplit("/", 1)[-1] if origin else "",
+            message=(
+                f"{flag}: the change log says {line.new} (entry {line.entry_id}, "
+                f"{line.entry.effective_at:%Y-%m-%d %H:%M}) but {engine.name} runs "
+                f"{flagmodel.render(now_value)}, set in {origin or 'the unit'}"
+            ),
+        )
 
 
 # --- the difference, and the change log ------------------------------------------------------
+
 
 def _flags_of(data):
     return ((data or {}).get("flags") or {}).get("flags") or {}
@@ -581,12 +704,25 @@ def diff(before, after):
     old_f, new_f = _flags_of(before), _flags_of(after)
     for flag in sorted(set(old_f) | set(new_f), key=lambda f: (f not in new_f, f)):
         if old_f.get(flag) != new_f.get(flag):
-            lines.append((flag, _render(old_f.get(flag)), _render(new_f.get(flag)),
-                          _origin(after, flag) if flag in new_f else _origin(before, flag)))
+            lines.append(
+                (
+                    flag,
+                    _render(old_f.get(flag)),
+                    _render(new_f.get(flag)),
+                    _origin(after, flag) if flag in new_f else _origin(before, flag),
+                )
+            )
     old_m = ((before or {}).get("flags") or {}).get("model")
     new_m = ((after or {}).get("flags") or {}).get("model")
     if old_m != new_m and "--model" not in new_f and "--model-path" not in new_f:
-        lines.append(("model", _render(old_m), _render(new_m), ((after.get("unit") or {}).get("exec_start") or {}).get("file", "")))
+        lines.append(
+            (
+                "model",
+                _render(old_m),
+                _render(new_m),
+                ((after.get("unit") or {}).get("exec_start") or {}).get("file", ""),
+            )
+        )
     old_u, new_u = before.get("unit") or {}, after.get("unit") or {}
     files = new_u.get("directive_files") or {}
     for label, key, directive in UNIT_LINES:
@@ -595,12 +731,20 @@ def diff(before, after):
     old_post = [" ".join(c.get("argv") or []) for c in old_u.get("exec_start_post") or []]
     new_post = [" ".join(c.get("argv") or []) for c in new_u.get("exec_start_post") or []]
     if old_post != new_post:
-        lines.append(("ExecStartPost=", "; ".join(old_post), "; ".join(new_post),
-                      ((new_u.get("exec_start_post") or [{}])[-1] or {}).get("file", "")))
+        lines.append(
+            (
+                "ExecStartPost=",
+                "; ".join(old_post),
+                "; ".join(new_post),
+                ((new_u.get("exec_start_post") or [{}])[-1] or {}).get("file", ""),
+            )
+        )
     for edge in unitconfig.EDGES:
         a, b = (old_u.get("edges") or {}).get(edge) or [], (new_u.get("edges") or {}).get(edge) or []
         if a != b:
-            lines.append((f"{edge}=", " ".join(a), " ".join(b), ", ".join((new_u.get("edge_files") or {}).get(edge) or [])))
+            lines.append(
+                (f"{edge}=", " ".join(a), " ".join(b), ", ".join((new_u.get("edge_files") or {}).get(edge) or []))
+            )
     old_env, new_env = before.get("environment") or {}, after.get("environment") or {}
     origins = after.get("environment_origins") or {}
     for name in sorted(set(old_env) | set(new_env)):
@@ -625,21 +769,40 @@ def log_change(engine, snap, lines, *, now):
 
     shown = [f"{n} {o} → {v}" for n, o, v, _ in lines[:2]]
     title = f"Observed on {engine.name}: " + "; ".join(shown) + (f" (+{len(lines) - 2} more)" if len(lines) > 2 else "")
-    body = [f"{OBSERVED_MARK} in what runs (`systemctl show`/`cat` of the unit, its environment, "
-            f"the engine's own account), configuration snapshot {snap.pk}:", ""]
+    body = [
+        f"{OBSERVED_MARK} in what runs (`systemctl show`/`cat` of the unit, its environment, "
+        f"the engine's own account), configuration snapshot {snap.pk}:",
+        "",
+    ]
     body += [f"- {line_text(*line)}" for line in lines]
-    row = (KVPoolEntry.objects.filter(engine=engine, recorded_at__gte=(snap.previous.observed_at if snap.previous else now))
-           .order_by("-recorded_at").first())
+    row = (
+        KVPoolEntry.objects.filter(
+            engine=engine, recorded_at__gte=(snap.previous.observed_at if snap.previous else now)
+        )
+        .order_by("-recorded_at")
+        .first()
+    )
     evidence = []
     if row is not None:
-        body += ["", f"KV-pool ledger row of the same restart: {row.pool_tokens} tokens at window {row.window} "
-                     f"({row.note})."]
+        body += [
+            "",
+            f"KV-pool ledger row of the same restart: {row.pool_tokens} tokens at window {row.window} ({row.note}).",
+        ]
         evidence.append(EvidenceLine(kind="url", url=f"/changelog/ledgers/#kv-{row.pk}"))
     unit = (snap.data.get("unit") or {}).get("unit", "")
     try:
-        return entry_create(author=None, author_name=AUTHOR, effective_at=now, title=title[:200], kind="flag_change",
-                            engines=[engine], units=unit, body_md="\n".join(body),
-                            flags=[FlagLine(n[:120], o[:500], v[:500]) for n, o, v, _ in lines], evidence=evidence)
+        return entry_create(
+            author=None,
+            author_name=AUTHOR,
+            effective_at=now,
+            title=title[:200],
+            kind="flag_change",
+            engines=[engine],
+            units=unit,
+            body_md="\n".join(body),
+            flags=[FlagLine(n[:120], o[:500], v[:500]) for n, o, v, _ in lines],
+            evidence=evidence,
+        )
     except AppendOnlyError as exc:  # the same content already logged (a DuplicateError)
         log.info("observed change of %s not logged again: %s", engine.name, exc)
         return None

@@ -6,6 +6,7 @@ The resident poller (`dashboard/services/resident.py`) calls these in order each
 `PendingWrites.flush` stores what is held in one transaction. Every engine of a tick is
 fetched concurrently with a timeout below the interval, so a hung engine costs its own poll,
 never the others'. The liveness probes are `engines_probe`."""
+
 import asyncio
 import logging
 import time
@@ -30,7 +31,9 @@ RECHECK_DELAY_S = 0.3
 
 def poll_timeout(engine=None):
     """Below the interval, so a poll is over before the next one is due."""
-    interval = (engine.poll_interval_s if engine and engine.poll_interval_s else None) or settings.SPARKOPS_POLL_INTERVAL
+    interval = (
+        engine.poll_interval_s if engine and engine.poll_interval_s else None
+    ) or settings.SPARKOPS_POLL_INTERVAL
     return max(0.2, min(interval * 0.75, 5.0))
 
 
@@ -73,8 +76,9 @@ class InFlight:
         self.tasks: dict[int, tuple[Engine, asyncio.Task]] = {}
 
 
-def engines_fetch(*, engines, states: States, inflight: InFlight | None = None,
-                  wait_s: float | None = None) -> list[tuple[Engine, Fetched]]:
+def engines_fetch(
+    *, engines, states: States, inflight: InFlight | None = None, wait_s: float | None = None
+) -> list[tuple[Engine, Fetched]]:
     """Fetch ENGINES concurrently: (engine, Fetched) for each answer in hand. STATES: the
     collector states the caller keeps; those of ENGINES it lacks are read from the database
     into it. INFLIGHT and WAIT_S (a resident poller): wait at most that long, keep the fetches
@@ -162,8 +166,12 @@ class PendingWrites:
     def add_host(self, host, collected: "HostCollected"):
         """Hold a host reading: its samples, its and its units' states, Host.latest."""
         self.batch.add_samples(ts=collected.at, host=host, values=collected.values)
-        self.batch.put_states({str(StateKey("host", host.pk)): collected.state,
-                               **{str(StateKey("unit", pk)): info for pk, info in collected.unit_infos.items()}})
+        self.batch.put_states(
+            {
+                str(StateKey("host", host.pk)): collected.state,
+                **{str(StateKey("unit", pk)): info for pk, info in collected.unit_infos.items()},
+            }
+        )
         if host.last_report_at is None:
             self.urgent = True  # its first report: the host is being watched, say so now
         host.latest, host.last_report_at = collected.reading, collected.at
@@ -186,7 +194,9 @@ class PendingWrites:
 
     def flush(self):
         if self.batch.samples:  # an engine removed meanwhile took its series along: keep the others' samples
-            alive = set(Series.objects.filter(pk__in={row[0] for row in self.batch.samples}).values_list("pk", flat=True))
+            alive = set(
+                Series.objects.filter(pk__in={row[0] for row in self.batch.samples}).values_list("pk", flat=True)
+            )
             self.batch.samples = [row for row in self.batch.samples if row[0] in alive]
         with transaction.atomic(savepoint=False):
             self.batch.flush()
@@ -203,8 +213,12 @@ def _carry_static(snapshot, state, slow):
     static = state.get("static") or {}
     if snapshot.info.get("refreshed"):
         problems = {name: text for name, text in (snapshot.info.get("problems") or {}).items() if name in slow}
-        return {"t": time.time(), "models": snapshot.models, "problems": problems,
-                "kv": {k: v for k, v in snapshot.kv.items() if v is not None}}
+        return {
+            "t": time.time(),
+            "models": snapshot.models,
+            "problems": problems,
+            "kv": {k: v for k, v in snapshot.kv.items() if v is not None},
+        }
     if not snapshot.models:
         snapshot.models = static.get("models") or []
     for key, value in (static.get("kv") or {}).items():
@@ -252,9 +266,14 @@ def _kv_ledger(engine, kv, before, now):
     if changed or first:
         previous = KVPoolEntry.objects.filter(engine=engine).order_by("-recorded_at").first()
         note = "; ".join(f"{k}: {before[k]} → {facts[k]}" for k in changed) or "first pool seen by the collector"
-        KVPoolEntry.objects.create(engine=engine, recorded_at=now, previous=previous,
-                                   source=KVPoolEntry.Source.COLLECTOR, note=note,
-                                   **{k: v for k, v in facts.items() if v is not None})
+        KVPoolEntry.objects.create(
+            engine=engine,
+            recorded_at=now,
+            previous=previous,
+            source=KVPoolEntry.Source.COLLECTOR,
+            note=note,
+            **{k: v for k, v in facts.items() if v is not None},
+        )
     return {**before, **{k: v for k, v in facts.items() if v is not None}}
 
 
@@ -275,6 +294,7 @@ def _engine_apply(engine, reading, now):
 
 # --- engines: liveness ---------------------------------------------------------------
 
+
 @dataclass
 class Liveness:
     """One probe's finding about one engine. `changed`: Engine.status moved with it."""
@@ -291,8 +311,13 @@ class Liveness:
         return self.status == "up"
 
     def as_dict(self):
-        return {"engine": self.engine.name, "status": self.status, "up": self.up, "reason": self.reason,
-                "rechecked": self.rechecked}
+        return {
+            "engine": self.engine.name,
+            "status": self.status,
+            "up": self.up,
+            "reason": self.reason,
+            "rechecked": self.rechecked,
+        }
 
 
 def engines_probe(*, engines, keep_down=frozenset()) -> list[Liveness]:
@@ -306,15 +331,22 @@ def engines_probe(*, engines, keep_down=frozenset()) -> list[Liveness]:
     async def probe_all(client):
         return await asyncio.gather(*(_probe_twice(client, e) for e in engines))
 
-    return [finding if finding.up and finding.engine.pk in keep_down else liveness_record(finding)
-            for finding in runner.run(probe_all)]
+    return [
+        finding if finding.up and finding.engine.pk in keep_down else liveness_record(finding)
+        for finding in runner.run(probe_all)
+    ]
 
 
 async def _probe_once(client, engine):
     coll = collector_for(engine.kind)
     try:
-        resp = await http.aget(client, engine.base_url + coll.liveness_path, timeout=probe_timeout(),
-                               ok_statuses=coll.probe_ok_statuses, max_bytes=256 * 1024)
+        resp = await http.aget(
+            client,
+            engine.base_url + coll.liveness_path,
+            timeout=probe_timeout(),
+            ok_statuses=coll.probe_ok_statuses,
+            max_bytes=256 * 1024,
+        )
     except http.HttpError as exc:
         return "down", f"{coll.liveness_path}: {describe(exc)}"
     if resp.status in coll.probe_ok_statuses:
@@ -338,13 +370,19 @@ def liveness_record(finding: Liveness) -> Liveness:
     finding.changed = engine.status != finding.status
     if finding.changed:
         with transaction.atomic():
-            Engine.objects.filter(pk=engine.pk).update(status=finding.status, status_reason=finding.reason,
-                                                        status_changed_at=finding.checked_at)
-        engine.status, engine.status_reason, engine.status_changed_at = finding.status, finding.reason, finding.checked_at
+            Engine.objects.filter(pk=engine.pk).update(
+                status=finding.status, status_reason=finding.reason, status_changed_at=finding.checked_at
+            )
+        engine.status, engine.status_reason, engine.status_changed_at = (
+            finding.status,
+            finding.reason,
+            finding.checked_at,
+        )
     return finding
 
 
 # --- hosts ---------------------------------------------------------------------------
+
 
 class HostCollected(NamedTuple):
     at: datetime

@@ -30,6 +30,7 @@ task-only workers: `sparkops worker --no-poller`.
 A tick that comes due while the previous one still runs is skipped, never queued: a stale
 poll is worth less than none. No exception in a duty ends a thread (it is logged, the next
 tick proceeds); a thread that ends anyway stops the worker process, so its supervisor sees it."""
+
 import logging
 import os
 import socket
@@ -84,7 +85,12 @@ def fleet_roles(*, host, hosts=None):
     # The JSON of the last readings stays in the database: parsing it for every engine (and
     # its host's, through the join) each tick was most of this query's cost. Every polled
     # engine gets a fresh `latest` anyway; the rare reader of a deferred one loads it.
-    engines = Engine.objects.select_related("host").defer("latest", "host__latest").filter(query, retired_at__isnull=True).order_by("pk")
+    engines = (
+        Engine.objects.select_related("host")
+        .defer("latest", "host__latest")
+        .filter(query, retired_at__isnull=True)
+        .order_by("pk")
+    )
     return list(engines), leader
 
 
@@ -93,8 +99,11 @@ def engines_due(engines, *, now=None):
     2 s engine polled a few ms early never skips a tick)."""
     now = now or timezone.now()
     tick = settings.SPARKOPS_POLL_INTERVAL
-    return [e for e in engines if e.last_poll_at is None
-            or (now - e.last_poll_at).total_seconds() >= (e.poll_interval_s or tick) - tick / 2]
+    return [
+        e
+        for e in engines
+        if e.last_poll_at is None or (now - e.last_poll_at).total_seconds() >= (e.poll_interval_s or tick) - tick / 2
+    ]
 
 
 class Clock:
@@ -120,7 +129,9 @@ class PollerLease:
     polled twice for a while is better than a box not watched)."""
 
     TTL_S, RENEW_S = 15.0, 5.0
-    _RENEW = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
+    _RENEW = (
+        "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
+    )
     _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
 
     def __init__(self, host_name, url=None):
@@ -128,7 +139,9 @@ class PollerLease:
 
         self.key = f"{settings.SPARKOPS_CHANNEL_PREFIX}:poller:{host_name}"
         self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.client = redis.Redis.from_url(url or settings.CELERY_BROKER_URL, socket_timeout=1.0, socket_connect_timeout=1.0)
+        self.client = redis.Redis.from_url(
+            url or settings.CELERY_BROKER_URL, socket_timeout=1.0, socket_connect_timeout=1.0
+        )
         self.held, self.checked_at, self.warned = False, float("-inf"), False
         self._lock = threading.Lock()  # the probe and metrics threads both ask
 
@@ -149,8 +162,12 @@ class PollerLease:
             if not self.held:
                 self.held = bool(self.client.set(self.key, self.token, nx=True, px=ttl_ms))
                 if not self.held and not self.warned:
-                    log.warning("another poller holds %s (%s): this worker polls nothing until it is gone; "
-                                "run extra workers with --no-poller", self.key, self.client.get(self.key))
+                    log.warning(
+                        "another poller holds %s (%s): this worker polls nothing until it is gone; "
+                        "run extra workers with --no-poller",
+                        self.key,
+                        self.client.get(self.key),
+                    )
                     self.warned = True
         except Exception as exc:  # Redis down: fail open
             log.warning("poller lease %s unknown (%s): polling anyway", self.key, exc)
@@ -180,8 +197,9 @@ class ResidentPoller:
     the alert evaluations' memory and the live publisher. `stop()` stores what is still held.
     `poll --once` builds one for itself and runs one tick (`poll_once`)."""
 
-    def __init__(self, host_name, *, poll_interval=None, liveness_interval=None, duties=None, lease=None,
-                 flush_interval=None):
+    def __init__(
+        self, host_name, *, poll_interval=None, liveness_interval=None, duties=None, lease=None, flush_interval=None
+    ):
         from dashboard.schedule import resident_duties
 
         self.host_name = host_name
@@ -210,12 +228,16 @@ class ResidentPoller:
         """Two threads: the probes, and the metrics with the leader's upkeep, so a slow host
         source or a hung engine's metrics never delays the other engines' liveness probes."""
         start = time.monotonic()
-        metrics = {"metrics": Clock(self.poll_interval, start),
-                   **{name: Clock(interval, start + interval) for name, (interval, _) in self.duties.items()}}
+        metrics = {
+            "metrics": Clock(self.poll_interval, start),
+            **{name: Clock(interval, start + interval) for name, (interval, _) in self.duties.items()},
+        }
         # A hair after the metrics tick, so a probe at the same tick sees that tick start.
         probes = {"probe": Clock(self.liveness_interval, start + PROBE_LAG_S)}
         for name, clocks in (("metrics", metrics), ("probes", probes)):
-            thread = threading.Thread(target=self._run, args=(clocks,), name=f"sparkops-{name}-{self.host_name}", daemon=True)
+            thread = threading.Thread(
+                target=self._run, args=(clocks,), name=f"sparkops-{name}-{self.host_name}", daemon=True
+            )
             thread.start()
             self._threads.append(thread)
         return self
@@ -247,8 +269,12 @@ class ResidentPoller:
                 self._stop.wait(max(0.0, min(c.next for c in clocks.values()) - time.monotonic()))
         except BaseException:  # run_duty catches every Exception: this is a bug or the interpreter ending
             if not self._stop.is_set():
-                log.critical("resident poller (%s): thread %s died; stopping the worker so its supervisor sees it",
-                             self.host_name, threading.current_thread().name, exc_info=True)
+                log.critical(
+                    "resident poller (%s): thread %s died; stopping the worker so its supervisor sees it",
+                    self.host_name,
+                    threading.current_thread().name,
+                    exc_info=True,
+                )
                 os._exit(70)  # a watcher that silently stopped watching is the failure this tool exists for
             raise
         finally:
@@ -323,8 +349,12 @@ class ResidentPoller:
             collected = polling.host_collect(host=host, engines=own, state=self.states[host_key])
             self.states[host_key] = collected.state
             self.states.update({StateKey("unit", pk): info for pk, info in collected.unit_infos.items()})
-            answers = polling.engines_fetch(engines=due, states=self.states, inflight=self.inflight,
-                                            wait_s=None if engines is not None else self.poll_interval * FETCH_WAIT)
+            answers = polling.engines_fetch(
+                engines=due,
+                states=self.states,
+                inflight=self.inflight,
+                wait_s=None if engines is not None else self.poll_interval * FETCH_WAIT,
+            )
             # 2. Hold the rows; store them every flush interval, or now when a status moved.
             self.pending.add_host(host, collected)
             polled = [(engine, self.pending.add_engine(engine, answer, self.states)) for engine, answer in answers]
@@ -356,8 +386,9 @@ class ResidentPoller:
 
         if self.launch is None:
             self.launch = Observer()
-        self.launch.tick(engines=own, units=reading.get("units") or {}, processes=reading.get("processes") or {},
-                         host=self.host)
+        self.launch.tick(
+            engines=own, units=reading.get("units") or {}, processes=reading.get("processes") or {}, host=self.host
+        )
 
     def probe_tick(self):
         """Probe every owned engine, except those whose metrics poll answered within the last
@@ -371,11 +402,15 @@ class ResidentPoller:
             self._metrics_idle.wait(METRICS_WAIT_S - running_for)
         engines, now = self.engines, time.time()  # the metrics thread may swap the list meanwhile
         answered = {pk: at for pk, at in self.answered.items() if now - at < self.liveness_interval / 2}
-        probed = polling.engines_probe(engines=[e for e in engines if e.pk not in answered],
-                                       keep_down=self.down_by_metrics)
+        probed = polling.engines_probe(
+            engines=[e for e in engines if e.pk not in answered], keep_down=self.down_by_metrics
+        )
         findings = [f for f in probed if not (f.up and f.engine.pk in self.down_by_metrics)]
-        findings += [polling.liveness_record(polling.Liveness(e, "up", "", False, e.last_poll_at))
-                     for e in engines if e.pk in answered]
+        findings += [
+            polling.liveness_record(polling.Liveness(e, "up", "", False, e.last_poll_at))
+            for e in engines
+            if e.pk in answered
+        ]
         for finding in findings:
             self._guard("alert rules", evaluate_liveness, finding, memory=self.alerts)
             self._guard("live push", self.live.liveness, finding)
@@ -400,9 +435,15 @@ def poll_once(*, host_name=None, engines=None):
     finally:
         runner.close()
     host = result.host
-    return {"time": timezone.now().isoformat(), "engines": [reading for _, reading in result.engines],
-            "host": host["host"], "gpus": host["gpus"], "gpu_state": host["gpu_state"],
-            "processes": host["processes"], "kernel_lines": host["kernel_lines"]}
+    return {
+        "time": timezone.now().isoformat(),
+        "engines": [reading for _, reading in result.engines],
+        "host": host["host"],
+        "gpus": host["gpus"],
+        "gpu_state": host["gpu_state"],
+        "processes": host["processes"],
+        "kernel_lines": host["kernel_lines"],
+    }
 
 
 class PollerStep(bootsteps.StartStopStep):

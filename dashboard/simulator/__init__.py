@@ -3,6 +3,7 @@ systemd-like supervisor and CLI stand-ins (systemctl, journalctl, nvidia-smi).
 
 Importable without Django settings: nothing here touches Django models.
 """
+
 from __future__ import annotations
 
 __all__ = ["EngineConfig", "Simulation", "serve_many", "main"]
@@ -11,14 +12,18 @@ __all__ = ["EngineConfig", "Simulation", "serve_many", "main"]
 def __getattr__(name):  # lazy, so `python -m dashboard.simulator.bin.*` stays fast
     if name == "EngineConfig":
         from .core import EngineConfig
+
         return EngineConfig
     if name == "Simulation":
         from .client import Simulation
+
         return Simulation
     if name == "serve_many":
         from .fleet import serve_many
+
         return serve_many
     if name == "main":
         from .cli import main
+
         return main
     raise AttributeError(name)

@@ -4,6 +4,7 @@
 The `/_sim/*` endpoints stay answerable under every fault (including `hang`), so a test
 or the supervisor can always clear a fault or read the send log.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -29,7 +30,7 @@ class BaseEngine:
     server_header = "uvicorn"
     date_header = True
     extra_headers: tuple = ()
-    listen_while_loading = True   # llama.cpp/SGLang listen during load; vLLM does not
+    listen_while_loading = True  # llama.cpp/SGLang listen during load; vLLM does not
     max_running = 256
 
     def __init__(self, cfg: EngineConfig, *, log=None, on_exit=None):
@@ -51,8 +52,12 @@ class BaseEngine:
         self.waiting = 0
         self.inflight_tokens = 0
         self._synthetic: list[tuple[float, int]] = []  # (end time, kv tokens) of fake requests
-        self.server = HTTPServer(self.handle, server_header=self.server_header,
-                                 extra_headers=self.extra_headers, date_header=self.date_header)
+        self.server = HTTPServer(
+            self.handle,
+            server_header=self.server_header,
+            extra_headers=self.extra_headers,
+            date_header=self.date_header,
+        )
         self._tasks: list[asyncio.Task] = []
         self.exit_code: asyncio.Future = asyncio.get_running_loop().create_future()
 
@@ -93,10 +98,15 @@ class BaseEngine:
     def boot_log(self): ...
     def ready_log(self): ...
     def fatal_log(self, kind: str): ...
-    def routes(self) -> dict: return {}
-    def not_found(self, req) -> Response: return json_response({"detail": "Not Found"}, 404)
+    def routes(self) -> dict:
+        return {}
+
+    def not_found(self, req) -> Response:
+        return json_response({"detail": "Not Found"}, 404)
+
     def account(self, plan: Plan, *, synthetic: bool): ...
-    def loading_response(self, req) -> Response | None: return None
+    def loading_response(self, req) -> Response | None:
+        return None
 
     # ---- dispatch --------------------------------------------------------------------
     async def handle(self, req: Request) -> Response | None:
@@ -121,7 +131,9 @@ class BaseEngine:
             return self.bad_request(str(exc))
 
     def bad_request(self, message: str) -> Response:
-        return json_response({"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}, 400)
+        return json_response(
+            {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}, 400
+        )
 
     # ---- control plane ---------------------------------------------------------------
     async def sim_route(self, req: Request) -> Response:
@@ -137,9 +149,19 @@ class BaseEngine:
         return json_response({"error": f"no such control endpoint: {req.method} {req.path}"}, 404)
 
     def state(self) -> dict:
-        return {"kind": self.kind, "name": self.cfg.name, "model": self.cfg.model, "pid": os.getpid(),
-                "port": self.cfg.port, "fault": self.fault, "fault_args": self.fault_args,
-                "loading": self.loading, "dead": self.dead, "running": self.running, "waiting": self.waiting}
+        return {
+            "kind": self.kind,
+            "name": self.cfg.name,
+            "model": self.cfg.model,
+            "pid": os.getpid(),
+            "port": self.cfg.port,
+            "fault": self.fault,
+            "fault_args": self.fault_args,
+            "loading": self.loading,
+            "dead": self.dead,
+            "running": self.running,
+            "waiting": self.waiting,
+        }
 
     def set_fault(self, body) -> Response:
         kind = body.get("kind") if isinstance(body, dict) else None

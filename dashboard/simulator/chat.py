@@ -2,6 +2,7 @@
 and plain OpenAI-compatible engines). Chunks are built from pre-rendered byte templates
 so a single stream can exceed 10,000 tokens/s.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,13 +37,17 @@ class OpenAIChatEngine(BaseEngine):
         is clamped silently and the request ends with finish_reason 'length'."""
         limit = self.cfg.max_model_len
         if max_tokens is not None and max_tokens > limit:
-            msg = (f"max_tokens={max_tokens} cannot be greater than max_model_len={limit}. "
-                   f"Please request fewer output tokens. (parameter=max_tokens, value={max_tokens})")
+            msg = (
+                f"max_tokens={max_tokens} cannot be greater than max_model_len={limit}. "
+                f"Please request fewer output tokens. (parameter=max_tokens, value={max_tokens})"
+            )
             return 0, self.error(400, msg, "BadRequestError", "max_tokens")
         if prompt_n > limit:
-            msg = (f"This model's maximum context length is {limit} tokens. However, your prompt contains "
-                   f"{prompt_n} input tokens, which exceeds this limit even without any output tokens. "
-                   f"Please reduce the length of the input prompt. (parameter=input_tokens, value={prompt_n})")
+            msg = (
+                f"This model's maximum context length is {limit} tokens. However, your prompt contains "
+                f"{prompt_n} input tokens, which exceeds this limit even without any output tokens. "
+                f"Please reduce the length of the input prompt. (parameter=input_tokens, value={prompt_n})"
+            )
             return 0, self.error(400, msg, "BadRequestError", "input_tokens")
         room = limit - prompt_n
         return (room if max_tokens is None else min(room, max_tokens)), None
@@ -62,18 +67,32 @@ class OpenAIChatEngine(BaseEngine):
         reasoning = min(n, self.cfg.reasoning_tokens) if thinking_requested(body) else 0
         cached = self.cache.lookup_and_insert(words, enabled=self.fault != "cache_drop")
         opts = body.get("stream_options") or {}
-        return Plan(len(words), cached, n, reasoning, finish, self.ttft(len(words), cached),
-                    bool(body.get("stream")), bool(isinstance(opts, dict) and opts.get("include_usage")), body)
+        return Plan(
+            len(words),
+            cached,
+            n,
+            reasoning,
+            finish,
+            self.ttft(len(words), cached),
+            bool(body.get("stream")),
+            bool(isinstance(opts, dict) and opts.get("include_usage")),
+            body,
+        )
 
     # ---- wire format -------------------------------------------------------------------
     def usage(self, plan: Plan) -> dict:
-        return {"prompt_tokens": plan.prompt_tokens, "total_tokens": plan.prompt_tokens + plan.completion_tokens,
-                "completion_tokens": plan.completion_tokens,
-                "prompt_tokens_details": {"cached_tokens": plan.cached_tokens}}
+        return {
+            "prompt_tokens": plan.prompt_tokens,
+            "total_tokens": plan.prompt_tokens + plan.completion_tokens,
+            "completion_tokens": plan.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": plan.cached_tokens},
+        }
 
     def chunk_templates(self, rid: str, created: int) -> tuple[bytes, bytes]:
-        head = b'data: {"id":"%s","object":"chat.completion.chunk","created":%d,"model":%s,"choices":[{"index":0,"delta":{' % (
-            rid.encode(), created, dumps(self.cfg.model))
+        head = (
+            b'data: {"id":"%s","object":"chat.completion.chunk","created":%d,"model":%s,"choices":[{"index":0,"delta":{'
+            % (rid.encode(), created, dumps(self.cfg.model))
+        )
         return head, b'},"logprobs":null,"finish_reason":null}]}\n\n'
 
     def envelope(self, rid: str, created: int, **extra) -> dict:
@@ -83,7 +102,9 @@ class OpenAIChatEngine(BaseEngine):
         return b"data: " + dumps(obj) + b"\n\n"
 
     def dead_chunk(self) -> bytes:
-        return self.sse({"error": {"message": ENGINE_DEAD_MESSAGE, "type": "InternalServerError", "param": None, "code": 500}})
+        return self.sse(
+            {"error": {"message": ENGINE_DEAD_MESSAGE, "type": "InternalServerError", "param": None, "code": 500}}
+        )
 
     # ---- handlers ----------------------------------------------------------------------
     async def chat(self, req: Request) -> Response | None:
@@ -135,8 +156,21 @@ class OpenAIChatEngine(BaseEngine):
             yield b"content", max(i, r), i + n
 
     def final_chunks(self, plan: Plan, rid: str, created: int) -> bytes:
-        out = self.sse(self.envelope(rid, created, choices=[{"index": 0, "delta": {"content": ""}, "logprobs": None,
-                                                            "finish_reason": plan.finish_reason, "stop_reason": None}]))
+        out = self.sse(
+            self.envelope(
+                rid,
+                created,
+                choices=[
+                    {
+                        "index": 0,
+                        "delta": {"content": ""},
+                        "logprobs": None,
+                        "finish_reason": plan.finish_reason,
+                        "stop_reason": None,
+                    }
+                ],
+            )
+        )
         if plan.include_usage:
             out += self.sse(self.envelope(rid, created, choices=[], usage=self.usage(plan)))
         return out
@@ -151,24 +185,65 @@ class OpenAIChatEngine(BaseEngine):
         return json_response(self.completion_body(plan))
 
     def completion_body(self, plan: Plan) -> dict:
-        message = {"role": "assistant", "content": plan.content_text(), "refusal": None, "annotations": None,
-                   "audio": None, "function_call": None, "tool_calls": [],
-                   "reasoning_content": plan.reasoning_text() or None}
-        return {"id": request_id(), "object": "chat.completion", "created": int(time.time()), "model": self.cfg.model,
-                "choices": [{"index": 0, "message": message, "logprobs": None,
-                             "finish_reason": plan.finish_reason, "stop_reason": None}],
-                "service_tier": None, "system_fingerprint": None, "usage": self.usage(plan),
-                "prompt_logprobs": None, "kv_transfer_params": None}
+        message = {
+            "role": "assistant",
+            "content": plan.content_text(),
+            "refusal": None,
+            "annotations": None,
+            "audio": None,
+            "function_call": None,
+            "tool_calls": [],
+            "reasoning_content": plan.reasoning_text() or None,
+        }
+        return {
+            "id": request_id(),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.cfg.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": plan.finish_reason,
+                    "stop_reason": None,
+                }
+            ],
+            "service_tier": None,
+            "system_fingerprint": None,
+            "usage": self.usage(plan),
+            "prompt_logprobs": None,
+            "kv_transfer_params": None,
+        }
 
     async def models(self, req: Request) -> Response:
         created = int(self.started_at)
-        card = {"id": self.cfg.model, "object": "model", "created": created, "owned_by": self.owned_by,
-                "root": self.cfg.model, "parent": None, "max_model_len": self.cfg.max_model_len}
+        card = {
+            "id": self.cfg.model,
+            "object": "model",
+            "created": created,
+            "owned_by": self.owned_by,
+            "root": self.cfg.model,
+            "parent": None,
+            "max_model_len": self.cfg.max_model_len,
+        }
         if self.owned_by == "vllm":
-            card["permission"] = [{"id": "modelperm-" + request_id("", 32), "object": "model_permission",
-                                   "created": created, "allow_create_engine": False, "allow_sampling": True,
-                                   "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
-                                   "allow_fine_tuning": False, "organization": "*", "group": None, "is_blocking": False}]
+            card["permission"] = [
+                {
+                    "id": "modelperm-" + request_id("", 32),
+                    "object": "model_permission",
+                    "created": created,
+                    "allow_create_engine": False,
+                    "allow_sampling": True,
+                    "allow_logprobs": True,
+                    "allow_search_indices": False,
+                    "allow_view": True,
+                    "allow_fine_tuning": False,
+                    "organization": "*",
+                    "group": None,
+                    "is_blocking": False,
+                }
+            ]
         return json_response({"object": "list", "data": [card]})
 
     def routes(self) -> dict:

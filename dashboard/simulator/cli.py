@@ -5,6 +5,7 @@
 Prints one JSON line per engine (name, kind, url, unit, control) and writes the same
 lines to --ports-file; runs until SIGINT/SIGTERM, then stops every child and exits 0.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,8 +17,11 @@ import tempfile
 from pathlib import Path
 
 # The demo should look alive: synthetic traffic moves the counters, rates and hit rates.
-DEFAULT_ENGINES = ("vllm:demo-vllm,background_rps=0.5,cold_seconds=7", "llamacpp:demo-llama,background_rps=0.3",
-                   "vllm:smoke-8b,hand_run=1")  # a smoke test someone started by hand, outside any unit
+DEFAULT_ENGINES = (
+    "vllm:demo-vllm,background_rps=0.5,cold_seconds=7",
+    "llamacpp:demo-llama,background_rps=0.3",
+    "vllm:smoke-8b,hand_run=1",
+)  # a smoke test someone started by hand, outside any unit
 
 
 def build_parser(prog="sparkops simulate") -> argparse.ArgumentParser:
@@ -27,9 +31,13 @@ def build_parser(prog="sparkops simulate") -> argparse.ArgumentParser:
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--engine", action="append", default=None, metavar="KIND:NAME[:PORT][,key=value...]",
-                   help="engine to run (repeatable); kinds: vllm, llamacpp, sglang, openai. "
-                        f"Default: {' '.join(DEFAULT_ENGINES)}")
+    p.add_argument(
+        "--engine",
+        action="append",
+        default=None,
+        metavar="KIND:NAME[:PORT][,key=value...]",
+        help=f"engine to run (repeatable); kinds: vllm, llamacpp, sglang, openai. Default: {' '.join(DEFAULT_ENGINES)}",
+    )
     p.add_argument("--state-dir", default=None, help="where unit/journal/proc/gpu files go (default: a temp dir)")
     p.add_argument("--control-port", type=int, default=0, help="supervisor control API port (default: free port)")
     p.add_argument("--ports-file", default=None, help="also write the JSON lines here")
@@ -48,9 +56,20 @@ async def serve(engines: list[str], state_dir: str | None, control_port: int, po
     port = await api.start(control_port)
     await sup.start()
     control = f"http://127.0.0.1:{port}"
-    lines = [json.dumps({"name": u.spec.name, "kind": u.spec.kind, "url": u.url, "unit": u.info()["unit"],
-                         "control": control, "state_dir": str(state), **({"hand_run": True} if u.spec.hand_run else {})})
-             for u in sup.units.values()]
+    lines = [
+        json.dumps(
+            {
+                "name": u.spec.name,
+                "kind": u.spec.kind,
+                "url": u.url,
+                "unit": u.info()["unit"],
+                "control": control,
+                "state_dir": str(state),
+                **({"hand_run": True} if u.spec.hand_run else {}),
+            }
+        )
+        for u in sup.units.values()
+    ]
     for line in lines:
         out(line)
     if ports_file:
@@ -75,8 +94,9 @@ def main(argv=None) -> int:
 def run_from_args(args, out=None) -> int:
     out = out or (lambda line: print(line, flush=True))
     try:
-        return asyncio.run(serve(args.engine or list(DEFAULT_ENGINES), args.state_dir, args.control_port,
-                                 args.ports_file, out))
+        return asyncio.run(
+            serve(args.engine or list(DEFAULT_ENGINES), args.state_dir, args.control_port, args.ports_file, out)
+        )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

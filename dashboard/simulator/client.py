@@ -1,10 +1,11 @@
 """Python API for tests and scripts: run the supervisor in a subprocess.
 
-    with Simulation(engines=["vllm:a,rate=50", {"kind": "llamacpp", "name": "b", "load_seconds": 1}],
-                    state_dir=tmp_path) as sim:
-        sim.url("a"); sim.fault("a", "exit0"); sim.wait_for_unit("a", ActiveState="inactive")
-        sim.show("a")["Result"]; sim.gpu("clock_stuck_low"); sim.host("memory_pressure")
+with Simulation(engines=["vllm:a,rate=50", {"kind": "llamacpp", "name": "b", "load_seconds": 1}],
+                state_dir=tmp_path) as sim:
+    sim.url("a"); sim.fault("a", "exit0"); sim.wait_for_unit("a", ActiveState="inactive")
+    sim.show("a")["Result"]; sim.gpu("clock_stuck_low"); sim.host("memory_pressure")
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,13 @@ def spec_string(engine) -> str:
 
 
 class Simulation:
-    def __init__(self, engines=("vllm:demo-vllm", "llamacpp:demo-llama"), state_dir=None, control_port=0,
-                 ready_timeout: float = 20.0):
+    def __init__(
+        self,
+        engines=("vllm:demo-vllm", "llamacpp:demo-llama"),
+        state_dir=None,
+        control_port=0,
+        ready_timeout: float = 20.0,
+    ):
         self.specs = [spec_string(e) for e in engines]
         self._tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="sparkops-sim-")
         self.state_dir = Path(state_dir or self._tmp.name)
@@ -56,11 +62,23 @@ class Simulation:
     def start_supervisor(self) -> None:
         ports_file = self.state_dir / "ports.jsonl"
         ports_file.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "dashboard.simulator", "--state-dir", str(self.state_dir),
-               "--control-port", str(self.control_port), "--ports-file", str(ports_file)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "dashboard.simulator",
+            "--state-dir",
+            str(self.state_dir),
+            "--control-port",
+            str(self.control_port),
+            "--ports-file",
+            str(ports_file),
+        ]
         for spec in self.specs:
             cmd += ["--engine", spec]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+        }
         self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + self.ready_timeout
         while not ports_file.exists():

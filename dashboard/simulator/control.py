@@ -1,16 +1,17 @@
 """The supervisor's loopback control API:
 
-    GET  /_sim/units                         [{name, kind, url, unit, port, pid, state, ...}]
-    POST /_sim/units/<name>/start|stop|restart
-    POST /_sim/units/<name>/fault  {"kind": K, ...}   forwarded to the engine
-    POST /_sim/units/<name>/dropin {"name": "30-x.conf", "text": "[Service]\n..."}  write a drop-in
-                                   (text "" or null: remove it) and daemon-reload; the next start runs it
-    POST /_sim/units/<name>/cold   the JIT cache is gone: the next start is cold (cold_seconds longer,
-                                   MAX_JOBS compilers — nproc + 2 uncapped — in the simulated /proc)
-    POST /_sim/gpu   {"fault": "clock_stuck_low" | "clear"}
-    POST /_sim/host  {"fault": "memory_pressure" | "clear"}
-    POST /_sim/kernel {"message": "...", "priority": 3}
+GET  /_sim/units                         [{name, kind, url, unit, port, pid, state, ...}]
+POST /_sim/units/<name>/start|stop|restart
+POST /_sim/units/<name>/fault  {"kind": K, ...}   forwarded to the engine
+POST /_sim/units/<name>/dropin {"name": "30-x.conf", "text": "[Service]\n..."}  write a drop-in
+                               (text "" or null: remove it) and daemon-reload; the next start runs it
+POST /_sim/units/<name>/cold   the JIT cache is gone: the next start is cold (cold_seconds longer,
+                               MAX_JOBS compilers — nproc + 2 uncapped — in the simulated /proc)
+POST /_sim/gpu   {"fault": "clock_stuck_low" | "clear"}
+POST /_sim/host  {"fault": "memory_pressure" | "clear"}
+POST /_sim/kernel {"message": "...", "priority": 3}
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -92,6 +93,7 @@ class ControlAPI:
             if not isinstance(body.get("name"), str) or (text is not None and not isinstance(text, str)):
                 raise BadRequest("'name' must be a drop-in file name and 'text' a string (or null to remove it)")
             from .units import write_dropin
+
             try:
                 write_dropin(self.sup.root, unit.id, body["name"], text)
             except ValueError as exc:
@@ -111,7 +113,7 @@ class ControlAPI:
         try:
             status, answer = await post_json(unit.spec.port, "/_sim/fault", body, timeout=2.0)
             return json_response(answer, status)
-        except (OSError, asyncio.TimeoutError, ValueError):
+        except (TimeoutError, OSError, ValueError):
             # engine unreachable: deliver the deaths by signal (SIGTERM exits 0, SIGKILL crashes)
             if kind in ("exit0", "crash"):
                 self.sup.signal_unit(unit, signal.SIGTERM if kind == "exit0" else signal.SIGKILL)
@@ -121,13 +123,18 @@ class ControlAPI:
 
 async def post_json(port: int, path: str, obj, timeout: float = 2.0):
     """Tiny HTTP/1.1 client (no Django, no extra event-loop clients in the supervisor)."""
+
     async def go():
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         body = json.dumps(obj).encode()
-        writer.write(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+        writer.write(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
         data = await reader.read()
         writer.close()
         head, _, payload = data.partition(b"\r\n\r\n")
         return int(head.split(b" ")[1]), json.loads(payload)
+
     return await asyncio.wait_for(go(), timeout)

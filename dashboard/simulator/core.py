@@ -6,6 +6,7 @@ every message's text content; **one token per whitespace-separated word**. The w
 themselves are the token ids used for block hashing by the prefix cache. Each generated
 token is one word from a fixed vocabulary, rendered with a leading space.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,7 +19,8 @@ FAULT_KINDS = ("exit0", "crash", "hang", "slow", "cache_drop", "http500", "garba
 KINDS = ("vllm", "llamacpp", "sglang", "openai")
 
 VOCAB = tuple(
-    " " + w for w in (
+    " " + w
+    for w in (
         "the quick brown fox jumps over lazy dog while agents write code and tests pass "
         "under load on one desk box with two engines resident kv cache blocks hit again"
     ).split()
@@ -30,33 +32,35 @@ REASONING_VOCAB = tuple(" " + w for w in "let me think about this step by step f
 class EngineConfig:
     kind: str = "vllm"
     name: str = "sim"
-    model: str = ""                 # served model name; default per kind
+    model: str = ""  # served model name; default per kind
     host: str = "127.0.0.1"
     port: int = 0
-    rate: float = 40.0              # decode tokens/s for one stream
-    tokens_per_chunk: int = 1       # >1 simulates speculative decoding (k tokens per step)
-    ttft: float = 0.05              # fixed part of time to first token, seconds
-    prefill_rate: float = 4000.0    # uncached prompt tokens/s added to the TTFT
-    max_model_len: int = 32768      # window (vLLM max_model_len, llama.cpp per-slot n_ctx)
-    num_gpu_blocks: int = 47904     # KV pool size in blocks (47,904 x 16 = 766,464 tokens)
-    memory_share: float = 0.0       # --gpu-memory-utilization / --mem-fraction-static (0: the default 0.9)
-    block_size: int = 16            # prefix-cache granularity in tokens
-    slots: int = 4                  # llama.cpp --parallel
-    eos_after: int = 48             # natural completion length when max_tokens allows
-    reasoning_tokens: int = 0       # >0: emit reasoning_content when enable_thinking
-    background_rps: float = 0.0     # synthetic requests/s bumping counters (demo mode)
-    prefix_hit_rate: float = 0.9    # hit rate of the synthetic traffic
-    load_seconds: float = 0.5       # model load time before serving
-    exit_delay: float = 1.0         # engine death -> process exit (real vLLM: ~4.5 s)
-    slow_seconds: float = 5.0       # delay per request under the `slow` fault
+    rate: float = 40.0  # decode tokens/s for one stream
+    tokens_per_chunk: int = 1  # >1 simulates speculative decoding (k tokens per step)
+    ttft: float = 0.05  # fixed part of time to first token, seconds
+    prefill_rate: float = 4000.0  # uncached prompt tokens/s added to the TTFT
+    max_model_len: int = 32768  # window (vLLM max_model_len, llama.cpp per-slot n_ctx)
+    num_gpu_blocks: int = 47904  # KV pool size in blocks (47,904 x 16 = 766,464 tokens)
+    memory_share: float = 0.0  # --gpu-memory-utilization / --mem-fraction-static (0: the default 0.9)
+    block_size: int = 16  # prefix-cache granularity in tokens
+    slots: int = 4  # llama.cpp --parallel
+    eos_after: int = 48  # natural completion length when max_tokens allows
+    reasoning_tokens: int = 0  # >0: emit reasoning_content when enable_thinking
+    background_rps: float = 0.0  # synthetic requests/s bumping counters (demo mode)
+    prefix_hit_rate: float = 0.9  # hit rate of the synthetic traffic
+    load_seconds: float = 0.5  # model load time before serving
+    exit_delay: float = 1.0  # engine death -> process exit (real vLLM: ~4.5 s)
+    slow_seconds: float = 5.0  # delay per request under the `slow` fault
     seed: int = 0
-    process_metrics: bool = False   # add process_*/python_* collectors like the default registry
+    process_metrics: bool = False  # add process_*/python_* collectors like the default registry
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"unknown engine kind {self.kind!r}; expected one of {', '.join(KINDS)}")
         if not self.model:
-            self.model = {"vllm": "Qwen/Qwen3-8B", "llamacpp": "qwen3-8b-q4_k_m", "sglang": "Qwen/Qwen3-8B"}.get(self.kind, "local-model")
+            self.model = {"vllm": "Qwen/Qwen3-8B", "llamacpp": "qwen3-8b-q4_k_m", "sglang": "Qwen/Qwen3-8B"}.get(
+                self.kind, "local-model"
+            )
         if self.rate <= 0 or self.tokens_per_chunk < 1 or self.block_size < 1:
             raise ValueError("rate must be > 0, tokens_per_chunk and block_size >= 1")
 
@@ -69,7 +73,7 @@ class EngineConfig:
         return [f.name for f in fields(cls)]
 
     @classmethod
-    def from_options(cls, options: dict) -> "EngineConfig":
+    def from_options(cls, options: dict) -> EngineConfig:
         """Build from string options (CLI / engine spec), converting by field type."""
         types = {f.name: f.type for f in fields(cls)}
         kw = {}
@@ -120,7 +124,7 @@ class PrefixCache:
         out, prev = [], b""
         bs = self.block_size
         for i in range(len(tokens) // bs):
-            prev = hashlib.blake2b(prev + "\0".join(tokens[i * bs:(i + 1) * bs]).encode(), digest_size=16).digest()
+            prev = hashlib.blake2b(prev + "\0".join(tokens[i * bs : (i + 1) * bs]).encode(), digest_size=16).digest()
             out.append(prev)
         return out
 
@@ -148,9 +152,10 @@ class PrefixCache:
 @dataclass
 class Plan:
     """What one chat request will do."""
+
     prompt_tokens: int
     cached_tokens: int
-    completion_tokens: int          # content tokens + reasoning tokens
+    completion_tokens: int  # content tokens + reasoning tokens
     reasoning_tokens: int
     finish_reason: str
     ttft: float
@@ -205,14 +210,23 @@ class SendLog:
 
     def begin(self, request_id: str, t0: float, rate: float, tpc: int) -> list:
         chunks: list = []
-        self.last = {"request_id": request_id, "clock": "time.monotonic", "scheduled_t0": t0,
-                     "rate": rate, "tokens_per_chunk": tpc, "chunks": chunks}
+        self.last = {
+            "request_id": request_id,
+            "clock": "time.monotonic",
+            "scheduled_t0": t0,
+            "rate": rate,
+            "tokens_per_chunk": tpc,
+            "chunks": chunks,
+        }
         return chunks
 
     def as_json(self) -> dict:
         chunks = self.last["chunks"]
-        return {**{k: v for k, v in self.last.items() if k != "chunks"},
-                "send_times": [c[0] for c in chunks], "tokens": [c[1] for c in chunks]}
+        return {
+            **{k: v for k, v in self.last.items() if k != "chunks"},
+            "send_times": [c[0] for c in chunks],
+            "tokens": [c[1] for c in chunks],
+        }
 
 
 async def sleep_until(deadline: float) -> None:

@@ -6,6 +6,7 @@ Every EngineConfig field is a flag (`--max-model-len 8192`, `--background-rps 2`
 Log lines go to stdout (the supervisor turns them into journal records). SIGTERM/SIGINT
 stop it cleanly with status 0; the `exit0` fault exits 0 and `crash` exits 1.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,6 +23,7 @@ def engine_class(kind: str):
     from .openai import PlainOpenAIEngine
     from .sglang import SGLangEngine
     from .vllm import VLLMEngine
+
     return {"vllm": VLLMEngine, "llamacpp": LlamaCppEngine, "sglang": SGLangEngine, "openai": PlainOpenAIEngine}[kind]
 
 
@@ -33,7 +35,9 @@ async def create_engine(cfg: EngineConfig, **kw):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m dashboard.simulator.engine", description="Run one simulated LLM engine.")
+    p = argparse.ArgumentParser(
+        prog="python -m dashboard.simulator.engine", description="Run one simulated LLM engine."
+    )
     for f in fields(EngineConfig):
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool", bool):

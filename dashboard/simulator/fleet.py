@@ -6,6 +6,7 @@
 
 or from synchronous code: `with FleetThread(150) as fleet: fleet.urls`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -33,10 +34,14 @@ class Fleet:
         await self.close()
 
 
-async def serve_many(n: int, kind: str = "vllm", *, name_prefix: str = "fleet", load_seconds: float = 0.0, **options) -> Fleet:
+async def serve_many(
+    n: int, kind: str = "vllm", *, name_prefix: str = "fleet", load_seconds: float = 0.0, **options
+) -> Fleet:
     """Start n engines of one kind on free loopback ports in the running loop."""
-    configs = [EngineConfig(kind=kind, name=f"{name_prefix}-{i}", load_seconds=load_seconds, seed=i + 1, **options)
-               for i in range(n)]
+    configs = [
+        EngineConfig(kind=kind, name=f"{name_prefix}-{i}", load_seconds=load_seconds, seed=i + 1, **options)
+        for i in range(n)
+    ]
     engines = await asyncio.gather(*(create_engine(c) for c in configs))
     return Fleet(list(engines))
 

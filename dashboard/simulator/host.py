@@ -1,6 +1,7 @@
 """Simulated host facts the supervisor keeps current under the state directory:
 PSI files (kernel `psi_show()` format), /proc/meminfo, and the GPU state that the
 nvidia-smi stand-in prints. Numbers come from the field reports (GB10 / DGX Spark)."""
+
 from __future__ import annotations
 
 import json
@@ -11,12 +12,27 @@ from .systemd import write_atomic
 
 GIB_KB = 1024 * 1024
 GPU_HEALTHY = {
-    "index": 0, "uuid": "GPU-5e3f6a0c-7d1b-4c2e-9f84-2b1d0c9e7a11", "name": "NVIDIA GB10", "pstate": "P0",
-    "clocks.sm": 2450, "clocks.max.sm": 2500, "clocks.gr": 2450, "clocks.max.gr": 2500, "clocks.mem": "[N/A]",
-    "utilization.gpu": 96, "utilization.memory": "[N/A]", "power.draw": 78.45, "power.limit": "[N/A]",
-    "temperature.gpu": 61, "clocks_event_reasons.active": "0x0000000000000000",
-    "clocks_event_reasons.supported": "0x00000000000001FF", "driver_version": "580.95.05",
-    "memory.total": "[N/A]", "memory.used": "[N/A]", "memory.free": "[N/A]", "memory.reserved": "[N/A]",
+    "index": 0,
+    "uuid": "GPU-5e3f6a0c-7d1b-4c2e-9f84-2b1d0c9e7a11",
+    "name": "NVIDIA GB10",
+    "pstate": "P0",
+    "clocks.sm": 2450,
+    "clocks.max.sm": 2500,
+    "clocks.gr": 2450,
+    "clocks.max.gr": 2500,
+    "clocks.mem": "[N/A]",
+    "utilization.gpu": 96,
+    "utilization.memory": "[N/A]",
+    "power.draw": 78.45,
+    "power.limit": "[N/A]",
+    "temperature.gpu": 61,
+    "clocks_event_reasons.active": "0x0000000000000000",
+    "clocks_event_reasons.supported": "0x00000000000001FF",
+    "driver_version": "580.95.05",
+    "memory.total": "[N/A]",
+    "memory.used": "[N/A]",
+    "memory.free": "[N/A]",
+    "memory.reserved": "[N/A]",
     "fault": None,
 }
 # The field report's stuck-low clock: ~800 MHz while P0, ~96 % busy, no throttle reason.
@@ -81,7 +97,16 @@ class HostState:
         avail = int(2.1 * GIB_KB) if pressured else int(71.4 * GIB_KB)
         swap_total = 16 * GIB_KB
         swap_free = int(0.9 * GIB_KB) if pressured else swap_total
-        rows = [("MemTotal", total), ("MemFree", avail // 3), ("MemAvailable", avail), ("Buffers", 512 * 1024),
-                ("Cached", avail // 2), ("SwapCached", 0), ("Shmem", 300 * 1024), ("SReclaimable", 900 * 1024),
-                ("SwapTotal", swap_total), ("SwapFree", swap_free)]
+        rows = [
+            ("MemTotal", total),
+            ("MemFree", avail // 3),
+            ("MemAvailable", avail),
+            ("Buffers", 512 * 1024),
+            ("Cached", avail // 2),
+            ("SwapCached", 0),
+            ("Shmem", 300 * 1024),
+            ("SReclaimable", 900 * 1024),
+            ("SwapTotal", swap_total),
+            ("SwapFree", swap_free),
+        ]
         return "".join(f"{k + ':':<16}{v:>8} kB\n" for k, v in rows)

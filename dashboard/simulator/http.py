@@ -9,15 +9,16 @@ Supports: keep-alive, Content-Length and chunked request bodies, fixed and chunk
 (streaming) responses. Handlers are `async def handler(request) -> Response | None`;
 a handler that streams calls `await request.start_stream(...)` and returns None.
 """
+
 from __future__ import annotations
 
 import asyncio
 import json
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import Awaitable, Callable
 from urllib.parse import parse_qs, urlsplit
 
 MAX_HEAD = 64 * 1024
@@ -60,7 +61,7 @@ class Request:
         except (ValueError, UnicodeDecodeError) as exc:
             raise BadRequest(f"invalid JSON body: {exc}") from None
 
-    async def start_stream(self, status=200, content_type="text/event-stream", headers=()) -> "Stream":
+    async def start_stream(self, status=200, content_type="text/event-stream", headers=()) -> Stream:
         self.streaming = True
         hdrs = [("Content-Type", content_type), ("Transfer-Encoding", "chunked"), *headers]
         self._writer.write(self._server.head(status, hdrs))
@@ -165,7 +166,13 @@ class HTTPServer:
             method, target, version, headers = _parse_head(head)
             body = await _read_body(reader, headers)
         except BadRequest as exc:
-            writer.write(self.head(400, [("Content-Type", "text/plain"), ("Content-Length", str(len(str(exc)))), ("Connection", "close")]) + str(exc).encode())
+            writer.write(
+                self.head(
+                    400,
+                    [("Content-Type", "text/plain"), ("Content-Length", str(len(str(exc)))), ("Connection", "close")],
+                )
+                + str(exc).encode()
+            )
             return False
         req = Request(method, target, headers, body, writer, self)
         resp = await self.handler(req)

@@ -4,6 +4,7 @@ unlabeled `llamacpp:*` metrics written by hand like server-task.cpp, per-slot pr
 cache (token-granular longest common prefix), `timings` on the last streamed chunk,
 and the exceed_context_size_error 400 when the prompt alone fills the slot context.
 """
+
 from __future__ import annotations
 
 import time
@@ -22,10 +23,18 @@ METRICS = (  # (name, type, help) in the order server-task.cpp writes them
     ("prompt_seconds_total", "counter", "Total time spent processing prompts"),
     ("tokens_predicted_total", "counter", "Number of generation tokens processed"),
     ("tokens_predicted_seconds_total", "counter", "Total time spent generating tokens"),
-    ("n_decode_total", "counter", "Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding"),
+    (
+        "n_decode_total",
+        "counter",
+        "Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding",
+    ),
     ("n_tokens_max", "counter", "Largest observed sequence length (prompt + generation)"),
     ("spec_decode_num_draft_tokens_total", "counter", "Speculative: Total draft tokens generated"),
-    ("spec_decode_num_accepted_tokens_total", "counter", "Speculative: Total draft tokens accepted by the target model"),
+    (
+        "spec_decode_num_accepted_tokens_total",
+        "counter",
+        "Speculative: Total draft tokens accepted by the target model",
+    ),
     ("spec_decode_num_drafts_total", "counter", "Speculative: Total speculative decoding verification steps"),
     ("prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s"),
     ("predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s"),
@@ -41,7 +50,7 @@ def llama_error(code: int, message: str, etype: str, **extra) -> Response:
 
 def fmt(v) -> str:
     # C++ ostream: integers exactly, doubles with 6 significant digits
-    return str(v) if isinstance(v, int) else "%.6g" % v
+    return str(v) if isinstance(v, int) else f"{v:.6g}"
 
 
 class LlamaCppEngine(OpenAIChatEngine):
@@ -71,7 +80,12 @@ class LlamaCppEngine(OpenAIChatEngine):
     def boot_log(self):
         self.llog("I", "srv", "llama_server", "initializing ...")
         self.llog("I", "srv", "load_model", f"loading model 'models/{self.cfg.model}.gguf'")
-        self.llog("I", "srv", "load_model", f"initializing, n_slots = {self.cfg.slots}, n_ctx_slot = {self.cfg.max_model_len}, kv_unified = 'false'")
+        self.llog(
+            "I",
+            "srv",
+            "load_model",
+            f"initializing, n_slots = {self.cfg.slots}, n_ctx_slot = {self.cfg.max_model_len}, kv_unified = 'false'",
+        )
 
     def ready_log(self):
         self.llog("I", "srv", "llama_server", "model loaded")
@@ -92,15 +106,24 @@ class LlamaCppEngine(OpenAIChatEngine):
         return llama_error(400, message, "invalid_request_error")
 
     def dead_chunk(self) -> bytes:
-        return b"data: " + dumps({"error": {"code": 500, "message": "server is shutting down", "type": "server_error"}}) + b"\n\n"
+        return (
+            b"data: "
+            + dumps({"error": {"code": 500, "message": "server is shutting down", "type": "server_error"}})
+            + b"\n\n"
+        )
 
     # ---- requests ----------------------------------------------------------------------
     def make_plan(self, body: dict) -> Plan | Response:
         words = prompt_words(body)
         n_ctx = self.cfg.max_model_len
         if len(words) >= n_ctx:
-            return llama_error(400, f"request ({len(words)} tokens) exceeds the available context size ({n_ctx} tokens), try increasing it",
-                               "exceed_context_size_error", n_prompt_tokens=len(words), n_ctx=n_ctx)
+            return llama_error(
+                400,
+                f"request ({len(words)} tokens) exceeds the available context size ({n_ctx} tokens), try increasing it",
+                "exceed_context_size_error",
+                n_prompt_tokens=len(words),
+                n_ctx=n_ctx,
+            )
         want = body.get("max_tokens", body.get("n_predict", -1))
         budget = n_ctx - len(words)  # generation stops when the slot context is full
         if isinstance(want, int) and want >= 0:
@@ -109,8 +132,17 @@ class LlamaCppEngine(OpenAIChatEngine):
         reasoning = min(n, self.cfg.reasoning_tokens) if thinking_requested(body) else 0
         cached = self.slot_cache(words)
         opts = body.get("stream_options") or {}
-        return Plan(len(words), cached, n, reasoning, finish, self.ttft(len(words), cached),
-                    bool(body.get("stream")), bool(isinstance(opts, dict) and opts.get("include_usage")), body)
+        return Plan(
+            len(words),
+            cached,
+            n,
+            reasoning,
+            finish,
+            self.ttft(len(words), cached),
+            bool(body.get("stream")),
+            bool(isinstance(opts, dict) and opts.get("include_usage")),
+            body,
+        )
 
     def slot_cache(self, words: list[str]) -> int:
         """Pick the slot whose last prompt shares the longest prefix (LCP similarity)."""
@@ -129,28 +161,46 @@ class LlamaCppEngine(OpenAIChatEngine):
         return max(0, min(best_len, len(words) - 1))  # at least one token is evaluated
 
     def usage(self, plan):
-        return {"completion_tokens": plan.completion_tokens, "prompt_tokens": plan.prompt_tokens,
-                "total_tokens": plan.prompt_tokens + plan.completion_tokens,
-                "prompt_tokens_details": {"cached_tokens": plan.cached_tokens}}
+        return {
+            "completion_tokens": plan.completion_tokens,
+            "prompt_tokens": plan.prompt_tokens,
+            "total_tokens": plan.prompt_tokens + plan.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": plan.cached_tokens},
+        }
 
     def timings(self, plan) -> dict:
         prompt_n = plan.prompt_tokens - plan.cached_tokens
         prompt_ms = max(plan.ttft, 1e-6) * 1000
         pred_ms = max(plan.completion_tokens / self.cfg.rate, 1e-6) * 1000
-        return {"cache_n": plan.cached_tokens, "prompt_n": prompt_n, "prompt_ms": prompt_ms,
-                "prompt_per_token_ms": prompt_ms / max(1, prompt_n), "prompt_per_second": 1000 * prompt_n / prompt_ms,
-                "predicted_n": plan.completion_tokens, "predicted_ms": pred_ms,
-                "predicted_per_token_ms": pred_ms / max(1, plan.completion_tokens),
-                "predicted_per_second": 1000 * plan.completion_tokens / pred_ms}
+        return {
+            "cache_n": plan.cached_tokens,
+            "prompt_n": prompt_n,
+            "prompt_ms": prompt_ms,
+            "prompt_per_token_ms": prompt_ms / max(1, prompt_n),
+            "prompt_per_second": 1000 * prompt_n / prompt_ms,
+            "predicted_n": plan.completion_tokens,
+            "predicted_ms": pred_ms,
+            "predicted_per_token_ms": pred_ms / max(1, plan.completion_tokens),
+            "predicted_per_second": 1000 * plan.completion_tokens / pred_ms,
+        }
 
     def chunk_obj(self, rid, created, choices, **extra) -> dict:
-        return {"choices": choices, "created": created, "id": rid, "model": self.cfg.model,
-                "system_fingerprint": FINGERPRINT, "object": "chat.completion.chunk", **extra}
+        return {
+            "choices": choices,
+            "created": created,
+            "id": rid,
+            "model": self.cfg.model,
+            "system_fingerprint": FINGERPRINT,
+            "object": "chat.completion.chunk",
+            **extra,
+        }
 
     def chunk_templates(self, rid, created):
         head = b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{'
-        tail = b'}}],"created":%d,"id":"%s","model":%s,"system_fingerprint":"%s","object":"chat.completion.chunk"}\n\n' % (
-            created, rid.encode(), dumps(self.cfg.model), FINGERPRINT.encode())
+        tail = (
+            b'}}],"created":%d,"id":"%s","model":%s,"system_fingerprint":"%s","object":"chat.completion.chunk"}\n\n'
+            % (created, rid.encode(), dumps(self.cfg.model), FINGERPRINT.encode())
+        )
         return head, tail
 
     def final_chunks(self, plan, rid, created):
@@ -168,9 +218,16 @@ class LlamaCppEngine(OpenAIChatEngine):
         message = {"role": "assistant", "content": plan.content_text()}
         if plan.reasoning_tokens:
             message["reasoning_content"] = plan.reasoning_text()
-        return {"choices": [{"finish_reason": plan.finish_reason, "index": 0, "message": message}],
-                "created": int(time.time()), "model": self.cfg.model, "system_fingerprint": FINGERPRINT,
-                "object": "chat.completion", "usage": self.usage(plan), "id": request_id(), "timings": self.timings(plan)}
+        return {
+            "choices": [{"finish_reason": plan.finish_reason, "index": 0, "message": message}],
+            "created": int(time.time()),
+            "model": self.cfg.model,
+            "system_fingerprint": FINGERPRINT,
+            "object": "chat.completion",
+            "usage": self.usage(plan),
+            "id": request_id(),
+            "timings": self.timings(plan),
+        }
 
     async def chat(self, req):
         resp = await super().chat(req)
@@ -207,10 +264,18 @@ class LlamaCppEngine(OpenAIChatEngine):
     # ---- read-only endpoints -------------------------------------------------------------
     def routes(self):
         chat = self.chat
-        return {("GET", "/health"): self.health, ("GET", "/v1/health"): self.health, ("GET", "/metrics"): self.metrics,
-                ("GET", "/slots"): self.slots_ep, ("GET", "/props"): self.props, ("GET", "/v1/models"): self.models,
-                ("GET", "/models"): self.models, ("POST", "/tokenize"): self.tokenize,
-                ("POST", "/v1/chat/completions"): chat, ("POST", "/chat/completions"): chat}
+        return {
+            ("GET", "/health"): self.health,
+            ("GET", "/v1/health"): self.health,
+            ("GET", "/metrics"): self.metrics,
+            ("GET", "/slots"): self.slots_ep,
+            ("GET", "/props"): self.props,
+            ("GET", "/v1/models"): self.models,
+            ("GET", "/models"): self.models,
+            ("POST", "/tokenize"): self.tokenize,
+            ("POST", "/v1/chat/completions"): chat,
+            ("POST", "/chat/completions"): chat,
+        }
 
     async def health(self, req):
         if self.dead:
@@ -226,44 +291,116 @@ class LlamaCppEngine(OpenAIChatEngine):
         values["requests_deferred"] = self.waiting
         values["n_busy_slots_per_decode"] = 1 if self.c["n_decode_total"] else 0
         self.bucket = dict.fromkeys(b, 0)  # the throughput gauges reset on every scrape
-        text = "".join(f"# HELP llamacpp:{n} {h}\n# TYPE llamacpp:{n} {t}\nllamacpp:{n} {fmt(values[n])}\n" for n, t, h in METRICS)
-        return Response(200, text.encode(), "text/plain; version=0.0.4", [("Process-Start-Time-Unix", str(int(self.t_start)))])
+        text = "".join(
+            f"# HELP llamacpp:{n} {h}\n# TYPE llamacpp:{n} {t}\nllamacpp:{n} {fmt(values[n])}\n" for n, t, h in METRICS
+        )
+        return Response(
+            200, text.encode(), "text/plain; version=0.0.4", [("Process-Start-Time-Unix", str(int(self.t_start)))]
+        )
 
     async def slots_ep(self, req):
         out = []
         for i, task in enumerate(self.slot_busy):
-            out.append({"id": i, "id_task": task if task is not None else -1, "n_ctx": self.cfg.max_model_len,
-                        "speculative": self.cfg.tokens_per_chunk > 1, "is_processing": task is not None,
-                        "n_prompt_tokens": len(self.slot_prompts[i]), "params": {"n_predict": -1, "temperature": 0.8},
-                        "next_token": [{"has_next_token": task is not None, "has_new_line": False, "n_remain": -1, "n_decoded": 0}]})
+            out.append(
+                {
+                    "id": i,
+                    "id_task": task if task is not None else -1,
+                    "n_ctx": self.cfg.max_model_len,
+                    "speculative": self.cfg.tokens_per_chunk > 1,
+                    "is_processing": task is not None,
+                    "n_prompt_tokens": len(self.slot_prompts[i]),
+                    "params": {"n_predict": -1, "temperature": 0.8},
+                    "next_token": [
+                        {"has_next_token": task is not None, "has_new_line": False, "n_remain": -1, "n_decoded": 0}
+                    ],
+                }
+            )
         return json_response(out, 200, JSON)
 
     async def props(self, req):
-        return json_response({
-            "default_generation_settings": {"params": {"n_predict": -1, "temperature": 0.8}, "n_ctx": self.cfg.max_model_len},
-            "total_slots": self.cfg.slots, "model_alias": self.cfg.model, "model_ftype": "Q4_K - Medium",
-            "model_path": f"models/{self.cfg.model}.gguf", "modalities": {"vision": False, "video": False, "audio": False},
-            "media_marker": "<__media__>", "endpoint_slots": True, "endpoint_props": False, "endpoint_metrics": True,
-            "ui": True, "chat_template": "{{ messages }}", "bos_token": "<s>", "eos_token": "</s>",
-            "build_info": FINGERPRINT, "is_sleeping": False, "cors_proxy_enabled": False}, 200, JSON)
+        return json_response(
+            {
+                "default_generation_settings": {
+                    "params": {"n_predict": -1, "temperature": 0.8},
+                    "n_ctx": self.cfg.max_model_len,
+                },
+                "total_slots": self.cfg.slots,
+                "model_alias": self.cfg.model,
+                "model_ftype": "Q4_K - Medium",
+                "model_path": f"models/{self.cfg.model}.gguf",
+                "modalities": {"vision": False, "video": False, "audio": False},
+                "media_marker": "<__media__>",
+                "endpoint_slots": True,
+                "endpoint_props": False,
+                "endpoint_metrics": True,
+                "ui": True,
+                "chat_template": "{{ messages }}",
+                "bos_token": "<s>",
+                "eos_token": "</s>",
+                "build_info": FINGERPRINT,
+                "is_sleeping": False,
+                "cors_proxy_enabled": False,
+            },
+            200,
+            JSON,
+        )
 
     async def models(self, req):
         m = self.cfg.model
-        return json_response({
-            "models": [{"name": m, "model": m, "modified_at": "", "size": "", "digest": "", "type": "model",
-                        "description": "", "tags": [""], "capabilities": ["completion"], "parameters": "",
-                        "details": {"parent_model": "", "format": "gguf", "family": "", "families": [""],
-                                    "parameter_size": "", "quantization_level": ""}}],
-            "object": "list",
-            "data": [{"id": m, "aliases": [m], "tags": [], "object": "model",
-                      "architecture": {"input_modalities": ["text"], "output_modalities": ["text"]},
-                      "created": int(self.t_start), "owned_by": "llamacpp",
-                      "meta": {"vocab_type": 2, "n_vocab": 151936, "n_ctx": self.cfg.max_model_len, "n_ctx_train": 40960,
-                               "n_embd": 4096, "n_params": 8190735360, "size": 5027783488, "ftype": "Q4_K - Medium"}}]}, 200, JSON)
+        return json_response(
+            {
+                "models": [
+                    {
+                        "name": m,
+                        "model": m,
+                        "modified_at": "",
+                        "size": "",
+                        "digest": "",
+                        "type": "model",
+                        "description": "",
+                        "tags": [""],
+                        "capabilities": ["completion"],
+                        "parameters": "",
+                        "details": {
+                            "parent_model": "",
+                            "format": "gguf",
+                            "family": "",
+                            "families": [""],
+                            "parameter_size": "",
+                            "quantization_level": "",
+                        },
+                    }
+                ],
+                "object": "list",
+                "data": [
+                    {
+                        "id": m,
+                        "aliases": [m],
+                        "tags": [],
+                        "object": "model",
+                        "architecture": {"input_modalities": ["text"], "output_modalities": ["text"]},
+                        "created": int(self.t_start),
+                        "owned_by": "llamacpp",
+                        "meta": {
+                            "vocab_type": 2,
+                            "n_vocab": 151936,
+                            "n_ctx": self.cfg.max_model_len,
+                            "n_ctx_train": 40960,
+                            "n_embd": 4096,
+                            "n_params": 8190735360,
+                            "size": 5027783488,
+                            "ftype": "Q4_K - Medium",
+                        },
+                    }
+                ],
+            },
+            200,
+            JSON,
+        )
 
     async def tokenize(self, req):
         body = req.json()
         content = body.get("content", "") if isinstance(body, dict) else ""
         if not isinstance(content, str):
-            return self.bad_request("\"content\" must be a string")
+            return self.bad_request('"content" must be a string')
         return json_response({"tokens": [zlib.crc32(w.encode()) % 151_936 for w in content.split()]}, 200, JSON)

@@ -1,5 +1,6 @@
 """A plain OpenAI-compatible server: only /v1/models and /v1/chat/completions (no
 /health, no /metrics), so SparkOps can only tell up/down and the served model names."""
+
 from __future__ import annotations
 
 from .chat import OpenAIChatEngine

@@ -4,6 +4,7 @@ label sets, /health 503 while starting, /get_server_info, cache report in usage.
 SGLang runs its collectors in prometheus_client's multiprocess mode, which emits no
 `*_created` series, so those are dropped from the exposition here.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,7 +21,28 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 SCHED = ["model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank"]
 TOK = ["model_name", "engine_type"]
 LATENCY_BUCKETS = [0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0, 400.0]
-ITL_BUCKETS = [0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0]
+ITL_BUCKETS = [
+    0.002,
+    0.004,
+    0.006,
+    0.008,
+    0.01,
+    0.015,
+    0.02,
+    0.025,
+    0.03,
+    0.035,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.2,
+    0.4,
+    0.6,
+    0.8,
+    1.0,
+    2.0,
+]
 CREATED = re.compile(rb"^(# (HELP|TYPE) )?sglang:\S+_created[ {].*\n", re.M)
 
 
@@ -42,18 +64,46 @@ class SGLangMetrics:
         sg("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.").set(cfg.kv_tokens)
         sg("sglang:page_size", "KV cache page size in tokens.").set(cfg.block_size)
         sg("sglang:context_len", "Maximum context length.").set(cfg.max_model_len)
-        self.prompt = Counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.", TOK + ["is_streaming"], registry=r)
-        self.generation = Counter("sglang:generation_tokens_total", "Number of generation tokens processed.", TOK + ["is_streaming"], registry=r)
-        self.cached = Counter("sglang:cached_tokens_total", "Number of cached prompt tokens by source (device/host/storage).",
-                              TOK + ["cache_source"], registry=r).labels(*tv, "device")
-        self.requests = Counter("sglang:num_requests_total", "Number of requests processed.", TOK + ["is_streaming"], registry=r)
+        self.prompt = Counter(
+            "sglang:prompt_tokens_total", "Number of prefill tokens processed.", TOK + ["is_streaming"], registry=r
+        )
+        self.generation = Counter(
+            "sglang:generation_tokens_total",
+            "Number of generation tokens processed.",
+            TOK + ["is_streaming"],
+            registry=r,
+        )
+        self.cached = Counter(
+            "sglang:cached_tokens_total",
+            "Number of cached prompt tokens by source (device/host/storage).",
+            TOK + ["cache_source"],
+            registry=r,
+        ).labels(*tv, "device")
+        self.requests = Counter(
+            "sglang:num_requests_total", "Number of requests processed.", TOK + ["is_streaming"], registry=r
+        )
         Counter("sglang:num_aborted_requests_total", "Number of requests aborted.", TOK, registry=r).labels(*tv)
-        self.ttft = Histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-                              TOK + ["is_streaming"], buckets=LATENCY_BUCKETS, registry=r)
-        self.itl = Histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-                             TOK, buckets=ITL_BUCKETS, registry=r).labels(*tv)
-        self.e2e = Histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
-                             TOK + ["is_streaming"], buckets=LATENCY_BUCKETS, registry=r)
+        self.ttft = Histogram(
+            "sglang:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            TOK + ["is_streaming"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.itl = Histogram(
+            "sglang:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            TOK,
+            buckets=ITL_BUCKETS,
+            registry=r,
+        ).labels(*tv)
+        self.e2e = Histogram(
+            "sglang:e2e_request_latency_seconds",
+            "Histogram of End-to-end request latency in seconds",
+            TOK + ["is_streaming"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.tv = tv
 
 
@@ -71,9 +121,13 @@ class SGLangEngine(OpenAIChatEngine):
 
     def boot_log(self):
         c = self.cfg
-        self.slog(f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {c.kv_tokens}, K size: 4.50 GB, V size: 4.50 GB")
-        self.slog(f"max_total_num_tokens={c.kv_tokens}, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-                  f"max_running_requests={self.max_running}, context_len={c.max_model_len}, available_gpu_mem=12.34 GB")
+        self.slog(
+            f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {c.kv_tokens}, K size: 4.50 GB, V size: 4.50 GB"
+        )
+        self.slog(
+            f"max_total_num_tokens={c.kv_tokens}, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+            f"max_running_requests={self.max_running}, context_len={c.max_model_len}, available_gpu_mem=12.34 GB"
+        )
 
     def ready_log(self):
         self.slog("The server is fired up and ready to roll!")
@@ -87,10 +141,16 @@ class SGLangEngine(OpenAIChatEngine):
         return None
 
     def routes(self):
-        return {**super().routes(), ("GET", "/health"): self.health, ("GET", "/health_generate"): self.health,
-                ("GET", "/metrics"): self.metrics, ("GET", "/get_server_info"): self.server_info,
-                ("GET", "/server_info"): self.server_info, ("GET", "/get_model_info"): self.model_info,
-                ("GET", "/model_info"): self.model_info}
+        return {
+            **super().routes(),
+            ("GET", "/health"): self.health,
+            ("GET", "/health_generate"): self.health,
+            ("GET", "/metrics"): self.metrics,
+            ("GET", "/get_server_info"): self.server_info,
+            ("GET", "/server_info"): self.server_info,
+            ("GET", "/get_model_info"): self.model_info,
+            ("GET", "/model_info"): self.model_info,
+        }
 
     async def health(self, req):
         return Response(503 if self.dead else 200, b"", "application/json")
@@ -126,16 +186,42 @@ class SGLangEngine(OpenAIChatEngine):
 
     async def server_info(self, req):
         c = self.cfg
-        return json_response({
-            "model_path": c.model, "served_model_name": c.model, "host": c.host, "port": c.port,
-            "context_length": c.max_model_len, "mem_fraction_static": c.memory_share or 0.9, "page_size": c.block_size, "enable_metrics": True,
-            "enable_cache_report": True, "launch_command": f"python -m sglang.launch_server --model-path {c.model}",
-            "status": "UnHealthy" if self.dead else "Up", "max_total_num_tokens": c.kv_tokens,
-            "max_req_input_len": c.max_model_len - 1, "startup_time": self.started_at,
-            "internal_states": [{"last_gen_throughput": self.gen_throughput(), "effective_max_running_requests_per_dp": self.max_running,
-                                 "memory_usage": {"weight": 16.4, "kvcache": 9.0, "token_capacity": c.kv_tokens}}],
-            "version": VERSION, "frontend": "python"})
+        return json_response(
+            {
+                "model_path": c.model,
+                "served_model_name": c.model,
+                "host": c.host,
+                "port": c.port,
+                "context_length": c.max_model_len,
+                "mem_fraction_static": c.memory_share or 0.9,
+                "page_size": c.block_size,
+                "enable_metrics": True,
+                "enable_cache_report": True,
+                "launch_command": f"python -m sglang.launch_server --model-path {c.model}",
+                "status": "UnHealthy" if self.dead else "Up",
+                "max_total_num_tokens": c.kv_tokens,
+                "max_req_input_len": c.max_model_len - 1,
+                "startup_time": self.started_at,
+                "internal_states": [
+                    {
+                        "last_gen_throughput": self.gen_throughput(),
+                        "effective_max_running_requests_per_dp": self.max_running,
+                        "memory_usage": {"weight": 16.4, "kvcache": 9.0, "token_capacity": c.kv_tokens},
+                    }
+                ],
+                "version": VERSION,
+                "frontend": "python",
+            }
+        )
 
     async def model_info(self, req):
-        return json_response({"model_path": self.cfg.model, "served_model_name": self.cfg.model, "tokenizer_path": self.cfg.model,
-                              "is_generation": True, "preferred_sampling_params": None, "weight_version": "default"})
+        return json_response(
+            {
+                "model_path": self.cfg.model,
+                "served_model_name": self.cfg.model,
+                "tokenizer_path": self.cfg.model,
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+            }
+        )

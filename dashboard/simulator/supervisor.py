@@ -7,6 +7,7 @@ properties are rewritten atomically into `<state_dir>/units/<unit>.show` on ever
 its stdout lines and the manager's own messages go to `<state_dir>/journal/<unit>.jsonl`.
 A loopback control API drives it (see `ControlAPI`).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,12 +27,20 @@ from . import units as unitfiles
 from .host import HostState
 
 RESTART_POLICIES = ("no", "on-success", "on-failure", "on-abnormal", "on-abort", "always")
+
+
 def _flag(value) -> bool:
     return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
-UNIT_OPTIONS = {"restart": str, "restart_sec": float, "start_limit_burst": int, "start_limit_interval": float,
-                "cold_seconds": float, "hand_run": _flag}
+UNIT_OPTIONS = {
+    "restart": str,
+    "restart_sec": float,
+    "start_limit_burst": int,
+    "start_limit_interval": float,
+    "cold_seconds": float,
+    "hand_run": _flag,
+}
 NPROC = 20  # the simulated box's cores: an uncapped ninja runs nproc + 2 compilers
 COMPILER_RSS = int(3.3 * (1 << 30))
 IDENT = {"vllm": "vllm", "llamacpp": "llama-server", "sglang": "python3", "openai": "python3"}
@@ -52,7 +61,7 @@ class UnitSpec:
     hand_run: bool = False  # started by hand from a shell: no unit, its argv and environment in /proc
 
     @classmethod
-    def parse(cls, text: str) -> "UnitSpec":
+    def parse(cls, text: str) -> UnitSpec:
         """`KIND:NAME[:PORT][,key=value...]`; keys are unit options or engine options."""
         head, *opts = text.split(",")
         parts = head.split(":")
@@ -75,6 +84,7 @@ class UnitSpec:
 
     def validate(self) -> None:
         from .core import EngineConfig
+
         if self.restart not in RESTART_POLICIES:
             raise ValueError(f"Restart= must be one of {', '.join(RESTART_POLICIES)}")
         EngineConfig.from_options({"kind": self.kind, "name": self.name, **self.engine_opts})
@@ -89,13 +99,18 @@ def free_port() -> int:
 def shall_restart(policy: str, result: str, code: str, status: int) -> bool:
     """systemd.service(5) restart table."""
     clean = result == "success"
-    return {"no": False, "always": True, "on-success": clean, "on-failure": not clean,
-            "on-abnormal": code in ("killed", "dumped") and not clean,
-            "on-abort": code == "dumped" or (code == "killed" and status not in sd.CLEAN_SIGNALS)}[policy]
+    return {
+        "no": False,
+        "always": True,
+        "on-success": clean,
+        "on-failure": not clean,
+        "on-abnormal": code in ("killed", "dumped") and not clean,
+        "on-abort": code == "dumped" or (code == "killed" and status not in sd.CLEAN_SIGNALS),
+    }[policy]
 
 
 class Unit:
-    def __init__(self, spec: UnitSpec, sup: "Supervisor"):
+    def __init__(self, spec: UnitSpec, sup: Supervisor):
         self.spec, self.sup = spec, sup
         self.id = f"{spec.name}.hand-run" if spec.hand_run else f"{spec.name}.service"
         self.description = f"SparkOps simulated {spec.kind} engine {spec.name}"
@@ -103,18 +118,41 @@ class Unit:
         self.stop_requested = False
         self.restart_task: asyncio.Task | None = None
         self.start_times: list[float] = []
-        self.p = {"Type": "simple", "Restart": spec.restart, "NotifyAccess": "none",
-                  "RestartUSec": sd.fmt_timespan(spec.restart_sec), "TimeoutStartUSec": "1min 30s",
-                  "TimeoutStopUSec": "1min 30s", "MainPID": "0", "ControlPID": "0", "Result": "success",
-                  "NRestarts": "0", "ExecMainStartTimestamp": "", "ExecMainExitTimestamp": "", "ExecMainPID": "0",
-                  "ExecMainCode": "0", "ExecMainStatus": "0", "ControlGroup": f"/system.slice/{self.id}",
-                  "MemoryCurrent": "[not set]", "Id": self.id, "Names": self.id, "Description": self.description,
-                  "LoadState": "loaded", "ActiveState": "inactive", "SubState": "dead",
-                  "FragmentPath": f"/etc/systemd/system/{self.id}", "UnitFileState": "enabled",
-                  "StateChangeTimestamp": "", "InactiveExitTimestamp": "", "ActiveEnterTimestamp": "",
-                  "ActiveExitTimestamp": "", "InactiveEnterTimestamp": "",
-                  "StartLimitIntervalUSec": sd.fmt_timespan(spec.start_limit_interval),
-                  "StartLimitBurst": str(spec.start_limit_burst), "InvocationID": ""}
+        self.p = {
+            "Type": "simple",
+            "Restart": spec.restart,
+            "NotifyAccess": "none",
+            "RestartUSec": sd.fmt_timespan(spec.restart_sec),
+            "TimeoutStartUSec": "1min 30s",
+            "TimeoutStopUSec": "1min 30s",
+            "MainPID": "0",
+            "ControlPID": "0",
+            "Result": "success",
+            "NRestarts": "0",
+            "ExecMainStartTimestamp": "",
+            "ExecMainExitTimestamp": "",
+            "ExecMainPID": "0",
+            "ExecMainCode": "0",
+            "ExecMainStatus": "0",
+            "ControlGroup": f"/system.slice/{self.id}",
+            "MemoryCurrent": "[not set]",
+            "Id": self.id,
+            "Names": self.id,
+            "Description": self.description,
+            "LoadState": "loaded",
+            "ActiveState": "inactive",
+            "SubState": "dead",
+            "FragmentPath": f"/etc/systemd/system/{self.id}",
+            "UnitFileState": "enabled",
+            "StateChangeTimestamp": "",
+            "InactiveExitTimestamp": "",
+            "ActiveEnterTimestamp": "",
+            "ActiveExitTimestamp": "",
+            "InactiveEnterTimestamp": "",
+            "StartLimitIntervalUSec": sd.fmt_timespan(spec.start_limit_interval),
+            "StartLimitBurst": str(spec.start_limit_burst),
+            "InvocationID": "",
+        }
         self.effective: dict = {}
         self.cold_next = True  # the first start after boot finds the JIT cache empty
         self.compilers: list[Path] = []
@@ -138,24 +176,36 @@ class Unit:
         spec.start_limit_burst = int(d.get("StartLimitBurst", spec.start_limit_burst))
         spec.start_limit_interval = _span(d.get("StartLimitIntervalSec"), spec.start_limit_interval)
         start = eff["exec_start"]
-        self.p.update({
-            "FragmentPath": fragment, "DropInPaths": " ".join(dropins), "Type": d.get("Type", "simple"),
-            "Restart": spec.restart, "RestartUSec": sd.fmt_timespan(spec.restart_sec),
-            "StartLimitBurst": str(spec.start_limit_burst),
-            "StartLimitIntervalUSec": sd.fmt_timespan(spec.start_limit_interval),
-            "TimeoutStartUSec": sd.fmt_timespan(_span(d.get("TimeoutStartSec"), 90.0)),
-            "ExecStart": _exec_struct(start["argv"]) if start else "",
-            "ExecStartPost": " ".join(_exec_struct(c["argv"]) for c in eff["exec_start_post"]),
-            "Environment": " ".join(_quoted(f"{k}={v}") for k, v in eff["environment"].items()
-                                    if eff["environment_origins"].get(k, "").startswith("/etc/systemd/")),
-            "EnvironmentFiles": " ".join(f"{e['path']} (ignore_errors={'yes' if e['optional'] else 'no'})"
-                                         for e in eff["environment_files"]),
-            "After": " ".join(eff["edges"]["After"] + ["sysinit.target", "system.slice", "basic.target"]),
-            "Wants": " ".join(eff["edges"]["Wants"]), "Requires": " ".join(eff["edges"]["Requires"] + ["system.slice"]),
-            "BindsTo": " ".join(eff["edges"]["BindsTo"]),
-            "MemoryHigh": _bytes(d.get("MemoryHigh")), "MemoryMax": _bytes(d.get("MemoryMax")),
-            "CPUQuotaPerSecUSec": _quota(d.get("CPUQuota")), "User": d.get("User", ""),
-        })
+        self.p.update(
+            {
+                "FragmentPath": fragment,
+                "DropInPaths": " ".join(dropins),
+                "Type": d.get("Type", "simple"),
+                "Restart": spec.restart,
+                "RestartUSec": sd.fmt_timespan(spec.restart_sec),
+                "StartLimitBurst": str(spec.start_limit_burst),
+                "StartLimitIntervalUSec": sd.fmt_timespan(spec.start_limit_interval),
+                "TimeoutStartUSec": sd.fmt_timespan(_span(d.get("TimeoutStartSec"), 90.0)),
+                "ExecStart": _exec_struct(start["argv"]) if start else "",
+                "ExecStartPost": " ".join(_exec_struct(c["argv"]) for c in eff["exec_start_post"]),
+                "Environment": " ".join(
+                    _quoted(f"{k}={v}")
+                    for k, v in eff["environment"].items()
+                    if eff["environment_origins"].get(k, "").startswith("/etc/systemd/")
+                ),
+                "EnvironmentFiles": " ".join(
+                    f"{e['path']} (ignore_errors={'yes' if e['optional'] else 'no'})" for e in eff["environment_files"]
+                ),
+                "After": " ".join(eff["edges"]["After"] + ["sysinit.target", "system.slice", "basic.target"]),
+                "Wants": " ".join(eff["edges"]["Wants"]),
+                "Requires": " ".join(eff["edges"]["Requires"] + ["system.slice"]),
+                "BindsTo": " ".join(eff["edges"]["BindsTo"]),
+                "MemoryHigh": _bytes(d.get("MemoryHigh")),
+                "MemoryMax": _bytes(d.get("MemoryMax")),
+                "CPUQuotaPerSecUSec": _quota(d.get("CPUQuota")),
+                "User": d.get("User", ""),
+            }
+        )
 
     @property
     def url(self) -> str:
@@ -185,8 +235,17 @@ class Unit:
 
     def command(self) -> list[str]:
         """The simulated engine, with the options the unit's effective ExecStart gives it."""
-        cmd = [sys.executable, "-m", "dashboard.simulator.engine", "--kind", self.spec.kind,
-               "--name", self.spec.name, "--port", str(self.spec.port)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "dashboard.simulator.engine",
+            "--kind",
+            self.spec.kind,
+            "--name",
+            self.spec.name,
+            "--port",
+            str(self.spec.port),
+        ]
         opts = unitfiles.engine_options(self.spec.kind, self.effective, self.spec.engine_opts)
         if self.cold_next and self.spec.cold_seconds > 0:
             opts["load_seconds"] = float(opts.get("load_seconds", 0.5)) + self.spec.cold_seconds
@@ -195,10 +254,19 @@ class Unit:
         return cmd
 
     def info(self) -> dict:
-        return {"name": self.spec.name, "kind": self.spec.kind, "url": self.url, "unit": "" if self.spec.hand_run else self.id,
-                "port": self.spec.port, "pid": int(self.p["MainPID"]), "state": self.p["ActiveState"],
-                "sub_state": self.p["SubState"], "result": self.p["Result"], "n_restarts": int(self.p["NRestarts"]),
-                "restart": self.spec.restart}
+        return {
+            "name": self.spec.name,
+            "kind": self.spec.kind,
+            "url": self.url,
+            "unit": "" if self.spec.hand_run else self.id,
+            "port": self.spec.port,
+            "pid": int(self.p["MainPID"]),
+            "state": self.p["ActiveState"],
+            "sub_state": self.p["SubState"],
+            "result": self.p["Result"],
+            "n_restarts": int(self.p["NRestarts"]),
+            "restart": self.spec.restart,
+        }
 
 
 def _span(value, default: float) -> float:
@@ -215,8 +283,10 @@ def _exec_struct(argv: list[str]) -> str:
     """An Exec property as `systemctl show` prints it (argv joined with spaces)."""
     if not argv:
         return ""
-    return (f"{{ path={argv[0]} ; argv[]={' '.join(argv)} ; ignore_errors=no ; start_time=[n/a] ; "
-            "stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }")
+    return (
+        f"{{ path={argv[0]} ; argv[]={' '.join(argv)} ; ignore_errors=no ; start_time=[n/a] ; "
+        "stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }"
+    )
 
 
 def _quoted(word: str) -> str:
@@ -290,11 +360,20 @@ class Supervisor:
             unit.p["NRestarts"] = "0"
             unit.start_times = []
         unit.stop_requested = False
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-        unit.proc = await asyncio.create_subprocess_exec(*unit.command(), stdout=asyncio.subprocess.PIPE,
-                                                         stderr=asyncio.subprocess.STDOUT, env=env, cwd=REPO_ROOT,
-                                                         # a SIGKILLed supervisor leaves no engine behind
-                                                         preexec_fn=die_with_parent())
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+        }
+        unit.proc = await asyncio.create_subprocess_exec(
+            *unit.command(),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=env,
+            cwd=REPO_ROOT,
+            # a SIGKILLed supervisor leaves no engine behind
+            preexec_fn=die_with_parent(),
+        )
         unit.start_times.append(time.monotonic())
         pid = unit.proc.pid
         if unit.cold_next and unit.spec.cold_seconds > 0:
@@ -302,10 +381,21 @@ class Supervisor:
         unit.cold_next = False
         if unit.spec.hand_run:
             unitfiles.write_proc(self.host.dir / "proc", pid, unit.effective)
-        unit.set_state("active", "running", MainPID=pid, ExecMainPID=pid, ExecMainCode=0, ExecMainStatus=0,
-                       ExecMainStartTimestamp=sd.fmt_timestamp(time.time()), ExecMainExitTimestamp="",
-                       Result="success", InvocationID=uuid.uuid4().hex)
-        self.journal.manager(unit.id, f"Started {unit.description}.", MESSAGE_ID=sd.MSG_STARTED, JOB_TYPE="start", JOB_RESULT="done")
+        unit.set_state(
+            "active",
+            "running",
+            MainPID=pid,
+            ExecMainPID=pid,
+            ExecMainCode=0,
+            ExecMainStatus=0,
+            ExecMainStartTimestamp=sd.fmt_timestamp(time.time()),
+            ExecMainExitTimestamp="",
+            Result="success",
+            InvocationID=uuid.uuid4().hex,
+        )
+        self.journal.manager(
+            unit.id, f"Started {unit.description}.", MESSAGE_ID=sd.MSG_STARTED, JOB_TYPE="start", JOB_RESULT="done"
+        )
         task = asyncio.create_task(self._watch(unit, unit.proc))
         self._watchers.add(task)
         task.add_done_callback(self._watchers.discard)
@@ -325,12 +415,19 @@ class Supervisor:
             d.mkdir(parents=True, exist_ok=True)
             pages = COMPILER_RSS // 4096
             (d / "cgroup").write_text(f"0::/system.slice/{unit.id}\n")
-            sd.write_atomic(d / "stat", f"{base + i} (cicc) R {pid} {base} {base} 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 1 "
-                                        f"{COMPILER_RSS} {pages} 18446744073709551615\n")
+            sd.write_atomic(
+                d / "stat",
+                f"{base + i} (cicc) R {pid} {base} {base} 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 1 "
+                f"{COMPILER_RSS} {pages} 18446744073709551615\n",
+            )
             paths.append(d)
         unit.compilers = paths
-        self.journal.process_line(unit.id, pid, IDENT.get(unit.spec.kind, "python3"),
-                                  f"INFO: JIT cache is cold: compiling kernels with {jobs} jobs")
+        self.journal.process_line(
+            unit.id,
+            pid,
+            IDENT.get(unit.spec.kind, "python3"),
+            f"INFO: JIT cache is cold: compiling kernels with {jobs} jobs",
+        )
 
         async def finish():
             await asyncio.sleep(unit.spec.cold_seconds)
@@ -365,18 +462,33 @@ class Supervisor:
         name = sd.EXIT_STATUS_NAMES.get(status, str(status)) if code == "exited" else sd.signal_name(status)
         clean = (code == "exited" and status == 0) or (code == "killed" and status in sd.CLEAN_SIGNALS)
         result = "success" if clean or unit.stop_requested else ("exit-code" if code == "exited" else "signal")
-        self.journal.manager(unit.id, f"Main process exited, code={code}, status={status}/{name}",
-                             priority=7 if clean else 5, MESSAGE_ID=sd.MSG_PROCESS_EXIT, EXIT_CODE=code, EXIT_STATUS=status)
-        exit_props = dict(MainPID=0, ExecMainCode=1 if code == "exited" else 2, ExecMainStatus=status,
-                          ExecMainExitTimestamp=sd.fmt_timestamp(time.time()), Result=result)
+        self.journal.manager(
+            unit.id,
+            f"Main process exited, code={code}, status={status}/{name}",
+            priority=7 if clean else 5,
+            MESSAGE_ID=sd.MSG_PROCESS_EXIT,
+            EXIT_CODE=code,
+            EXIT_STATUS=status,
+        )
+        exit_props = dict(
+            MainPID=0,
+            ExecMainCode=1 if code == "exited" else 2,
+            ExecMainStatus=status,
+            ExecMainExitTimestamp=sd.fmt_timestamp(time.time()),
+            Result=result,
+        )
         if result == "success":
             unit.set_state("inactive", "dead", **exit_props)
             self.journal.manager(unit.id, "Deactivated successfully.", MESSAGE_ID=sd.MSG_SUCCESS)
         else:
             unit.set_state("failed", "failed", **exit_props)
-            self.journal.manager(unit.id, f"Failed with result '{result}'.", priority=4, MESSAGE_ID=sd.MSG_FAILURE, UNIT_RESULT=result)
+            self.journal.manager(
+                unit.id, f"Failed with result '{result}'.", priority=4, MESSAGE_ID=sd.MSG_FAILURE, UNIT_RESULT=result
+            )
         if unit.stop_requested:
-            self.journal.manager(unit.id, f"Stopped {unit.description}.", MESSAGE_ID=sd.MSG_STOPPED, JOB_TYPE="stop", JOB_RESULT="done")
+            self.journal.manager(
+                unit.id, f"Stopped {unit.description}.", MESSAGE_ID=sd.MSG_STOPPED, JOB_TYPE="stop", JOB_RESULT="done"
+            )
         elif shall_restart(unit.spec.restart, result, code, status):
             unit.set_state("activating", "auto-restart")
             unit.restart_task = asyncio.create_task(self._auto_restart(unit, result))
@@ -387,13 +499,22 @@ class Supervisor:
         if sum(1 for t in unit.start_times if t > window) >= unit.spec.start_limit_burst:
             unit.set_state("failed", "failed", Result="start-limit-hit")
             self.journal.manager(unit.id, "Start request repeated too quickly.", priority=3)
-            self.journal.manager(unit.id, "Failed with result 'start-limit-hit'.", priority=4,
-                                 MESSAGE_ID=sd.MSG_FAILURE, UNIT_RESULT="start-limit-hit")
+            self.journal.manager(
+                unit.id,
+                "Failed with result 'start-limit-hit'.",
+                priority=4,
+                MESSAGE_ID=sd.MSG_FAILURE,
+                UNIT_RESULT="start-limit-hit",
+            )
             return
         n = int(unit.p["NRestarts"]) + 1
         unit.p["NRestarts"] = str(n)
-        self.journal.manager(unit.id, f"Scheduled restart job, restart counter is at {n}.", MESSAGE_ID=sd.MSG_RESTART, N_RESTARTS=n)
-        self.journal.manager(unit.id, f"Stopped {unit.description}.", MESSAGE_ID=sd.MSG_STOPPED, JOB_TYPE="restart", JOB_RESULT="done")
+        self.journal.manager(
+            unit.id, f"Scheduled restart job, restart counter is at {n}.", MESSAGE_ID=sd.MSG_RESTART, N_RESTARTS=n
+        )
+        self.journal.manager(
+            unit.id, f"Stopped {unit.description}.", MESSAGE_ID=sd.MSG_STOPPED, JOB_TYPE="restart", JOB_RESULT="done"
+        )
         unit.restart_task = None
         await self.start_unit(unit, manual=False)
 
@@ -412,7 +533,7 @@ class Supervisor:
         proc.send_signal(signal.SIGTERM)
         try:
             await asyncio.wait_for(proc.wait(), 5.0)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             proc.kill()
             await proc.wait()
         while unit.proc is proc:  # let _watch record the exit

@@ -8,6 +8,7 @@ journal in `journalctl -o json` format, kept as files under the state directory:
 
 Only the supervisor writes; readers (the bin/ tools) tolerate a half-written last line.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,16 +19,63 @@ import uuid
 from pathlib import Path
 
 SHOW_KEYS = (
-    "Type", "Restart", "NotifyAccess", "RestartUSec", "TimeoutStartUSec", "TimeoutStopUSec", "MainPID", "ControlPID",
-    "Result", "NRestarts", "ExecMainStartTimestamp", "ExecMainExitTimestamp", "ExecMainPID", "ExecMainCode",
-    "ExecMainStatus", "ControlGroup", "MemoryCurrent", "Id", "Names", "Description", "LoadState", "ActiveState",
-    "SubState", "FragmentPath", "UnitFileState", "StateChangeTimestamp", "InactiveExitTimestamp",
-    "ActiveEnterTimestamp", "ActiveExitTimestamp", "InactiveEnterTimestamp", "StartLimitIntervalUSec",
-    "StartLimitBurst", "InvocationID", "DropInPaths", "ExecStart", "ExecStartPost", "Environment", "EnvironmentFiles",
-    "After", "Wants", "Requires", "BindsTo", "MemoryHigh", "MemoryMax", "CPUQuotaPerSecUSec", "User",
+    "Type",
+    "Restart",
+    "NotifyAccess",
+    "RestartUSec",
+    "TimeoutStartUSec",
+    "TimeoutStopUSec",
+    "MainPID",
+    "ControlPID",
+    "Result",
+    "NRestarts",
+    "ExecMainStartTimestamp",
+    "ExecMainExitTimestamp",
+    "ExecMainPID",
+    "ExecMainCode",
+    "ExecMainStatus",
+    "ControlGroup",
+    "MemoryCurrent",
+    "Id",
+    "Names",
+    "Description",
+    "LoadState",
+    "ActiveState",
+    "SubState",
+    "FragmentPath",
+    "UnitFileState",
+    "StateChangeTimestamp",
+    "InactiveExitTimestamp",
+    "ActiveEnterTimestamp",
+    "ActiveExitTimestamp",
+    "InactiveEnterTimestamp",
+    "StartLimitIntervalUSec",
+    "StartLimitBurst",
+    "InvocationID",
+    "DropInPaths",
+    "ExecStart",
+    "ExecStartPost",
+    "Environment",
+    "EnvironmentFiles",
+    "After",
+    "Wants",
+    "Requires",
+    "BindsTo",
+    "MemoryHigh",
+    "MemoryMax",
+    "CPUQuotaPerSecUSec",
+    "User",
 )
-EXIT_STATUS_NAMES = {0: "SUCCESS", 1: "FAILURE", 2: "INVALIDARGUMENT", 3: "NOTIMPLEMENTED", 4: "NOPERMISSION",
-                     5: "NOTINSTALLED", 6: "NOTCONFIGURED", 7: "NOTRUNNING"}
+EXIT_STATUS_NAMES = {
+    0: "SUCCESS",
+    1: "FAILURE",
+    2: "INVALIDARGUMENT",
+    3: "NOTIMPLEMENTED",
+    4: "NOPERMISSION",
+    5: "NOTINSTALLED",
+    6: "NOTCONFIGURED",
+    7: "NOTRUNNING",
+}
 CLEAN_SIGNALS = {1, 2, 13, 15}  # SIGHUP, SIGINT, SIGPIPE, SIGTERM count as clean exits
 MSG_PROCESS_EXIT = "98e322203f7a4ed290d09fe03c09fe15"
 MSG_SUCCESS = "7ad2d189f7e94e70a38c781354912448"
@@ -56,6 +104,7 @@ def fmt_timespan(seconds: float) -> str:
 
 def signal_name(sig: int) -> str:
     import signal
+
     try:
         return signal.Signals(sig).name[3:]
     except ValueError:
@@ -64,11 +113,25 @@ def signal_name(sig: int) -> str:
 
 def not_found_properties(unit: str) -> dict:
     """The stub systemctl prints for a unit it does not know."""
-    return {"Id": unit, "Names": unit, "LoadState": "not-found", "ActiveState": "inactive", "SubState": "dead",
-            "Result": "success", "MainPID": "0", "ExecMainPID": "0", "ExecMainCode": "0", "ExecMainStatus": "0",
-            "NRestarts": "0", "Restart": "no", "Type": "simple", "StartLimitBurst": "5",
-            "StartLimitIntervalUSec": "10s", "UnitFileState": "",
-            "LoadError": f'org.freedesktop.systemd1.NoSuchUnit "Unit {unit} not found."'}
+    return {
+        "Id": unit,
+        "Names": unit,
+        "LoadState": "not-found",
+        "ActiveState": "inactive",
+        "SubState": "dead",
+        "Result": "success",
+        "MainPID": "0",
+        "ExecMainPID": "0",
+        "ExecMainCode": "0",
+        "ExecMainStatus": "0",
+        "NRestarts": "0",
+        "Restart": "no",
+        "Type": "simple",
+        "StartLimitBurst": "5",
+        "StartLimitIntervalUSec": "10s",
+        "UnitFileState": "",
+        "LoadError": f'org.freedesktop.systemd1.NoSuchUnit "Unit {unit} not found."',
+    }
 
 
 def parse_show(text: str) -> dict:
@@ -103,11 +166,19 @@ class Journal:
         self.seq += 1
         now_us = int(time.time() * 1e6)
         mono_us = int(time.monotonic() * 1e6)
-        cursor = (f"s={self.seqnum_id};i={self.seq:x};b={self.boot_id};m={mono_us:x};t={now_us:x};"
-                  f"x={uuid.uuid4().hex[:16]}")
-        entry = {"__CURSOR": cursor, "__REALTIME_TIMESTAMP": str(now_us), "__MONOTONIC_TIMESTAMP": str(mono_us),
-                 "_BOOT_ID": self.boot_id, "_MACHINE_ID": self.machine_id, "_HOSTNAME": self.hostname,
-                 **{k: str(v) for k, v in fields.items()}, "MESSAGE": message}
+        cursor = (
+            f"s={self.seqnum_id};i={self.seq:x};b={self.boot_id};m={mono_us:x};t={now_us:x};x={uuid.uuid4().hex[:16]}"
+        )
+        entry = {
+            "__CURSOR": cursor,
+            "__REALTIME_TIMESTAMP": str(now_us),
+            "__MONOTONIC_TIMESTAMP": str(mono_us),
+            "_BOOT_ID": self.boot_id,
+            "_MACHINE_ID": self.machine_id,
+            "_HOSTNAME": self.hostname,
+            **{k: str(v) for k, v in fields.items()},
+            "MESSAGE": message,
+        }
         with open(self.dir / f"{file_stem}.jsonl", "a") as fh:
             fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
         write_atomic(self.dir / "seqnum", str(self.seq))
@@ -115,20 +186,52 @@ class Journal:
 
     def process_line(self, unit: str, pid: int, ident: str, line: str) -> None:
         """A line the service wrote on stdout (journald stdout transport)."""
-        self.append(unit, line, PRIORITY=6, SYSLOG_FACILITY=3, _TRANSPORT="stdout", SYSLOG_IDENTIFIER=ident,
-                    _PID=pid, _UID=os.getuid(), _GID=os.getgid(), _COMM=ident, _SYSTEMD_UNIT=unit,
-                    _SYSTEMD_CGROUP=f"/system.slice/{unit}", _SYSTEMD_SLICE="system.slice", _STREAM_ID=f"{pid:032x}")
+        self.append(
+            unit,
+            line,
+            PRIORITY=6,
+            SYSLOG_FACILITY=3,
+            _TRANSPORT="stdout",
+            SYSLOG_IDENTIFIER=ident,
+            _PID=pid,
+            _UID=os.getuid(),
+            _GID=os.getgid(),
+            _COMM=ident,
+            _SYSTEMD_UNIT=unit,
+            _SYSTEMD_CGROUP=f"/system.slice/{unit}",
+            _SYSTEMD_SLICE="system.slice",
+            _STREAM_ID=f"{pid:032x}",
+        )
 
     def manager(self, unit: str, message: str, priority: int = 6, **extra) -> None:
         """A message from the service manager about a unit (matched by `-u` via UNIT=)."""
-        self.append(unit, message, PRIORITY=priority, SYSLOG_FACILITY=3, _TRANSPORT="journal",
-                    SYSLOG_IDENTIFIER="systemd", _PID=1, _UID=0, _GID=0, _COMM="systemd",
-                    CODE_FILE="src/core/unit.c", UNIT=unit, **extra)
+        self.append(
+            unit,
+            message,
+            PRIORITY=priority,
+            SYSLOG_FACILITY=3,
+            _TRANSPORT="journal",
+            SYSLOG_IDENTIFIER="systemd",
+            _PID=1,
+            _UID=0,
+            _GID=0,
+            _COMM="systemd",
+            CODE_FILE="src/core/unit.c",
+            UNIT=unit,
+            **extra,
+        )
 
     def kernel(self, message: str, priority: int = 3) -> None:
         mono_us = int(time.monotonic() * 1e6)
-        self.append("kernel", message, PRIORITY=priority, SYSLOG_FACILITY=0, _TRANSPORT="kernel",
-                    SYSLOG_IDENTIFIER="kernel", _SOURCE_MONOTONIC_TIMESTAMP=mono_us)
+        self.append(
+            "kernel",
+            message,
+            PRIORITY=priority,
+            SYSLOG_FACILITY=0,
+            _TRANSPORT="kernel",
+            SYSLOG_IDENTIFIER="kernel",
+            _SOURCE_MONOTONIC_TIMESTAMP=mono_us,
+        )
 
 
 def read_entries(path: Path) -> list[dict]:

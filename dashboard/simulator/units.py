@@ -18,6 +18,7 @@ The supervisor reads the files as systemd would (`dashboard.collectors.unitconfi
 at every start, so a drop-in written through the control API (`POST /_sim/units/NAME/dropin`)
 changes what the next start runs, and `systemctl show`/`cat` report it at once (a
 daemon-reload)."""
+
 from __future__ import annotations
 
 import math
@@ -39,34 +40,53 @@ def _window_flag(kind):
 def fragment_text(spec, restart):
     o = spec.engine_opts
     window = int(o.get("max_model_len", 32768))
-    common_unit = (f"[Unit]\nDescription=SparkOps simulated {spec.kind} engine {spec.name}\n"
-                   "After=network-online.target\nWants=network-online.target\n"
-                   f"StartLimitBurst={spec.start_limit_burst}\nStartLimitIntervalSec={_secs(spec.start_limit_interval)}\n\n")
-    service = (f"[Service]\nType=simple\nUser=llm\nEnvironmentFile=-/etc/default/{spec.name}\n"
-               f"Restart={restart}\nRestartSec={_secs(spec.restart_sec)}\nTimeoutStartSec={90 if spec.kind == 'llamacpp' else 300}\n"
-               "MemoryHigh=105G\n")
+    common_unit = (
+        f"[Unit]\nDescription=SparkOps simulated {spec.kind} engine {spec.name}\n"
+        "After=network-online.target\nWants=network-online.target\n"
+        f"StartLimitBurst={spec.start_limit_burst}\nStartLimitIntervalSec={_secs(spec.start_limit_interval)}\n\n"
+    )
+    service = (
+        f"[Service]\nType=simple\nUser=llm\nEnvironmentFile=-/etc/default/{spec.name}\n"
+        f"Restart={restart}\nRestartSec={_secs(spec.restart_sec)}\nTimeoutStartSec={90 if spec.kind == 'llamacpp' else 300}\n"
+        "MemoryHigh=105G\n"
+    )
     if spec.kind == "vllm":
         model = o.get("model") or "Qwen/Qwen3-8B"
-        return common_unit.replace("\n\n", "\nRequires=network-online.target\n\n") + service + (
-            'Environment="PATH=/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin" CUDA_HOME=/usr/local/cuda\n'
-            "Environment=MAX_JOBS=4 NVCC_THREADS=1 TORCHINDUCTOR_COMPILE_THREADS=4 FLASHINFER_NVCC_THREADS=1\n"
-            f"ExecStart=/opt/vllm/bin/vllm serve {model} --host 127.0.0.1 --port {spec.port} \\\n"
-            f"    --max-model-len {window} --gpu-memory-utilization {o.get('memory_share') or 0.9} --enable-prefix-caching $VLLM_EXTRA_ARGS\n"
-            f"ExecStartPost={HELPER} {spec.port} 60\n"
-            "MemoryMax=112G\nCPUQuota=600%\n")
+        return (
+            common_unit.replace("\n\n", "\nRequires=network-online.target\n\n")
+            + service
+            + (
+                'Environment="PATH=/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin" CUDA_HOME=/usr/local/cuda\n'
+                "Environment=MAX_JOBS=4 NVCC_THREADS=1 TORCHINDUCTOR_COMPILE_THREADS=4 FLASHINFER_NVCC_THREADS=1\n"
+                f"ExecStart=/opt/vllm/bin/vllm serve {model} --host 127.0.0.1 --port {spec.port} \\\n"
+                f"    --max-model-len {window} --gpu-memory-utilization {o.get('memory_share') or 0.9} --enable-prefix-caching $VLLM_EXTRA_ARGS\n"
+                f"ExecStartPost={HELPER} {spec.port} 60\n"
+                "MemoryMax=112G\nCPUQuota=600%\n"
+            )
+        )
     if spec.kind == "llamacpp":
         model = o.get("model") or "qwen3-8b-q4_k_m"
-        return common_unit.replace("After=network-online.target", "After=network-online.target demo-vision.service") + service + (
-            f"ExecStart=/opt/llama.cpp/bin/llama-server -m /models/{model}.gguf -a {model} --host 127.0.0.1 "
-            f"--port {spec.port} -np {o.get('slots', 4)} --metrics --jinja\n"
-            f"ExecStartPost={HELPER} {spec.port} 120\n")
+        return (
+            common_unit.replace("After=network-online.target", "After=network-online.target demo-vision.service")
+            + service
+            + (
+                f"ExecStart=/opt/llama.cpp/bin/llama-server -m /models/{model}.gguf -a {model} --host 127.0.0.1 "
+                f"--port {spec.port} -np {o.get('slots', 4)} --metrics --jinja\n"
+                f"ExecStartPost={HELPER} {spec.port} 120\n"
+            )
+        )
     if spec.kind == "sglang":
         model = o.get("model") or "Qwen/Qwen3-8B"
-        return common_unit + service + (
-            'Environment="PATH=/usr/local/cuda/bin:/usr/bin:/bin" CUDA_HOME=/usr/local/cuda MAX_JOBS=4\n'
-            f"ExecStart=/usr/bin/python3 -m sglang.launch_server --model-path {model} --host 127.0.0.1 --port {spec.port} "
-            f"--context-length {window} --mem-fraction-static {o.get('memory_share') or 0.9} --enable-metrics\n"
-            f"ExecStartPost={HELPER} {spec.port} 60\n")
+        return (
+            common_unit
+            + service
+            + (
+                'Environment="PATH=/usr/local/cuda/bin:/usr/bin:/bin" CUDA_HOME=/usr/local/cuda MAX_JOBS=4\n'
+                f"ExecStart=/usr/bin/python3 -m sglang.launch_server --model-path {model} --host 127.0.0.1 --port {spec.port} "
+                f"--context-length {window} --mem-fraction-static {o.get('memory_share') or 0.9} --enable-metrics\n"
+                f"ExecStartPost={HELPER} {spec.port} 60\n"
+            )
+        )
     return common_unit + service + f"ExecStart=/usr/bin/python3 -m openai_compatible_server --port {spec.port}\n"
 
 
@@ -90,8 +110,12 @@ def install(root: Path, spec, restart):
     (root / "etc/default" / spec.name).write_text(env)
     if spec.kind == "vllm":
         write_dropin(root, unit, "10-extra-args.conf", '[Service]\nEnvironment="VLLM_EXTRA_ARGS=--max-num-seqs 256"\n')
-        write_dropin(root, unit, "20-seqs.conf", "# later in lexical order: this one wins\n"
-                                                 '[Service]\nEnvironment="VLLM_EXTRA_ARGS=--max-num-seqs 128"\n')
+        write_dropin(
+            root,
+            unit,
+            "20-seqs.conf",
+            '# later in lexical order: this one wins\n[Service]\nEnvironment="VLLM_EXTRA_ARGS=--max-num-seqs 128"\n',
+        )
 
 
 def write_dropin(root: Path, unit: str, name: str, text: str | None):
@@ -117,8 +141,9 @@ def load(root: Path, unit: str):
     from dashboard.collectors.unitconfig import UnitFile, effective
 
     fragment, dropins = paths(root, unit)
-    files = [UnitFile(p, (root / p.lstrip("/")).read_text()) for p in [fragment, *dropins]
-             if (root / p.lstrip("/")).exists()]
+    files = [
+        UnitFile(p, (root / p.lstrip("/")).read_text()) for p in [fragment, *dropins] if (root / p.lstrip("/")).exists()
+    ]
     return effective(files, unit, root=str(root))
 
 
@@ -163,17 +188,58 @@ def hand_run_launch(spec):
     o = spec.engine_opts
     window = str(int(o.get("max_model_len", 32768)))
     model = o.get("model") or "Qwen/Qwen3-8B-NVFP4"
-    argv = {"vllm": ["/home/op/venv-smoke/bin/vllm", "serve", model, "--port", str(spec.port),
-                     "--gpu-memory-utilization", str(o.get("memory_share") or 0.15), "--max-model-len", window],
-            "llamacpp": ["/home/op/llama.cpp/build/bin/llama-server", "-m", f"/models/{model}.gguf", "--port",
-                         str(spec.port), "-c", window, "-np", "1"],
-            "sglang": ["/home/op/venv-smoke/bin/python3", "-m", "sglang.launch_server", "--model-path", model,
-                       "--port", str(spec.port), "--mem-fraction-static", str(o.get("memory_share") or 0.15)]}
-    env = {"PATH": "/home/op/venv-smoke/bin:/usr/local/bin:/usr/bin:/bin", "HOME": "/home/op", "USER": "op",
-           "VIRTUAL_ENV": "/home/op/venv-smoke", "SHELL": "/bin/bash"}
-    return {"exec_start": {"argv": argv.get(spec.kind, argv["vllm"]), "origins": [], "file": ""},
-            "environment": env, "environment_origins": {}, "exec_start_post": [], "edges": {}, "directives": {},
-            "environment_files": [], "shadowed": []}
+    argv = {
+        "vllm": [
+            "/home/op/venv-smoke/bin/vllm",
+            "serve",
+            model,
+            "--port",
+            str(spec.port),
+            "--gpu-memory-utilization",
+            str(o.get("memory_share") or 0.15),
+            "--max-model-len",
+            window,
+        ],
+        "llamacpp": [
+            "/home/op/llama.cpp/build/bin/llama-server",
+            "-m",
+            f"/models/{model}.gguf",
+            "--port",
+            str(spec.port),
+            "-c",
+            window,
+            "-np",
+            "1",
+        ],
+        "sglang": [
+            "/home/op/venv-smoke/bin/python3",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            model,
+            "--port",
+            str(spec.port),
+            "--mem-fraction-static",
+            str(o.get("memory_share") or 0.15),
+        ],
+    }
+    env = {
+        "PATH": "/home/op/venv-smoke/bin:/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/home/op",
+        "USER": "op",
+        "VIRTUAL_ENV": "/home/op/venv-smoke",
+        "SHELL": "/bin/bash",
+    }
+    return {
+        "exec_start": {"argv": argv.get(spec.kind, argv["vllm"]), "origins": [], "file": ""},
+        "environment": env,
+        "environment_origins": {},
+        "exec_start_post": [],
+        "edges": {},
+        "directives": {},
+        "environment_files": [],
+        "shadowed": [],
+    }
 
 
 def write_proc(proc_root: Path, pid: int, eff):
@@ -184,5 +250,7 @@ def write_proc(proc_root: Path, pid: int, eff):
     (d / "cmdline").write_bytes(b"\0".join(w.encode() for w in argv) + b"\0")
     (d / "environ").write_bytes(b"".join(f"{k}={v}".encode() + b"\0" for k, v in eff["environment"].items()))
     (d / "cgroup").write_text("0::/user.slice/user-1000.slice/session-3.scope\n")
-    (d / "stat").write_text(f"{pid} ({Path(argv[0]).name[:15]}) S 1 {pid} {pid} 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 1 "
-                            "1073741824 262144 18446744073709551615\n")
+    (d / "stat").write_text(
+        f"{pid} ({Path(argv[0]).name[:15]}) S 1 {pid} {pid} 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 1 "
+        "1073741824 262144 18446744073709551615\n"
+    )

@@ -4,14 +4,23 @@ Metrics are produced by prometheus_client itself (one registry per engine), like
 so `_total`/`_created` families, label sorting and the exposition format are the real
 library's. prompt_tokens_details is always filled, as with `--enable-prompt-tokens-details`.
 """
+
 from __future__ import annotations
 
 import os
 import time
 import zlib
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 
 from .chat import OpenAIChatEngine
 from .core import Plan, prompt_words
@@ -20,11 +29,74 @@ from .http import Request, Response, json_response
 VERSION = "0.33.0"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 LABELS = ["model_name", "engine"]
-TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
-ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0]
-E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
-               480.0, 960.0, 1920.0, 7680.0]
+TTFT_BUCKETS = [
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+]
+ITL_BUCKETS = [
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+]
+E2E_BUCKETS = [
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+]
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 
 
@@ -47,16 +119,24 @@ class VLLMMetrics:
         self.running = g("vllm:num_requests_running", "Number of requests in model execution batches.")
         self.waiting = g("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
         self.kv_usage = g("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
-        self.cache_info = Gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
-                                list(cache_config_labels(cfg)), registry=r)
+        self.cache_info = Gauge(
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig",
+            list(cache_config_labels(cfg)),
+            registry=r,
+        )
         self.cache_info.labels(**cache_config_labels(cfg)).set(1)
         self.queries = c("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.")
         self.hits = c("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")
         self.preemptions = c("vllm:num_preemptions", "Cumulative number of preemption from the engine.")
         self.prompt = c("vllm:prompt_tokens", "Number of prefill tokens processed.")
         self.generation = c("vllm:generation_tokens", "Number of generation tokens processed.")
-        success = Counter("vllm:request_success", "Count of successfully processed requests.",
-                          LABELS + ["finished_reason"], registry=r)
+        success = Counter(
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            LABELS + ["finished_reason"],
+            registry=r,
+        )
         self.success = {reason: success.labels(*lv, reason) for reason in FINISH_REASONS}
         self.ttft = h("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS)
         self.itl = h("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS)
@@ -69,11 +149,21 @@ class SpecDecodeMetrics:
 
     def __init__(self, r, lv, k):
         self.k = k
-        self.drafts = Counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", LABELS, registry=r).labels(*lv)
-        self.draft_tokens = Counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", LABELS, registry=r).labels(*lv)
-        self.accepted = Counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", LABELS, registry=r).labels(*lv)
-        per_pos = Counter("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.",
-                          LABELS + ["position"], registry=r)
+        self.drafts = Counter(
+            "vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", LABELS, registry=r
+        ).labels(*lv)
+        self.draft_tokens = Counter(
+            "vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", LABELS, registry=r
+        ).labels(*lv)
+        self.accepted = Counter(
+            "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", LABELS, registry=r
+        ).labels(*lv)
+        per_pos = Counter(
+            "vllm:spec_decode_num_accepted_tokens_per_pos",
+            "Accepted tokens per draft position.",
+            LABELS + ["position"],
+            registry=r,
+        )
         self.per_pos = [per_pos.labels(*lv, str(p)) for p in range(k)]
 
     def observe(self, tokens: int):
@@ -91,14 +181,28 @@ def cache_config_labels(cfg) -> dict:
     """A realistic subset of vLLM 0.33 CacheConfig attributes (values as str(value))."""
     conc = cfg.kv_tokens / cfg.max_model_len
     return {
-        "block_size": str(cfg.block_size), "cache_dtype": "auto", "calculate_kv_scales": "False",
-        "cpu_offload_gb": "0", "enable_prefix_caching": "True", "engine": "0",
-        "gpu_memory_utilization": str(cfg.memory_share or 0.9), "is_attention_free": "False",
-        "kv_cache_max_concurrency": str(round(conc, 2)), "kv_cache_memory_bytes": "None",
-        "kv_cache_size_tokens": str(cfg.kv_tokens), "kv_offloading_backend": "None", "kv_offloading_size": "None",
-        "kv_sharing_fast_prefill": "False", "mamba_cache_dtype": "auto", "mamba_page_size_padded": "None",
-        "mamba_ssm_cache_dtype": "auto", "num_cpu_blocks": "None", "num_gpu_blocks": str(cfg.num_gpu_blocks),
-        "num_gpu_blocks_override": "None", "prefix_caching_hash_algo": "sha256", "sliding_window": "None",
+        "block_size": str(cfg.block_size),
+        "cache_dtype": "auto",
+        "calculate_kv_scales": "False",
+        "cpu_offload_gb": "0",
+        "enable_prefix_caching": "True",
+        "engine": "0",
+        "gpu_memory_utilization": str(cfg.memory_share or 0.9),
+        "is_attention_free": "False",
+        "kv_cache_max_concurrency": str(round(conc, 2)),
+        "kv_cache_memory_bytes": "None",
+        "kv_cache_size_tokens": str(cfg.kv_tokens),
+        "kv_offloading_backend": "None",
+        "kv_offloading_size": "None",
+        "kv_sharing_fast_prefill": "False",
+        "mamba_cache_dtype": "auto",
+        "mamba_page_size_padded": "None",
+        "mamba_ssm_cache_dtype": "auto",
+        "num_cpu_blocks": "None",
+        "num_gpu_blocks": str(cfg.num_gpu_blocks),
+        "num_gpu_blocks_override": "None",
+        "prefix_caching_hash_algo": "sha256",
+        "sliding_window": "None",
         "swap_space": "4",
     }
 
@@ -117,10 +221,18 @@ class VLLMEngine(OpenAIChatEngine):
 
     def boot_log(self):
         self.vlog(f"vLLM API server version {VERSION}", where="utils.py:299")
-        self.vlog(f"Loading model {self.cfg.model} (simulated, {self.cfg.load_seconds:.1f} s)", where="gpu_model_runner.py:2602", proc="EngineCore")
+        self.vlog(
+            f"Loading model {self.cfg.model} (simulated, {self.cfg.load_seconds:.1f} s)",
+            where="gpu_model_runner.py:2602",
+            proc="EngineCore",
+        )
         conc = self.cfg.kv_tokens / self.cfg.max_model_len
-        self.vlog(f"GPU KV cache size: {self.cfg.kv_tokens:,} tokens, Maximum concurrency for "
-                  f"{self.cfg.max_model_len:,} tokens per request: {conc:.2f}x", where="kv_cache_utils.py:1146", proc="EngineCore")
+        self.vlog(
+            f"GPU KV cache size: {self.cfg.kv_tokens:,} tokens, Maximum concurrency for "
+            f"{self.cfg.max_model_len:,} tokens per request: {conc:.2f}x",
+            where="kv_cache_utils.py:1146",
+            proc="EngineCore",
+        )
 
     def ready_log(self):
         self.vlog(f"Starting vLLM API server 0 on http://{self.cfg.host}:{self.cfg.port}", where="launcher.py:37")
@@ -131,15 +243,25 @@ class VLLMEngine(OpenAIChatEngine):
         self.vlog("EngineCore encountered a fatal error.", level="ERROR", where="core.py:708", proc="EngineCore")
         self.log("RuntimeError: CUDA error: an illegal instruction was encountered")
         if kind == "exit0":
-            self.vlog("[shutdown] MPClient: engine core exited unexpectedly; starting cleanup", level="ERROR", where="core_client.py:562")
+            self.vlog(
+                "[shutdown] MPClient: engine core exited unexpectedly; starting cleanup",
+                level="ERROR",
+                where="core_client.py:562",
+            )
             self.log("INFO:     Shutting down")
             self.log("INFO:     Application shutdown complete.")
             self.log(f"INFO:     Finished server process [{os.getpid()}]")
 
     # ---- routes ------------------------------------------------------------------------
     def routes(self):
-        return {**super().routes(), ("GET", "/health"): self.health, ("GET", "/version"): self.version,
-                ("GET", "/metrics"): self.metrics, ("POST", "/tokenize"): self.tokenize, ("GET", "/load"): self.load}
+        return {
+            **super().routes(),
+            ("GET", "/health"): self.health,
+            ("GET", "/version"): self.version,
+            ("GET", "/metrics"): self.metrics,
+            ("POST", "/tokenize"): self.tokenize,
+            ("GET", "/load"): self.load,
+        }
 
     async def health(self, req: Request) -> Response:
         return Response(503 if self.dead else 200, b"", "application/json")
@@ -153,8 +275,14 @@ class VLLMEngine(OpenAIChatEngine):
     async def tokenize(self, req):
         body = req.json() or {}
         words = prompt_words(body if isinstance(body, dict) else {})
-        return json_response({"count": len(words), "max_model_len": self.cfg.max_model_len,
-                              "tokens": [zlib.crc32(w.encode()) % 151_000 for w in words], "token_strs": None})
+        return json_response(
+            {
+                "count": len(words),
+                "max_model_len": self.cfg.max_model_len,
+                "tokens": [zlib.crc32(w.encode()) % 151_000 for w in words],
+                "token_strs": None,
+            }
+        )
 
     async def metrics(self, req):
         m = self.m

@@ -5,6 +5,7 @@ children) and dies with `up` even when `up` is killed with SIGKILL (sparkops.lif
 Stopping sends SIGTERM to every child's process group at the same time and waits at most
 STOP_GRACE_S for them together; what is still running then gets SIGKILL. A child is reaped
 only after its group has been swept, so the group id cannot have been reused meanwhile."""
+
 import os
 import signal
 import subprocess

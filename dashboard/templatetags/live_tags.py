@@ -1,4 +1,5 @@
 """Formatting for the live cards."""
+
 from django import template
 
 register = template.Library()

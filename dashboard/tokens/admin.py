@@ -7,6 +7,7 @@ from .models import ApiToken
 class ApiTokenAdmin(admin.ModelAdmin):
     """Tokens are created with `sparkops token create USER` (shown once); here they are seen
     and revoked."""
+
     list_display = ("prefix", "user", "name", "created_at", "last_used_at", "revoked_at")
     list_filter = ("revoked_at",)
     search_fields = ("user__username", "name", "prefix")

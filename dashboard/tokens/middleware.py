@@ -2,6 +2,7 @@
 for reading only. A token never writes: any method but GET/HEAD/OPTIONS is refused (403) before
 a view runs, whatever the user's role. A wrong or revoked token is 401, never a login page.
 Elsewhere the header is ignored (pages need a session)."""
+
 from datetime import timedelta
 
 from django.http import JsonResponse
@@ -47,8 +48,9 @@ class ApiTokenMiddleware:
         if row is None:
             return unauthorized("invalid, revoked or malformed API token")
         if request.method not in READ_METHODS:
-            return JsonResponse({"error": "API tokens are read-only: this request needs a logged-in session"},
-                                status=403)
+            return JsonResponse(
+                {"error": "API tokens are read-only: this request needs a logged-in session"}, status=403
+            )
         request.user = row.user
         request.api_token = row
         now = timezone.now()

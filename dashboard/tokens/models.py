@@ -1,5 +1,6 @@
 """ApiToken: the token itself is never stored, only its SHA-256 digest; what identifies it to a
 person is its id, its name and its first characters (`prefix`)."""
+
 import hashlib
 import secrets
 
@@ -45,7 +46,7 @@ class ApiToken(models.Model):
     def issue(cls, user, name=""):
         """Create a token for USER; returns (row, token). The token exists only in this answer."""
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        row = cls.objects.create(user=user, name=name, prefix=token[:len(TOKEN_PREFIX) + 6], digest=digest(token))
+        row = cls.objects.create(user=user, name=name, prefix=token[: len(TOKEN_PREFIX) + 6], digest=digest(token))
         return row, token
 
     @classmethod

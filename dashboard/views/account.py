@@ -1,5 +1,6 @@
 """The user's own page: their read-only API tokens, created (shown once) and revoked here or
 with `sparkops token`. Any signed-in user may hold tokens: a token reads only what its user reads."""
+
 from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect, render
@@ -18,8 +19,9 @@ def tokens(request):
         else:
             row, shown = ApiToken.issue(request.user, name=name)
     rows = ApiToken.objects.filter(user=request.user).order_by("-created_at")
-    return render(request, "account/tokens.html", {"tokens": rows, "shown": shown, "error": error},
-                  status=400 if error else 200)
+    return render(
+        request, "account/tokens.html", {"tokens": rows, "shown": shown, "error": error}, status=400 if error else 200
+    )
 
 
 @require_POST

@@ -1,5 +1,6 @@
 """A small read-only JSON API for scripts: a logged-in session, like every page, or a read-only
 API token (`Authorization: Bearer`, dashboard/tokens/)."""
+
 import json
 
 from django.http import JsonResponse
@@ -20,8 +21,9 @@ def _limit(request, default=200):
     except ValueError:
         value = 0
     if not 1 <= value <= MAX_LIMIT:
-        return None, JsonResponse({"error": f"limit must be a whole number from 1 to {MAX_LIMIT}, not {raw!r}"},
-                                  status=400)
+        return None, JsonResponse(
+            {"error": f"limit must be a whole number from 1 to {MAX_LIMIT}, not {raw!r}"}, status=400
+        )
     return value, None
 
 
@@ -46,14 +48,28 @@ def alerts(request):
     state = request.GET.get("state", "")
     if state not in ("", "open", "pending", "firing", "resolved"):
         return JsonResponse({"error": f"state must be open, pending, firing or resolved, not {state!r}"}, status=400)
-    events = selectors.alert_list(state=state, rule=request.GET.get("rule", ""),
-                                  engine=request.GET.get("engine", ""), limit=limit)
-    rows = [{"id": a.pk, "rule": a.rule, "severity": a.severity, "state": a.state, "subject": a.subject,
-             "engine": a.engine.name if a.engine_id else None, "host": a.host.name if a.host_id else None,
-             "cause": a.cause, "message": a.message, "started_at": _iso(a.started_at), "fired_at": _iso(a.fired_at),
-             "resolved_at": _iso(a.resolved_at), "acknowledged_at": _iso(a.acknowledged_at),
-             "acknowledged_by": a.acknowledged_by.get_username() if a.acknowledged_by_id else None}
-            for a in events]
+    events = selectors.alert_list(
+        state=state, rule=request.GET.get("rule", ""), engine=request.GET.get("engine", ""), limit=limit
+    )
+    rows = [
+        {
+            "id": a.pk,
+            "rule": a.rule,
+            "severity": a.severity,
+            "state": a.state,
+            "subject": a.subject,
+            "engine": a.engine.name if a.engine_id else None,
+            "host": a.host.name if a.host_id else None,
+            "cause": a.cause,
+            "message": a.message,
+            "started_at": _iso(a.started_at),
+            "fired_at": _iso(a.fired_at),
+            "resolved_at": _iso(a.resolved_at),
+            "acknowledged_at": _iso(a.acknowledged_at),
+            "acknowledged_by": a.acknowledged_by.get_username() if a.acknowledged_by_id else None,
+        }
+        for a in events
+    ]
     return JsonResponse({"alerts": rows})
 
 
@@ -75,10 +91,25 @@ def bench_runs(request):
     runs = Run.objects.select_related("engine", "profile").order_by("-created_at", "-pk")
     if request.GET.get("engine"):
         runs = runs.filter(engine__name=request.GET["engine"])
-    rows = [{"id": r.pk, "engine": r.engine.name, "profile": r.profile.name if r.profile_id else None,
-             "status": r.status, "reason": r.reason, "trigger": r.trigger, "created_at": _iso(r.created_at),
-             "started_at": _iso(r.started_at), "finished_at": _iso(r.finished_at), "params_hash": r.params_hash,
-             "tainted": r.tainted, "taint_reasons": r.taint_reasons, "regression": r.regression,
-             "done_reps": r.done_reps, "total_reps": r.total_reps, "stats": r.stats}
-            for r in runs[:limit]]
+    rows = [
+        {
+            "id": r.pk,
+            "engine": r.engine.name,
+            "profile": r.profile.name if r.profile_id else None,
+            "status": r.status,
+            "reason": r.reason,
+            "trigger": r.trigger,
+            "created_at": _iso(r.created_at),
+            "started_at": _iso(r.started_at),
+            "finished_at": _iso(r.finished_at),
+            "params_hash": r.params_hash,
+            "tainted": r.tainted,
+            "taint_reasons": r.taint_reasons,
+            "regression": r.regression,
+            "done_reps": r.done_reps,
+            "total_reps": r.total_reps,
+            "stats": r.stats,
+        }
+        for r in runs[:limit]
+    ]
     return JsonResponse({"runs": rows})

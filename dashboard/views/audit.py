@@ -12,9 +12,17 @@ def host_audit(request, name):
     results = audit.audit_host(host)
     from dashboard.services.launchconfig import box_cold_boot
 
-    return render(request, "dashboard/audit.html", {"host": host, "engine": None, "results": results,
-                                                    "failed": sum(r.status == "fail" for r in results),
-                                                    "cold_boot": box_cold_boot(host)})
+    return render(
+        request,
+        "dashboard/audit.html",
+        {
+            "host": host,
+            "engine": None,
+            "results": results,
+            "failed": sum(r.status == "fail" for r in results),
+            "cold_boot": box_cold_boot(host),
+        },
+    )
 
 
 @require_GET
@@ -22,5 +30,8 @@ def engine_audit(request, name):
     engine = get_object_or_404(Engine.objects.select_related("host"), name=name)
     engines = list(Engine.objects.filter(host=engine.host, retired_at__isnull=True).order_by("name"))
     results = audit.audit(engines, only_engine=engine)
-    return render(request, "dashboard/audit.html", {"host": engine.host, "engine": engine, "results": results,
-                                                    "failed": sum(r.status == "fail" for r in results)})
+    return render(
+        request,
+        "dashboard/audit.html",
+        {"host": engine.host, "engine": engine, "results": results, "failed": sum(r.status == "fail" for r in results)},
+    )

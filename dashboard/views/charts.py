@@ -2,6 +2,7 @@
 
 `?range=15m|1h|6h|24h|7d|30d` or `?start=ISO&end=ISO`; a bad range is a 400 with the reason.
 Long ranges come from rollups, so no series carries more than 2,000 points."""
+
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_GET

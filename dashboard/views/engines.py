@@ -20,9 +20,16 @@ def engine_list(request):
 def engine_detail(request, name):
     engine = get_object_or_404(Engine.objects.select_related("host"), name=name)
     others = Engine.objects.exclude(pk=engine.pk).filter(retired_at__isnull=True).values_list("name", flat=True)
-    return render(request, "dashboard/engine_detail.html",
-                  {**engine_card_context(engine), "ranges": list(PRESETS), "others": list(others),
-                   "error_history": error_history(engine)})
+    return render(
+        request,
+        "dashboard/engine_detail.html",
+        {
+            **engine_card_context(engine),
+            "ranges": list(PRESETS),
+            "others": list(others),
+            "error_history": error_history(engine),
+        },
+    )
 
 
 @require_POST
@@ -37,8 +44,11 @@ def engine_restart(request, name):
     else:
         try:
             restart_request(engine=engine, user=request.user)
-            messages.success(request, f"Restart of {engine.unit} sent to {engine.host.name}'s worker; "
-                                      "its outcome will be on the alert's timeline and in the change log.")
+            messages.success(
+                request,
+                f"Restart of {engine.unit} sent to {engine.host.name}'s worker; "
+                "its outcome will be on the alert's timeline and in the change log.",
+            )
         except ValidationError as exc:
             messages.error(request, "Not restarted: " + "; ".join(exc.messages))
     target = safe_next(request)

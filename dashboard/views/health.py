@@ -1,4 +1,5 @@
 """/healthz: lets an outside checker watch the watcher; /livez: the web process answers. No login."""
+
 from datetime import timedelta
 
 from django.conf import settings

@@ -19,5 +19,8 @@ def coresidency(request):
     a = request.GET.get("a") or (names[0] if names else "")
     b = request.GET.get("b") or next((n for n in names if n != a), "")
     engines = {e.name: e for e in Engine.objects.filter(name__in=[a, b])}
-    return render(request, "dashboard/coresidency.html",
-                  {"names": names, "a": engines.get(a), "b": engines.get(b), "ranges": list(PRESETS)})
+    return render(
+        request,
+        "dashboard/coresidency.html",
+        {"names": names, "a": engines.get(a), "b": engines.get(b), "ranges": list(PRESETS)},
+    )

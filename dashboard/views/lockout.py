@@ -1,4 +1,5 @@
 """The page django-axes answers with (HTTP 429) when a user name is locked out from an address."""
+
 from datetime import timedelta
 
 from axes.helpers import get_client_ip_address, get_client_username, get_cool_off
@@ -11,7 +12,9 @@ from django.utils import timezone
 def remaining(username, ip_address, *, now=None):
     """How long USERNAME stays locked out from IP_ADDRESS (the cool-off after its latest attempt)."""
     cool_off = get_cool_off() or timedelta(0)
-    latest = AccessAttempt.objects.filter(username=username, ip_address=ip_address).aggregate(t=Max("attempt_time"))["t"]
+    latest = AccessAttempt.objects.filter(username=username, ip_address=ip_address).aggregate(t=Max("attempt_time"))[
+        "t"
+    ]
     if latest is None:
         return cool_off
     return max(timedelta(0), latest + cool_off - (now or timezone.now()))
@@ -39,7 +42,7 @@ def login_username(request, credentials=None):
         username = credentials.get("username")
     else:
         username = getattr(request, "data", request.POST).get("username")
-    return username[:AccessAttempt._meta.get_field("username").max_length] if isinstance(username, str) else username
+    return username[: AccessAttempt._meta.get_field("username").max_length] if isinstance(username, str) else username
 
 
 def lockout_response(request, original_response=None, credentials=None):

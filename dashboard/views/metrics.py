@@ -1,6 +1,7 @@
 """GET /metrics: SparkOps' readings for Prometheus (dashboard/exporter.py), behind a read-only
 API token (`Authorization: Bearer`, see dashboard/tokens/) or a logged-in session. Without
 either: 401, not the login page, so a scraper says what is wrong."""
+
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpResponse, HttpResponseNotAllowed
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4

@@ -1,4 +1,5 @@
 """The live overview: engine, host and GPU cards plus the firing alerts, all pushed over the WebSocket."""
+
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -18,8 +19,11 @@ def overview(request):
     alerts = worst_alerts(engines)
     engines = [engine_card_context(e, alerts=alerts) for e in engines]
     hosts = [host_card_context(h) for h in Host.objects.all()]
-    return render(request, "dashboard/overview.html",
-                  {"engine_cards": engines, "host_cards": hosts, **firing_alerts_context(request)})
+    return render(
+        request,
+        "dashboard/overview.html",
+        {"engine_cards": engines, "host_cards": hosts, **firing_alerts_context(request)},
+    )
 
 
 @require_GET

@@ -2,6 +2,7 @@
 
 Read once per process; browsers revalidate with an ETag (the package version) and otherwise
 cache it for a day (privately: like every page but login and /healthz, it needs a login)."""
+
 from functools import lru_cache
 from pathlib import Path
 

@@ -1,4 +1,5 @@
 """Real receivers on 127.0.0.1: an HTTP webhook server and an SMTP server (aiosmtpd)."""
+
 import json
 import threading
 import time
@@ -21,8 +22,9 @@ class WebhookReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with receiver.lock:
                     status = receiver.script.pop(0) if receiver.script else 200
-                    receiver.requests.append({"headers": dict(self.headers), "body": body, "status": status,
-                                              "at": time.time()})
+                    receiver.requests.append(
+                        {"headers": dict(self.headers), "body": body, "status": status, "at": time.time()}
+                    )
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.end_headers()
@@ -39,7 +41,9 @@ class WebhookReceiver:
 
     def accepted(self):
         """Successful deliveries as (idempotency key, parsed body)."""
-        return [(r["headers"].get("Idempotency-Key"), json.loads(r["body"])) for r in self.requests if r["status"] < 300]
+        return [
+            (r["headers"].get("Idempotency-Key"), json.loads(r["body"])) for r in self.requests if r["status"] < 300
+        ]
 
     def wait_for(self, n, timeout=10.0):
         deadline = time.time() + timeout

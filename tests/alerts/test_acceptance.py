@@ -2,6 +2,7 @@
 
 The poller's probe tick (dashboard.services.resident) evaluates the rules in the same process and the outbox sends after commit (Celery in eager mode here;
 tests/alerts/test_worker_restart.py runs a real worker)."""
+
 import json
 import time
 
@@ -42,10 +43,12 @@ def watched(sim, eager, receiver, smtp):
     from dashboard.alerts.models import NotificationChannel
 
     host = Host.objects.create(name=django_settings.SPARKOPS_HOST_NAME)
-    engine = Engine.objects.create(name="sim-vllm", kind="vllm", url=sim.url("sim-vllm"), host=host,
-                                   unit=sim.unit("sim-vllm"), status="up")
-    NotificationChannel.objects.create(name="hook", kind="webhook", config={"url": receiver.url, "format": "sparkops"},
-                                       secret="k3y")
+    engine = Engine.objects.create(
+        name="sim-vllm", kind="vllm", url=sim.url("sim-vllm"), host=host, unit=sim.unit("sim-vllm"), status="up"
+    )
+    NotificationChannel.objects.create(
+        name="hook", kind="webhook", config={"url": receiver.url, "format": "sparkops"}, secret="k3y"
+    )
     NotificationChannel.objects.create(name="mail", kind="email", config={"address": "oncall@example.test"})
     return engine
 
@@ -100,8 +103,9 @@ def test_second_death_pages_again(sim, watched, receiver):
     for death in range(2):
         t0 = time.time()
         sim.fault("sim-vllm", "exit0")
-        assert probe_until(watched, lambda: len([b for b in bodies(receiver) if b["transition"] == "firing"]) > death,
-                           timeout=5)
+        assert probe_until(
+            watched, lambda: len([b for b in bodies(receiver) if b["transition"] == "firing"]) > death, timeout=5
+        )
         firing = [r for r in receiver.requests if json.loads(r["body"])["transition"] == "firing"]
         assert firing[-1]["at"] - t0 < 2.0
         sim.wait_for_unit("sim-vllm", ActiveState="inactive")
@@ -123,11 +127,16 @@ def test_silence_suppresses_notification_but_records(sim, watched, receiver, ope
 
 
 def test_maintenance_window_suppresses(sim, watched, receiver):
-    from django.utils import timezone
     from datetime import timedelta
 
-    MaintenanceWindow.objects.create(starts_at=timezone.now() - timedelta(minutes=1),
-                                     ends_at=timezone.now() + timedelta(hours=1), host=watched.host, reason="driver upgrade")
+    from django.utils import timezone
+
+    MaintenanceWindow.objects.create(
+        starts_at=timezone.now() - timedelta(minutes=1),
+        ends_at=timezone.now() + timedelta(hours=1),
+        host=watched.host,
+        reason="driver upgrade",
+    )
     sim.fault("sim-vllm", "exit0")
     assert probe_until(watched, lambda: AlertEvent.objects.filter(state="firing").exists(), timeout=5)
     assert not Delivery.objects.exists() and not receiver.requests

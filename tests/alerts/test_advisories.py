@@ -1,5 +1,6 @@
 """Advisories (severity info) are quiet: they never shade a chart, never taint a benchmark run, and
 "Firing alerts" ranks by severity first, so an acknowledged critical stays above any advisory."""
+
 from datetime import timedelta
 
 import pytest
@@ -16,14 +17,23 @@ pytestmark = pytest.mark.django_db
 
 def _event(fleet, rule, severity, minutes_ago, **extra):
     now = timezone.now()
-    return AlertEvent.objects.create(rule=rule, severity=severity, state="firing", engine=fleet["vllm"],
-                                     subject=f"{rule}-subject", message=f"{rule} message",
-                                     started_at=now - timedelta(minutes=minutes_ago),
-                                     fired_at=now - timedelta(minutes=minutes_ago), **extra)
+    return AlertEvent.objects.create(
+        rule=rule,
+        severity=severity,
+        state="firing",
+        engine=fleet["vllm"],
+        subject=f"{rule}-subject",
+        message=f"{rule} message",
+        started_at=now - timedelta(minutes=minutes_ago),
+        fired_at=now - timedelta(minutes=minutes_ago),
+        **extra,
+    )
 
 
 def test_firing_alerts_rank_by_severity_then_newest_first(fleet, operator):
-    acked_critical = _event(fleet, "engine_down", "critical", 30, acknowledged_at=timezone.now(), acknowledged_by=operator)
+    acked_critical = _event(
+        fleet, "engine_down", "critical", 30, acknowledged_at=timezone.now(), acknowledged_by=operator
+    )
     old_info = _event(fleet, "unit_no_restart", "info", 40)
     new_info = _event(fleet, "advisory_two", "info", 1)
     warning = _event(fleet, "kv_saturated", "warning", 5)
@@ -44,7 +54,8 @@ def test_advisories_never_taint_a_benchmark_run(fleet):
     assert firing_alerts_during(engine=fleet["vllm"], start=now - timedelta(minutes=1), end=now) == []
     _event(fleet, "kv_saturated", "warning", 5)
     assert firing_alerts_during(engine=fleet["vllm"], start=now - timedelta(minutes=1), end=now) == [
-        "alert kv_saturated (warning) was firing"]
+        "alert kv_saturated (warning) was firing"
+    ]
 
 
 def test_marks_name_the_silence_or_window_that_covers_each_alert(fleet, operator):
@@ -54,20 +65,38 @@ def test_marks_name_the_silence_or_window_that_covers_each_alert(fleet, operator
     now = timezone.now()
     kv = _event(fleet, "kv_saturated", "warning", 5)
     down = _event(fleet, "engine_down", "critical", 3)
-    llama = AlertEvent.objects.create(rule="engine_down", severity="critical", state="firing", engine=fleet["llama"],
-                                      subject="llama-side", message="down", started_at=now, fired_at=now)
-    host_event = AlertEvent.objects.create(rule="memory_pressure", severity="warning", state="firing", host=fleet["host"],
-                                           subject="spark-1", message="PSI", started_at=now, fired_at=now)
-    silence = Silence.objects.create(engine=fleet["vllm"], rule="kv_saturated", until=now + timedelta(hours=1),
-                                     created_by=operator)
+    llama = AlertEvent.objects.create(
+        rule="engine_down",
+        severity="critical",
+        state="firing",
+        engine=fleet["llama"],
+        subject="llama-side",
+        message="down",
+        started_at=now,
+        fired_at=now,
+    )
+    host_event = AlertEvent.objects.create(
+        rule="memory_pressure",
+        severity="warning",
+        state="firing",
+        host=fleet["host"],
+        subject="spark-1",
+        message="PSI",
+        started_at=now,
+        fired_at=now,
+    )
+    silence = Silence.objects.create(
+        engine=fleet["vllm"], rule="kv_saturated", until=now + timedelta(hours=1), created_by=operator
+    )
     Silence.objects.create(engine=fleet["vllm"], rule="kv_saturated", until=now - timedelta(minutes=1))  # over
     marked = {e.pk: e for e in mark_suppressed([kv, down, llama, host_event])}
     assert marked[kv.pk].silenced_by == silence
     assert marked[down.pk].silenced_by is None and marked[llama.pk].silenced_by is None
     assert marked[host_event.pk].silenced_by is None
     whole_host = Silence.objects.create(host=fleet["host"], until=now + timedelta(hours=2))
-    window = MaintenanceWindow.objects.create(engine=fleet["llama"], starts_at=now - timedelta(minutes=1),
-                                              ends_at=now + timedelta(minutes=30))
+    window = MaintenanceWindow.objects.create(
+        engine=fleet["llama"], starts_at=now - timedelta(minutes=1), ends_at=now + timedelta(minutes=30)
+    )
     marked = {e.pk: e for e in mark_suppressed([kv, down, llama, host_event])}
     assert marked[kv.pk].silenced_by == whole_host  # the one that ends last
     assert marked[llama.pk].silenced_by == whole_host and marked[llama.pk].maintenance == window

@@ -2,6 +2,7 @@
 127.0.0.1 through Apprise's own json:// notifier: delivered with the alert's words, retried
 after the receiver fails (Apprise says only "failed": transient), an invalid URL refused when
 the channel is saved (CLI, form, admin) and permanent should one be stored anyway."""
+
 import io
 import json
 

@@ -1,5 +1,6 @@
 """A metrics cycle's engines evaluated in one batch (evaluate_many): the same queries for 3 engines as for 1,
 and each engine's rule memories, overrides and events kept apart."""
+
 from datetime import timedelta
 
 import pytest
@@ -13,21 +14,40 @@ from dashboard.alerts.services import rule_update
 from dashboard.models import Engine
 
 pytestmark = pytest.mark.django_db
-UNIT = {"ActiveState": "active", "SubState": "running", "Result": "success", "ExecMainStatus": "0",
-        "MainPID": "4242", "NRestarts": "0", "Restart": "always"}
+UNIT = {
+    "ActiveState": "active",
+    "SubState": "running",
+    "Result": "success",
+    "ExecMainStatus": "0",
+    "MainPID": "4242",
+    "NRestarts": "0",
+    "Restart": "always",
+}
 
 
 @pytest.fixture
 def engines(fleet):
-    third = Engine.objects.create(name="vllm-two", kind="vllm", url="http://127.0.0.1:18003", host=fleet["host"],
-                                  unit="vllm-two.service", status="up")
+    third = Engine.objects.create(
+        name="vllm-two",
+        kind="vllm",
+        url="http://127.0.0.1:18003",
+        host=fleet["host"],
+        unit="vllm-two.service",
+        status="up",
+    )
     return [fleet["vllm"], fleet["llama"], third]
 
 
 def reading(cycle, **unit):
     """A healthy engine's poll: the counters move, so two rules' memories change every cycle."""
-    return {"kv_cache_usage": 0.3, "requests_running": 2, "requests_waiting": 0,
-            "prefix_cache_queries_total": 1000 * cycle, "prefix_cache_hits_total": 900 * cycle, "unit": {**UNIT, **unit}}
+    return {
+        "kv_cache_usage": 0.3,
+        "requests_running": 2,
+        "requests_waiting": 0,
+        "prefix_cache_queries_total": 1000 * cycle,
+        "prefix_cache_hits_total": 900 * cycle,
+        "unit": {**UNIT, **unit},
+    }
 
 
 def poll(engines, cycle, **unit):
@@ -80,9 +100,14 @@ def test_batch_persists_each_engines_rule_memory(engines):
 
 def test_batch_fires_and_resolves_per_engine(engines):
     rule_update(key="restart_loop", params={"count": 1})
-    evaluate_many("engine_polled", [{"engine": engines[0], "reading": {"restarted": True}},
-                                    {"engine": engines[1], "reading": {}},
-                                    {"engine": engines[2], "reading": {"restarted": True}}])
+    evaluate_many(
+        "engine_polled",
+        [
+            {"engine": engines[0], "reading": {"restarted": True}},
+            {"engine": engines[1], "reading": {}},
+            {"engine": engines[2], "reading": {"restarted": True}},
+        ],
+    )
     assert open_events() == {("restart_loop", "vllm-main"): "firing", ("restart_loop", "vllm-two"): "firing"}
 
 
@@ -105,8 +130,13 @@ def test_rule_disabled_for_one_engine_resolves_only_its_events(engines):
 
 def test_one_broken_reading_never_stops_the_other_engines(engines, caplog):
     rule_update(key="kv_saturated", params={"for_s": 0})
-    evaluate_many("engine_polled", [{"engine": engines[0], "reading": {"kv_cache_usage": "junk"}},
-                                    {"engine": engines[1], "reading": {"kv_cache_usage": 0.99}}])
+    evaluate_many(
+        "engine_polled",
+        [
+            {"engine": engines[0], "reading": {"kv_cache_usage": "junk"}},
+            {"engine": engines[1], "reading": {"kv_cache_usage": 0.99}},
+        ],
+    )
     assert "alert rule kv_saturated failed" in caplog.text
     assert open_events() == {("kv_saturated", "llama-side"): "firing"}
 
@@ -130,10 +160,21 @@ def test_unchanged_pending_alert_still_fires_when_due(engines, django_assert_num
 def test_a_finding_sees_what_an_earlier_subject_of_the_batch_opened(fleet):
     """Two engines behind one unit name share the advisory's subject: the batch reads as separate evaluations would."""
     rule_update(key="unit_no_restart", enabled=True)
-    other = Engine.objects.create(name="vllm-alias", kind="vllm", url="http://127.0.0.1:18004", host=fleet["host"],
-                                  unit="vllm-main.service", status="up")
-    evaluate_many("engine_polled", [{"engine": fleet["vllm"], "reading": {"unit": {**UNIT, "Restart": "no"}}},
-                                    {"engine": other, "reading": {"unit": UNIT}}])
+    other = Engine.objects.create(
+        name="vllm-alias",
+        kind="vllm",
+        url="http://127.0.0.1:18004",
+        host=fleet["host"],
+        unit="vllm-main.service",
+        status="up",
+    )
+    evaluate_many(
+        "engine_polled",
+        [
+            {"engine": fleet["vllm"], "reading": {"unit": {**UNIT, "Restart": "no"}}},
+            {"engine": other, "reading": {"unit": UNIT}},
+        ],
+    )
     assert open_events() == {}
     assert AlertEvent.objects.get(rule="unit_no_restart").state == "resolved"
 
@@ -148,8 +189,9 @@ def test_a_metrics_tick_evaluates_every_engine(engines):
 
 
 def remembered(memory, engines, cycle, **unit):
-    return evaluate_many("engine_polled", [{"engine": e, "reading": reading(cycle, **unit)} for e in engines],
-                         memory=memory)
+    return evaluate_many(
+        "engine_polled", [{"engine": e, "reading": reading(cycle, **unit)} for e in engines], memory=memory
+    )
 
 
 def test_a_pollers_remembering_evaluations_read_each_tick_only_the_open_events(engines):

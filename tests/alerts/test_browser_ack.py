@@ -1,11 +1,12 @@
 """Real headless Chromium: an operator opens a firing alert's page and acknowledges it.
 Reuses the live-view tests' browser fixture and logged-in Session against pytest-django's live_server."""
+
 import pytest
 
 from dashboard.alerts.models import AlertEvent
 from dashboard.alerts.services import external_alert_fire
 from dashboard.models import Engine, Host
-from tests.live.test_browser import browser, Session  # noqa: F401  (browser is a fixture)
+from tests.live.test_browser import Session, browser  # noqa: F401  (browser is a fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -20,10 +21,17 @@ def _sync_db_beside_playwright(monkeypatch):
 def firing(db):
     # No channels: the page and the ack are under test, not delivery.
     host = Host.objects.create(name="spark-1")
-    engine = Engine.objects.create(name="vllm-main", kind="vllm", url="http://127.0.0.1:18001", host=host,
-                                   unit="vllm-main.service", status="down")
-    return external_alert_fire(rule="engine_down", severity="critical", engine=engine, subject="vllm-main",
-                               message="vllm-main exited with status 0", cause="exit0_no_restart")
+    engine = Engine.objects.create(
+        name="vllm-main", kind="vllm", url="http://127.0.0.1:18001", host=host, unit="vllm-main.service", status="down"
+    )
+    return external_alert_fire(
+        rule="engine_down",
+        severity="critical",
+        engine=engine,
+        subject="vllm-main",
+        message="vllm-main exited with status 0",
+        cause="exit0_no_restart",
+    )
 
 
 def test_operator_acknowledges_from_the_alert_page(live_server, browser, operator, firing):  # noqa: F811

@@ -17,7 +17,9 @@ def run(*args):
 
 
 def test_list_json(fleet):
-    external_alert_fire(rule="kernel_fault", severity="critical", host=fleet["host"], subject="spark-1", message="Xid 79")
+    external_alert_fire(
+        rule="kernel_fault", severity="critical", host=fleet["host"], subject="spark-1", message="Xid 79"
+    )
     rows = json.loads(run("list", "--json"))
     assert rows[0]["rule"] == "kernel_fault" and rows[0]["state"] == "firing"
 

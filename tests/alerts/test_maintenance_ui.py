@@ -1,5 +1,6 @@
 """The silences & maintenance page and channel routing, through the forms, with roles; the
 suppression and routing effects are checked on the lifecycle's own outbox rows."""
+
 from datetime import timedelta
 
 import pytest
@@ -24,27 +25,37 @@ def window_data(fleet, *, scope=None, start=None, end=None, reason="driver upgra
 
 
 def fire_engine_down(fleet):
-    return external_alert_fire(rule="engine_down", severity="critical", engine=fleet["vllm"], subject="vllm-main",
-                               message="vllm-main exited with status 0", cause="exit0_no_restart")
+    return external_alert_fire(
+        rule="engine_down",
+        severity="critical",
+        engine=fleet["vllm"],
+        subject="vllm-main",
+        message="vllm-main exited with status 0",
+        cause="exit0_no_restart",
+    )
 
 
 def fire_kernel_fault(fleet):
-    return external_alert_fire(rule="kernel_fault", severity="warning", host=fleet["host"], subject="spark-1",
-                               message="Xid 13")
+    return external_alert_fire(
+        rule="kernel_fault", severity="warning", host=fleet["host"], subject="spark-1", message="Xid 13"
+    )
 
 
 def channels_notified(event):
     return set(Delivery.objects.filter(event=event).values_list("channel__name", flat=True))
 
 
-@pytest.mark.parametrize("change, error", [
-    ({"end": "past"}, "The end is in the past"),
-    ({"start": 2, "end": 1}, "The end must be after the start"),
-    ({"start": -3}, "The start is in the past"),
-    ({"end": 24 * 100}, "at most 90 days"),
-    ({"reason": ""}, "This field is required"),
-    ({"scope": "engine:999999"}, "Select a valid choice"),
-])
+@pytest.mark.parametrize(
+    "change, error",
+    [
+        ({"end": "past"}, "The end is in the past"),
+        ({"start": 2, "end": 1}, "The end must be after the start"),
+        ({"start": -3}, "The start is in the past"),
+        ({"end": 24 * 100}, "at most 90 days"),
+        ({"reason": ""}, "This field is required"),
+        ({"scope": "engine:999999"}, "Select a valid choice"),
+    ],
+)
 def test_bad_window_rerenders_with_the_error_and_saves_nothing(operator_client, fleet, change, error):
     now = timezone.now()
     start = now + timedelta(hours=change["start"]) if "start" in change else None
@@ -68,10 +79,12 @@ def test_write_views_declare_roles():
 def test_viewer_gets_403_on_every_write_and_nothing_changes(viewer_client, fleet, operator):
     silence = silence_create(engine=fleet["vllm"], hours=1, user=operator)
     window = MaintenanceWindow.objects.create(starts_at=timezone.now(), ends_at=timezone.now() + timedelta(hours=1))
-    posts = [(reverse("alerts:maintenance-new"), window_data(fleet)),
-             (reverse("alerts:maintenance-end", args=[window.pk]), {}),
-             (reverse("alerts:silence-end", args=[silence.pk]), {}),
-             (reverse("alerts:channel-routes", args=[fleet["webhook"].pk]), {})]
+    posts = [
+        (reverse("alerts:maintenance-new"), window_data(fleet)),
+        (reverse("alerts:maintenance-end", args=[window.pk]), {}),
+        (reverse("alerts:silence-end", args=[silence.pk]), {}),
+        (reverse("alerts:channel-routes", args=[fleet["webhook"].pk]), {}),
+    ]
     for url, data in posts:
         assert viewer_client.post(url, data).status_code == 403, url
     assert MaintenanceWindow.objects.get().ends_at == window.ends_at and MaintenanceWindow.objects.count() == 1
@@ -86,7 +99,9 @@ def test_operator_cannot_edit_routes(operator_client, fleet):
     assert not Route.objects.exists()
 
 
-def test_window_set_through_the_form_suppresses_and_ending_it_lets_the_next_alert_notify(operator_client, operator, fleet):
+def test_window_set_through_the_form_suppresses_and_ending_it_lets_the_next_alert_notify(
+    operator_client, operator, fleet
+):
     response = operator_client.post(reverse("alerts:maintenance-new"), window_data(fleet))
     assert response.status_code == 302
     window = MaintenanceWindow.objects.get()
@@ -107,8 +122,9 @@ def test_window_set_through_the_form_suppresses_and_ending_it_lets_the_next_aler
 
 def test_upcoming_window_is_listed_and_cancelled(operator_client, fleet):
     start = timezone.now() + timedelta(hours=2)
-    operator_client.post(reverse("alerts:maintenance-new"),
-                         window_data(fleet, scope="all", start=start, end=start + timedelta(hours=1)))
+    operator_client.post(
+        reverse("alerts:maintenance-new"), window_data(fleet, scope="all", start=start, end=start + timedelta(hours=1))
+    )
     window = MaintenanceWindow.objects.get()
     page = operator_client.get(reverse("alerts:silences")).content.decode()
     row = page.split(f'id="maintenance-{window.pk}"')[1].split("</tr>")[0]
@@ -133,8 +149,12 @@ def test_alert_list_links_to_the_page(viewer_client):
 
 def routes_data(channel, rows, *, initial=0, delete=()):
     prefix = f"routes-{channel.pk}"
-    data = {f"{prefix}-TOTAL_FORMS": len(rows), f"{prefix}-INITIAL_FORMS": initial,
-            f"{prefix}-MIN_NUM_FORMS": 0, f"{prefix}-MAX_NUM_FORMS": 1000}
+    data = {
+        f"{prefix}-TOTAL_FORMS": len(rows),
+        f"{prefix}-INITIAL_FORMS": initial,
+        f"{prefix}-MIN_NUM_FORMS": 0,
+        f"{prefix}-MAX_NUM_FORMS": 1000,
+    }
     for i, (rule, severity) in enumerate(rows):
         data[f"{prefix}-{i}-rule"], data[f"{prefix}-{i}-min_severity"] = rule, severity
         if i in delete:
@@ -146,8 +166,9 @@ def test_route_set_through_the_form_limits_what_a_channel_receives(admin_client_
     hook = fleet["webhook"]
     page = admin_client_.get(reverse("alerts:channels")).content.decode()
     assert page.count(">everything") >= 2 and f'id="routes-form-{hook.pk}"' in page
-    response = admin_client_.post(reverse("alerts:channel-routes", args=[hook.pk]),
-                                  routes_data(hook, [("engine_down", "critical")]))
+    response = admin_client_.post(
+        reverse("alerts:channel-routes", args=[hook.pk]), routes_data(hook, [("engine_down", "critical")])
+    )
     assert response.status_code == 302
     assert list(hook.routes.values_list("rule", "min_severity")) == [("engine_down", "critical")]
     page = admin_client_.get(reverse("alerts:channels")).content.decode()
@@ -160,8 +181,10 @@ def test_route_set_through_the_form_limits_what_a_channel_receives(admin_client_
 def test_removing_every_route_means_everything_again(admin_client_, fleet):
     hook = fleet["webhook"]
     Route.objects.create(channel=hook, rule="engine_down", min_severity="critical")
-    admin_client_.post(reverse("alerts:channel-routes", args=[hook.pk]),
-                       routes_data(hook, [("engine_down", "critical"), ("", "info")], initial=1, delete=(0,)))
+    admin_client_.post(
+        reverse("alerts:channel-routes", args=[hook.pk]),
+        routes_data(hook, [("engine_down", "critical"), ("", "info")], initial=1, delete=(0,)),
+    )
     assert not hook.routes.exists()
     assert channels_notified(fire_kernel_fault(fleet)) == {"ops-mail", "ops-hook"}
 
@@ -169,11 +192,14 @@ def test_removing_every_route_means_everything_again(admin_client_, fleet):
 def test_duplicate_routes_rerender_and_change_nothing(admin_client_, fleet):
     hook = fleet["webhook"]
     Route.objects.create(channel=hook, rule="kernel_fault", min_severity="warning")
-    response = admin_client_.post(reverse("alerts:channel-routes", args=[hook.pk]),
-                                  routes_data(hook, [("kernel_fault", "warning"), ("kernel_fault", "critical")], initial=1))
+    response = admin_client_.post(
+        reverse("alerts:channel-routes", args=[hook.pk]),
+        routes_data(hook, [("kernel_fault", "warning"), ("kernel_fault", "critical")], initial=1),
+    )
     assert response.status_code == 400 and "appears twice" in response.content.decode()
     assert list(hook.routes.values_list("rule", "min_severity")) == [("kernel_fault", "warning")]
-    response = admin_client_.post(reverse("alerts:channel-routes", args=[hook.pk]),
-                                  routes_data(hook, [("no_such_rule", "warning")]))
+    response = admin_client_.post(
+        reverse("alerts:channel-routes", args=[hook.pk]), routes_data(hook, [("no_such_rule", "warning")])
+    )
     assert response.status_code == 400 and "Select a valid choice" in response.content.decode()
     assert hook.routes.count() == 1

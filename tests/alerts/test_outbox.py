@@ -1,4 +1,5 @@
 """The outbox against real receivers: content, HMAC, retries, permanent 4xx, email."""
+
 import hashlib
 import hmac
 import json
@@ -8,8 +9,8 @@ import pytest
 from django.utils import timezone
 
 from dashboard.alerts import outbox
-from dashboard.alerts.models import AlertEvent, Delivery, NotificationChannel
 from dashboard.alerts.lifecycle import renotify_due
+from dashboard.alerts.models import AlertEvent, Delivery, NotificationChannel
 from dashboard.alerts.services import alert_ack, external_alert_fire, external_alert_resolve, rule_update
 from dashboard.models import Incident
 
@@ -17,8 +18,14 @@ pytestmark = pytest.mark.django_db
 
 
 def fire(fleet, rule="engine_down", severity="critical", message="vllm-main is down"):
-    return external_alert_fire(rule=rule, severity=severity, engine=fleet["vllm"], subject="vllm-main",
-                               message=message, cause="exit0_no_restart")
+    return external_alert_fire(
+        rule=rule,
+        severity=severity,
+        engine=fleet["vllm"],
+        subject="vllm-main",
+        message=message,
+        cause="exit0_no_restart",
+    )
 
 
 def send_all(now=None):
@@ -63,7 +70,8 @@ def test_email_greylisted_retries_and_rejected_fails(fleet, channels, smtp, fast
     send_all()
     mail = Delivery.objects.get(channel=channels["email"])
     assert mail.status == "pending" and "450" in mail.last_error and not smtp.messages
-    make_due(); send_all()
+    make_due()
+    send_all()
     assert Delivery.objects.get(pk=mail.pk).status == "sent" and len(smtp.messages) == 1
     smtp.rcpt_replies = ["550 5.1.1 no such user"]
     external_alert_resolve(rule="engine_down", engine=fleet["vllm"], subject="vllm-main")
@@ -80,8 +88,10 @@ def test_retry_500_then_200(fleet, channels, receiver, fast_retry):
     hook = Delivery.objects.get(channel=channels["webhook"])
     assert hook.status == "pending" and hook.attempts == 1 and "500" in hook.last_error
     assert hook.next_attempt_at > timezone.now()
-    make_due(); send_all()
-    make_due(); send_all()
+    make_due()
+    send_all()
+    make_due()
+    send_all()
     hook.refresh_from_db()
     assert hook.status == "sent" and hook.attempts == 3
     assert [a.ok for a in hook.attempt_log.all()] == [False, False, True]
@@ -107,7 +117,8 @@ def test_429_and_refused_are_transient(fleet, channels, receiver):
     send_all()
     assert Delivery.objects.get(channel=channels["webhook"]).status == "pending"
     receiver.close()
-    make_due(); send_all()
+    make_due()
+    send_all()
     hook = Delivery.objects.get(channel=channels["webhook"])
     assert hook.status == "pending" and "refused" in hook.last_error
 
@@ -172,7 +183,7 @@ def test_alertmanager_format(fleet, channels, receiver):
     hook.save()
     fire(fleet)
     send_all()
-    (_, body), = receiver.accepted()
+    ((_, body),) = receiver.accepted()
     assert body["version"] == "4" and body["status"] == "firing"
     assert body["alerts"][0]["labels"]["alertname"] == "engine_down"
     assert body["alerts"][0]["annotations"]["summary"] == "vllm-main is down"
@@ -180,7 +191,9 @@ def test_alertmanager_format(fleet, channels, receiver):
 
 def test_renotify_unacknowledged_critical_at_its_interval(fleet, channels, operator):
     event = fire(fleet)
-    external_alert_fire(rule="kernel_fault", severity="warning", host=fleet["host"], subject="spark-1", message="Xid 13")
+    external_alert_fire(
+        rule="kernel_fault", severity="warning", host=fleet["host"], subject="spark-1", message="Xid 13"
+    )
     rule_update(key="engine_down", renotify_s=600)
     start = timezone.now()
     assert renotify_due(now=start) == 0
@@ -188,7 +201,10 @@ def test_renotify_unacknowledged_critical_at_its_interval(fleet, channels, opera
     assert renotify_due(now=start + timedelta(seconds=602)) == 0  # its clock restarted
     assert renotify_due(now=start + timedelta(seconds=1202)) == 1
     keys = list(Delivery.objects.filter(transition="renotify").values_list("idempotency_key", flat=True))
-    assert len(keys) == 4 == len(set(keys)) and Delivery.objects.filter(event__rule="kernel_fault", transition="renotify").count() == 0
+    assert (
+        len(keys) == 4 == len(set(keys))
+        and Delivery.objects.filter(event__rule="kernel_fault", transition="renotify").count() == 0
+    )
     alert_ack(event=event, user=operator)
     assert renotify_due(now=start + timedelta(hours=5)) == 0
 
@@ -219,7 +235,9 @@ def test_a_resolve_waits_for_its_lost_firing_and_the_sweep_sends_them_in_order(f
     assert [body["transition"] for _, body in receiver.accepted()] == ["firing", "resolved"]
 
 
-def test_a_settled_firing_sends_the_waiting_resolve_at_once(fleet, channels, receiver, django_capture_on_commit_callbacks):
+def test_a_settled_firing_sends_the_waiting_resolve_at_once(
+    fleet, channels, receiver, django_capture_on_commit_callbacks
+):
     """Not a sweep later: the firing's settling queues the resolve (Celery eager here, so
     the queued task runs in this process)."""
     from sparkops.celery import app

@@ -1,4 +1,5 @@
 """Each rule driven through evaluate() with readings in the `sparkops poll --json` contract format."""
+
 from datetime import timedelta
 
 import pytest
@@ -11,8 +12,16 @@ from dashboard.alerts.services import rule_update
 
 pytestmark = pytest.mark.django_db
 GIB = 1024**3
-EXIT0 = {"ActiveState": "inactive", "SubState": "dead", "Result": "success", "ExecMainStatus": "0",
-         "ExecMainCode": "1", "MainPID": "0", "NRestarts": "0", "Restart": "on-failure"}
+EXIT0 = {
+    "ActiveState": "inactive",
+    "SubState": "dead",
+    "Result": "success",
+    "ExecMainStatus": "0",
+    "ExecMainCode": "1",
+    "MainPID": "0",
+    "NRestarts": "0",
+    "Restart": "on-failure",
+}
 
 
 def open_event(rule, subject):
@@ -24,6 +33,7 @@ def age_pending(rule, seconds):
 
 
 # engine_down ------------------------------------------------------------------------------
+
 
 def test_engine_down_needs_two_failures_and_names_exit0(fleet):
     vllm = fleet["vllm"]
@@ -57,19 +67,29 @@ def test_engine_not_expected_up_is_quiet(fleet):
     assert not AlertEvent.objects.exists()
 
 
-@pytest.mark.parametrize("unit,reason,cause", [
-    (EXIT0, "connection refused", "exit0_no_restart"),
-    ({**EXIT0, "ActiveState": "failed", "Result": "exit-code", "ExecMainStatus": "1"}, "refused", "unit_failed"),
-    ({**EXIT0, "ActiveState": "failed", "Result": "start-limit-hit", "Restart": "always", "NRestarts": "5"},
-     "refused", "start_limit_hit"),
-    ({**EXIT0, "ActiveState": "active", "SubState": "running", "MainPID": "42"}, "timed out", "active_not_answering"),
-    ({**EXIT0, "ActiveState": "active", "MainPID": "0"}, "refused", "process_gone"),
-    ({**EXIT0, "ActiveState": "activating", "SubState": "auto-restart"}, "refused", "restarting"),
-    ({**EXIT0, "Restart": "always"}, "refused", "process_gone"),
-    (None, "connection refused", "connection_refused"),
-    (None, "timed out (read)", "timeout"),
-    (None, "HTTP 503", "http_error"),
-])
+@pytest.mark.parametrize(
+    "unit,reason,cause",
+    [
+        (EXIT0, "connection refused", "exit0_no_restart"),
+        ({**EXIT0, "ActiveState": "failed", "Result": "exit-code", "ExecMainStatus": "1"}, "refused", "unit_failed"),
+        (
+            {**EXIT0, "ActiveState": "failed", "Result": "start-limit-hit", "Restart": "always", "NRestarts": "5"},
+            "refused",
+            "start_limit_hit",
+        ),
+        (
+            {**EXIT0, "ActiveState": "active", "SubState": "running", "MainPID": "42"},
+            "timed out",
+            "active_not_answering",
+        ),
+        ({**EXIT0, "ActiveState": "active", "MainPID": "0"}, "refused", "process_gone"),
+        ({**EXIT0, "ActiveState": "activating", "SubState": "auto-restart"}, "refused", "restarting"),
+        ({**EXIT0, "Restart": "always"}, "refused", "process_gone"),
+        (None, "connection refused", "connection_refused"),
+        (None, "timed out (read)", "timeout"),
+        (None, "HTTP 503", "http_error"),
+    ],
+)
 def test_cause_classification(unit, reason, cause):
     assert classify(unit=unit, reason=reason).key == cause
 
@@ -77,10 +97,14 @@ def test_cause_classification(unit, reason, cause):
 def test_activating_too_long():
     unit = {**EXIT0, "ActiveState": "activating", "SubState": "start"}
     assert classify(unit=unit, reason="refused", activating_for_s=30, activating_budget_s=600).key == "starting"
-    assert classify(unit=unit, reason="refused", activating_for_s=700, activating_budget_s=600).key == "activating_too_long"
+    assert (
+        classify(unit=unit, reason="refused", activating_for_s=700, activating_budget_s=600).key
+        == "activating_too_long"
+    )
 
 
 # engine_polled rules ----------------------------------------------------------------------
+
 
 def test_restart_loop_from_nrestarts(fleet):
     vllm = fleet["vllm"]
@@ -97,7 +121,6 @@ def test_restart_loop_per_engine_override(fleet):
     assert open_event("restart_loop", "vllm-main").state == "firing"
     evaluate("engine_polled", engine=fleet["llama"], reading={"restarted": True})
     assert open_event("restart_loop", "llama-side") is None
-
 
 
 def test_prefix_cache_drop_against_own_baseline(fleet):
@@ -131,6 +154,7 @@ def test_queue_growing(fleet):
     rule_update(key="queue_growing", params={"window_s": 60})
     state = RuleState.objects.create(rule="queue_growing", subject="vllm-main")
     import time
+
     now = time.time()
     state.data = {"samples": [[now - 70, 1], [now - 40, 3], [now - 10, 6]]}
     state.save()
@@ -160,9 +184,17 @@ def test_unit_no_restart_advisory(fleet):
 
 # host rules -------------------------------------------------------------------------------
 
+
 def gpu(**kw):
-    base = {"index": 0, "name": "GB10", "sm_clock_mhz": 2450, "sm_clock_max_mhz": 2500, "pstate": "P0",
-            "utilization_pct": 96, "clocks_event_reasons": []}
+    base = {
+        "index": 0,
+        "name": "GB10",
+        "sm_clock_mhz": 2450,
+        "sm_clock_max_mhz": 2500,
+        "pstate": "P0",
+        "utilization_pct": 96,
+        "clocks_event_reasons": [],
+    }
     return {**base, **kw}
 
 
@@ -178,14 +210,22 @@ def test_gpu_clock_stuck_low_sustained(fleet):
 
 
 def test_gpu_clock_low_with_power_cap_is_explained(fleet):
-    evaluate("host_polled", host=fleet["host"], reading={"gpus": [gpu(sm_clock_mhz=800, clocks_event_reasons=["sw_power_cap"])]})
+    evaluate(
+        "host_polled",
+        host=fleet["host"],
+        reading={"gpus": [gpu(sm_clock_mhz=800, clocks_event_reasons=["sw_power_cap"])]},
+    )
     evaluate("host_polled", host=fleet["host"], reading={"gpus": [gpu(sm_clock_mhz=800, utilization_pct=10)]})
     assert open_event("gpu_clock_stuck_low", "spark-1/gpu0") is None
 
 
 def psi(full10=0.0, some60=0.0):
-    return {"memory": {"some": {"avg10": 0, "avg60": some60, "avg300": 0, "total": 0},
-                       "full": {"avg10": full10, "avg60": 0, "avg300": 0, "total": 0}}}
+    return {
+        "memory": {
+            "some": {"avg10": 0, "avg60": some60, "avg300": 0, "total": 0},
+            "full": {"avg10": full10, "avg60": 0, "avg300": 0, "total": 0},
+        }
+    }
 
 
 def test_memory_pressure(fleet):
@@ -200,10 +240,14 @@ def test_memory_pressure(fleet):
 
 
 def test_compile_storm_names_processes_and_fix(fleet):
-    procs = [{"pid": 100 + i, "name": "cicc", "rss_bytes": 3 * GIB, "parent": "ninja", "unit": "vllm-main.service"}
-             for i in range(7)]
-    reading = {"host": {"mem_total_bytes": 128 * GIB},
-               "processes": {"compilers": 7, "compilers_rss_bytes": 21 * GIB, "compiler_procs": procs}}
+    procs = [
+        {"pid": 100 + i, "name": "cicc", "rss_bytes": 3 * GIB, "parent": "ninja", "unit": "vllm-main.service"}
+        for i in range(7)
+    ]
+    reading = {
+        "host": {"mem_total_bytes": 128 * GIB},
+        "processes": {"compilers": 7, "compilers_rss_bytes": 21 * GIB, "compiler_procs": procs},
+    }
     evaluate("host_polled", host=fleet["host"], reading=reading)
     event = open_event("compile_storm", "spark-1")
     assert event.state == "firing" and "cicc[100]" in event.message and "vllm-main.service" in event.message
@@ -213,7 +257,11 @@ def test_compile_storm_names_processes_and_fix(fleet):
 def test_kernel_fault(fleet):
     evaluate("host_polled", host=fleet["host"], reading={"kernel_lines": ["usb 1-1: new device"]})
     assert open_event("kernel_fault", "spark-1") is None
-    evaluate("host_polled", host=fleet["host"], reading={"kernel_lines": ["NVRM: Xid (PCI:0000:01:00): 13, Graphics Exception"]})
+    evaluate(
+        "host_polled",
+        host=fleet["host"],
+        reading={"kernel_lines": ["NVRM: Xid (PCI:0000:01:00): 13, Graphics Exception"]},
+    )
     event = open_event("kernel_fault", "spark-1")
     assert event.state == "firing" and event.cause == "xid"
 
@@ -247,7 +295,11 @@ def test_disabled_rule_resolves_and_stays_quiet(fleet):
 def test_one_broken_rule_never_stops_the_others(fleet, caplog):
     # kv_saturated cannot compare "junk"; the advisory, evaluated after it from the same reading, still opens.
     rule_update(key="unit_no_restart", enabled=True)
-    evaluate("engine_polled", engine=fleet["vllm"], reading={"kv_cache_usage": "junk", "unit": {**EXIT0, "ActiveState": "active"}})
+    evaluate(
+        "engine_polled",
+        engine=fleet["vllm"],
+        reading={"kv_cache_usage": "junk", "unit": {**EXIT0, "ActiveState": "active"}},
+    )
     assert "alert rule kv_saturated failed" in caplog.text
     assert open_event("unit_no_restart", "vllm-main.service") is not None
 
@@ -282,4 +334,6 @@ def test_a_recovery_first_seen_by_a_metrics_poll_still_resolves_engine_down(flee
     assert AlertEvent.objects.filter(rule="engine_down", subject="vllm-main", state__in=AlertEvent.OPEN_STATES).exists()
     memory.steady_at[vllm.pk] = time.monotonic()  # the 30 s steady re-check is not what resolves it
     evaluate_liveness(Liveness(vllm, "up", "", False, now, changed=False), memory=memory)
-    assert not AlertEvent.objects.filter(rule="engine_down", subject="vllm-main", state__in=AlertEvent.OPEN_STATES).exists()
+    assert not AlertEvent.objects.filter(
+        rule="engine_down", subject="vllm-main", state__in=AlertEvent.OPEN_STATES
+    ).exists()

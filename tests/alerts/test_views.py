@@ -1,4 +1,5 @@
 """Alert pages and the ack/silence/test/edit POSTs, with roles."""
+
 import pytest
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -12,8 +13,14 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def firing(fleet):
-    return external_alert_fire(rule="engine_down", severity="critical", engine=fleet["vllm"], subject="vllm-main",
-                               message="vllm-main exited with status 0", cause="exit0_no_restart")
+    return external_alert_fire(
+        rule="engine_down",
+        severity="critical",
+        engine=fleet["vllm"],
+        subject="vllm-main",
+        message="vllm-main exited with status 0",
+        cause="exit0_no_restart",
+    )
 
 
 def test_viewer_cannot_ack_or_silence(viewer_client, firing):
@@ -49,7 +56,9 @@ def test_write_views_declare_roles():
 
 
 def test_list_filters(viewer_client, firing, fleet):
-    external_alert_fire(rule="kernel_fault", severity="warning", host=fleet["host"], subject="spark-1", message="Xid 13")
+    external_alert_fire(
+        rule="kernel_fault", severity="warning", host=fleet["host"], subject="spark-1", message="Xid 13"
+    )
     page = viewer_client.get(reverse("alerts:index"), {"rule": "kernel_fault"}).content.decode()
     assert "Xid 13" in page and "exited with status 0" not in page.split("<h2>History")[1]
     page = viewer_client.get(reverse("alerts:index"), {"engine": "vllm-main"}).content.decode()
@@ -83,8 +92,10 @@ def test_channel_test_queues_delivery(admin_client_, fleet):
 
 
 def test_rule_edit(admin_client_):
-    response = admin_client_.post(reverse("alerts:rule-edit", args=["restart_loop"]),
-                                  {"enabled": "on", "severity": "critical", "p_count": 5, "p_window_s": 1800})
+    response = admin_client_.post(
+        reverse("alerts:rule-edit", args=["restart_loop"]),
+        {"enabled": "on", "severity": "critical", "p_count": 5, "p_window_s": 1800},
+    )
     assert response.status_code == 302
     row = AlertRule.objects.get(key="restart_loop")
     assert row.params["count"] == 5 and row.severity == "critical"
@@ -107,7 +118,9 @@ def test_channels_page_queries_do_not_grow_with_channels(admin_client_, fleet, d
     from dashboard.alerts.services import channel_send_test
 
     for n in range(4):
-        channel = NotificationChannel.objects.create(name=f"extra-{n}", kind="webhook", config={"url": "http://127.0.0.1:9/"})
+        channel = NotificationChannel.objects.create(
+            name=f"extra-{n}", kind="webhook", config={"url": "http://127.0.0.1:9/"}
+        )
         for _ in range(7):
             channel_send_test(channel=channel)
     with django_assert_max_num_queries(8):

@@ -1,4 +1,5 @@
 """A real Celery worker killed mid-retry: the next worker still delivers, exactly once."""
+
 import os
 import signal
 import subprocess
@@ -22,12 +23,35 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def start_worker(tmp_path, name):
     db = settings.DATABASES["default"]
-    env = {**os.environ, "SPARKOPS_ALERT_RETRY_BASE_S": "1.5", "DJANGO_SETTINGS_MODULE": "sparkops.settings",
-           "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{connection.settings_dict['NAME']}"}
+    env = {
+        **os.environ,
+        "SPARKOPS_ALERT_RETRY_BASE_S": "1.5",
+        "DJANGO_SETTINGS_MODULE": "sparkops.settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{connection.settings_dict['NAME']}",
+    }
     log = open(tmp_path / f"{name}.log", "w")
-    return subprocess.Popen([sys.executable, "-m", "celery", "-A", "sparkops", "worker", "--pool=solo",
-                             "--without-heartbeat", "--without-gossip", "--without-mingle", "-n", f"{name}@h3",
-                             "-l", "INFO"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "sparkops",
+            "worker",
+            "--pool=solo",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+            "-n",
+            f"{name}@h3",
+            "-l",
+            "INFO",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def swept_and_sent():
@@ -35,8 +59,10 @@ def swept_and_sent():
     return Delivery.objects.filter(status="sent").exists()
 
 
-@pytest.mark.skipif(not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"),
-                    reason="a worker subprocess needs a database server")
+@pytest.mark.skipif(
+    not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"),
+    reason="a worker subprocess needs a database server",
+)
 def test_worker_killed_mid_retry_delivers_exactly_once(fleet, receiver, tmp_path):
     redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
     NotificationChannel.objects.exclude(kind="webhook").delete()
@@ -44,9 +70,12 @@ def test_worker_killed_mid_retry_delivers_exactly_once(fleet, receiver, tmp_path
     receiver.script = [500]
     first = start_worker(tmp_path, "first")
     try:
-        external_alert_fire(rule="engine_down", severity="critical", engine=fleet["vllm"], subject="vllm-main",
-                            message="down")
-        assert wait_for(lambda: Delivery.objects.filter(attempts=1, status="pending").exists(), 30), (tmp_path / "first.log").read_text()
+        external_alert_fire(
+            rule="engine_down", severity="critical", engine=fleet["vllm"], subject="vllm-main", message="down"
+        )
+        assert wait_for(lambda: Delivery.objects.filter(attempts=1, status="pending").exists(), 30), (
+            tmp_path / "first.log"
+        ).read_text()
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait()

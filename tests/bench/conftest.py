@@ -1,6 +1,7 @@
 """Benchmark fixtures: simulated engines (dashboard/simulator) and a scripted SSE server,
 each served from an asyncio loop in a background thread, so the sync services under
 test drive real sockets."""
+
 import asyncio
 import threading
 
@@ -83,7 +84,10 @@ def host(db):
 @pytest.fixture
 def make_engine(host):
     """Register a DB Engine for a running server; `window` goes into latest like the collectors'."""
+
     def make(url, *, kind="vllm", name="eng", window=32768, **latest):
-        return Engine.objects.create(name=name, kind=kind, url=url, host=host, status="up",
-                                     latest={"window": window, **latest})
+        return Engine.objects.create(
+            name=name, kind=kind, url=url, host=host, status="up", latest={"window": window, **latest}
+        )
+
     return make

@@ -1,5 +1,6 @@
 """A tiny scripted HTTP/SSE server on 127.0.0.1 for the failure shapes the simulated
 engines do not produce (malformed chunks, empty streams, 429, non-SSE answers)."""
+
 import asyncio
 import json
 
@@ -19,8 +20,12 @@ def finish_chunk(reason="length"):
 
 
 def usage_chunk(completion, prompt=10, cached=0, reasoning=None):
-    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-             "prompt_tokens_details": {"cached_tokens": cached}}
+    usage = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
     if reasoning is not None:
         usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
     return sse({**CHUNK, "choices": [], "usage": usage})
@@ -70,10 +75,16 @@ class ScriptedServer:
     async def answer(self, writer, status, ctype, parts, close_early):
         if ctype != "text/event-stream":
             payload = b"".join(parts)
-            writer.write(b"HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n" % (status, ctype.encode(), len(payload)) + payload)
+            writer.write(
+                b"HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n"
+                % (status, ctype.encode(), len(payload))
+                + payload
+            )
             await writer.drain()
             return True
-        writer.write(b"HTTP/1.1 %d OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" % status)
+        writer.write(
+            b"HTTP/1.1 %d OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n" % status
+        )
         for part in parts:
             writer.write(b"%x\r\n%s\r\n" % (len(part), part))
             await writer.drain()

@@ -1,6 +1,7 @@
 """Real headless Chromium draws a profile's trend with the shared chart helpers (static/js/charts.js):
 both panels, the change-log entry as a ✎ line, and a theme switch redraws without errors; and a
 run page's progress bar follows each repetition live over the WebSocket, then shows the result."""
+
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,10 +22,18 @@ if not Path(CHROMIUM).exists():
 
 
 def _done_run(profile, when, median):
-    run = Run.objects.create(engine=profile.engine, profile=profile, params_hash=profile.params_hash, status="done",
-                             total_reps=1, done_reps=1,
-                             stats={"decode_tokens_per_s": {"n": 1, "median": median, "min": median - 1, "max": median + 1},
-                                    "ttft_ms": {"n": 1, "median": 50.0, "min": 49.0, "max": 51.0}})
+    run = Run.objects.create(
+        engine=profile.engine,
+        profile=profile,
+        params_hash=profile.params_hash,
+        status="done",
+        total_reps=1,
+        done_reps=1,
+        stats={
+            "decode_tokens_per_s": {"n": 1, "median": median, "min": median - 1, "max": median + 1},
+            "ttft_ms": {"n": 1, "median": 50.0, "min": 49.0, "max": 51.0},
+        },
+    )
     Run.objects.filter(pk=run.pk).update(created_at=when)
 
 
@@ -35,7 +44,9 @@ def test_profile_trend_draws_runs_and_change_log_entries(live_server, operator, 
     now = timezone.now()
     _done_run(profile, now - timedelta(hours=3), 60.0)
     _done_run(profile, now - timedelta(hours=1), 45.0)
-    entry = Entry.objects.create(effective_at=now - timedelta(hours=2), kind="flag_change", title="--max-num-seqs 8 -> 16")
+    entry = Entry.objects.create(
+        effective_at=now - timedelta(hours=2), kind="flag_change", title="--max-num-seqs 8 -> 16"
+    )
     entry.engines.add(fleet["vllm"])
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
@@ -55,8 +66,12 @@ def test_profile_trend_draws_runs_and_change_log_entries(live_server, operator, 
         assert hover == ["--max-num-seqs 8 -> 16"]
         assert page.evaluate("document.getElementById('trend-decode').data[0].y") == [60.0, 45.0]
         page.click("#theme-toggle")
-        wait_for_js(page, "document.getElementById('trend-decode').layout.font.color === "
-                          "getComputedStyle(document.documentElement).getPropertyValue('--fg').trim()", timeout=5000)
+        wait_for_js(
+            page,
+            "document.getElementById('trend-decode').layout.font.color === "
+            "getComputedStyle(document.documentElement).getPropertyValue('--fg').trim()",
+            timeout=5000,
+        )
         browser.close()
     assert errors == []
 
@@ -90,8 +105,9 @@ def _until(page, predicate, timeout, what):
         page.wait_for_timeout(50)
 
 
-def test_run_page_follows_each_repetition_live_then_shows_the_result(sim, make_engine, operator, browser, tmp_path,
-                                                                     monkeypatch):
+def test_run_page_follows_each_repetition_live_then_shows_the_result(
+    sim, make_engine, operator, browser, tmp_path, monkeypatch
+):
     import json
     import threading
 
@@ -134,8 +150,11 @@ def test_run_page_follows_each_repetition_live_then_shows_the_result(sim, make_e
         # When the run ends the page reloads once to show the server-rendered result.
         wait_for_js(page, "document.getElementById('run-status').dataset.live === '0'")
 
-        progress = [(f["payload"]["done"], f["payload"]["total"], f["payload"]["status"])
-                    for f in frames if f["type"] == "bench.progress" and f["payload"]["run"] == run.pk]
+        progress = [
+            (f["payload"]["done"], f["payload"]["total"], f["payload"]["status"])
+            for f in frames
+            if f["type"] == "bench.progress" and f["payload"]["run"] == run.pk
+        ]
         assert progress == [(0, 3, "running"), (1, 3, "running"), (2, 3, "running"), (3, 3, "running"), (3, 3, "done")]
 
         # Every state, queued to done, drawn in the document first opened: no reload until the end.
@@ -147,9 +166,14 @@ def test_run_page_follows_each_repetition_live_then_shows_the_result(sim, make_e
                 state = (s["value"], s["max"], s["status"], s["text"])
                 if not states or states[-1] != state:
                     states.append(state)
-        assert states == [(0, 3, "queued", "0 / 3 requests"), (0, 3, "running", "0 / 3 requests"),
-                          (1, 3, "running", "1 / 3 requests"), (2, 3, "running", "2 / 3 requests"),
-                          (3, 3, "running", "3 / 3 requests"), (3, 3, "done", "3 / 3 requests")]
+        assert states == [
+            (0, 3, "queued", "0 / 3 requests"),
+            (0, 3, "running", "0 / 3 requests"),
+            (1, 3, "running", "1 / 3 requests"),
+            (2, 3, "running", "2 / 3 requests"),
+            (3, 3, "running", "3 / 3 requests"),
+            (3, 3, "done", "3 / 3 requests"),
+        ]
 
         # The result, rendered by the server after the reload: done, every repetition, the figures.
         assert page.locator("#run-status-text").inner_text() == "done"
@@ -159,7 +183,9 @@ def test_run_page_follows_each_repetition_live_then_shows_the_result(sim, make_e
         decode = page.locator("#run-stats tbody tr", has_text="decode_tokens_per_s")
         assert decode.locator("td").nth(1).inner_text() == "3"
         run.refresh_from_db()
-        assert abs(float(decode.locator("td").nth(2).inner_text()) - run.stats["decode_tokens_per_s"]["median"]) <= 0.006
+        assert (
+            abs(float(decode.locator("td").nth(2).inner_text()) - run.stats["decode_tokens_per_s"]["median"]) <= 0.006
+        )
         assert ops.errors == []
     finally:
         if worker is not None:

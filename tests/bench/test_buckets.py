@@ -1,4 +1,5 @@
 """Every failure lands in its own bucket and never inside a speed figure."""
+
 import httpx
 import pytest
 
@@ -8,11 +9,18 @@ from dashboard.benchmarks.spec import RunSpec
 from .servers import delta_chunk, finish_chunk, sse, usage_chunk
 
 pytestmark = pytest.mark.django_db(transaction=True)
-TOKENS = [delta_chunk(role="assistant", content=""), delta_chunk(content="a"), delta_chunk(content="b"),
-          delta_chunk(content="c"), delta_chunk(content="d")]
+TOKENS = [
+    delta_chunk(role="assistant", content=""),
+    delta_chunk(content="a"),
+    delta_chunk(content="b"),
+    delta_chunk(content="c"),
+    delta_chunk(content="d"),
+]
 OK = TOKENS + [finish_chunk(), usage_chunk(4), sse(b"[DONE]")]
-CAPACITY_400 = (b'{"error":{"code":400,"message":"request (1811 tokens) exceeds the available context size '
-                b'(256 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":1811,"n_ctx":256}}')
+CAPACITY_400 = (
+    b'{"error":{"code":400,"message":"request (1811 tokens) exceeds the available context size '
+    b'(256 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":1811,"n_ctx":256}}'
+)
 
 SCRIPTS = {
     "capacity": (400, "application/json; charset=utf-8", [CAPACITY_400], False),
@@ -20,15 +28,27 @@ SCRIPTS = {
     "server_error": (500, "text/plain", [b"Internal Server Error"], False),
     "disconnect": (200, "text/event-stream", TOKENS[:3], True),
     "malformed": (200, "text/event-stream", TOKENS[:2] + [b"data: {not json\n\n"] + OK[2:], False),
-    "truncated": (200, "text/event-stream", TOKENS[:3] + [finish_chunk("length"), usage_chunk(2), sse(b"[DONE]")], False),
+    "truncated": (
+        200,
+        "text/event-stream",
+        TOKENS[:3] + [finish_chunk("length"), usage_chunk(2), sse(b"[DONE]")],
+        False,
+    ),
     "empty": (200, "text/event-stream", [TOKENS[0], finish_chunk("stop"), usage_chunk(0), sse(b"[DONE]")], False),
 }
 
 
 def run_against(url, engine_factory, **kw):
     engine = engine_factory(url)
-    spec = RunSpec(engine_name=engine.name, engine_kind=engine.kind, base_url=engine.base_url,
-                   depth=0, output_tokens=4, reps=1, **kw)
+    spec = RunSpec(
+        engine_name=engine.name,
+        engine_kind=engine.kind,
+        base_url=engine.base_url,
+        depth=0,
+        output_tokens=4,
+        reps=1,
+        **kw,
+    )
     return run_execute(run=run_create(engine=engine, spec=spec))
 
 
@@ -71,8 +91,9 @@ def test_ok_and_failed_reps_are_kept_apart(scripted, make_engine):
 
     server = scripted(script)
     engine = make_engine(server.url)
-    spec = RunSpec(engine_name=engine.name, engine_kind=engine.kind, base_url=engine.base_url,
-                   depth=0, output_tokens=4, reps=3)
+    spec = RunSpec(
+        engine_name=engine.name, engine_kind=engine.kind, base_url=engine.base_url, depth=0, output_tokens=4, reps=3
+    )
     run = run_execute(run=run_create(engine=engine, spec=spec))
     assert run.status == "done"
     assert run.stats["errors"] == {"overload": 1} and run.stats["decode_tokens_per_s"]["n"] == 2
@@ -82,8 +103,9 @@ def test_capacity_from_simulated_vllm_when_the_reading_is_stale(sim, make_engine
     """The collector's window is stale (bigger than the engine's): the 400 is a capacity error."""
     eng = sim("vllm", max_model_len=300)
     engine = make_engine(eng.url, window=100000)
-    spec = RunSpec(engine_name=engine.name, engine_kind=engine.kind, base_url=engine.base_url,
-                   depth=400, output_tokens=16, reps=1)
+    spec = RunSpec(
+        engine_name=engine.name, engine_kind=engine.kind, base_url=engine.base_url, depth=400, output_tokens=16, reps=1
+    )
     run = run_execute(run=run_create(engine=engine, spec=spec))
     assert run.status == "failed"
     assert run.repetitions.get().bucket == "capacity"
@@ -93,8 +115,9 @@ def test_truncated_by_vllm_clamping(sim, make_engine):
     """vLLM >= 0.32 clamps max_tokens to the window silently: finish_reason length, fewer tokens."""
     eng = sim("vllm", max_model_len=400)
     engine = make_engine(eng.url, window=100000)
-    spec = RunSpec(engine_name=engine.name, engine_kind=engine.kind, base_url=engine.base_url,
-                   depth=300, output_tokens=200, reps=1)
+    spec = RunSpec(
+        engine_name=engine.name, engine_kind=engine.kind, base_url=engine.base_url, depth=300, output_tokens=200, reps=1
+    )
     rep = run_execute(run=run_create(engine=engine, spec=spec)).repetitions.get()
     assert rep.bucket == "truncated" and "of 200" in rep.error
 
@@ -108,9 +131,11 @@ def test_overload_from_loading_llamacpp(sim, make_engine):
 def test_engine_crash_is_a_disconnect(sim, make_engine):
     eng = sim("vllm", rate=50.0)
     engine = make_engine(eng.url)
-    spec = RunSpec(engine_name=engine.name, engine_kind=engine.kind, base_url=engine.base_url,
-                   depth=0, output_tokens=400, reps=1)
+    spec = RunSpec(
+        engine_name=engine.name, engine_kind=engine.kind, base_url=engine.base_url, depth=0, output_tokens=400, reps=1
+    )
     import threading
+
     threading.Timer(1.0, lambda: httpx.post(eng.url + "/_sim/fault", json={"kind": "crash"})).start()
     rep = run_execute(run=run_create(engine=engine, spec=spec)).repetitions.get()
     assert rep.bucket in ("disconnect", "server_error"), rep.error

@@ -1,4 +1,5 @@
 """Pages: profiles, the profile form (cron), run page, compare, pair, role checks."""
+
 import pytest
 from django.urls import reverse
 
@@ -8,11 +9,21 @@ pytestmark = pytest.mark.django_db
 
 
 def _run(engine, profile=None, median=100.0, **kw):
-    run = Run.objects.create(engine=engine, profile=profile, params_hash=profile.params_hash if profile else "h",
-                             status="done", total_reps=1, done_reps=1,
-                             stats={"decode_tokens_per_s": {"n": 1, "median": median, "min": median, "max": median},
-                                    "ttft_ms": {"n": 1, "median": 50.0, "min": 50.0, "max": 50.0},
-                                    "errors": {"overload": 1}, "reps": 3}, **kw)
+    run = Run.objects.create(
+        engine=engine,
+        profile=profile,
+        params_hash=profile.params_hash if profile else "h",
+        status="done",
+        total_reps=1,
+        done_reps=1,
+        stats={
+            "decode_tokens_per_s": {"n": 1, "median": median, "min": median, "max": median},
+            "ttft_ms": {"n": 1, "median": 50.0, "min": 50.0, "max": 50.0},
+            "errors": {"overload": 1},
+            "reps": 3,
+        },
+        **kw,
+    )
     return run
 
 
@@ -25,10 +36,23 @@ def test_index_lists_profiles_and_runs(viewer_client, fleet):
 
 
 def test_operator_creates_profile_with_schedule(operator_client, fleet):
-    data = {"name": "nightly", "engine": fleet["vllm"].pk, "workload": "codegen", "instruction": "Write a module.",
-            "depth": 16384, "mode": "cold", "output_tokens": 512, "sampling": "server", "sampling_params": "",
-            "thinking": "off", "reps": 3, "concurrency": 1, "timeout_s": 600, "cron": "0 3 * * *",
-            "schedule_enabled": "on"}
+    data = {
+        "name": "nightly",
+        "engine": fleet["vllm"].pk,
+        "workload": "codegen",
+        "instruction": "Write a module.",
+        "depth": 16384,
+        "mode": "cold",
+        "output_tokens": 512,
+        "sampling": "server",
+        "sampling_params": "",
+        "thinking": "off",
+        "reps": 3,
+        "concurrency": 1,
+        "timeout_s": 600,
+        "cron": "0 3 * * *",
+        "schedule_enabled": "on",
+    }
     resp = operator_client.post(reverse("bench:profile-new"), data)
     assert resp.status_code == 302, resp.content.decode()[:2000]
     profile = Profile.objects.get(name="nightly")
@@ -37,14 +61,32 @@ def test_operator_creates_profile_with_schedule(operator_client, fleet):
     assert "0 3 * * *" in page and "plotly" in page
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("reps", 4, "odd"), ("cron", "every night", "five cron fields"), ("sampling_params", "{oops", "Not JSON"),
-    ("concurrency", 4, "deadlocked"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("reps", 4, "odd"),
+        ("cron", "every night", "five cron fields"),
+        ("sampling_params", "{oops", "Not JSON"),
+        ("concurrency", 4, "deadlocked"),
+    ],
+)
 def test_bad_profile_input_changes_nothing(operator_client, fleet, field, value, message):
-    data = {"name": "x", "engine": fleet["vllm"].pk, "workload": "w", "instruction": "i", "depth": 1024,
-            "mode": "cold", "output_tokens": 64, "sampling": "explicit" if field == "sampling_params" else "server",
-            "sampling_params": "", "thinking": "server", "reps": 3, "concurrency": 1, "timeout_s": 60, field: value}
+    data = {
+        "name": "x",
+        "engine": fleet["vllm"].pk,
+        "workload": "w",
+        "instruction": "i",
+        "depth": 1024,
+        "mode": "cold",
+        "output_tokens": 64,
+        "sampling": "explicit" if field == "sampling_params" else "server",
+        "sampling_params": "",
+        "thinking": "server",
+        "reps": 3,
+        "concurrency": 1,
+        "timeout_s": 60,
+        field: value,
+    }
     resp = operator_client.post(reverse("bench:profile-new"), data)
     assert resp.status_code == 200 and message in resp.content.decode()
     assert not Profile.objects.exists()
@@ -60,11 +102,25 @@ def test_viewer_cannot_write(viewer_client, fleet):
 
 def test_run_page_shows_every_repetition_and_failure(viewer_client, fleet):
     run = _run(fleet["vllm"], tainted=True, taint_reasons=["neighbour llama-side was generating at the start"])
-    Repetition.objects.create(run=run, index=0, started_at=run.created_at, ok=True, ttft_ms=12.5,
-                              decode_tokens_per_s=77.5, chunks=30, completion_tokens=64,
-                              timings={"prompt_per_second": 900.0, "predicted_per_second": 52.9, "cache_n": 8})
-    Repetition.objects.create(run=run, index=1, started_at=run.created_at, ok=False, bucket="capacity",
-                              error="HTTP 400: exceeds the available context size")
+    Repetition.objects.create(
+        run=run,
+        index=0,
+        started_at=run.created_at,
+        ok=True,
+        ttft_ms=12.5,
+        decode_tokens_per_s=77.5,
+        chunks=30,
+        completion_tokens=64,
+        timings={"prompt_per_second": 900.0, "predicted_per_second": 52.9, "cache_n": 8},
+    )
+    Repetition.objects.create(
+        run=run,
+        index=1,
+        started_at=run.created_at,
+        ok=False,
+        bucket="capacity",
+        error="HTTP 400: exceeds the available context size",
+    )
     html = viewer_client.get(reverse("bench:run", args=[run.pk])).content.decode()
     assert "77.50" in html and "capacity" in html and "exceeds the available context" in html
     assert "neighbour llama-side" in html and "cache_n 8" in html
@@ -105,10 +161,29 @@ def test_run_now_queues_on_the_engines_box(operator_client, fleet, django_captur
 def test_pair_page_shows_the_table(viewer_client, fleet):
     a = Profile.objects.create(name="a", engine=fleet["vllm"])
     b = Profile.objects.create(name="b", engine=fleet["llama"])
-    pair = PairRun.objects.create(profile_a=a, profile_b=b, status="done", table={
-        "rows": [{"engine": "vllm-main", "profile": "a", "solo_decode": 77.5, "both_decode": 28.2, "change_pct": -63.6,
-                  "solo_ttft_ms": 1, "both_ttft_ms": 2, "solo_run": _run(fleet["vllm"]).pk, "both_run": _run(fleet["vllm"]).pk}],
-        "combined_both_decode": 39.5, "best_solo_decode": 77.5, "combined_vs_best_solo_pct": -49.0})
+    pair = PairRun.objects.create(
+        profile_a=a,
+        profile_b=b,
+        status="done",
+        table={
+            "rows": [
+                {
+                    "engine": "vllm-main",
+                    "profile": "a",
+                    "solo_decode": 77.5,
+                    "both_decode": 28.2,
+                    "change_pct": -63.6,
+                    "solo_ttft_ms": 1,
+                    "both_ttft_ms": 2,
+                    "solo_run": _run(fleet["vllm"]).pk,
+                    "both_run": _run(fleet["vllm"]).pk,
+                }
+            ],
+            "combined_both_decode": 39.5,
+            "best_solo_decode": 77.5,
+            "combined_vs_best_solo_pct": -49.0,
+        },
+    )
     html = viewer_client.get(reverse("bench:pair", args=[pair.pk])).content.decode()
     assert "77.5" in html and "28.2" in html and "-64 %" in html and "39.5" in html
 

@@ -1,4 +1,5 @@
 """Co-residency: each engine alone, then both generating at once."""
+
 import pytest
 
 from dashboard.benchmarks.models import Profile
@@ -9,9 +10,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_pair_runs_solo_then_both(sim, make_engine):
     fast, slow = sim("vllm", rate=800.0), sim("llamacpp", rate=200.0, slots=2)
-    a = Profile.objects.create(name="fast", engine=make_engine(fast.url, name="fast"), depth=0, output_tokens=80, reps=3)
-    b = Profile.objects.create(name="slow", engine=make_engine(slow.url, kind="llamacpp", name="slow"),
-                               depth=0, output_tokens=40, reps=1)
+    a = Profile.objects.create(
+        name="fast", engine=make_engine(fast.url, name="fast"), depth=0, output_tokens=80, reps=3
+    )
+    b = Profile.objects.create(
+        name="slow", engine=make_engine(slow.url, kind="llamacpp", name="slow"), depth=0, output_tokens=40, reps=1
+    )
     pair = pair_execute(pair=pair_create(profile_a=a, profile_b=b))
     assert pair.status == "done", pair.reason
     phases = sorted((r.engine.name, r.phase) for r in pair.runs.all())
@@ -19,7 +23,9 @@ def test_pair_runs_solo_then_both(sim, make_engine):
     rows = {row["engine"]: row for row in pair.table["rows"]}
     assert rows["fast"]["solo_decode"] == pytest.approx(800, rel=0.1)
     assert rows["slow"]["both_decode"] == pytest.approx(200, rel=0.1)
-    assert pair.table["combined_both_decode"] == pytest.approx(rows["fast"]["both_decode"] + rows["slow"]["both_decode"])
+    assert pair.table["combined_both_decode"] == pytest.approx(
+        rows["fast"]["both_decode"] + rows["slow"]["both_decode"]
+    )
     both_slow = pair.runs.get(engine__name="slow", phase="both")
     assert not both_slow.tainted  # the partner generating is the point of this phase, not a taint
 

@@ -1,4 +1,5 @@
 """Runs end to end against the simulated engines (real sockets, real database)."""
+
 import json
 
 import pytest
@@ -44,8 +45,14 @@ def test_cold_run_measures_every_rep(sim, make_engine):
 def test_warmup_content_differs_and_cold_salts_are_unique(scripted, make_engine):
     from .servers import delta_chunk, finish_chunk, usage_chunk
 
-    server = scripted(lambda body: (200, "text/event-stream",
-                                    [delta_chunk(content="a"), delta_chunk(content="b"), finish_chunk(), usage_chunk(2)], False))
+    server = scripted(
+        lambda body: (
+            200,
+            "text/event-stream",
+            [delta_chunk(content="a"), delta_chunk(content="b"), finish_chunk(), usage_chunk(2)],
+            False,
+        )
+    )
     run = execute(make_engine(server.url), depth=0, output_tokens=2, reps=3)
     assert run.status == "done", run.reason
     texts = [b["messages"][0]["content"] for b in server.bodies]
@@ -67,6 +74,7 @@ def test_follow_up_verifies_the_cache(sim, make_engine):
 def test_follow_up_fails_when_the_cache_misses(sim, loop_thread, make_engine):
     eng = sim("vllm")
     import httpx
+
     httpx.post(eng.url + "/_sim/fault", json={"kind": "cache_drop"})
     run = execute(make_engine(eng.url), depth=512, mode="follow_up", reps=1)
     assert run.status == "failed" and "follow_up" in run.reason
@@ -126,8 +134,20 @@ def test_depth_with_concurrency_needs_force(sim, make_engine):
 def test_cli_bench_run_json(sim, make_engine, capsys):
     eng = sim("vllm", rate=800.0)
     make_engine(eng.url, name="cli-eng")
-    call_command("bench", "run", "--engine", "cli-eng", "--depth", "128", "--output-tokens", "32", "--reps", "3",
-                 "--cold", "--json")
+    call_command(
+        "bench",
+        "run",
+        "--engine",
+        "cli-eng",
+        "--depth",
+        "128",
+        "--output-tokens",
+        "32",
+        "--reps",
+        "3",
+        "--cold",
+        "--json",
+    )
     out = json.loads(capsys.readouterr().out)
     for key in ("ttft_ms", "decode_tokens_per_s", "prompt_tokens", "completion_tokens", "cached_tokens", "chunks"):
         assert set(out[key]) >= {"median", "min", "max"}

@@ -1,4 +1,5 @@
 """Scheduling through django-celery-beat, and the benchmark regression alert."""
+
 import json
 
 import pytest
@@ -17,8 +18,8 @@ def test_judge_uses_max_of_5_percent_and_3_spreads():
     hit, d = judge(93.0, [100, 100, 101, 99, 100], +1)  # spread 2 -> threshold max(5, 6) = 6
     assert hit and d["threshold"] == 6
     assert not judge(94.5, [100, 100, 101, 99, 100], +1)[0]  # 5.5 < 6: inside the noise
-    assert not judge(96.0, [100] * 5, +1)[0]            # 4 % < 5 %
-    assert judge(115.0, [100] * 5, -1)[0]              # TTFT: higher is slower
+    assert not judge(96.0, [100] * 5, +1)[0]  # 4 % < 5 %
+    assert judge(115.0, [100] * 5, -1)[0]  # TTFT: higher is slower
 
 
 def test_cron_is_validated():
@@ -77,8 +78,13 @@ def test_sweep_fails_runs_left_running(fleet):
 
     from django.utils import timezone
 
-    old = Run.objects.create(engine=fleet["vllm"], params_hash="x", status="running",
-                             started_at=timezone.now() - timedelta(days=1), config={"params": {"timeout_s": 1, "reps": 1}})
+    old = Run.objects.create(
+        engine=fleet["vllm"],
+        params_hash="x",
+        status="running",
+        started_at=timezone.now() - timedelta(days=1),
+        config={"params": {"timeout_s": 1, "reps": 1}},
+    )
     fresh = Run.objects.create(engine=fleet["vllm"], params_hash="x", status="running", started_at=timezone.now())
     assert runs_sweep_stale() == 1
     old.refresh_from_db()

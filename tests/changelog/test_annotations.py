@@ -10,7 +10,9 @@ def test_annotations_cover_range_engine_and_corrections(pair):
     side = Engine.objects.create(name="vllm-main", kind="vllm", url="http://127.0.0.1:18001", host=other_host)
     raise_ = Entry.objects.create(effective_at=at("2026-08-20 09:00"), kind="flag_change", title="Raise the window")
     raise_.engines.add(pair["nemotron"])
-    boxwide = Entry.objects.create(effective_at=at("2026-08-20 10:00"), kind="decision", title="MAX_JOBS=4 everywhere")
+    Entry.objects.create(
+        effective_at=at("2026-08-20 10:00"), kind="decision", title="MAX_JOBS=4 everywhere"
+    )  # box-wide
     other = Entry.objects.create(effective_at=at("2026-08-20 11:00"), kind="claim", title="vllm-main only")
     other.engines.add(side)
     Entry.objects.create(effective_at=at("2026-08-25 09:00"), kind="claim", title="outside the range")
@@ -26,4 +28,3 @@ def test_annotations_cover_range_engine_and_corrections(pair):
     assert [a["title"] for a in by_host] == ["MAX_JOBS=4 everywhere", "vllm-main only"]
     everything = chart_annotations(start=at("2026-08-19 00:00"), end=at("2026-08-26 00:00"))
     assert len(everything) == 4
-    

@@ -1,5 +1,6 @@
 """Append-only: after the grace period there is no update path, not in the model, the ORM's
 bulk paths, the views, nor the admin."""
+
 from datetime import timedelta
 
 import pytest
@@ -13,15 +14,25 @@ from .conftest import at
 
 
 def _entry(author=None, written=None, **kw):
-    entry = entry_create(author=author, effective_at=at("2026-08-20 09:00"), kind="claim", title="Raise the window",
-                         flags=parse_flags("--max-model-len: 131072 → 262144"),
-                         claims=[{"text": "allocates nothing"}], body_md="original body", **kw)
+    entry = entry_create(
+        author=author,
+        effective_at=at("2026-08-20 09:00"),
+        kind="claim",
+        title="Raise the window",
+        flags=parse_flags("--max-model-len: 131072 → 262144"),
+        claims=[{"text": "allocates nothing"}],
+        body_md="original body",
+        **kw,
+    )
     if written is not None:
         # Backdating goes around the guard on purpose: the test needs an entry written an hour ago.
         from django.db import connection
+
         with connection.cursor() as cur:
-            cur.execute("UPDATE changelog_entry SET created_at = %s, locked_at = %s WHERE id = %s",
-                        [written, written + grace_period(), entry.pk])
+            cur.execute(
+                "UPDATE changelog_entry SET created_at = %s, locked_at = %s WHERE id = %s",
+                [written, written + grace_period(), entry.pk],
+            )
         entry = Entry.objects.get(pk=entry.pk)
     return entry
 
@@ -69,11 +80,22 @@ def test_a_correction_is_never_edited(db):
 
 def test_edit_inside_the_grace_period_keeps_and_shows_the_history(operator_client, operator):
     entry = _entry(author=operator)
-    response = operator_client.post(f"/changelog/{entry.pk}/edit/", {
-        "effective_at": "2026-08-20T09:00", "kind": "claim", "title": "Raise the window to 262,144",
-        "flags": "--max-model-len: 131072 → 262144", "body_md": "fixed body", "units": "", "reason": "",
-        "expected_effect": "", "claims-TOTAL_FORMS": "1", "claims-INITIAL_FORMS": "1",
-        "claims-0-text": "allocates nothing"})
+    response = operator_client.post(
+        f"/changelog/{entry.pk}/edit/",
+        {
+            "effective_at": "2026-08-20T09:00",
+            "kind": "claim",
+            "title": "Raise the window to 262,144",
+            "flags": "--max-model-len: 131072 → 262144",
+            "body_md": "fixed body",
+            "units": "",
+            "reason": "",
+            "expected_effect": "",
+            "claims-TOTAL_FORMS": "1",
+            "claims-INITIAL_FORMS": "1",
+            "claims-0-text": "allocates nothing",
+        },
+    )
     assert response.status_code == 302
     entry = Entry.objects.get(pk=entry.pk)
     assert entry.title == "Raise the window to 262,144" and entry.body_md == "fixed body"
@@ -87,9 +109,17 @@ def test_edit_view_after_the_grace_period_changes_nothing(operator_client, opera
     entry = _entry(author=operator, written=timezone.now() - timedelta(hours=1))
     page = operator_client.get(entry.get_absolute_url()).content.decode()
     assert 'id="edit-link"' not in page and "locked: corrections only" in page
-    response = operator_client.post(f"/changelog/{entry.pk}/edit/", {
-        "effective_at": "2026-08-20T09:00", "kind": "claim", "title": "rewritten history",
-        "claims-TOTAL_FORMS": "0", "claims-INITIAL_FORMS": "0"}, follow=True)
+    response = operator_client.post(
+        f"/changelog/{entry.pk}/edit/",
+        {
+            "effective_at": "2026-08-20T09:00",
+            "kind": "claim",
+            "title": "rewritten history",
+            "claims-TOTAL_FORMS": "0",
+            "claims-INITIAL_FORMS": "0",
+        },
+        follow=True,
+    )
     assert "write a correction instead" in response.content.decode()
     assert Entry.objects.get(pk=entry.pk).title == "Raise the window" and not entry.revisions.exists()
 
@@ -104,8 +134,12 @@ def test_admin_is_read_only_even_for_superusers(admin_client_):
     assert admin_client_.get(f"/admin/changelog/entry/{entry.pk}/delete/").status_code == 403
     assert admin_client_.post(f"/admin/changelog/entry/{entry.pk}/delete/", {"post": "yes"}).status_code == 403
     assert admin_client_.get("/admin/changelog/entry/add/").status_code == 403
-    listing = admin_client_.post("/admin/changelog/entry/", {"action": "delete_selected", "_selected_action": [entry.pk]})
+    listing = admin_client_.post(
+        "/admin/changelog/entry/", {"action": "delete_selected", "_selected_action": [entry.pk]}
+    )
     assert listing.status_code in (200, 302)
-    assert admin_client_.post(f"/admin/changelog/correction/{correction.pk}/change/", {"text_md": "x"}).status_code == 403
+    assert (
+        admin_client_.post(f"/admin/changelog/correction/{correction.pk}/change/", {"text_md": "x"}).status_code == 403
+    )
     assert Entry.objects.get(pk=entry.pk).title == "Raise the window"
     assert Correction.objects.get().text_md == "Cost 2.7 %."

@@ -1,5 +1,6 @@
 """Real headless Chromium writes an entry and a correction through the forms, then reads the
 ledgers page with its Plotly chart."""
+
 from pathlib import Path
 
 import pytest
@@ -57,8 +58,14 @@ def test_operator_writes_an_entry_and_a_correction(page, live_server, pair):
     assert page.url == live_server.url + entry.get_absolute_url()
     assert page.inner_text("#entry-body strong") == "max-model-len"
 
-    KVPoolEntry.objects.create(recorded_at=at("2026-08-20 09:05"), engine=pair["nemotron"], pool_tokens=2_703_604,
-                               window=262144, concurrency=10.31, source="collector")
+    KVPoolEntry.objects.create(
+        recorded_at=at("2026-08-20 09:05"),
+        engine=pair["nemotron"],
+        pool_tokens=2_703_604,
+        window=262144,
+        concurrency=10.31,
+        source="collector",
+    )
     page.reload()
     claim = entry.claims.get()
     assert "Write a correction against this claim" in page.inner_text(f"#claim-{claim.pk}")
@@ -108,8 +115,10 @@ def test_operator_imports_a_fenced_log_after_its_dry_run_then_asks_what_is_belie
     from .test_liberal_reading import FENCED
 
     log = tmp_path / "hand-kept.md"
-    log.write_text(LOG + "\n" + FENCED + "\n## 2026-08-24 - Old driver notes\nEngines: driver-80b\nkind: claim\n"
-                   "Claim: the 80B driver needs 0.55\n")
+    log.write_text(
+        LOG + "\n" + FENCED + "\n## 2026-08-24 - Old driver notes\nEngines: driver-80b\nkind: claim\n"
+        "Claim: the 80B driver needs 0.55\n"
+    )
     page.goto(live_server.url + "/changelog/")
     page.click("#import-link")
     page.set_input_files("#id_file", str(log))

@@ -1,5 +1,6 @@
 """The claims view ("what do we believe now?") and the operators' import page, whose dry run
 is shown before anything is written (issue 14, item 6 and "done when")."""
+
 import re
 
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -40,22 +41,34 @@ def _states(page):
 
 def test_claims_view_states_engines_and_measurement(pair, viewer_client):
     apply_import(plan_import(LOG))
-    KVPoolEntry.objects.create(recorded_at=at("2026-08-20 09:05"), engine=pair["nemotron"], window=262144,
-                               concurrency=10.31, pool_tokens=2_703_604)
+    KVPoolEntry.objects.create(
+        recorded_at=at("2026-08-20 09:05"),
+        engine=pair["nemotron"],
+        window=262144,
+        concurrency=10.31,
+        pool_tokens=2_703_604,
+    )
     page = viewer_client.get("/changelog/claims/").content.decode()
     states = _states(page)
-    assert states == {"raising --max-model-len allocates nothing": "superseded",
-                      "q38 keeps 3.6 concurrent agents": "standing", "the window is free on both": "withdrawn",
-                      "0.40 each is enough": "corrected", "nothing else runs on the box": "standing"}
+    assert states == {
+        "raising --max-model-len allocates nothing": "superseded",
+        "q38 keeps 3.6 concurrent agents": "standing",
+        "the window is free on both": "withdrawn",
+        "0.40 each is enough": "corrected",
+        "nothing else runs on the box": "standing",
+    }
     assert "measured 10.3" in page and "2.7 % off" in page and "not measured yet" in page
     assert "https://example.test/bench" in page
     # One click: what is believed about nemotron now (standing or corrected, its own or its entry's).
-    assert '?engine=nemotron&amp;state=believed' in page
+    assert "?engine=nemotron&amp;state=believed" in page
     believed = _states(viewer_client.get("/changelog/claims/?engine=nemotron&state=believed").content.decode())
     assert believed == {}  # nemotron's one claim was superseded; claim 3 was withdrawn
     believed = _states(viewer_client.get("/changelog/claims/?engine=q38&state=believed").content.decode())
-    assert believed == {"q38 keeps 3.6 concurrent agents": "standing", "0.40 each is enough": "corrected",
-                        "nothing else runs on the box": "standing"}
+    assert believed == {
+        "q38 keeps 3.6 concurrent agents": "standing",
+        "0.40 each is enough": "corrected",
+        "nothing else runs on the box": "standing",
+    }
     withdrawn = _states(viewer_client.get("/changelog/claims/?state=withdrawn").content.decode())
     assert withdrawn == {"the window is free on both": "withdrawn"}
     assert viewer_client.get("/changelog/claims/?state=vibes").status_code == 200  # refused filter, no crash
@@ -69,11 +82,14 @@ def test_import_page_previews_then_imports_only_what_was_previewed(operator_clie
     assert "note, line" in page and not Entry.objects.exists()  # shown, nothing written
     digest = re.search(r'name="previewed" value="(\w+)"', page)[1]
     text = (LOG + "\n" + FENCED).replace("\n", "\r\n")  # as the browser sends the textarea back
-    tampered = operator_client.post("/changelog/import/", {"text": text + "\r\n## 2026-09-01 · sneaked in\r\n",
-                                                           "previewed": digest, "action": "import"})
+    tampered = operator_client.post(
+        "/changelog/import/",
+        {"text": text + "\r\n## 2026-09-01 · sneaked in\r\n", "previewed": digest, "action": "import"},
+    )
     assert tampered.status_code == 200 and 'id="dry-run"' in tampered.content.decode() and not Entry.objects.exists()
-    done = operator_client.post("/changelog/import/", {"text": text, "previewed": digest, "action": "import"},
-                                follow=True)
+    done = operator_client.post(
+        "/changelog/import/", {"text": text, "previewed": digest, "action": "import"}, follow=True
+    )
     assert "Imported: 3 new entries" in done.content.decode() and Entry.objects.count() == 3
 
 

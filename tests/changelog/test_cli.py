@@ -1,4 +1,5 @@
 """`sparkops changelog import|export` through the management command."""
+
 import json
 from pathlib import Path
 
@@ -21,14 +22,22 @@ def run(*args):
 def test_dry_run_reports_and_writes_nothing(pair):
     out = run("import", str(FIXTURE), "--dry-run")
     assert "+ entry  line 15: 2026-08-20 09:00 · Raise --max-model-len to 262,144 on both engines" in out
-    assert out.strip().endswith("dry run: would create 3 new entries, 2 new correction(s), 0 entries already in the log")
+    assert out.strip().endswith(
+        "dry run: would create 3 new entries, 2 new correction(s), 0 entries already in the log"
+    )
     assert Entry.objects.count() == 0
 
 
 def test_import_twice_then_export(pair, operator):
-    assert run("import", str(FIXTURE), "--author", "otto").strip().endswith("imported: 3 new entries, 2 new correction(s), 0 entries already in the log")
+    assert (
+        run("import", str(FIXTURE), "--author", "otto")
+        .strip()
+        .endswith("imported: 3 new entries, 2 new correction(s), 0 entries already in the log")
+    )
     assert Entry.objects.filter(author=operator).count() == 3
-    assert run("import", str(FIXTURE)).strip().endswith("0 new entries, 0 new correction(s), 3 entries already in the log")
+    assert (
+        run("import", str(FIXTURE)).strip().endswith("0 new entries, 0 new correction(s), 3 entries already in the log")
+    )
     md = run("export")
     assert md.startswith("# SparkOps change log\n") and md.count("\n## ") == 3
     data = json.loads(run("export", "--format", "json"))

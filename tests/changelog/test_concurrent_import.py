@@ -1,6 +1,7 @@
 """Two imports of one file at the same moment (issue 14, item 4): each entry, correction and
 retired engine record exists once. The threads are real database sessions; a barrier makes
 both plan before either writes, so the race that doubled every entry happens every time."""
+
 import threading
 from io import StringIO
 from pathlib import Path
@@ -68,8 +69,10 @@ def test_two_imports_of_one_file_at_once_create_everything_once(tmp_path, monkey
         return outputs
 
     outputs = race(log)
-    assert sorted(o.splitlines()[-1].split(",")[0] for o in outputs) == ["imported: 0 new entries",
-                                                                         "imported: 5 new entries"]
+    assert sorted(o.splitlines()[-1].split(",")[0] for o in outputs) == [
+        "imported: 0 new entries",
+        "imported: 5 new entries",
+    ]
     once = _counts()
     assert once == {"Entry": 5, "Claim": 3, "FlagChange": 3, "Correction": 3, "EvidenceLink": 1, "Engine": 5}
     assert len(set(Entry.objects.values_list("fingerprint", flat=True))) == 5
@@ -80,9 +83,18 @@ def test_two_imports_of_one_file_at_once_create_everything_once(tmp_path, monkey
 
 
 def test_the_same_entry_twice_from_the_form_is_refused_with_a_message(operator_client):
-    form = {"effective_at": "2026-08-20T09:00", "kind": "decision", "title": "Split the memory evenly",
-            "flags": "", "body_md": "0.40 each", "units": "", "reason": "", "expected_effect": "",
-            "claims-TOTAL_FORMS": "0", "claims-INITIAL_FORMS": "0"}
+    form = {
+        "effective_at": "2026-08-20T09:00",
+        "kind": "decision",
+        "title": "Split the memory evenly",
+        "flags": "",
+        "body_md": "0.40 each",
+        "units": "",
+        "reason": "",
+        "expected_effect": "",
+        "claims-TOTAL_FORMS": "0",
+        "claims-INITIAL_FORMS": "0",
+    }
     assert operator_client.post("/changelog/new/", form).status_code == 302
     again = operator_client.post("/changelog/new/", form)
     assert again.status_code == 200 and "The log already has this entry" in again.content.decode()

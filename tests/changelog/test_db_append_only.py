@@ -2,6 +2,7 @@
 delete a locked entry or its corrections is refused — the model's save() and delete(), the
 `_base_manager`, a plain queryset's update()/delete(), a cascade from deleting its engine,
 the admin, raw SQL. Run on PostgreSQL (DATABASE_URL) and on SQLite: the triggers differ."""
+
 from datetime import timedelta
 
 import pytest
@@ -25,22 +26,43 @@ def _lock(entry):
     """Backdate ENTRY to an hour ago. Moving locked_at earlier is the one change allowed."""
     written = timezone.now() - timedelta(hours=1)
     with connection.cursor() as cur:
-        cur.execute("UPDATE changelog_entry SET created_at = %s, locked_at = %s WHERE id = %s",
-                    [written, written + timedelta(minutes=15), entry.pk])
+        cur.execute(
+            "UPDATE changelog_entry SET created_at = %s, locked_at = %s WHERE id = %s",
+            [written, written + timedelta(minutes=15), entry.pk],
+        )
     return Entry.objects.get(pk=entry.pk)
 
 
 @pytest.fixture
 def locked(pair, django_user_model):
     author = django_user_model.objects.create_user(username="writer", password="writer-password-123")
-    entry = entry_create(author=author, effective_at=at("2026-08-20 09:00"), kind="claim", title="Raise the window",
-                         engines=[pair["nemotron"], pair["q38"]], flags=parse_flags("--max-model-len: 131072 → 262144"),
-                         claims=[{"text": "allocates nothing", "metric": "concurrency", "predicted": 10.6,
-                                  "window": 262144, "engine": pair["nemotron"]}],
-                         evidence=[parse_evidence("https://example.test/run")], body_md="original body")
-    correction = correction_create(entry=entry, author=author, text_md="The pool shrank 2.7 %.",
-                                   claim=entry.claims.get(), mark="superseded",
-                                   evidence=[parse_evidence("run:12")])
+    entry = entry_create(
+        author=author,
+        effective_at=at("2026-08-20 09:00"),
+        kind="claim",
+        title="Raise the window",
+        engines=[pair["nemotron"], pair["q38"]],
+        flags=parse_flags("--max-model-len: 131072 → 262144"),
+        claims=[
+            {
+                "text": "allocates nothing",
+                "metric": "concurrency",
+                "predicted": 10.6,
+                "window": 262144,
+                "engine": pair["nemotron"],
+            }
+        ],
+        evidence=[parse_evidence("https://example.test/run")],
+        body_md="original body",
+    )
+    correction = correction_create(
+        entry=entry,
+        author=author,
+        text_md="The pool shrank 2.7 %.",
+        claim=entry.claims.get(),
+        mark="superseded",
+        evidence=[parse_evidence("run:12")],
+    )
     entry = _lock(entry)
     return {"entry": entry, "correction": correction, "author": author, **pair}
 
@@ -88,15 +110,23 @@ def test_orm_save_and_delete_refused_below_the_model_guard(locked):
     _refused(lambda: models.Model.delete(flag))
     _refused(lambda: models.Model.save(FlagChange(entry=entry, flag="--max-num-seqs", old="256", new="128")))
     _refused(lambda: entry.engines.remove(locked["q38"]))
-    _refused(lambda: entry.engines.add(Engine.objects.create(name="late", kind="vllm", url="http://127.0.0.1:1",
-                                                             host=locked["host"])))
+    _refused(
+        lambda: entry.engines.add(
+            Engine.objects.create(name="late", kind="vllm", url="http://127.0.0.1:1", host=locked["host"])
+        )
+    )
     _unchanged(locked)
 
 
 def test_base_manager_and_plain_querysets_refused(locked):
     entry = locked["entry"]
-    for model, changes in ((Entry, {"title": "x"}), (Correction, {"text_md": "x"}), (Claim, {"text": "x"}),
-                           (FlagChange, {"new": "1"}), (EvidenceLink, {"url": "https://x.test"})):
+    for model, changes in (
+        (Entry, {"title": "x"}),
+        (Correction, {"text_md": "x"}),
+        (Claim, {"text": "x"}),
+        (FlagChange, {"new": "1"}),
+        (EvidenceLink, {"url": "https://x.test"}),
+    ):
         for manager in (model._base_manager, models.QuerySet(model)):
             _refused(lambda: manager.all().update(**changes))
     _refused(lambda: Entry.engines.through.objects.filter(entry=entry).delete())
@@ -111,8 +141,15 @@ def test_base_manager_and_plain_querysets_refused(locked):
 
 
 def test_a_locked_entry_without_corrections_is_not_deleted_either(pair):
-    entry = _lock(entry_create(effective_at=at("2026-08-21 09:00"), kind="decision", title="Keep it",
-                               engines=[pair["q38"]], claims=[{"text": "kept"}]))
+    entry = _lock(
+        entry_create(
+            effective_at=at("2026-08-21 09:00"),
+            kind="decision",
+            title="Keep it",
+            engines=[pair["q38"]],
+            claims=[{"text": "kept"}],
+        )
+    )
     _refused(lambda: Entry._base_manager.filter(pk=entry.pk).delete())
     _refused(lambda: models.QuerySet(Entry).filter(pk=entry.pk)._raw_delete(connection.alias))
     assert Entry.objects.get(pk=entry.pk).claims.get().text == "kept"
@@ -143,32 +180,37 @@ def test_admin_cannot_delete_the_entry_nor_its_engine(locked, admin_client_):
     assert admin_client_.post(f"/admin/changelog/entry/{entry.pk}/delete/", {"post": "yes"}).status_code == 403
     for engine in (locked["nemotron"], locked["q38"]):
         assert admin_client_.post(f"/admin/dashboard/engine/{engine.pk}/delete/", {"post": "yes"}).status_code == 403
-    listing = admin_client_.post("/admin/dashboard/engine/", {"action": "delete_selected",
-                                                              "_selected_action": [locked["q38"].pk], "post": "yes"})
+    listing = admin_client_.post(
+        "/admin/dashboard/engine/", {"action": "delete_selected", "_selected_action": [locked["q38"].pk], "post": "yes"}
+    )
     assert listing.status_code in (200, 302)
     assert Engine.objects.filter(name="q38").exists()
     _unchanged(locked)
 
 
-@pytest.mark.parametrize("sql", [
-    "UPDATE changelog_entry SET title = 'rewritten' WHERE id = {entry}",
-    "UPDATE changelog_entry SET body_md = body_md || ' ' WHERE id = {entry}",
-    "DELETE FROM changelog_entry WHERE id = {entry}",
-    "UPDATE changelog_correction SET text_md = 'never happened' WHERE id = {correction}",
-    "DELETE FROM changelog_correction WHERE id = {correction}",
-    "UPDATE changelog_claim SET text = 'rewritten' WHERE entry_id = {entry}",
-    "DELETE FROM changelog_claim WHERE entry_id = {entry}",
-    "DELETE FROM changelog_flagchange WHERE entry_id = {entry}",
-    "DELETE FROM changelog_entry_engines WHERE entry_id = {entry}",
-    "UPDATE changelog_evidencelink SET url = 'https://x.test' WHERE correction_id = {correction}",
-    "DELETE FROM changelog_evidencelink WHERE entry_id = {entry}",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE changelog_entry SET title = 'rewritten' WHERE id = {entry}",
+        "UPDATE changelog_entry SET body_md = body_md || ' ' WHERE id = {entry}",
+        "DELETE FROM changelog_entry WHERE id = {entry}",
+        "UPDATE changelog_correction SET text_md = 'never happened' WHERE id = {correction}",
+        "DELETE FROM changelog_correction WHERE id = {correction}",
+        "UPDATE changelog_claim SET text = 'rewritten' WHERE entry_id = {entry}",
+        "DELETE FROM changelog_claim WHERE entry_id = {entry}",
+        "DELETE FROM changelog_flagchange WHERE entry_id = {entry}",
+        "DELETE FROM changelog_entry_engines WHERE entry_id = {entry}",
+        "UPDATE changelog_evidencelink SET url = 'https://x.test' WHERE correction_id = {correction}",
+        "DELETE FROM changelog_evidencelink WHERE entry_id = {entry}",
+    ],
+)
 def test_raw_sql_is_refused(locked, sql):
     statement = sql.format(entry=locked["entry"].pk, correction=locked["correction"].pk)
 
     def run():
         with connection.cursor() as cur:
             cur.execute(statement)
+
     _refused(run)
     _unchanged(locked)
 

@@ -1,6 +1,7 @@
 """A real log imports whole (issue 14, item 1): names of engines SparkOps does not watch
 become retired engine records, the import says so, and an export imports into an empty
 database (a new box) and exports the same bytes again."""
+
 import os
 import subprocess
 import sys

@@ -1,4 +1,5 @@
 """KV-pool and incident ledgers: pages, the add-row form, closing an incident, exports, chart data."""
+
 import csv
 import io
 
@@ -10,23 +11,41 @@ from dashboard.models.ledgers import GIB
 from .conftest import at
 
 # Rows of the field report's KV-pool ledger (2026-08-19 systemd, 2026-08-20 window raised).
-ROWS = [("2026-08-19 12:00", "nemotron", 0.25, 9.12, 2_777_998, 131072, 21.2, "systemd, after retirements"),
-        ("2026-08-19 12:00", "q38", 0.45, 30.33, 953_661, 131072, 7.28, "systemd, after retirements"),
-        ("2026-08-20 14:00", "nemotron", 0.25, 8.26, 2_703_604, 262144, 10.31, "window raised; pool −2.7%")]
+ROWS = [
+    ("2026-08-19 12:00", "nemotron", 0.25, 9.12, 2_777_998, 131072, 21.2, "systemd, after retirements"),
+    ("2026-08-19 12:00", "q38", 0.45, 30.33, 953_661, 131072, 7.28, "systemd, after retirements"),
+    ("2026-08-20 14:00", "nemotron", 0.25, 8.26, 2_703_604, 262144, 10.31, "window raised; pool −2.7%"),
+]
 
 
 def _rows(pair):
     for when, name, share, gib, pool, window, conc, note in ROWS:
-        KVPoolEntry.objects.create(recorded_at=at(when), engine=pair[name], memory_share=share,
-                                   kv_memory_bytes=round(gib * GIB), pool_tokens=pool, window=window,
-                                   concurrency=conc, note=note)
+        KVPoolEntry.objects.create(
+            recorded_at=at(when),
+            engine=pair[name],
+            memory_share=share,
+            kv_memory_bytes=round(gib * GIB),
+            pool_tokens=pool,
+            window=window,
+            concurrency=conc,
+            note=note,
+        )
 
 
 def test_operator_adds_a_row_with_computed_concurrency(operator_client, pair):
-    response = operator_client.post("/changelog/ledgers/kvpool/add/", {
-        "recorded_at": "2026-08-20T14:00", "engine": pair["q38"].pk, "memory_share": "0.45",
-        "kv_memory_gib": "26.8", "pool_tokens": "858483", "window": "262144", "concurrency": "",
-        "note": "window raised; pool −10.0%"})
+    response = operator_client.post(
+        "/changelog/ledgers/kvpool/add/",
+        {
+            "recorded_at": "2026-08-20T14:00",
+            "engine": pair["q38"].pk,
+            "memory_share": "0.45",
+            "kv_memory_gib": "26.8",
+            "pool_tokens": "858483",
+            "window": "262144",
+            "concurrency": "",
+            "note": "window raised; pool −10.0%",
+        },
+    )
     assert response.status_code == 302
     row = KVPoolEntry.objects.get()
     assert row.concurrency == 3.27 and row.source == "manual" and row.created_by.username == "otto"
@@ -36,9 +55,16 @@ def test_operator_adds_a_row_with_computed_concurrency(operator_client, pair):
 
 
 def test_bad_row_is_explained_and_not_saved(operator_client, pair):
-    response = operator_client.post("/changelog/ledgers/kvpool/add/", {
-        "recorded_at": "2026-08-20T14:00", "engine": pair["q38"].pk, "memory_share": "45",
-        "pool_tokens": "-5", "window": "262144"})
+    response = operator_client.post(
+        "/changelog/ledgers/kvpool/add/",
+        {
+            "recorded_at": "2026-08-20T14:00",
+            "engine": pair["q38"].pk,
+            "memory_share": "45",
+            "pool_tokens": "-5",
+            "window": "262144",
+        },
+    )
     page = response.content.decode()
     assert response.status_code == 400 and "between 0 and 1" in page and "Must be a positive number" in page
     assert KVPoolEntry.objects.count() == 0
@@ -64,19 +90,28 @@ def test_ledger_exports(viewer_client, pair):
 
 
 def test_operator_closes_an_incident_with_the_fix_and_the_entries(operator_client, pair):
-    incident = Incident.objects.create(opened_at=at("2026-08-23 16:56"), engine=pair["nemotron"],
-                                       unit="vllm-nemotron.service",
-                                       trigger="CUDA error: an illegal instruction was encountered; exited 0, not restarted")
-    fix = entry_create(effective_at=at("2026-08-24 09:00"), kind="incident_note", title="Restart=always for vllm-nemotron",
-                       engines=[pair["nemotron"]])
-    bad = operator_client.post(f"/changelog/ledgers/incidents/{incident.pk}/close/",
-                               {"closed_at": "2026-08-22T00:00", "fix_that_held": ""})
+    incident = Incident.objects.create(
+        opened_at=at("2026-08-23 16:56"),
+        engine=pair["nemotron"],
+        unit="vllm-nemotron.service",
+        trigger="CUDA error: an illegal instruction was encountered; exited 0, not restarted",
+    )
+    fix = entry_create(
+        effective_at=at("2026-08-24 09:00"),
+        kind="incident_note",
+        title="Restart=always for vllm-nemotron",
+        engines=[pair["nemotron"]],
+    )
+    bad = operator_client.post(
+        f"/changelog/ledgers/incidents/{incident.pk}/close/", {"closed_at": "2026-08-22T00:00", "fix_that_held": ""}
+    )
     assert "cannot close before it opened" in bad.content.decode() and "This field is required" in bad.content.decode()
     incident.refresh_from_db()
     assert incident.closed_at is None
-    ok = operator_client.post(f"/changelog/ledgers/incidents/{incident.pk}/close/", {
-        "closed_at": "2026-08-24T06:56", "fix_that_held": "Restart=always drop-in, 2026-08-24",
-        "entries": [fix.pk]})
+    ok = operator_client.post(
+        f"/changelog/ledgers/incidents/{incident.pk}/close/",
+        {"closed_at": "2026-08-24T06:56", "fix_that_held": "Restart=always drop-in, 2026-08-24", "entries": [fix.pk]},
+    )
     assert ok.status_code == 302
     incident.refresh_from_db()
     assert incident.fix_that_held == "Restart=always drop-in, 2026-08-24" and incident.closed_by.username == "otto"

@@ -1,4 +1,5 @@
 """Writing an entry or a correction publishes "changelog.entry" to the live group after commit."""
+
 import asyncio
 
 import pytest
@@ -22,14 +23,21 @@ def test_entry_and_correction_are_published(pair):
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(GROUP_ALL, channel)
     try:
-        entry = entry_create(effective_at=at("2026-08-20 09:00"), kind="claim", title="Raise the window",
-                             engines=[pair["nemotron"]])
+        entry = entry_create(
+            effective_at=at("2026-08-20 09:00"), kind="claim", title="Raise the window", engines=[pair["nemotron"]]
+        )
         correction_create(entry=entry, text_md="cost 2.7 %", mark="")
         first, second = async_to_sync(_receive)(layer, channel, 2)
     finally:
         async_to_sync(layer.group_discard)(GROUP_ALL, channel)
     assert first["type"] == second["type"] == "changelog.entry"
-    assert first["payload"] == {"id": entry.pk, "time": "2026-08-20T09:00:00+00:00", "title": "Raise the window",
-                                "kind": "claim", "url": entry.get_absolute_url(), "engines": ["nemotron"],
-                                "corrected": False}
+    assert first["payload"] == {
+        "id": entry.pk,
+        "time": "2026-08-20T09:00:00+00:00",
+        "title": "Raise the window",
+        "kind": "claim",
+        "url": entry.get_absolute_url(),
+        "engines": ["nemotron"],
+        "corrected": False,
+    }
     assert second["payload"]["corrected"] is True and second["payload"]["correction"]["mark"] == ""

@@ -1,4 +1,5 @@
 """The Markdown log grammar: good files, each kind of malformed line, duplicates, round trip."""
+
 from pathlib import Path
 
 import pytest
@@ -25,9 +26,16 @@ def test_field_report_log_imports_with_claims_predictions_and_corrections(pair):
     assert [(f.flag, f.old, f.new) for f in raise_.flags.all()] == [("--max-model-len", "131072", "262144")]
     first, second = raise_.claims.all()
     assert first.text == "raising --max-model-len 131,072 → 262,144 allocates nothing"
-    assert (first.metric, first.predicted, first.window, first.engine) == ("concurrency", 10.6, 262144, pair["nemotron"])
+    assert (first.metric, first.predicted, first.window, first.engine) == (
+        "concurrency",
+        10.6,
+        262144,
+        pair["nemotron"],
+    )
     assert second.engine == pair["q38"] and second.predicted == 3.6
-    assert raise_.body_md.startswith("vLLM sizes its KV pool at boot") and raise_.body_md.endswith("tokens across the same raise.")
+    assert raise_.body_md.startswith("vLLM sizes its KV pool at boot") and raise_.body_md.endswith(
+        "tokens across the same raise."
+    )
     c1, c2 = raise_.corrections.all()
     assert c1.claim == first and c1.mark == "superseded" and c1.corrected_at.isoformat() == "2026-08-20T14:00:00+00:00"
     assert c1.text_md.startswith("Cheap, not free.") and "\n\nvLLM reserves non-KV workspace" in c1.text_md
@@ -81,8 +89,17 @@ def _wipe_log():
     from django.db import connection
 
     with connection.cursor() as cur:
-        for table in ("searchdocument", "evidencelink", "correction", "flagchange", "claim", "entryrevision",
-                      "entry_engines", "entry_incidents", "entry"):
+        for table in (
+            "searchdocument",
+            "evidencelink",
+            "correction",
+            "flagchange",
+            "claim",
+            "entryrevision",
+            "entry_engines",
+            "entry_incidents",
+            "entry",
+        ):
             cur.execute(f"DELETE FROM changelog_{table}")
 
 
@@ -100,7 +117,11 @@ MALFORMED = [
     ("## 2026-08-20 · ok\n\nbody\n\n> Correction 20-08-2026: wrong date\n", 5, "a correction starts"),
     ("## 2026-08-20 · ok\n\n> Correction 2026-08-21 (claim 2): no such claim\n", 3, "claim 2 does not exist"),
     ("## 2026-08-20 · ok\nClaim: c\n\n> Correction 2026-08-21 (withdrawn): which claim?\n", 4, "applies to one claim"),
-    ("## 2026-08-20 · ok\nClaim: c\n\n> Correction 2026-08-21 (claim 1, retracted): x\n", 4, "unknown correction option"),
+    (
+        "## 2026-08-20 · ok\nClaim: c\n\n> Correction 2026-08-21 (claim 1, retracted): x\n",
+        4,
+        "unknown correction option",
+    ),
     ("## 2026-08-20 · ok\n\n> Correction 2026-08-21:\n", 3, "needs text"),
     ("just notes, no entries\n", 1, "no entries"),
 ]

@@ -2,6 +2,7 @@
 600 entries and 150 corrections imports whole, re-imports to nothing, keeps its fenced blocks,
 and the timeline's full-text search (PostgreSQL tsvector / SQLite FTS5) finds what it should.
 Timings are bench/changelog_scale.py's job, not a test's."""
+
 from dashboard.changelog.markdown import export_markdown, import_log, parse_log
 from dashboard.changelog.models import Claim, Correction, Entry, SearchDocument
 from dashboard.changelog.samplelog import generate

@@ -1,5 +1,6 @@
 """The window raise of 2026-08-20, replayed: the claim, the restart the collector saw, the
 ledger row at 10.31×, and the correction written beside the claim."""
+
 import socket
 import subprocess
 import sys
@@ -29,9 +30,25 @@ def _free_port():
 
 
 def _start_vllm(port, cfg):
-    args = [sys.executable, "-m", "dashboard.simulator.engine", "--kind", "vllm", "--name", "nemotron",
-            "--port", str(port), "--block-size", "2", "--load-seconds", "0.1",
-            "--max-model-len", str(cfg["max_model_len"]), "--num-gpu-blocks", str(cfg["num_gpu_blocks"])]
+    args = [
+        sys.executable,
+        "-m",
+        "dashboard.simulator.engine",
+        "--kind",
+        "vllm",
+        "--name",
+        "nemotron",
+        "--port",
+        str(port),
+        "--block-size",
+        "2",
+        "--load-seconds",
+        "0.1",
+        "--max-model-len",
+        str(cfg["max_model_len"]),
+        "--num-gpu-blocks",
+        str(cfg["num_gpu_blocks"]),
+    ]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -75,10 +92,15 @@ def test_window_raise_prediction_measurement_and_correction(nemotron_sim, operat
     assert (before.pool_tokens, before.window, before.concurrency) == (2_777_998, 131072, 21.19)
 
     entry = entry_create(
-        author=operator, effective_at=at("2026-08-20 09:00"), kind="claim", engines=[engine],
-        title="Raise --max-model-len to 262,144", flags=parse_flags("--max-model-len: 131072 → 262144"),
+        author=operator,
+        effective_at=at("2026-08-20 09:00"),
+        kind="claim",
+        engines=[engine],
+        title="Raise --max-model-len to 262,144",
+        flags=parse_flags("--max-model-len: 131072 → 262144"),
         claims=[{"text": CLAIM, "metric": "concurrency", "predicted": 10.6, "window": 262144, "engine": engine}],
-        body_md="vLLM sizes its KV pool at boot from `--gpu-memory-utilization`.")
+        body_md="vLLM sizes its KV pool at boot from `--gpu-memory-utilization`.",
+    )
     KVPoolEntry.objects.filter(pk=before.pk).update(recorded_at=at("2026-08-19 12:00"))
 
     stop()  # the restart with the new window: vLLM sizes a smaller pool
@@ -94,10 +116,16 @@ def test_window_raise_prediction_measurement_and_correction(nemotron_sim, operat
     assert "concurrency 10.6× at 262,144 on nemotron" in page and "10.31×" in page and "2.7 %" in page
     assert f'id="invite-{claim.pk}"' in page and "Write a correction against this claim" in page
 
-    response = client.post(f"/changelog/{entry.pk}/correct/", {
-        "corrected_at": "2026-08-20T14:00", "target": str(claim.pk), "mark": "superseded",
-        "text_md": "Cheap, not free: the pool went 9.12 → 8.26 GiB (−2.7 %), 10.31× measured.",
-        "evidence": ""})
+    response = client.post(
+        f"/changelog/{entry.pk}/correct/",
+        {
+            "corrected_at": "2026-08-20T14:00",
+            "target": str(claim.pk),
+            "mark": "superseded",
+            "text_md": "Cheap, not free: the pool went 9.12 → 8.26 GiB (−2.7 %), 10.31× measured.",
+            "evidence": "",
+        },
+    )
     assert response.status_code == 302
 
     claim = Claim.objects.get(pk=claim.pk)
@@ -105,7 +133,7 @@ def test_window_raise_prediction_measurement_and_correction(nemotron_sim, operat
     correction = claim.corrections.get()
     assert correction.mark == "superseded" and correction.author == operator
     page = client.get(entry.get_absolute_url()).content.decode()
-    section = page[page.index(f'id="claim-{claim.pk}"'):]
+    section = page[page.index(f'id="claim-{claim.pk}"') :]
     assert CLAIM in section and "corrected on 2026-08-20 14:00" in section and "superseded" in section
     assert "Correction 2026-08-20 14:00" in section and "Cheap, not free" in section
     assert section.index(CLAIM) < section.index("Cheap, not free")  # beside it, not instead

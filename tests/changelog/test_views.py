@@ -1,4 +1,5 @@
 """Timeline, forms (clear messages, nothing saved on error), roles, exports, live events."""
+
 import pytest
 
 from dashboard.changelog.models import Claim, Correction, Entry
@@ -6,17 +7,28 @@ from dashboard.changelog.services import correction_create, entry_create
 
 from .conftest import at
 
-WRITE_URLS = ["/changelog/new/", "/changelog/{pk}/edit/", "/changelog/{pk}/correct/",
-              "/changelog/ledgers/kvpool/add/"]
+WRITE_URLS = ["/changelog/new/", "/changelog/{pk}/edit/", "/changelog/{pk}/correct/", "/changelog/ledgers/kvpool/add/"]
 
 
 def _form(**over):
-    data = {"effective_at": "2026-08-20T09:00", "kind": "flag_change", "title": "Raise the window",
-            "flags": "--max-model-len: 131072 → 262144", "body_md": "why", "units": "vllm-nemotron.service",
-            "reason": "agents need 256K", "expected_effect": "nothing allocated", "evidence": "",
-            "claims-TOTAL_FORMS": "2", "claims-INITIAL_FORMS": "0",
-            "claims-0-text": "allocates nothing", "claims-0-metric": "concurrency", "claims-0-predicted": "10.6",
-            "claims-0-window": "262144", "claims-1-text": ""}
+    data = {
+        "effective_at": "2026-08-20T09:00",
+        "kind": "flag_change",
+        "title": "Raise the window",
+        "flags": "--max-model-len: 131072 → 262144",
+        "body_md": "why",
+        "units": "vllm-nemotron.service",
+        "reason": "agents need 256K",
+        "expected_effect": "nothing allocated",
+        "evidence": "",
+        "claims-TOTAL_FORMS": "2",
+        "claims-INITIAL_FORMS": "0",
+        "claims-0-text": "allocates nothing",
+        "claims-0-metric": "concurrency",
+        "claims-0-predicted": "10.6",
+        "claims-0-window": "262144",
+        "claims-1-text": "",
+    }
     data.update(over)
     return data
 
@@ -39,21 +51,31 @@ def test_new_entry_through_the_form(operator_client, pair):
     assert entry.author_name == "otto" and entry.reason == "agents need 256K"
     assert [str(f) for f in entry.flags.all()] == ["--max-model-len: 131072 → 262144"]
     claim = entry.claims.get()
-    assert (claim.text, claim.metric, claim.predicted, claim.window) == ("allocates nothing", "concurrency", 10.6, 262144)
+    assert (claim.text, claim.metric, claim.predicted, claim.window) == (
+        "allocates nothing",
+        "concurrency",
+        10.6,
+        262144,
+    )
     assert [(e.kind, e.url, e.ref_id) for e in entry.evidence.all()] == [
-        ("url", "https://example.test/log", None), ("benchmark_run", "", 12)]
+        ("url", "https://example.test/log", None),
+        ("benchmark_run", "", 12),
+    ]
 
 
-@pytest.mark.parametrize("over,field,message", [
-    ({"title": ""}, "title", "This field is required"),
-    ({"flags": "--max-model-len 131072 262144"}, "flags", "a flag change reads"),
-    ({"flags": ""}, "flags", "names at least one flag change"),
-    ({"effective_at": "yesterday"}, "effective_at", "Enter a valid date/time"),
-    ({"evidence": "ftp://nope"}, "evidence", "evidence is a URL"),
-    ({"body_md": "ok\n## sneaky heading"}, "body_md", "begins a new entry"),
-    ({"claims-0-predicted": ""}, None, "needs both a metric and a predicted value"),
-    ({"claims-0-text": ""}, None, "A prediction belongs to a claim"),
-])
+@pytest.mark.parametrize(
+    "over,field,message",
+    [
+        ({"title": ""}, "title", "This field is required"),
+        ({"flags": "--max-model-len 131072 262144"}, "flags", "a flag change reads"),
+        ({"flags": ""}, "flags", "names at least one flag change"),
+        ({"effective_at": "yesterday"}, "effective_at", "Enter a valid date/time"),
+        ({"evidence": "ftp://nope"}, "evidence", "evidence is a URL"),
+        ({"body_md": "ok\n## sneaky heading"}, "body_md", "begins a new entry"),
+        ({"claims-0-predicted": ""}, None, "needs both a metric and a predicted value"),
+        ({"claims-0-text": ""}, None, "A prediction belongs to a claim"),
+    ],
+)
 def test_bad_entry_input_is_explained_and_nothing_is_saved(operator_client, pair, over, field, message):
     response = operator_client.post("/changelog/new/", _form(**over))
     page = response.content.decode()
@@ -64,31 +86,50 @@ def test_bad_entry_input_is_explained_and_nothing_is_saved(operator_client, pair
 
 def test_correction_errors_save_nothing(operator_client, pair):
     entry = entry_create(effective_at=at("2026-08-20 09:00"), kind="decision", title="t", claims=[{"text": "c"}])
-    bad = operator_client.post(f"/changelog/{entry.pk}/correct/", {
-        "corrected_at": "2026-08-21T10:00", "target": "entry", "mark": "withdrawn", "text_md": "wrong"})
+    bad = operator_client.post(
+        f"/changelog/{entry.pk}/correct/",
+        {"corrected_at": "2026-08-21T10:00", "target": "entry", "mark": "withdrawn", "text_md": "wrong"},
+    )
     assert bad.status_code == 400 and "applies to one claim" in bad.content.decode()
-    empty = operator_client.post(f"/changelog/{entry.pk}/correct/", {
-        "corrected_at": "2026-08-21T10:00", "target": "entry", "text_md": "   "})
+    empty = operator_client.post(
+        f"/changelog/{entry.pk}/correct/", {"corrected_at": "2026-08-21T10:00", "target": "entry", "text_md": "   "}
+    )
     assert empty.status_code == 400 and Correction.objects.count() == 0
 
 
 def test_entry_level_correction_sits_beside_the_original(operator_client, pair):
-    entry = entry_create(effective_at=at("2026-05-27 10:00"), kind="claim", title="Quality cliff at 57K",
-                         body_md="The audit fleet dies at ~57K: the quantization's 4K calibration.")
-    operator_client.post(f"/changelog/{entry.pk}/correct/", {
-        "corrected_at": "2026-08-19T12:00", "target": "entry",
-        "text_md": "It was an HTTP 400: prompt + max_tokens exceeded the 65,536 window."})
+    entry = entry_create(
+        effective_at=at("2026-05-27 10:00"),
+        kind="claim",
+        title="Quality cliff at 57K",
+        body_md="The audit fleet dies at ~57K: the quantization's 4K calibration.",
+    )
+    operator_client.post(
+        f"/changelog/{entry.pk}/correct/",
+        {
+            "corrected_at": "2026-08-19T12:00",
+            "target": "entry",
+            "text_md": "It was an HTTP 400: prompt + max_tokens exceeded the 65,536 window.",
+        },
+    )
     page = operator_client.get(entry.get_absolute_url()).content.decode()
-    original = page[page.index('id="entry-original"'):page.index('id="entry-corrections"')]
-    beside = page[page.index('id="entry-corrections"'):]
+    original = page[page.index('id="entry-original"') : page.index('id="entry-corrections"')]
+    beside = page[page.index('id="entry-corrections"') :]
     assert "corrected on 2026-08-19 12:00" in original and "4K calibration" in original
     assert "HTTP 400" in beside and "Correction 2026-08-19 12:00" in beside
 
 
 def test_timeline_filters(viewer_client, pair):
-    a = entry_create(effective_at=at("2026-06-07 15:10"), kind="incident_note", title="Compile storm", engines=[pair["q38"]],
-                     body_md="~21 cicc at 3.3 GiB each")
-    b = entry_create(effective_at=at("2026-08-20 09:00"), kind="claim", title="Window raise", engines=[pair["nemotron"]])
+    a = entry_create(
+        effective_at=at("2026-06-07 15:10"),
+        kind="incident_note",
+        title="Compile storm",
+        engines=[pair["q38"]],
+        body_md="~21 cicc at 3.3 GiB each",
+    )
+    b = entry_create(
+        effective_at=at("2026-08-20 09:00"), kind="claim", title="Window raise", engines=[pair["nemotron"]]
+    )
     correction_create(entry=b, text_md="cost 2.7 %")
 
     def titles(query):
@@ -110,6 +151,9 @@ def test_timeline_filters(viewer_client, pair):
 def test_export_download(viewer_client, pair):
     entry_create(effective_at=at("2026-08-20 09:00"), kind="decision", title="t", engines=[pair["q38"]])
     md = viewer_client.get("/changelog/export/?format=md")
-    assert md["Content-Type"].startswith("text/markdown") and "## 2026-08-20 09:00 · t\nEngines: q38\nKind: decision\n" in md.content.decode()
+    assert (
+        md["Content-Type"].startswith("text/markdown")
+        and "## 2026-08-20 09:00 · t\nEngines: q38\nKind: decision\n" in md.content.decode()
+    )
     js = viewer_client.get("/changelog/export/?format=json").json()
     assert js[0]["title"] == "t" and js[0]["engines"] == ["q38"]

@@ -1,4 +1,5 @@
 """Recorded payloads (zulip-style fixtures per source and version) and real loopback servers."""
+
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path

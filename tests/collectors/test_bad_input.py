@@ -1,5 +1,6 @@
 """Engines answering garbage, against real servers on 127.0.0.1: every case is a failed
 reading with its reason stored, never an exception, and the next poll proceeds."""
+
 import socket
 import time
 
@@ -46,17 +47,24 @@ def junk_10mb(handler):
 
 
 HUGE_LABELS = b"vllm:num_requests_running{" + b",".join(b'l%d="v"' % i for i in range(100_000)) + b"} 1\n"
-ALL_NAN = b"".join(line.rsplit(b" ", 1)[0] + b" NaN\n" if line.startswith(b"vllm:") else line + b"\n"
-                   for line in GOOD.splitlines())
+ALL_NAN = b"".join(
+    line.rsplit(b" ", 1)[0] + b" NaN\n" if line.startswith(b"vllm:") else line + b"\n" for line in GOOD.splitlines()
+)
 
 
 CASES = {
     "html": ((200, b"<!DOCTYPE html><html><head><title>Sign in</title></head></html>", {}), "not Prometheus"),
     "truncated_text": ((200, GOOD[: GOOD.index(b"engine=") + 9], {}), "/metrics: Prometheus text cut short"),
     "huge_labels": ((200, GOOD + HUGE_LABELS, {}), "/metrics: label limits exceeded"),
-    "redirect": ((302, b"", {"Location": "/login?next=/metrics"}), "metrics: HTTP 302 redirect to /login?next=/metrics"),
+    "redirect": (
+        (302, b"", {"Location": "/login?next=/metrics"}),
+        "metrics: HTTP 302 redirect to /login?next=/metrics",
+    ),
     "truncated_transfer": (truncated, "broken HTTP answer"),
-    "invalid_utf8": ((200, b"vllm:num_requests_running{engine=\"0\"} 1.0\n\xff\xfe\xfa", {}), "/metrics: response is not UTF-8"),
+    "invalid_utf8": (
+        (200, b'vllm:num_requests_running{engine="0"} 1.0\n\xff\xfe\xfa', {}),
+        "/metrics: response is not UTF-8",
+    ),
     "junk_10mb": (junk_10mb, "too large"),
     "hang": (hang, "timed out"),
     "http_500": ((500, b"Internal Server Error", {}), "HTTP 500"),
@@ -88,7 +96,9 @@ def test_a_redirect_on_health_is_a_down_engine_that_says_so(fleet, http_server):
     Engine.objects.filter(pk=engine.pk).update(url=http_server(routes))
     engine.refresh_from_db()
     reading = poll_one(engine)
-    assert reading["up"] is False and "HTTP 307 redirect to https://sso.example/login (not followed)" in reading["error"]
+    assert (
+        reading["up"] is False and "HTTP 307 redirect to https://sso.example/login (not followed)" in reading["error"]
+    )
 
 
 def test_a_json_bomb_on_models_is_named_and_the_metrics_still_count(fleet, http_server):
@@ -130,7 +140,8 @@ def test_a_pathological_engine_costs_the_others_nothing(fleet, http_server, sett
     settings.SPARKOPS_POLL_INTERVAL = 1.0
     Engine.objects.filter(pk=fleet["vllm"].pk).update(url=http_server(routes_with((200, GOOD, {}))))
     Engine.objects.filter(pk=fleet["llama"].pk).update(
-        kind="vllm", url=http_server(routes_with((200, GOOD + HUGE_LABELS, {}))))
+        kind="vllm", url=http_server(routes_with((200, GOOD + HUGE_LABELS, {})))
+    )
     readings = {r["name"]: r for r in poll(*Engine.objects.all())}
     assert readings["vllm-main"]["up"] and readings["vllm-main"]["requests_running"] == 2.0
     assert "label limits exceeded" in readings["llama-side"]["error"]
@@ -146,8 +157,10 @@ def test_an_exposition_of_nothing_but_nan_says_so_not_that_metrics_are_missing(f
 
 
 def test_nan_values_are_absent_not_zero(fleet, http_server):
-    nan_body = GOOD.replace(b'vllm:kv_cache_usage_perc{engine="0",model_name="Qwen/Qwen3-8B"} 0.0412',
-                            b'vllm:kv_cache_usage_perc{engine="0",model_name="Qwen/Qwen3-8B"} NaN')
+    nan_body = GOOD.replace(
+        b'vllm:kv_cache_usage_perc{engine="0",model_name="Qwen/Qwen3-8B"} 0.0412',
+        b'vllm:kv_cache_usage_perc{engine="0",model_name="Qwen/Qwen3-8B"} NaN',
+    )
     assert nan_body != GOOD
     engine = fleet["vllm"]
     Engine.objects.filter(pk=engine.pk).update(url=http_server(routes_with((200, nan_body, {}))))
@@ -160,7 +173,8 @@ def test_one_hung_engine_does_not_delay_the_others(fleet, http_server, settings)
     settings.SPARKOPS_POLL_INTERVAL = 1.0
     Engine.objects.filter(pk=fleet["vllm"].pk).update(url=http_server(routes_with((200, GOOD, {}))))
     Engine.objects.filter(pk=fleet["llama"].pk).update(
-        kind="vllm", url=http_server({"/health": hang, "/metrics": hang, "/v1/models": hang}))
+        kind="vllm", url=http_server({"/health": hang, "/metrics": hang, "/v1/models": hang})
+    )
     started = time.monotonic()
     readings = {r["name"]: r for r in poll(*Engine.objects.all())}
     assert time.monotonic() - started < 1.5
@@ -190,9 +204,17 @@ def test_optional_llamacpp_endpoint_with_the_wrong_json_type_is_ignored(props, f
         return (200, fixture_bytes("llamacpp", f"b0-0c1e570_{name}"), {})
 
     engine = fleet["llama"]
-    Engine.objects.filter(pk=engine.pk).update(url=http_server({
-        "/health": llama("health_ok.json"), "/metrics": llama("metrics.txt"), "/slots": llama("slots_one_busy.json"),
-        "/v1/models": llama("v1_models.json"), "/props": (200, props, {})}))
+    Engine.objects.filter(pk=engine.pk).update(
+        url=http_server(
+            {
+                "/health": llama("health_ok.json"),
+                "/metrics": llama("metrics.txt"),
+                "/slots": llama("slots_one_busy.json"),
+                "/v1/models": llama("v1_models.json"),
+                "/props": (200, props, {}),
+            }
+        )
+    )
     engine.refresh_from_db()
     reading = poll_one(engine)
     assert reading["up"] is True and reading["models"] == ["tiny-llama"] and reading["window"] is None

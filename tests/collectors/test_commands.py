@@ -1,4 +1,5 @@
 """`sparkops poll --once --json` prints the contract keys; the beat entries name real tasks."""
+
 import json
 from io import StringIO
 
@@ -10,19 +11,47 @@ from dashboard.collectors import gpu
 from dashboard.models import Engine
 from tests.collectors.conftest import fixture_bytes
 
-ENGINE_KEYS = {"name", "kind", "up", "error", "models", "requests_running", "requests_waiting", "kv_cache_usage",
-               "kv_pool_tokens", "prefix_cache_queries_total", "prefix_cache_hits_total", "prefix_cache_hit_rate",
-               "prompt_tokens_total", "generation_tokens_total", "unit"}
-GPU_KEYS = {"index", "name", "sm_clock_mhz", "sm_clock_max_mhz", "pstate", "utilization_pct", "power_w",
-            "temperature_c", "clocks_event_reasons"}
+ENGINE_KEYS = {
+    "name",
+    "kind",
+    "up",
+    "error",
+    "models",
+    "requests_running",
+    "requests_waiting",
+    "kv_cache_usage",
+    "kv_pool_tokens",
+    "prefix_cache_queries_total",
+    "prefix_cache_hits_total",
+    "prefix_cache_hit_rate",
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "unit",
+}
+GPU_KEYS = {
+    "index",
+    "name",
+    "sm_clock_mhz",
+    "sm_clock_max_mhz",
+    "pstate",
+    "utilization_pct",
+    "power_w",
+    "temperature_c",
+    "clocks_event_reasons",
+}
 
 
 @pytest.mark.django_db(transaction=True)
 def test_poll_once_json(fleet, http_server, settings, tmp_path):
     settings.SPARKOPS_GPU_BACKEND = "none"
     gpu.reset_backend()
-    url = http_server({"/health": (200, b"", {}), "/metrics": (200, fixture_bytes("vllm", "0.33.0_metrics_busy.txt"), {}),
-                       "/v1/models": (200, fixture_bytes("vllm", "0.33.0_v1_models.json"), {})})
+    url = http_server(
+        {
+            "/health": (200, b"", {}),
+            "/metrics": (200, fixture_bytes("vllm", "0.33.0_metrics_busy.txt"), {}),
+            "/v1/models": (200, fixture_bytes("vllm", "0.33.0_v1_models.json"), {}),
+        }
+    )
     Engine.objects.filter(pk=fleet["vllm"].pk).update(url=url)
     out = StringIO()
     call_command("poll", "--once", "--json", "--host", "spark-1", stdout=out)

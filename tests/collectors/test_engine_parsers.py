@@ -1,4 +1,5 @@
 """Each engine collector against recorded payloads of a named version."""
+
 from dashboard import http
 from dashboard.collectors import collector_for
 from dashboard.collectors.derive import derive
@@ -6,8 +7,11 @@ from tests.collectors.conftest import fixture_response as fx
 
 
 def vllm_bodies(metrics="0.33.0_metrics_busy.txt"):
-    return {"health": fx("vllm", "0.33.0_version.json"), "metrics": fx("vllm", metrics),
-            "models": fx("vllm", "0.33.0_v1_models.json")}
+    return {
+        "health": fx("vllm", "0.33.0_version.json"),
+        "metrics": fx("vllm", metrics),
+        "models": fx("vllm", "0.33.0_v1_models.json"),
+    }
 
 
 def test_vllm_033_busy():
@@ -31,8 +35,9 @@ def test_vllm_rates_hit_rate_and_quantiles_from_deltas():
     coll = collector_for("vllm")
     first, state = derive(coll.snapshot(vllm_bodies()), {}, now=1000.0, name="v", kind="vllm")
     assert first["prompt_tokens_per_s"] is None  # no baseline yet
-    later, state = derive(coll.snapshot(vllm_bodies("0.33.0_metrics_busy_later.txt")), state,
-                          now=1002.0, name="v", kind="vllm")
+    later, state = derive(
+        coll.snapshot(vllm_bodies("0.33.0_metrics_busy_later.txt")), state, now=1002.0, name="v", kind="vllm"
+    )
     assert later["prompt_tokens_per_s"] == 100000 / 2.0
     assert later["generation_tokens_per_s"] == 25000 / 2.0
     assert abs(later["prefix_cache_hit_rate"] - 60928 / 91372) < 1e-9
@@ -44,8 +49,13 @@ def test_vllm_rates_hit_rate_and_quantiles_from_deltas():
 def test_counter_going_down_is_a_restart_never_a_negative_rate():
     coll = collector_for("vllm")
     _, state = derive(coll.snapshot(vllm_bodies()), {}, now=1000.0, name="v", kind="vllm")
-    after, state = derive(coll.snapshot(vllm_bodies("0.33.0_metrics_after_restart_smaller_pool.txt")), state,
-                          now=1002.0, name="v", kind="vllm")
+    after, state = derive(
+        coll.snapshot(vllm_bodies("0.33.0_metrics_after_restart_smaller_pool.txt")),
+        state,
+        now=1002.0,
+        name="v",
+        kind="vllm",
+    )
     assert after["restarted"] is True
     assert after["prompt_tokens_per_s"] is None and after["generation_tokens_per_s"] is None
     assert after["prefix_cache_hit_rate"] is None
@@ -53,9 +63,13 @@ def test_counter_going_down_is_a_restart_never_a_negative_rate():
 
 
 def test_llamacpp_real_capture():
-    bodies = {"health": fx("llamacpp", "b0-0c1e570_health_ok.json"), "metrics": fx("llamacpp", "b0-0c1e570_metrics.txt"),
-              "slots": fx("llamacpp", "b0-0c1e570_slots_one_busy.json"), "props": fx("llamacpp", "b0-0c1e570_props.json"),
-              "models": fx("llamacpp", "b0-0c1e570_v1_models.json")}
+    bodies = {
+        "health": fx("llamacpp", "b0-0c1e570_health_ok.json"),
+        "metrics": fx("llamacpp", "b0-0c1e570_metrics.txt"),
+        "slots": fx("llamacpp", "b0-0c1e570_slots_one_busy.json"),
+        "props": fx("llamacpp", "b0-0c1e570_props.json"),
+        "models": fx("llamacpp", "b0-0c1e570_v1_models.json"),
+    }
     snap = collector_for("llamacpp").snapshot(bodies)
     assert snap.status == "up" and snap.models == ["tiny-llama"]
     assert snap.counters["prefix_cache_hits_total"] == 309
@@ -67,15 +81,20 @@ def test_llamacpp_real_capture():
 
 
 def test_llamacpp_503_is_loading_not_down():
-    bodies = {"health": fx("llamacpp", "b0-0c1e570_health_loading.json", status=503),
-              "metrics": http.HttpStatus("HTTP 503", status=503)}
+    bodies = {
+        "health": fx("llamacpp", "b0-0c1e570_health_loading.json", status=503),
+        "metrics": http.HttpStatus("HTTP 503", status=503),
+    }
     snap = collector_for("llamacpp").snapshot(bodies)
     assert snap.status == "loading" and "loading" in snap.error.lower()
 
 
 def test_sglang_0523():
-    bodies = {"health": fx("vllm", "0.33.0_version.json"), "metrics": fx("sglang", "0.5.23_metrics_busy.txt"),
-              "info": fx("sglang", "0.5.23_get_server_info.json")}
+    bodies = {
+        "health": fx("vllm", "0.33.0_version.json"),
+        "metrics": fx("sglang", "0.5.23_metrics_busy.txt"),
+        "info": fx("sglang", "0.5.23_get_server_info.json"),
+    }
     snap = collector_for("sglang").snapshot(bodies)
     assert snap.status == "up" and snap.models == ["qwen3-8b"]
     assert snap.gauges == {"requests_running": 4.0, "requests_waiting": 1.0, "kv_cache_usage": 0.37}

@@ -1,5 +1,6 @@
 """Host-local sources read for real: PSI and meminfo files under a proc root, the
 simulator's systemctl/journalctl/nvidia-smi work-alikes, a fake /proc process tree."""
+
 import os
 import shutil
 from pathlib import Path
@@ -62,12 +63,19 @@ def test_psi_stall_rate_from_total_counter():
 
 
 def test_systemctl_show_exit0_no_restart_and_missing_unit(sim_state):
-    shutil.copy(FIXTURES / "systemd" / "252_vllm-main_exit0_no_restart.show", sim_state / "units" / "vllm-main.service.show")
+    shutil.copy(
+        FIXTURES / "systemd" / "252_vllm-main_exit0_no_restart.show", sim_state / "units" / "vllm-main.service.show"
+    )
     shutil.copy(FIXTURES / "systemd" / "252_llama-side_running.show", sim_state / "units" / "llama-side.service.show")
     got = systemd.units_show(["vllm-main.service", "llama-side.service", "gone.service"])
     dead = got["vllm-main.service"]
-    assert (dead["ActiveState"], dead["SubState"], dead["Result"], dead["ExecMainStatus"], dead["Restart"]) == \
-        ("inactive", "dead", "success", 0, "on-failure")
+    assert (dead["ActiveState"], dead["SubState"], dead["Result"], dead["ExecMainStatus"], dead["Restart"]) == (
+        "inactive",
+        "dead",
+        "success",
+        0,
+        "on-failure",
+    )
     assert dead["MainPID"] == 0 and dead["ExecMainPID"] == 4123
     assert got["llama-side.service"]["NRestarts"] == 2
     assert got["gone.service"]["LoadState"] == "not-found"
@@ -107,8 +115,13 @@ def test_nvidia_smi_fallback_gb10_unified_memory(sim_state, settings):
     state, gpus = gpu.read_gpus()
     assert state["state"] == "ok" and state["backend"] == "nvidia-smi"
     g = gpus[0]
-    assert (g["name"], g["sm_clock_mhz"], g["sm_clock_max_mhz"], g["pstate"], g["utilization_pct"]) == \
-        ("NVIDIA GB10", 806, 2418, "P0", 96.0)
+    assert (g["name"], g["sm_clock_mhz"], g["sm_clock_max_mhz"], g["pstate"], g["utilization_pct"]) == (
+        "NVIDIA GB10",
+        806,
+        2418,
+        "P0",
+        96.0,
+    )
     assert g["memory_used_bytes"] is None and g["power_limit_w"] is None and g["clocks_event_reasons"] == []
     shutil.copy(FIXTURES / "nvidia_smi" / "580_h200_idle_throttled.json", sim_state / "gpu.json")
     _, [h200] = gpu.read_gpus()
@@ -205,8 +218,9 @@ def test_reading_a_fake_proc_root_leaves_psutil_on_the_real_one(settings, tmp_pa
 
     from dashboard.collectors.host import read_memory
 
-    (tmp_path / "meminfo").write_text("MemTotal: 1000 kB\nMemFree: 10 kB\nMemAvailable: 100 kB\n"
-                                      "SwapTotal: 0 kB\nSwapFree: 0 kB\n")
+    (tmp_path / "meminfo").write_text(
+        "MemTotal: 1000 kB\nMemFree: 10 kB\nMemAvailable: 100 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n"
+    )
     settings.SPARKOPS_PROC_ROOT = str(tmp_path)
     assert read_memory()["mem_total_bytes"] == 1000 * 1024
     assert psutil.PROCFS_PATH == "/proc" and psutil.pids()

@@ -1,5 +1,6 @@
 """Engine polling end to end against real loopback servers: storage, status, restarts,
 the automatic KV-pool ledger, liveness re-checks, and the alerts a tick evaluates."""
+
 import time
 
 import pytest
@@ -15,9 +16,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def vllm_routes(metrics):
     body = fixture_bytes("vllm", metrics) if isinstance(metrics, str) else metrics
-    return {"/health": (200, b"", {}), "/metrics": (200, body, {"Content-Type": "text/plain; version=0.0.4"}),
-            "/v1/models": (200, fixture_bytes("vllm", "0.33.0_v1_models.json"), {"Content-Type": "application/json"})}
-
+    return {
+        "/health": (200, b"", {}),
+        "/metrics": (200, body, {"Content-Type": "text/plain; version=0.0.4"}),
+        "/v1/models": (200, fixture_bytes("vllm", "0.33.0_v1_models.json"), {"Content-Type": "application/json"}),
+    }
 
 
 def test_poll_stores_reading_and_evaluates_its_rules(fleet, http_server):

@@ -1,4 +1,5 @@
 """The Prometheus text reader: prometheus_client's parser behind a memo of sample identities."""
+
 import pytest
 
 from dashboard.collectors import prom
@@ -22,7 +23,10 @@ def _fresh_memo(monkeypatch):
 def test_a_known_identity_reads_only_its_new_value():
     first = prom.parse(TEXT % ("2.0", "5"), NAMES)
     assert first["vllm:num_requests_running"] == [({"engine": "0", "model_name": 'm, {odd} "name"'}, 2.0)]
-    assert first["vllm:time_to_first_token_seconds_bucket"][1] == ({"engine": "0", "le": "+Inf", "model_name": "m"}, 5.0)
+    assert first["vllm:time_to_first_token_seconds_bucket"][1] == (
+        {"engine": "0", "le": "+Inf", "model_name": "m"},
+        5.0,
+    )
     assert "vllm:unwanted_total" not in first and len(prom._known) == 3  # unwanted lines never reach the parser
     second = prom.parse(TEXT % ("7.5", "NaN"), NAMES)
     assert second["vllm:num_requests_running"][0][1] == 7.5

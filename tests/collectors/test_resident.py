@@ -1,5 +1,6 @@
 """The resident poller: who polls which engine, the clock, and a real poller thread against
 simulated engines on 127.0.0.1 (its own database connection, so transactional tests)."""
+
 import time
 from datetime import timedelta
 
@@ -19,10 +20,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def three_boxes():
     now = timezone.now()
-    boxes = {name: Host.objects.create(name=name, last_report_at=report)
-             for name, report in (("a-box", now), ("b-box", now), ("remote", None))}
-    engines = {name: Engine.objects.create(name=f"{name}-engine", kind="openai", url=f"http://127.0.0.1:9/{name}", host=host)
-               for name, host in boxes.items()}
+    boxes = {
+        name: Host.objects.create(name=name, last_report_at=report)
+        for name, report in (("a-box", now), ("b-box", now), ("remote", None))
+    }
+    engines = {
+        name: Engine.objects.create(name=f"{name}-engine", kind="openai", url=f"http://127.0.0.1:9/{name}", host=host)
+        for name, host in boxes.items()
+    }
     return boxes, engines
 
 
@@ -55,7 +60,11 @@ def test_engines_due_honours_a_longer_per_engine_interval(fleet, settings):
     settings.SPARKOPS_POLL_INTERVAL = 2.0
     now = timezone.now()
     vllm, llama = fleet["vllm"], fleet["llama"]
-    vllm.last_poll_at, llama.last_poll_at, llama.poll_interval_s = now - timedelta(seconds=1.9), now - timedelta(seconds=4), 10
+    vllm.last_poll_at, llama.last_poll_at, llama.poll_interval_s = (
+        now - timedelta(seconds=1.9),
+        now - timedelta(seconds=4),
+        10,
+    )
     assert engines_due([vllm, llama], now=now) == [vllm]  # 1.9 s is within half a tick of 2 s; 4 s < 10 s
     llama.last_poll_at = now - timedelta(seconds=9.5)
     assert engines_due([vllm, llama], now=now) == [vllm, llama]
@@ -144,7 +153,11 @@ def test_readings_are_evaluated_every_tick_and_stored_every_flush_interval(fleet
         poller.metrics_tick()
         row = Engine.objects.get(pk=vllm.pk)
         assert row.status == "down" and row.last_poll_at > first
-        ups = Sample.objects.filter(series__engine=vllm, series__metric="up").order_by("ts").values_list("value", flat=True)
+        ups = (
+            Sample.objects.filter(series__engine=vllm, series__metric="up")
+            .order_by("ts")
+            .values_list("value", flat=True)
+        )
         assert list(ups) == [1.0, 1.0, 1.0, 0.0]
         host = Host.objects.get(name="spark-1")
         assert host.last_report_at is not None and Sample.objects.filter(series__host=host).exists()
@@ -292,7 +305,8 @@ def test_a_hung_engine_is_read_at_a_later_tick_and_never_holds_the_others(fleet,
 
     Engine.objects.filter(pk=fleet["vllm"].pk).update(url=http_server(vllm_routes("0.33.0_metrics_busy.txt")))
     Engine.objects.filter(pk=fleet["llama"].pk).update(
-        kind="vllm", url=http_server({"/health": hang, "/metrics": hang, "/v1/models": hang}))
+        kind="vllm", url=http_server({"/health": hang, "/metrics": hang, "/v1/models": hang})
+    )
     poller = ResidentPoller("spark-1", duties={}, flush_interval=0)
     started = time.monotonic()
     first = {e.name: r for e, r in poller.metrics_tick().engines}

@@ -1,4 +1,5 @@
 """Sample store: writes, rollups, retention and the spike-preserving read API."""
+
 from datetime import timedelta
 
 import pytest
@@ -18,13 +19,20 @@ def series_of(**subject):
 def test_write_skips_none_and_nan(fleet):
     now = timezone.now()
     batch = store.WriteBatch(store.SeriesIds())  # the poller's write path
-    batch.add_samples(ts=now, engine=fleet["vllm"], values={"requests_running": 3, "kv_cache_usage": None,
-                                                            "ttft_p50_s": float("nan"), "up": True})
+    batch.add_samples(
+        ts=now,
+        engine=fleet["vllm"],
+        values={"requests_running": 3, "kv_cache_usage": None, "ttft_p50_s": float("nan"), "up": True},
+    )
     assert len(batch.samples) == 2
     batch.flush()
     assert batch.samples == []
-    pts = series_points(metric="requests_running", engine=fleet["vllm"], start=now - timedelta(minutes=1),
-                        end=now + timedelta(seconds=1))
+    pts = series_points(
+        metric="requests_running",
+        engine=fleet["vllm"],
+        start=now - timedelta(minutes=1),
+        end=now + timedelta(seconds=1),
+    )
     assert pts["y"] == [3.0] and pts["source"] == "raw"
 
 
@@ -50,8 +58,9 @@ def test_rollups_minute_then_hour_and_read_from_rollups(fleet):
     engine = fleet["vllm"]
     base = (timezone.now() - timedelta(days=3)).replace(minute=0, second=0, microsecond=0)
     sid = series_of(metric="generation_tokens_per_s", engine_id=engine.pk)
-    Sample.objects.bulk_create([Sample(series_id=sid, ts=base + timedelta(seconds=2 * i), value=float(i % 30))
-                                for i in range(1800 * 2)])  # two hours
+    Sample.objects.bulk_create(
+        [Sample(series_id=sid, ts=base + timedelta(seconds=2 * i), value=float(i % 30)) for i in range(1800 * 2)]
+    )  # two hours
     made = store.rollups_minute(end=base + timedelta(hours=2), lookback=timedelta(hours=2))
     assert made == 120
     minute = Rollup.objects.get(series_id=sid, resolution=60, ts=base)
@@ -62,8 +71,9 @@ def test_rollups_minute_then_hour_and_read_from_rollups(fleet):
     # a 3-day-old range is past raw retention: served from rollups, min/max intact
     pts = series_points(metric="generation_tokens_per_s", engine=engine, start=base, end=base + timedelta(hours=2))
     assert pts["source"] == "1m" and len(pts["t"]) == 120 and max(pts["y_max"]) == 29.0
-    many = series_points_many(metrics=["generation_tokens_per_s", "nope"], engine=engine, start=base,
-                              end=base + timedelta(hours=2))
+    many = series_points_many(
+        metrics=["generation_tokens_per_s", "nope"], engine=engine, start=base, end=base + timedelta(hours=2)
+    )
     assert many["nope"]["t"] == [] and len(many["generation_tokens_per_s"]["t"]) == 120
 
 
@@ -77,8 +87,12 @@ def test_choose_source_bounds_points():
 def test_retention_drops_old_raw_only(fleet):
     now = timezone.now()
     sid = series_of(metric="requests_running", engine_id=fleet["vllm"].pk)
-    Sample.objects.bulk_create([Sample(series_id=sid, ts=now - timedelta(hours=49), value=1),
-                                Sample(series_id=sid, ts=now - timedelta(hours=47), value=2)])
+    Sample.objects.bulk_create(
+        [
+            Sample(series_id=sid, ts=now - timedelta(hours=49), value=1),
+            Sample(series_id=sid, ts=now - timedelta(hours=47), value=2),
+        ]
+    )
     Rollup.objects.create(series_id=sid, resolution=60, ts=now - timedelta(days=91), min=1, mean=1, max=1, count=1)
     Rollup.objects.create(series_id=sid, resolution=3600, ts=now - timedelta(days=400), min=1, mean=1, max=1, count=1)
     assert store.retention_apply(now=now) == 2

@@ -23,6 +23,9 @@ def box_engines(sim_box, db):
     from dashboard.models import Engine, Host
 
     host = Host.objects.create(name=django_settings.SPARKOPS_HOST_NAME)
-    return {name: Engine.objects.create(name=name, kind=kind, url=sim_box.url(name), host=host,
-                                        unit=sim_box.unit(name), status="up")
-            for name, kind in (("nemotron", "vllm"), ("lla", "llamacpp"))}
+    return {
+        name: Engine.objects.create(
+            name=name, kind=kind, url=sim_box.url(name), host=host, unit=sim_box.unit(name), status="up"
+        )
+        for name, kind in (("nemotron", "vllm"), ("lla", "llamacpp"))
+    }

@@ -1,4 +1,5 @@
 """Playbook checks: each on its own, and over the simulated box (CLI, pages, card badge)."""
+
 import json
 from types import SimpleNamespace
 
@@ -7,16 +8,33 @@ from django.core.management import call_command
 
 from dashboard.services import audit
 
-GOOD = {"unit": {"unit": "a.service", "restart": "always", "start_limit_burst": 3, "start_limit_interval_usec": "1h",
-                 "timeout_start_usec": "20min", "type": "simple",
-                 "exec_start_post": [{"argv": ["/usr/local/bin/wait-ready", "8012", "1080"]}],
-                 "edges": {"After": ["network-online.target", "b.service"]},
-                 "edge_states": {"network-online.target": {"LoadState": "loaded", "UnitFileState": "static"},
-                                 "b.service": {"LoadState": "loaded", "UnitFileState": "enabled"}},
-                 "memory_high": str(105 << 30), "memory_max": str(112 << 30)},
-        "environment": {"MAX_JOBS": "4", "NVCC_THREADS": "1", "TORCHINDUCTOR_COMPILE_THREADS": "4",
-                        "FLASHINFER_NVCC_THREADS": "1", "PATH": "/usr/local/cuda/bin:/usr/bin", "CUDA_HOME": "/usr/local/cuda"},
-        "flags": {"flags": {"--gpu-memory-utilization": "0.45"}}}
+GOOD = {
+    "unit": {
+        "unit": "a.service",
+        "restart": "always",
+        "start_limit_burst": 3,
+        "start_limit_interval_usec": "1h",
+        "timeout_start_usec": "20min",
+        "type": "simple",
+        "exec_start_post": [{"argv": ["/usr/local/bin/wait-ready", "8012", "1080"]}],
+        "edges": {"After": ["network-online.target", "b.service"]},
+        "edge_states": {
+            "network-online.target": {"LoadState": "loaded", "UnitFileState": "static"},
+            "b.service": {"LoadState": "loaded", "UnitFileState": "enabled"},
+        },
+        "memory_high": str(105 << 30),
+        "memory_max": str(112 << 30),
+    },
+    "environment": {
+        "MAX_JOBS": "4",
+        "NVCC_THREADS": "1",
+        "TORCHINDUCTOR_COMPILE_THREADS": "4",
+        "FLASHINFER_NVCC_THREADS": "1",
+        "PATH": "/usr/local/cuda/bin:/usr/bin",
+        "CUDA_HOME": "/usr/local/cuda",
+    },
+    "flags": {"flags": {"--gpu-memory-utilization": "0.45"}},
+}
 
 
 def run(key, data, kind="vllm", **overrides):
@@ -29,8 +47,15 @@ def with_unit(**changes):
 
 
 def test_every_check_passes_the_playbook_unit():
-    for key in ("restart_always_bounded", "compile_caps", "cuda_on_path", "readiness_budget", "after_enabled_units",
-                "memory_max_set", "memory_share_sum"):
+    for key in (
+        "restart_always_bounded",
+        "compile_caps",
+        "cuda_on_path",
+        "readiness_budget",
+        "after_enabled_units",
+        "memory_max_set",
+        "memory_share_sum",
+    ):
         assert [r.status for r in run(key, GOOD)] == ["pass"], key
 
 
@@ -40,15 +65,22 @@ def test_each_check_fails_its_trap_with_evidence_and_fix():
     assert run("restart_always_bounded", with_unit(start_limit_burst=0))[0].status == "fail"
     (r,) = run("compile_caps", {**GOOD, "environment": {"MAX_JOBS": "20"}})
     assert r.status == "fail" and "MAX_JOBS=20 (cap 4)" in r.evidence and "NVCC_THREADS" in r.evidence
-    assert run("compile_caps", {**GOOD, "environment": {**GOOD["environment"], "MAX_JOBS": "8"}}, max_jobs=8)[0].status == "pass"
+    assert (
+        run("compile_caps", {**GOOD, "environment": {**GOOD["environment"], "MAX_JOBS": "8"}}, max_jobs=8)[0].status
+        == "pass"
+    )
     assert run("compile_caps", GOOD, kind="llamacpp") == []  # llama.cpp compiles nothing at start
     (r,) = run("cuda_on_path", {**GOOD, "environment": {"MAX_JOBS": "4"}})
     assert r.status == "fail" and "lacks /usr/local/cuda/bin" in r.evidence and "CUDA_HOME unset" in r.evidence
     (r,) = run("readiness_budget", with_unit(timeout_start_usec="15min"))
     assert r.status == "fail" and "budget 1080 s" in r.evidence and "15min" in r.evidence
     assert run("readiness_budget", with_unit(exec_start_post=[]))[0].status == "warn"
-    dead = with_unit(edge_states={"network-online.target": {"LoadState": "loaded", "UnitFileState": "static"},
-                                  "b.service": {"LoadState": "loaded", "UnitFileState": "disabled"}})
+    dead = with_unit(
+        edge_states={
+            "network-online.target": {"LoadState": "loaded", "UnitFileState": "static"},
+            "b.service": {"LoadState": "loaded", "UnitFileState": "disabled"},
+        }
+    )
     (r,) = run("after_enabled_units", dead)
     assert r.status == "fail" and "b.service: loaded/disabled" in r.evidence
     (r,) = run("memory_max_set", with_unit(memory_max="infinity"))
@@ -58,8 +90,11 @@ def test_each_check_fails_its_trap_with_evidence_and_fix():
 def test_box_checks_cold_starts_and_memory_shares():
     a, b = SimpleNamespace(name="a", kind="vllm"), SimpleNamespace(name="b", kind="sglang")
     da = GOOD
-    db = {**GOOD, "unit": {**GOOD["unit"], "unit": "b.service", "edges": {"After": []}},
-          "flags": {"flags": {"--mem-fraction-static": "0.45"}}}
+    db = {
+        **GOOD,
+        "unit": {**GOOD["unit"], "unit": "b.service", "edges": {"After": []}},
+        "flags": {"flags": {"--mem-fraction-static": "0.45"}},
+    }
     check = audit.CHECKS["cold_starts_serialized"]
     assert [r.status for r in check.run([(a, da), (b, db)], settings={})] == ["pass"]  # a is After= b
     da2 = {**GOOD, "unit": {**GOOD["unit"], "edges": {"After": ["network-online.target"]}}}

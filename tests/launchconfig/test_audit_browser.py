@@ -1,5 +1,6 @@
 """A browser opens the simulated box's audit page (served by a real web server, observed by the
 real resident poller) and sees a failing check with its fix."""
+
 import pytest
 
 from tests.live.test_browser import Session, browser, stack, wait_for_js  # noqa: F401  (fixtures)

@@ -1,4 +1,5 @@
 """End to end on the simulator: unit files with drop-ins → snapshots → the observed change-log entry."""
+
 import pytest
 
 from dashboard.models import ConfigSnapshot, KVPoolEntry
@@ -26,8 +27,10 @@ def test_snapshot_records_unit_files_environment_flags_and_account(box_engines, 
     d = snap.data
     unit = d["unit"]
     assert unit["fragment_path"] == "/etc/systemd/system/nemotron.service"
-    assert unit["drop_in_paths"] == ["/etc/systemd/system/nemotron.service.d/10-extra-args.conf",
-                                     "/etc/systemd/system/nemotron.service.d/20-seqs.conf"]
+    assert unit["drop_in_paths"] == [
+        "/etc/systemd/system/nemotron.service.d/10-extra-args.conf",
+        "/etc/systemd/system/nemotron.service.d/20-seqs.conf",
+    ]
     flags = d["flags"]["flags"]
     assert flags["--max-model-len"] == "131072" and flags["--enable-prefix-caching"] is True
     # The later drop-in wins, and the flag is credited to it.
@@ -73,8 +76,10 @@ def test_a_window_raise_writes_the_observed_entry_with_the_file_and_ledger_row(b
     assert entry.kind == "flag_change" and entry.author_id is None and entry.author_name == "SparkOps"
     assert list(entry.engines.all()) == [box_engines["nemotron"]]
     assert [(f.flag, f.old, f.new) for f in entry.flags.all()] == [("--max-model-len", "131072", "262144")]
-    assert ("`--max-model-len`: 131072 → 262144 (set in /etc/systemd/system/nemotron.service.d/20-window.conf)"
-            in entry.body_md)
+    assert (
+        "`--max-model-len`: 131072 → 262144 (set in /etc/systemd/system/nemotron.service.d/20-window.conf)"
+        in entry.body_md
+    )
     row = KVPoolEntry.objects.filter(engine=box_engines["nemotron"]).order_by("-recorded_at").first()
     assert row.window == 262144 and row.pool_tokens < 766464  # the raise cost the pool a little
     assert [e.url for e in entry.evidence.all()] == [f"/changelog/ledgers/#kv-{row.pk}"]
@@ -96,9 +101,14 @@ def test_a_later_drop_in_still_at_the_old_value_is_config_drift_naming_it(box_en
     nemotron = box_engines["nemotron"]
     engines = {"nemotron": nemotron}
     tick(engines)
-    entry_create(author_name="alice", effective_at=timezone.now() - timedelta(minutes=1), kind="flag_change",
-                 title="Raise --max-model-len 131072 → 262144 on nemotron", engines=[nemotron],
-                 flags=[FlagLine("--max-model-len", "131072", "262,144")])
+    entry_create(
+        author_name="alice",
+        effective_at=timezone.now() - timedelta(minutes=1),
+        kind="flag_change",
+        title="Raise --max-model-len 131072 → 262144 on nemotron",
+        engines=[nemotron],
+        flags=[FlagLine("--max-model-len", "131072", "262,144")],
+    )
     port = sim_box.url("nemotron").rsplit(":", 1)[1]
     sim_box.dropin("nemotron", "20-window.conf", WINDOW.format(port=port, n=262144))
     sim_box.dropin("nemotron", "30-old.conf", WINDOW.format(port=port, n=131072))  # sorted after: it wins
@@ -130,8 +140,11 @@ def test_starts_are_measured_cold_with_compilers_then_warm(tmp_path, settings, m
 
     with Simulation(engines=["vllm:cold,cold_seconds=7"], state_dir=tmp_path / "sim", ready_timeout=30) as sim:
         monkeypatch.setenv("SPARKOPS_SIM_STATE_DIR", str(sim.state_dir))
-        for key, value in {"SPARKOPS_SYSTEMCTL": "sim-systemctl", "SPARKOPS_JOURNALCTL": "sim-journalctl",
-                           "SPARKOPS_NVIDIA_SMI": "sim-nvidia-smi"}.items():
+        for key, value in {
+            "SPARKOPS_SYSTEMCTL": "sim-systemctl",
+            "SPARKOPS_JOURNALCTL": "sim-journalctl",
+            "SPARKOPS_NVIDIA_SMI": "sim-nvidia-smi",
+        }.items():
             setattr(settings, key, str(sim.bin_dir / value))
         settings.SPARKOPS_GPU_BACKEND, settings.SPARKOPS_PROC_ROOT = "nvidia-smi", str(sim.state_dir / "proc")
         settings.SPARKOPS_HOST_ROOT = str(sim.root)
@@ -165,7 +178,9 @@ def test_starts_are_measured_cold_with_compilers_then_warm(tmp_path, settings, m
         assert 'data-kind="cold"' in page and 'data-kind="warm"' in page and "Readiness budget 60 s" in page
 
 
-def test_a_hand_run_engine_outside_any_unit_is_watched_audited_and_retired_when_gone(tmp_path, settings, monkeypatch, db):
+def test_a_hand_run_engine_outside_any_unit_is_watched_audited_and_retired_when_gone(
+    tmp_path, settings, monkeypatch, db
+):
     from django.conf import settings as django_settings
 
     from dashboard.models import Engine, Host
@@ -179,8 +194,9 @@ def test_a_hand_run_engine_outside_any_unit_is_watched_audited_and_retired_when_
         settings.SPARKOPS_PROC_ROOT, settings.SPARKOPS_HOST_ROOT = str(sim.state_dir / "proc"), str(sim.root)
         assert sim.unit("smoke") == ""  # systemd knows nothing of it
         host = Host.objects.create(name=django_settings.SPARKOPS_HOST_NAME)
-        nemotron = Engine.objects.create(name="nemotron", kind="vllm", url=sim.url("nemotron"), host=host,
-                                         unit=sim.unit("nemotron"), status="up")
+        nemotron = Engine.objects.create(
+            name="nemotron", kind="vllm", url=sim.url("nemotron"), host=host, unit=sim.unit("nemotron"), status="up"
+        )
         Observer().observe([nemotron], host=host)
         port = sim.url("smoke").rsplit(":", 1)[1]
         smoke = Engine.objects.get(name=f"hand-run-{port}")
@@ -189,7 +205,10 @@ def test_a_hand_run_engine_outside_any_unit_is_watched_audited_and_retired_when_
         assert snap.data["launch"] == "hand-run" and snap.data["unit"] is None
         assert snap.data["flags"]["flags"]["--gpu-memory-utilization"] == "0.15"
         assert snap.data["flags"]["origins"]["--gpu-memory-utilization"].endswith("/cmdline")
-        assert snap.data["environment"]["VIRTUAL_ENV"] == "/home/op/venv-smoke" and "MAX_JOBS" not in snap.data["environment"]
+        assert (
+            snap.data["environment"]["VIRTUAL_ENV"] == "/home/op/venv-smoke"
+            and "MAX_JOBS" not in snap.data["environment"]
+        )
         assert snap.data["observed"]["process"]["cgroup"].endswith("session-3.scope")
         results = audit.audit([nemotron, smoke], only_engine=smoke)
         (caps,) = [r for r in results if r.check == "compile_caps"]

@@ -1,4 +1,5 @@
 """The argument models and the unit reading, on real-format text (engine-sources.md §6.1)."""
+
 from dashboard.collectors import flags, unitconfig
 
 SHOW = """Id=nemotron.service
@@ -43,8 +44,11 @@ ExecStart=
 ExecStart=/opt/vllm/bin/vllm serve nvidia/Nemotron --max-model-len=131072 $VLLM_ARGS
 Restart=always
 """
-PATHS = ["/etc/systemd/system/nemotron.service", "/etc/systemd/system/nemotron.service.d/20-window.conf",
-         "/etc/systemd/system/nemotron.service.d/30-old.conf"]
+PATHS = [
+    "/etc/systemd/system/nemotron.service",
+    "/etc/systemd/system/nemotron.service.d/20-window.conf",
+    "/etc/systemd/system/nemotron.service.d/30-old.conf",
+]
 
 
 def test_show_blocks_exec_struct_and_spans():
@@ -79,19 +83,49 @@ def test_the_last_drop_in_wins_and_each_word_knows_its_file():
 
 
 def test_vllm_argument_model():
-    p = flags.parse_argv(None, ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "M",
-                                "--max_model_len", "8192", "--no-enable-prefix-caching", "--enforce-eager",
-                                "-tp", "2", "--speculative-config.method", "mtp", "--gpu-memory-utilization=0.25"])
+    p = flags.parse_argv(
+        None,
+        [
+            "python3",
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            "M",
+            "--max_model_len",
+            "8192",
+            "--no-enable-prefix-caching",
+            "--enforce-eager",
+            "-tp",
+            "2",
+            "--speculative-config.method",
+            "mtp",
+            "--gpu-memory-utilization=0.25",
+        ],
+    )
     assert p.kind == "vllm" and p.model == "M"
-    assert p.flags == {"--model": "M", "--max-model-len": "8192", "--enable-prefix-caching": False,
-                       "--enforce-eager": True, "--tensor-parallel-size": "2", "--speculative-config": {"method": "mtp"},
-                       "--gpu-memory-utilization": "0.25"}
+    assert p.flags == {
+        "--model": "M",
+        "--max-model-len": "8192",
+        "--enable-prefix-caching": False,
+        "--enforce-eager": True,
+        "--tensor-parallel-size": "2",
+        "--speculative-config": {"method": "mtp"},
+        "--gpu-memory-utilization": "0.25",
+    }
 
 
 def test_llama_server_short_long_and_environment_forms():
     argv = ["/opt/llama.cpp/bin/llama-server", "-m", "/m/q.gguf", "-c", "65536", "-np", "2", "--jinja", "-fa", "on"]
-    p = flags.parse_argv(None, argv, env={"LLAMA_ARG_CTX_SIZE": "8192", "LLAMA_ARG_N_GPU_LAYERS": "99",
-                                          "LLAMA_ARG_ENDPOINT_METRICS": "1", "LLAMA_ARG_MLOCK": "0"})
+    p = flags.parse_argv(
+        None,
+        argv,
+        env={
+            "LLAMA_ARG_CTX_SIZE": "8192",
+            "LLAMA_ARG_N_GPU_LAYERS": "99",
+            "LLAMA_ARG_ENDPOINT_METRICS": "1",
+            "LLAMA_ARG_MLOCK": "0",
+        },
+    )
     assert p.kind == "llamacpp"
     # the command line wins over its environment variable, as in llama.cpp
     assert p.flags["--ctx-size"] == "65536" and p.flags["--n-gpu-layers"] == "99" and p.flags["--metrics"] is True
@@ -100,11 +134,31 @@ def test_llama_server_short_long_and_environment_forms():
 
 
 def test_sglang_argument_model():
-    p = flags.parse_argv(None, ["python3", "-m", "sglang.launch_server", "--model-path", "Q/Q", "--mem-fraction-static",
-                                "0.65", "--enable-metrics", "--context-length", "65536", "--tp", "1"])
+    p = flags.parse_argv(
+        None,
+        [
+            "python3",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "Q/Q",
+            "--mem-fraction-static",
+            "0.65",
+            "--enable-metrics",
+            "--context-length",
+            "65536",
+            "--tp",
+            "1",
+        ],
+    )
     assert p.kind == "sglang" and p.model == "Q/Q"
-    assert p.flags == {"--model-path": "Q/Q", "--mem-fraction-static": "0.65", "--enable-metrics": True,
-                       "--context-length": "65536", "--tp-size": "1"}
+    assert p.flags == {
+        "--model-path": "Q/Q",
+        "--mem-fraction-static": "0.65",
+        "--enable-metrics": True,
+        "--context-length": "65536",
+        "--tp-size": "1",
+    }
 
 
 def test_secrets_are_stored_as_a_hash(db):
@@ -112,8 +166,12 @@ def test_secrets_are_stored_as_a_hash(db):
     from dashboard.services.launchconfig import build_data
 
     engine = Engine.objects.create(name="e", kind="vllm", url="http://127.0.0.1:1", host=Host.objects.create(name="h"))
-    unit = {"unit": "e.service", "environment": {"HF_TOKEN": "hf_secret", "MAX_JOBS": "4"}, "environment_origins": {},
-            "exec_start": {"argv": ["vllm", "serve", "M", "--api-key", "sk-1"], "origins": ["f"] * 5, "file": "f"}}
+    unit = {
+        "unit": "e.service",
+        "environment": {"HF_TOKEN": "hf_secret", "MAX_JOBS": "4"},
+        "environment_origins": {},
+        "exec_start": {"argv": ["vllm", "serve", "M", "--api-key", "sk-1"], "origins": ["f"] * 5, "file": "f"},
+    }
     data, _ = build_data(engine, unit, {})
     assert data["environment"]["MAX_JOBS"] == "4" and data["environment"]["HF_TOKEN"].startswith("redacted:")
     assert data["flags"]["flags"]["--api-key"].startswith("redacted:") and "sk-1" not in str(data)
@@ -126,9 +184,13 @@ def test_the_engines_own_account_against_its_argv_is_drift(db):
     from dashboard.services.launchconfig import check_account_drift
 
     engine = Engine.objects.create(name="q", kind="vllm", url="http://127.0.0.1:1", host=Host.objects.create(name="h"))
-    data = {"flags": {"flags": {"--kv-cache-dtype": "auto", "--max-model-len": "262144"},
-                      "origins": {"--kv-cache-dtype": "/etc/systemd/system/q.service"}},
-            "account": {"max_model_len": 262144, "cache_config": {"cache_dtype": "fp8_e4m3"}}}
+    data = {
+        "flags": {
+            "flags": {"--kv-cache-dtype": "auto", "--max-model-len": "262144"},
+            "origins": {"--kv-cache-dtype": "/etc/systemd/system/q.service"},
+        },
+        "account": {"max_model_len": 262144, "cache_config": {"cache_dtype": "fp8_e4m3"}},
+    }
     check_account_drift(engine, data)
     (event,) = AlertEvent.objects.filter(rule="config_drift")
     assert event.subject == "q account --kv-cache-dtype" and event.state == "firing"
@@ -155,8 +217,16 @@ def test_observed_entries_export_import_and_never_count_as_human_lines(db):
     engine = Engine.objects.create(name="n", kind="vllm", url="http://127.0.0.1:1", host=Host.objects.create(name="h"))
 
     def unit(window):
-        return {"unit": "n.service", "environment": {}, "environment_origins": {},
-                "exec_start": {"argv": ["vllm", "serve", "M", "--max-model-len", window], "origins": ["/f"] * 5, "file": "/f"}}
+        return {
+            "unit": "n.service",
+            "environment": {},
+            "environment_origins": {},
+            "exec_start": {
+                "argv": ["vllm", "serve", "M", "--max-model-len", window],
+                "origins": ["/f"] * 5,
+                "file": "/f",
+            },
+        }
 
     observe_engine(engine, unit("131072"), account={}, now=timezone.now() - timedelta(minutes=5))
     snap = observe_engine(engine, unit("262144"), account={})
@@ -168,8 +238,15 @@ def test_observed_entries_export_import_and_never_count_as_human_lines(db):
     assert import_log(text, author=None, author_name="import").summary().startswith("0 new entries")
     # An imported copy (its author the importer) is still known by its body, and never taken for
     # the operator's word: with only observed lines there is nothing to drift from.
-    entry_create(author_name="import", effective_at=timezone.now(), kind="flag_change", engines=[engine],
-                 title="copied", body_md=observed.body_md, flags=[FlagLine("--max-model-len", "262144", "65536")])
+    entry_create(
+        author_name="import",
+        effective_at=timezone.now(),
+        kind="flag_change",
+        engines=[engine],
+        title="copied",
+        body_md=observed.body_md,
+        flags=[FlagLine("--max-model-len", "262144", "65536")],
+    )
     check_drift(engine, ConfigSnapshot.objects.get(pk=snap.pk).data)
     assert not AlertEvent.objects.filter(rule="config_drift").exists()
 
@@ -181,8 +258,13 @@ def test_an_engine_that_hangs_costs_the_account_one_timeout(db):
     from dashboard.services.launchconfig import ACCOUNT_TIMEOUT_S, fetch_account
     from tests.collectors.conftest import serve
 
-    server = serve({"/v1/models": lambda handler: time.sleep(3), "/version": lambda handler: time.sleep(3),
-                    "/metrics": lambda handler: time.sleep(3)})
+    server = serve(
+        {
+            "/v1/models": lambda handler: time.sleep(3),
+            "/version": lambda handler: time.sleep(3),
+            "/metrics": lambda handler: time.sleep(3),
+        }
+    )
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         engine = Engine.objects.create(name="hung", kind="vllm", url=url, host=Host.objects.create(name="h"))

@@ -1,4 +1,5 @@
 """Live-view fixtures: sockets through the real ASGI stack (session cookie, Redis channel layer)."""
+
 import pytest
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator

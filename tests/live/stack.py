@@ -4,6 +4,7 @@ WebSocket) and the real resident poller (its two threads) in the calling process
 
 The poller runs in the calling process instead of a Celery worker: the same code polls,
 evaluates and publishes, with two fewer processes on a small CI box."""
+
 import json
 import os
 import subprocess
@@ -22,9 +23,14 @@ SIM_BIN = ROOT / "dashboard" / "simulator" / "bin"
 
 def sim_settings(state_dir):
     """Settings that point the host collectors at the simulator's work-alikes."""
-    return {"SPARKOPS_SYSTEMCTL": str(SIM_BIN / "sim-systemctl"), "SPARKOPS_JOURNALCTL": str(SIM_BIN / "sim-journalctl"),
-            "SPARKOPS_NVIDIA_SMI": str(SIM_BIN / "sim-nvidia-smi"), "SPARKOPS_GPU_BACKEND": "nvidia-smi",
-            "SPARKOPS_PROC_ROOT": str(Path(state_dir) / "proc"), "SPARKOPS_HOST_ROOT": str(Path(state_dir) / "root")}
+    return {
+        "SPARKOPS_SYSTEMCTL": str(SIM_BIN / "sim-systemctl"),
+        "SPARKOPS_JOURNALCTL": str(SIM_BIN / "sim-journalctl"),
+        "SPARKOPS_NVIDIA_SMI": str(SIM_BIN / "sim-nvidia-smi"),
+        "SPARKOPS_GPU_BACKEND": "nvidia-smi",
+        "SPARKOPS_PROC_ROOT": str(Path(state_dir) / "proc"),
+        "SPARKOPS_HOST_ROOT": str(Path(state_dir) / "root"),
+    }
 
 
 def _wait(predicate, timeout, what):
@@ -54,8 +60,23 @@ def start_web(*, db_name, log_path):
     env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "sparkops.settings"}
     env.pop("SPARKOPS_TEST_DB_NAME", None)
     log = open(log_path, "w")
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "sparkops.asgi:application", "--host", "127.0.0.1",
-                             "--port", str(port), "--no-access-log"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "sparkops.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-access-log",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+    )
     base = f"http://127.0.0.1:{port}"
 
     def answers():
@@ -85,8 +106,9 @@ class Poller:
     def __init__(self, *, host, engines, liveness_s=1.0, poll_s=2.0):
         from dashboard.services.resident import ResidentPoller
 
-        self.poller = ResidentPoller(host.name, poll_interval=poll_s, liveness_interval=liveness_s, duties={},
-                                     flush_interval=0)
+        self.poller = ResidentPoller(
+            host.name, poll_interval=poll_s, liveness_interval=liveness_s, duties={}, flush_interval=0
+        )
         self.errors = []
 
     def start(self):

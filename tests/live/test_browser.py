@@ -1,6 +1,7 @@
 """The live view in real headless Chromium against uvicorn (HTTP + WebSocket), the test
 database, simulated engines and the real polling services. Screenshots go to
 artifacts/screenshots/ (with SPARKOPS_UPDATE_SCREENSHOT=1 the overview is copied to docs/ for the README)."""
+
 import os
 import shutil
 from datetime import timedelta
@@ -47,16 +48,19 @@ def stack(tmp_path, settings, monkeypatch, viewer, operator):
     for key, value in sim_settings(state).items():
         setattr(settings, key, value)
     host = Host.objects.create(name="spark-sim")
-    engines = [Engine.objects.create(name=s["name"], kind=s["kind"], url=s["url"], unit=s.get("unit", ""), host=host)
-               for s in specs]
+    engines = [
+        Engine.objects.create(name=s["name"], kind=s["kind"], url=s["url"], unit=s.get("unit", ""), host=host)
+        for s in specs
+    ]
     _seed_history(engines, host)
     web = poller = None
     try:
         web, base = start_web(db_name=connection.settings_dict["NAME"], log_path=tmp_path / "web.log")
         poller = Poller(host=host, engines=engines)
         poller.start()
-        yield SimpleNamespace(base=base, web=web, host=host, engines={e.name: e for e in engines}, poller=poller,
-                              log=tmp_path / "web.log")
+        yield SimpleNamespace(
+            base=base, web=web, host=host, engines={e.name: e for e in engines}, poller=poller, log=tmp_path / "web.log"
+        )
     finally:
         if poller:
             poller.stop()
@@ -78,8 +82,9 @@ class Session:
     """One logged-in browser context that records every console error and page error."""
 
     def __init__(self, browser, base, user, *, dark=False):
-        self.context = browser.new_context(viewport={"width": 1280, "height": 800},
-                                           color_scheme="dark" if dark else "light")
+        self.context = browser.new_context(
+            viewport={"width": 1280, "height": 800}, color_scheme="dark" if dark else "light"
+        )
         self.page, self.base, self.errors = self.context.new_page(), base, []
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
@@ -176,8 +181,9 @@ def test_engine_death_reaches_the_open_overview_and_only_operators_can_ack(stack
 
 def test_detail_pages_draw_annotations_and_render_a_week_fast(stack, browser, operator):
     vllm, llama = stack.engines["sim-vllm"], stack.engines["sim-llama"]
-    entry = Entry.objects.create(effective_at=timezone.now() - timedelta(minutes=10), kind="flag_change",
-                                 title="--max-num-seqs 8 -> 16")
+    entry = Entry.objects.create(
+        effective_at=timezone.now() - timedelta(minutes=10), kind="flag_change", title="--max-num-seqs 8 -> 16"
+    )
     entry.engines.add(vllm)
     week_ago = timezone.now() - timedelta(days=7)
     for metric in ("prompt_tokens_per_s", "requests_running", "ttft_p50_s"):
@@ -195,7 +201,9 @@ def test_detail_pages_draw_annotations_and_render_a_week_fast(stack, browser, op
     page.click("button[data-range='7d']")
     wait_for_js(page, "window.sparkopsLive.chartData.range.key === '7d'")
     render_ms = page.evaluate("window.sparkopsLive.renderMs")
-    points = page.evaluate("Math.max(...window.sparkopsLive.chartData.panels.flatMap(p => p.traces.map(t => t.t.length)))")
+    points = page.evaluate(
+        "Math.max(...window.sparkopsLive.chartData.panels.flatMap(p => p.traces.map(t => t.t.length)))"
+    )
     print(f"7-day engine charts: fetched and drawn in {render_ms:.0f} ms, at most {points} points per series")
     assert points <= 2000 and render_ms < 1000
 

@@ -1,4 +1,5 @@
 """Chart JSON: real rows in, the numbers, overlays and point budget out."""
+
 from datetime import timedelta
 
 import pytest
@@ -22,21 +23,38 @@ def test_engine_chart_carries_samples_annotations_alerts_and_restarts(viewer_cli
     vllm, now = fleet["vllm"], timezone.now()
     add_samples(metric="generation_tokens_per_s", values=[60.0, 62.0, 0.0, 64.0], end=now, engine=vllm)
     add_samples(metric="ttft_p95_s", values=[0.25], end=now, engine=vllm)
-    entry = Entry.objects.create(effective_at=now - timedelta(minutes=20), title="--max-model-len 65536", kind="flag_change")
+    entry = Entry.objects.create(
+        effective_at=now - timedelta(minutes=20), title="--max-model-len 65536", kind="flag_change"
+    )
     entry.engines.add(vllm)
     Entry.objects.create(effective_at=now - timedelta(hours=3), title="too old for 1h", kind="flag_change")
-    AlertEvent.objects.create(rule="engine_down", severity="critical", state="resolved", engine=vllm, subject="vllm-main",
-                              message="exit 0", started_at=now - timedelta(minutes=30), fired_at=now - timedelta(minutes=29),
-                              resolved_at=now - timedelta(minutes=25))
-    first = KVPoolEntry.objects.create(engine=vllm, recorded_at=now - timedelta(minutes=50), pool_tokens=400000, source="collector")
-    KVPoolEntry.objects.create(engine=vllm, recorded_at=now - timedelta(minutes=24), pool_tokens=360000, source="collector",
-                               previous=first)
+    AlertEvent.objects.create(
+        rule="engine_down",
+        severity="critical",
+        state="resolved",
+        engine=vllm,
+        subject="vllm-main",
+        message="exit 0",
+        started_at=now - timedelta(minutes=30),
+        fired_at=now - timedelta(minutes=29),
+        resolved_at=now - timedelta(minutes=25),
+    )
+    first = KVPoolEntry.objects.create(
+        engine=vllm, recorded_at=now - timedelta(minutes=50), pool_tokens=400000, source="collector"
+    )
+    KVPoolEntry.objects.create(
+        engine=vllm, recorded_at=now - timedelta(minutes=24), pool_tokens=360000, source="collector", previous=first
+    )
 
     body = viewer_client.get(reverse("chart-engine", args=["vllm-main"]), {"range": "1h"}).json()
 
     tokens = _panel(body, "tokens")
     decode = tokens["traces"][0]
-    assert (decode["metric"], decode["y"], decode["subject"]) == ("generation_tokens_per_s", [60.0, 62.0, 0.0, 64.0], f"engine.{vllm.id}")
+    assert (decode["metric"], decode["y"], decode["subject"]) == (
+        "generation_tokens_per_s",
+        [60.0, 62.0, 0.0, 64.0],
+        f"engine.{vllm.id}",
+    )
     assert _panel(body, "ttft")["traces"][1]["y"] == [250.0]  # seconds drawn as ms
     assert [a["title"] for a in body["annotations"]] == ["--max-model-len 65536"]
     assert body["annotations"][0]["url"] == entry.get_absolute_url()
@@ -46,8 +64,15 @@ def test_engine_chart_carries_samples_annotations_alerts_and_restarts(viewer_cli
 
 def test_seven_days_come_from_rollups_within_the_point_budget(viewer_client, fleet):
     vllm, now = fleet["vllm"], timezone.now()
-    add_minute_rollups(metric="generation_tokens_per_s", start=now - timedelta(days=7), minutes=7 * 1440,
-                       value=60.0, spike_at=5000, spike=240.0, engine=vllm)
+    add_minute_rollups(
+        metric="generation_tokens_per_s",
+        start=now - timedelta(days=7),
+        minutes=7 * 1440,
+        value=60.0,
+        spike_at=5000,
+        spike=240.0,
+        engine=vllm,
+    )
     body = viewer_client.get(reverse("chart-engine", args=["vllm-main"]), {"range": "7d"}).json()
     decode = _panel(body, "tokens")["traces"][0]
     assert decode["source"] == "1m"
@@ -55,11 +80,14 @@ def test_seven_days_come_from_rollups_within_the_point_budget(viewer_client, fle
     assert max(decode["y_max"]) == 240.0  # the spike survives the bucketing
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"range": "2w"}, "Unknown range"),
-    ({"start": "yesterday"}, "ISO date"),
-    ({"start": "2026-03-02T00:00", "end": "2026-03-01T00:00"}, "after its start"),
-])
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"range": "2w"}, "Unknown range"),
+        ({"start": "yesterday"}, "ISO date"),
+        ({"start": "2026-03-02T00:00", "end": "2026-03-01T00:00"}, "after its start"),
+    ],
+)
 def test_bad_range_is_a_clear_400(viewer_client, fleet, params, message):
     response = viewer_client.get(reverse("chart-engine", args=["vllm-main"]), params)
     assert response.status_code == 400
@@ -88,8 +116,12 @@ def test_host_chart_has_a_panel_set_per_gpu(viewer_client, fleet):
 def test_coresidency_shades_overlap_and_measures_the_penalty(viewer_client, fleet):
     now = timezone.now()
     # vllm alone at 60 tok/s, then both generate and vllm drops to 30; llama idle, then 20.
-    add_samples(metric="generation_tokens_per_s", values=[60, 60, 60, 30, 30, 30], end=now, step_s=10, engine=fleet["vllm"])
-    add_samples(metric="generation_tokens_per_s", values=[0, 0, 0, 20, 20, 20], end=now, step_s=10, engine=fleet["llama"])
+    add_samples(
+        metric="generation_tokens_per_s", values=[60, 60, 60, 30, 30, 30], end=now, step_s=10, engine=fleet["vllm"]
+    )
+    add_samples(
+        metric="generation_tokens_per_s", values=[0, 0, 0, 20, 20, 20], end=now, step_s=10, engine=fleet["llama"]
+    )
     body = viewer_client.get(reverse("chart-coresidency"), {"a": "vllm-main", "b": "llama-side", "range": "15m"}).json()
     assert len(body["shaded"]) == 1
     assert body["shaded"][0]["start"] == body["panels"][0]["traces"][0]["t"][3]

@@ -1,4 +1,5 @@
 """The live socket through the real ASGI stack: login required, groups and payloads per role."""
+
 import pytest
 from channels.db import database_sync_to_async
 
@@ -50,7 +51,9 @@ async def test_engine_page_receives_its_engine_only(open_socket, viewer, fleet, 
 async def test_viewer_gets_no_operator_markup_operator_does(open_socket, viewer, operator, fleet, layer):
     as_viewer, _ = await _connect(open_socket, viewer, "overview")
     as_operator, _ = await _connect(open_socket, operator, "overview")
-    alert = LiveEvent(type="alert.changed", payload={"id": 1, "rule": "engine_down", "state": "firing", "html": ALERT_HTML})
+    alert = LiveEvent(
+        type="alert.changed", payload={"id": 1, "rule": "engine_down", "state": "firing", "html": ALERT_HTML}
+    )
     secret = LiveEvent(type="bench.progress", payload={"run": 7}, min_role="operator")
     for event in (secret, alert):
         await layer.group_send(GROUP_OVERVIEW, event.as_message())
@@ -70,8 +73,15 @@ async def test_a_polled_engine_pushes_card_and_numbers(open_socket, viewer, flee
 
     llama = fleet["llama"]
     comm, _ = await _connect(open_socket, viewer, "overview")
-    reading = {"up": True, "status": "up", "models": ["qwen3-8b"], "generation_tokens_per_s": 61.5,
-               "kv_cache_usage": 0.42, "requests_running": 3, "prefix_cache_hit_rate": float("nan")}
+    reading = {
+        "up": True,
+        "status": "up",
+        "models": ["qwen3-8b"],
+        "generation_tokens_per_s": 61.5,
+        "kv_cache_usage": 0.42,
+        "requests_running": 3,
+        "prefix_cache_hit_rate": float("nan"),
+    }
 
     def poll():
         llama.status, llama.status_reason = "up", ""
@@ -82,8 +92,12 @@ async def test_a_polled_engine_pushes_card_and_numbers(open_socket, viewer, flee
     await database_sync_to_async(poll)()
     got = await comm.receive_json_from(timeout=3)
     assert got["type"] == "engine.sample" and got["payload"]["id"] == llama.id
-    assert got["payload"]["points"] == {"up": 1.0, "generation_tokens_per_s": 61.5, "kv_cache_usage": 0.42,
-                                        "requests_running": 3.0}
+    assert got["payload"]["points"] == {
+        "up": 1.0,
+        "generation_tokens_per_s": 61.5,
+        "kv_cache_usage": 0.42,
+        "requests_running": 3.0,
+    }
     assert "qwen3-8b" in got["payload"]["html"] and "42 %" in got["payload"]["html"]
     await comm.disconnect()
 

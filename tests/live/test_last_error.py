@@ -1,5 +1,6 @@
 """The card's "Last error": one sentence with its time, gone once the engine is up again, and kept
 in the engine page's history."""
+
 from datetime import timedelta
 
 import pytest
@@ -13,8 +14,13 @@ pytestmark = pytest.mark.django_db
 
 
 def _fatal(at, message="CUDA error: an illegal instruction was encountered"):
-    return {"time_us": str(int(at.timestamp() * 1e6)), "unit": "llama-side.service", "kernel": False,
-            "signature": "cuda_illegal_instruction", "message": message}
+    return {
+        "time_us": str(int(at.timestamp() * 1e6)),
+        "unit": "llama-side.service",
+        "kernel": False,
+        "signature": "cuda_illegal_instruction",
+        "message": message,
+    }
 
 
 def test_a_poll_error_reads_as_a_sentence_with_its_time(fleet):
@@ -36,7 +42,10 @@ def test_the_journals_fatal_line_of_this_death_wins_and_no_dict_reaches_the_card
     assert sentence == f"At {at} UTC llama-side.service logged: CUDA error: an illegal instruction was encountered."
     html = engine_card_html(llama)
     assert sentence in html and "time_us" not in html and "{&#x27;" not in html
-    llama.latest = {"error": "connection refused", "fatal_lines": [old]}  # only a line from long before: the poll's error
+    llama.latest = {
+        "error": "connection refused",
+        "fatal_lines": [old],
+    }  # only a line from long before: the poll's error
     assert last_error(llama, llama.latest).endswith("the poll failed: connection refused.")
 
 
@@ -44,12 +53,28 @@ def test_a_healthy_card_shows_no_error_and_the_engine_page_keeps_it(viewer_clien
     vllm, now = fleet["vllm"], timezone.now()
     vllm.latest = {"error": "", "fatal_lines": [_fatal(now - timedelta(minutes=20))]}
     vllm.save()
-    AlertEvent.objects.create(rule="engine_down", severity="critical", state="resolved", engine=vllm, subject="vllm-main",
-                              message="vllm-main exited with status 0", cause="exit0_no_restart",
-                              started_at=now - timedelta(minutes=21), fired_at=now - timedelta(minutes=21),
-                              resolved_at=now - timedelta(minutes=15))
-    AlertEvent.objects.create(rule="unit_no_restart", severity="info", state="firing", engine=vllm,
-                              subject="vllm-main.service", message="advisory", started_at=now, fired_at=now)
+    AlertEvent.objects.create(
+        rule="engine_down",
+        severity="critical",
+        state="resolved",
+        engine=vllm,
+        subject="vllm-main",
+        message="vllm-main exited with status 0",
+        cause="exit0_no_restart",
+        started_at=now - timedelta(minutes=21),
+        fired_at=now - timedelta(minutes=21),
+        resolved_at=now - timedelta(minutes=15),
+    )
+    AlertEvent.objects.create(
+        rule="unit_no_restart",
+        severity="info",
+        state="firing",
+        engine=vllm,
+        subject="vllm-main.service",
+        message="advisory",
+        started_at=now,
+        fired_at=now,
+    )
     assert last_error(vllm, vllm.latest) == ""
     page = viewer_client.get(reverse("engine-detail", args=["vllm-main"])).content.decode()
     card = page.split('id="engine-card-')[1].split("</article>")[0]

@@ -1,4 +1,5 @@
 """The live pages render from real rows; write controls only for operators."""
+
 import pytest
 from django.db import connection
 from django.test import Client
@@ -11,17 +12,48 @@ from dashboard.models import Engine
 
 pytestmark = pytest.mark.django_db
 
-READING = {"up": False, "status": "down", "models": ["llama-3.1-8b"], "requests_running": 0, "requests_waiting": 0,
-           "generation_tokens_per_s": None, "kv_cache_usage": 0.1, "prefix_cache_hit_rate": 0.92,
-           "error": "connection refused",
-           "unit": {"ActiveState": "inactive", "SubState": "dead", "Result": "success", "ExecMainStatus": "0",
-                    "Restart": "on-failure", "NRestarts": "0"}}
-HOST = {"host": {"mem_total_bytes": 128 * 1024**3, "mem_available_bytes": 32 * 1024**3, "swap_total_bytes": 16 * 1024**3,
-                 "swap_used_bytes": 15 * 1024**3,
-                 "psi": {"memory": {"some": {"avg10": 82.0}, "full": {"avg10": 40.5}}, "cpu": {"some": {"avg10": 3.0}}}},
-        "gpus": [{"index": 0, "name": "NVIDIA GB10", "sm_clock_mhz": 800, "sm_clock_max_mhz": 2500, "pstate": "P0",
-                  "utilization_pct": 96, "power_w": 31.5, "temperature_c": 55, "clocks_event_reasons": []}],
-        "processes": {"compilers": 21, "compilers_rss_bytes": 69 * 1024**3}}
+READING = {
+    "up": False,
+    "status": "down",
+    "models": ["llama-3.1-8b"],
+    "requests_running": 0,
+    "requests_waiting": 0,
+    "generation_tokens_per_s": None,
+    "kv_cache_usage": 0.1,
+    "prefix_cache_hit_rate": 0.92,
+    "error": "connection refused",
+    "unit": {
+        "ActiveState": "inactive",
+        "SubState": "dead",
+        "Result": "success",
+        "ExecMainStatus": "0",
+        "Restart": "on-failure",
+        "NRestarts": "0",
+    },
+}
+HOST = {
+    "host": {
+        "mem_total_bytes": 128 * 1024**3,
+        "mem_available_bytes": 32 * 1024**3,
+        "swap_total_bytes": 16 * 1024**3,
+        "swap_used_bytes": 15 * 1024**3,
+        "psi": {"memory": {"some": {"avg10": 82.0}, "full": {"avg10": 40.5}}, "cpu": {"some": {"avg10": 3.0}}},
+    },
+    "gpus": [
+        {
+            "index": 0,
+            "name": "NVIDIA GB10",
+            "sm_clock_mhz": 800,
+            "sm_clock_max_mhz": 2500,
+            "pstate": "P0",
+            "utilization_pct": 96,
+            "power_w": 31.5,
+            "temperature_c": 55,
+            "clocks_event_reasons": [],
+        }
+    ],
+    "processes": {"compilers": 21, "compilers_rss_bytes": 69 * 1024**3},
+}
 
 
 @pytest.fixture
@@ -31,9 +63,16 @@ def fleet_with_readings(fleet):
     fleet["host"].latest = HOST
     fleet["host"].save()
     now = timezone.now()
-    fleet["alert"] = AlertEvent.objects.create(rule="engine_down", severity="critical", state="firing",
-                                               engine=fleet["llama"], subject="llama-side", message="exited 0",
-                                               started_at=now, fired_at=now)
+    fleet["alert"] = AlertEvent.objects.create(
+        rule="engine_down",
+        severity="critical",
+        state="firing",
+        engine=fleet["llama"],
+        subject="llama-side",
+        message="exited 0",
+        started_at=now,
+        fired_at=now,
+    )
     return fleet
 
 
@@ -61,10 +100,23 @@ def test_overview_queries_do_not_grow_with_engines(viewer_client, fleet_with_rea
     before = _overview_queries(viewer_client)
     now = timezone.now()
     for i in range(3):
-        engine = Engine.objects.create(name=f"extra-{i}", kind="vllm", url=f"http://127.0.0.1:1810{i}",
-                                       host=fleet_with_readings["host"], status="down")
-        AlertEvent.objects.create(rule="engine_down", severity="critical", state="firing", engine=engine,
-                                  subject=engine.name, message="gone", started_at=now, fired_at=now)
+        engine = Engine.objects.create(
+            name=f"extra-{i}",
+            kind="vllm",
+            url=f"http://127.0.0.1:1810{i}",
+            host=fleet_with_readings["host"],
+            status="down",
+        )
+        AlertEvent.objects.create(
+            rule="engine_down",
+            severity="critical",
+            state="firing",
+            engine=engine,
+            subject=engine.name,
+            message="gone",
+            started_at=now,
+            fired_at=now,
+        )
     assert _overview_queries(viewer_client) == before
 
 
@@ -85,8 +137,11 @@ def test_viewer_sees_no_ack_operator_does(fleet_with_readings, viewer, operator)
 
 
 def test_detail_pages_render_and_load_plotly_locally(viewer_client, fleet_with_readings):
-    for url in (reverse("engine-detail", args=["llama-side"]), reverse("host-detail", args=["spark-1"]),
-                reverse("coresidency") + "?a=vllm-main&b=llama-side"):
+    for url in (
+        reverse("engine-detail", args=["llama-side"]),
+        reverse("host-detail", args=["spark-1"]),
+        reverse("coresidency") + "?a=vllm-main&b=llama-side",
+    ):
         html = viewer_client.get(url).content.decode()
         assert reverse("plotly-js") in html and 'id="charts"' in html, url
         assert "cdn" not in html.lower()

@@ -2,6 +2,7 @@
 is quiet, a down card carries its fix, silenced and acknowledged alerts are marked, bad input is refused
 at the field, the time range lives in the URL and no page scrolls sideways. Screenshots go to
 artifacts/screenshots/ (NAME-desk.png, NAME-phone.png)."""
+
 import time
 
 import pytest
@@ -96,19 +97,30 @@ def _start_worker(tmp_path, host_name, *, unit_actions):
     control = json.loads(ports.read_text().splitlines()[0])["control"] if ports.exists() else ""
     name = connection.settings_dict["NAME"]
     url = f"sqlite:///{name}" if connection.vendor == "sqlite" else f"postgres://postgres@127.0.0.1:5432/{name}"
-    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "sparkops.settings",
-           "SPARKOPS_UNIT_ACTIONS": "1" if unit_actions else "0", "SPARKOPS_SIM_CONTROL": control,
-           "SPARKOPS_SYSTEMCTL": str(ROOT / "tests" / "live" / "bin" / "unit-systemctl"),
-           "UNIT_ACTIONS_LOG": str(tmp_path / "unit-actions.log")}
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "DJANGO_SETTINGS_MODULE": "sparkops.settings",
+        "SPARKOPS_UNIT_ACTIONS": "1" if unit_actions else "0",
+        "SPARKOPS_SIM_CONTROL": control,
+        "SPARKOPS_SYSTEMCTL": str(ROOT / "tests" / "live" / "bin" / "unit-systemctl"),
+        "UNIT_ACTIONS_LOG": str(tmp_path / "unit-actions.log"),
+    }
     env.pop("SPARKOPS_TEST_DB_NAME", None)
     log = open(tmp_path / "worker.log", "w")
-    return subprocess.Popen([sys.executable, "-m", "sparkops.cli", "worker", "--host", host_name, "--no-poller",
-                             "--concurrency", "1"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "sparkops.cli", "worker", "--host", host_name, "--no-poller", "--concurrency", "1"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+    )
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_a_down_card_carries_its_fix_and_an_admin_restarts_it_through_the_boxs_worker(
-        stack, browser, viewer, admin_user, tmp_path, size):
+    stack, browser, viewer, admin_user, tmp_path, size
+):
     import httpx
 
     from dashboard.alerts.models import AlertEvent, AlertNote
@@ -138,8 +150,12 @@ def test_a_down_card_carries_its_fix_and_an_admin_restarts_it_through_the_boxs_w
         button = card.locator("form.unit-restart button[type=submit]")
         button.wait_for(state="visible", timeout=15000)  # the box's worker allows it: shown to an admin
         text = fix.inner_text()
-        for command in ("sudo systemctl restart sim-vllm.service", "sudo systemctl reset-failed sim-vllm.service",
-                        "Restart=always", "daemon-reload"):
+        for command in (
+            "sudo systemctl restart sim-vllm.service",
+            "sudo systemctl reset-failed sim-vllm.service",
+            "Restart=always",
+            "daemon-reload",
+        ):
             assert command in text, text
         fix.locator("button[data-copy]").first.click()
         wait_for_js(page, "!!document.querySelector('button[data-copy][data-copied]')")
@@ -172,7 +188,9 @@ def test_a_down_card_carries_its_fix_and_an_admin_restarts_it_through_the_boxs_w
         assert notes[1] == "systemctl restart sim-vllm.service on spark-sim: done"
         assert set(Entry.objects.filter(kind="incident_note").values_list("title", flat=True)) == set(notes)
         assert (tmp_path / "unit-actions.log").read_text().splitlines() == [
-            '["reset-failed", "sim-vllm.service"]', '["restart", "sim-vllm.service"]']
+            '["reset-failed", "sim-vllm.service"]',
+            '["restart", "sim-vllm.service"]',
+        ]
         page.goto(f"{stack.base}/alerts/{event.pk}/")
         page.get_by_text("systemctl restart sim-vllm.service on spark-sim: done").first.wait_for(timeout=5000)
         admin.shot("alert-restart-timeline")
@@ -185,10 +203,17 @@ def test_a_down_card_carries_its_fix_and_an_admin_restarts_it_through_the_boxs_w
 def test_silenced_and_acknowledged_alerts_are_marked_on_the_overview(web, fleet, browser, operator, size):
     from dashboard.alerts.services import external_alert_fire
 
-    down = external_alert_fire(rule="engine_down", severity="critical", engine=fleet["llama"], subject="llama-side",
-                               message="llama-side exited with status 0", cause="exit0_no_restart")
-    kv = external_alert_fire(rule="kv_saturated", severity="warning", engine=fleet["vllm"], subject="vllm-main",
-                             message="KV cache 99 % full")
+    down = external_alert_fire(
+        rule="engine_down",
+        severity="critical",
+        engine=fleet["llama"],
+        subject="llama-side",
+        message="llama-side exited with status 0",
+        cause="exit0_no_restart",
+    )
+    kv = external_alert_fire(
+        rule="kv_saturated", severity="warning", engine=fleet["vllm"], subject="vllm-main", message="KV cache 99 % full"
+    )
     ops = SizedSession(browser, web.base, operator, size)
     page = ops.page
     _live(page)
@@ -204,23 +229,29 @@ def test_silenced_and_acknowledged_alerts_are_marked_on_the_overview(web, fleet,
     mark = page.locator(f"#alert-{kv.pk} [data-field=silenced]")
     mark.wait_for(timeout=10000)
     from dashboard.alerts.models import Silence
+
     until = Silence.objects.get().until
     assert mark.inner_text() == f"silenced until {until:%H:%M} UTC by otto", mark.inner_text()
     assert page.locator(f"#alert-{down.pk} [data-field=silenced]").count() == 0  # the silence covers only its rule
     # Thumb-sized: the row's buttons are at least 40 px tall on the phone
     if size == "phone":
-        heights = page.evaluate("Array.from(document.querySelectorAll('#firing-alerts button')).map(b => b.getBoundingClientRect().height)")
+        heights = page.evaluate(
+            "Array.from(document.querySelectorAll('#firing-alerts button')).map(b => b.getBoundingClientRect().height)"
+        )
         assert heights and min(heights) >= 40, heights
     # The critical stays on top though acknowledged.
-    ids = page.evaluate("Array.from(document.querySelectorAll('#firing-alerts .alert-row')).map(r => r.dataset.alertId)")
+    ids = page.evaluate(
+        "Array.from(document.querySelectorAll('#firing-alerts .alert-row')).map(r => r.dataset.alertId)"
+    )
     assert ids == [str(down.pk), str(kv.pk)]
     ops.shot("overview-marks")
     assert not ops.errors, ops.errors
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_last_error_is_a_sentence_cleared_on_recovery_and_kept_on_the_engine_page(stack, browser, operator, tmp_path,
-                                                                                  size):
+def test_last_error_is_a_sentence_cleared_on_recovery_and_kept_on_the_engine_page(
+    stack, browser, operator, tmp_path, size
+):
     import json
     import re
 
@@ -236,14 +267,18 @@ def test_last_error_is_a_sentence_cleared_on_recovery_and_kept_on_the_engine_pag
     assert card.locator("[data-field=last-error]").inner_text().strip() == "—"
     assert httpx.post(vllm.url.rstrip("/") + "/_sim/fault", json={"kind": "exit0"}, timeout=5).status_code == 200
     card.and_(page.locator(".status-down")).wait_for(timeout=10000)
-    wait_for_js(page, f"document.querySelector('#engine-card-{vllm.id} [data-field=last-error]').textContent.trim() !== '—'")
+    wait_for_js(
+        page, f"document.querySelector('#engine-card-{vllm.id} [data-field=last-error]').textContent.trim() !== '—'"
+    )
     sentence = card.locator("[data-field=last-error]").inner_text().strip()
     assert re.match(r"^At \d\d:\d\d:\d\d UTC .+\.$", sentence), sentence
     assert "{" not in sentence and "time_us" not in sentence, sentence
     ops.shot("overview-last-error")
     assert httpx.post(f"{control}/_sim/units/sim-vllm/restart", json={}, timeout=30).status_code == 200
     card.and_(page.locator(".status-up")).wait_for(timeout=20000)
-    wait_for_js(page, f"document.querySelector('#engine-card-{vllm.id} [data-field=last-error]').textContent.trim() === '—'")
+    wait_for_js(
+        page, f"document.querySelector('#engine-card-{vllm.id} [data-field=last-error]').textContent.trim() === '—'"
+    )
     page.goto(f"{stack.base}/engines/{vllm.name}/")
     history = page.locator("#error-history")
     history.get_by_text("engine_down").first.wait_for(timeout=5000)
@@ -322,8 +357,9 @@ def test_the_time_range_lives_in_the_url_and_survives_a_reload(web, fleet, brows
 
     vllm, now = fleet["vllm"], timezone.now()
     add_samples(metric="generation_tokens_per_s", values=[60.0] * 300, end=now, engine=vllm)
-    add_minute_rollups(metric="generation_tokens_per_s", start=now - timedelta(hours=30), minutes=30 * 60 - 5,
-                       value=60.0, engine=vllm)  # a box watched for 30 hours
+    add_minute_rollups(
+        metric="generation_tokens_per_s", start=now - timedelta(hours=30), minutes=30 * 60 - 5, value=60.0, engine=vllm
+    )  # a box watched for 30 hours
     session = SizedSession(browser, web.base, viewer, size)
     page = session.page
     base = f"{web.base}/engines/{vllm.name}/"
@@ -333,19 +369,27 @@ def test_the_time_range_lives_in_the_url_and_survives_a_reload(web, fleet, brows
     wait_for_js(page, "window.sparkopsLive.chartData.range.key === '7d'")
     assert page.url == base + "?range=7d"
     page.reload()
-    wait_for_js(page, "window.sparkopsLive && window.sparkopsLive.chartData && window.sparkopsLive.chartData.range.key === '7d'")
+    wait_for_js(
+        page, "window.sparkopsLive && window.sparkopsLive.chartData && window.sparkopsLive.chartData.range.key === '7d'"
+    )
     assert page.locator(".range-bar button.active").inner_text() == "7d"
     # Seven days asked, thirty hours held: the axis starts where the data starts.
     x0 = page.evaluate("Date.parse(document.getElementById('chart-tokens').layout.xaxis.range[0])")
     assert abs(x0 / 1000 - (now - timedelta(hours=30)).timestamp()) < 3600, "the 7-day axis starts days before the data"
     session.shot("engine-detail-7d")
     # A custom span is kept as well, and Back returns to the 7-day view.
-    page.fill("[data-custom-range] input[name=start]", (timezone.localtime(now) - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M"))
+    page.fill(
+        "[data-custom-range] input[name=start]",
+        (timezone.localtime(now) - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M"),
+    )
     page.click("[data-custom-range] button[type=submit]")
     wait_for_js(page, "window.sparkopsLive.chartData.range.key === 'custom'")
     assert "start=" in page.url and "range=" not in page.url
     page.reload()
-    wait_for_js(page, "window.sparkopsLive && window.sparkopsLive.chartData && window.sparkopsLive.chartData.range.key === 'custom'")
+    wait_for_js(
+        page,
+        "window.sparkopsLive && window.sparkopsLive.chartData && window.sparkopsLive.chartData.range.key === 'custom'",
+    )
     assert page.locator(".range-bar button.active").count() == 0
     assert page.input_value("[data-custom-range] input[name=start]")
     page.go_back()
@@ -368,14 +412,34 @@ def test_every_page_fits_a_phone_and_each_is_photographed_at_both_sizes(everythi
     from dashboard.models import Incident
 
     incident = Incident.objects.get()
-    pages = ["/", "/engines/", f"/engines/{vllm.name}/", f"/engines/{llama.name}/", f"/hosts/{host.name}/",
-             f"/coresidency/?a={vllm.name}&b={llama.name}", f"/hosts/{host.name}/audit/", f"/engines/{vllm.name}/audit/",
-             "/alerts/", f"/alerts/{everything['alert'].pk}/", "/alerts/channels/", "/alerts/silences/", "/alerts/rules/",
-             "/changelog/", f"/changelog/{everything['entry'].pk}/", "/changelog/new/", "/changelog/claims/",
-             "/changelog/import/", "/changelog/ledgers/", f"/changelog/ledgers/incidents/{incident.pk}/close/",
-             "/bench/", f"/bench/profiles/{everything['profile'].pk}/", "/bench/profiles/new/",
-             f"/bench/profiles/{everything['profile'].pk}/edit/", f"/bench/runs/{runs[0].pk}/",
-             f"/bench/compare/?a={runs[0].pk}&b={runs[1].pk}"]
+    pages = [
+        "/",
+        "/engines/",
+        f"/engines/{vllm.name}/",
+        f"/engines/{llama.name}/",
+        f"/hosts/{host.name}/",
+        f"/coresidency/?a={vllm.name}&b={llama.name}",
+        f"/hosts/{host.name}/audit/",
+        f"/engines/{vllm.name}/audit/",
+        "/alerts/",
+        f"/alerts/{everything['alert'].pk}/",
+        "/alerts/channels/",
+        "/alerts/silences/",
+        "/alerts/rules/",
+        "/changelog/",
+        f"/changelog/{everything['entry'].pk}/",
+        "/changelog/new/",
+        "/changelog/claims/",
+        "/changelog/import/",
+        "/changelog/ledgers/",
+        f"/changelog/ledgers/incidents/{incident.pk}/close/",
+        "/bench/",
+        f"/bench/profiles/{everything['profile'].pk}/",
+        "/bench/profiles/new/",
+        f"/bench/profiles/{everything['profile'].pk}/edit/",
+        f"/bench/runs/{runs[0].pk}/",
+        f"/bench/compare/?a={runs[0].pk}&b={runs[1].pk}",
+    ]
     wide = []
     for size in SIZES:
         session = SizedSession(browser, web.base, admin_user, size)
@@ -456,11 +520,23 @@ def test_a_card_colours_the_value_its_alert_fires_on_and_smooths_decode(web, fle
     from .helpers import add_samples
 
     vllm, now = fleet["vllm"], timezone.now()
-    vllm.latest = {"up": True, "status": "up", "prefix_cache_hit_rate": 0.0, "kv_cache_usage": 0.4,
-                   "generation_tokens_per_s": 0.0, "requests_running": 1, "requests_waiting": 0}
+    vllm.latest = {
+        "up": True,
+        "status": "up",
+        "prefix_cache_hit_rate": 0.0,
+        "kv_cache_usage": 0.4,
+        "generation_tokens_per_s": 0.0,
+        "requests_running": 1,
+        "requests_waiting": 0,
+    }
     vllm.save()
-    external_alert_fire(rule="prefix_cache_drop", severity="warning", engine=vllm, subject="vllm-main",
-                        message="prefix-cache hit rate 0 % against a 92 % baseline")
+    external_alert_fire(
+        rule="prefix_cache_drop",
+        severity="warning",
+        engine=vllm,
+        subject="vllm-main",
+        message="prefix-cache hit rate 0 % against a 92 % baseline",
+    )
     add_samples(metric="generation_tokens_per_s", values=[0.0, 300.0] * 30, end=now, engine=vllm)  # flickers per poll
     session = SizedSession(browser, web.base, viewer, size)
     page = session.page
@@ -469,9 +545,12 @@ def test_a_card_colours_the_value_its_alert_fires_on_and_smooths_decode(web, fle
     prefix = card.locator("[data-field=prefix]")
     assert "alerting" in prefix.get_attribute("class") and prefix.inner_text().startswith("0 %")
     assert prefix.evaluate("e => getComputedStyle(e).color") != card.locator("[data-field=decode]").evaluate(
-        "e => getComputedStyle(e).color"), "the alerting value is drawn like any other"
+        "e => getComputedStyle(e).color"
+    ), "the alerting value is drawn like any other"
     assert "alerting" not in (card.locator("[data-field=kv]").get_attribute("class") or "")
-    wait_for_js(page, f"document.querySelector('#engine-card-{vllm.id} [data-field=decode]').textContent.includes('30 s avg')")
+    wait_for_js(
+        page, f"document.querySelector('#engine-card-{vllm.id} [data-field=decode]').textContent.includes('30 s avg')"
+    )
     decode = card.locator("[data-field=decode]").inner_text()
     caption = card.locator("[data-field=spark-caption]").inner_text()
     number = re.search(r"([\d.]+) tok/s · 30 s avg", decode).group(1)
@@ -482,8 +561,9 @@ def test_a_card_colours_the_value_its_alert_fires_on_and_smooths_decode(web, fle
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_an_admin_adds_a_webhook_channel_in_the_form_and_its_test_reaches_a_real_receiver(web, browser, admin_user,
-                                                                                         tmp_path, size):
+def test_an_admin_adds_a_webhook_channel_in_the_form_and_its_test_reaches_a_real_receiver(
+    web, browser, admin_user, tmp_path, size
+):
     import hashlib
     import hmac
 

@@ -1,6 +1,7 @@
 """Viewer presence gates the sample pushes: with no live socket open anywhere a poll renders
 no card and sends nothing; a socket opening brings them back; its closing (after the TTL)
 stops them again. Alert events are never gated; a broken presence check fails open."""
+
 import asyncio
 import time
 
@@ -9,8 +10,8 @@ from channels.db import database_sync_to_async
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from dashboard.live.publish import LivePublisher
 from dashboard.live.presence import DEFAULT_CACHE_S, DEFAULT_TTL_S, Viewers, presence_key, sockets
+from dashboard.live.publish import LivePublisher
 from dashboard.services.polling import Liveness
 from sparkops.redisproc import free_port
 
@@ -57,8 +58,15 @@ def test_alert_events_go_out_without_a_viewer(fleet, sent):
     from dashboard.alerts.models import AlertEvent
     from dashboard.alerts.publish import alert_changed
 
-    event = AlertEvent.objects.create(rule="engine_down", severity="critical", state="firing", engine=fleet["llama"],
-                                      subject="engine llama-side", message="down", started_at=timezone.now())
+    event = AlertEvent.objects.create(
+        rule="engine_down",
+        severity="critical",
+        state="firing",
+        engine=fleet["llama"],
+        subject="engine llama-side",
+        message="down",
+        started_at=timezone.now(),
+    )
     assert not Viewers().present()
     alert_changed(event)
     assert ("sparkops.all", "alert.changed") in sent

@@ -9,8 +9,9 @@ from dashboard.simulator.engine import create_engine
 @pytest.fixture
 def engine_factory():
     """Start in-process engines in a private loop thread; yields a starter function."""
-    from dashboard.simulator.fleet import FleetThread  # noqa: F401  (same loop-thread approach)
     import threading
+
+    from dashboard.simulator.fleet import FleetThread  # noqa: F401  (same loop-thread approach)
 
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -34,6 +35,7 @@ def engine_factory():
 def reference_dir():
     """Verbatim llama-server captures (copied from the project's reference material)."""
     from pathlib import Path
+
     return Path(__file__).resolve().parent.parent / "fixtures" / "reference"
 
 
@@ -47,6 +49,7 @@ def engine_process():
     import httpx
 
     from dashboard.simulator.supervisor import REPO_ROOT, free_port
+
     procs = []
 
     def start(**opts):

@@ -1,4 +1,5 @@
 """Simulated engines speak the real protocols (names from reference/engine-sources.md)."""
+
 import json
 import time
 
@@ -12,7 +13,9 @@ def families(text):
 
 def chat(url, words, **body):
     content = " ".join(words) if isinstance(words, list) else words
-    return httpx.post(url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": content}], **body}, timeout=30)
+    return httpx.post(
+        url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": content}], **body}, timeout=30
+    )
 
 
 def sse(resp_text):
@@ -28,11 +31,22 @@ def test_vllm_metrics_names_labels_and_content_type(engine_factory):
     assert r.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
     fams = families(r.text)
     # parser strips _total from counter family names
-    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-                 "vllm:prefix_cache_queries", "vllm:prefix_cache_hits", "vllm:prompt_tokens", "vllm:generation_tokens",
-                 "vllm:num_preemptions", "vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds",
-                 "vllm:cache_config_info", "vllm:request_success", "vllm:spec_decode_num_drafts",
-                 "vllm:spec_decode_num_accepted_tokens_per_pos"):
+    for name in (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:prefix_cache_queries",
+        "vllm:prefix_cache_hits",
+        "vllm:prompt_tokens",
+        "vllm:generation_tokens",
+        "vllm:num_preemptions",
+        "vllm:time_to_first_token_seconds",
+        "vllm:inter_token_latency_seconds",
+        "vllm:cache_config_info",
+        "vllm:request_success",
+        "vllm:spec_decode_num_drafts",
+        "vllm:spec_decode_num_accepted_tokens_per_pos",
+    ):
         assert name in fams, name
     gen = fams["vllm:generation_tokens"].samples[0]
     assert gen.name == "vllm:generation_tokens_total" and gen.labels == {"model_name": "Qwen/Qwen3-8B", "engine": "0"}
@@ -64,11 +78,16 @@ def test_vllm_streaming_usage_prefix_cache_and_window(engine_factory):
     assert clamped["choices"][0]["finish_reason"] == "length" and clamped["usage"]["completion_tokens"] == 60
     too_long = chat(e.url, ["x"] * 101, max_tokens=1)
     assert too_long.status_code == 400
-    assert too_long.json() == {"error": {
-        "message": "This model's maximum context length is 100 tokens. However, your prompt contains 101 input tokens, "
-                   "which exceeds this limit even without any output tokens. Please reduce the length of the input "
-                   "prompt. (parameter=input_tokens, value=101)",
-        "type": "BadRequestError", "param": "input_tokens", "code": 400}}
+    assert too_long.json() == {
+        "error": {
+            "message": "This model's maximum context length is 100 tokens. However, your prompt contains 101 input tokens, "
+            "which exceeds this limit even without any output tokens. Please reduce the length of the input "
+            "prompt. (parameter=input_tokens, value=101)",
+            "type": "BadRequestError",
+            "param": "input_tokens",
+            "code": 400,
+        }
+    }
 
 
 def test_min_tokens_ignore_eos_and_reasoning(engine_factory):
@@ -94,19 +113,33 @@ def test_llamacpp_health_loading_then_ok(engine_factory):
 
 def test_llamacpp_metrics_stream_timings_and_overflow(engine_factory, reference_dir):
     e = engine_factory(kind="llamacpp", name="l2", rate=3000, max_model_len=256, slots=2)
-    chunks = sse(chat(e.url, [f"t{i}" for i in range(34)], max_tokens=16, stream=True,
-                      stream_options={"include_usage": True}).text)
+    chunks = sse(
+        chat(
+            e.url, [f"t{i}" for i in range(34)], max_tokens=16, stream=True, stream_options={"include_usage": True}
+        ).text
+    )
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": None}
     last = chunks[-1]
     assert last["choices"] == [] and last["usage"]["prompt_tokens"] == 34
-    assert set(last["timings"]) == {"cache_n", "prompt_n", "prompt_ms", "prompt_per_token_ms", "prompt_per_second",
-                                    "predicted_n", "predicted_ms", "predicted_per_token_ms", "predicted_per_second"}
+    assert set(last["timings"]) == {
+        "cache_n",
+        "prompt_n",
+        "prompt_ms",
+        "prompt_per_token_ms",
+        "prompt_per_second",
+        "predicted_n",
+        "predicted_ms",
+        "predicted_per_token_ms",
+        "predicted_per_second",
+    }
     again = chat(e.url, [f"t{i}" for i in range(34)], max_tokens=4).json()
     assert again["timings"]["cache_n"] == 33 and again["usage"]["prompt_tokens_details"]["cached_tokens"] == 33
     r = httpx.get(e.url + "/metrics")
     assert r.headers["content-type"] == "text/plain; version=0.0.4"
     captured = (reference_dir / "samples/llamacpp/metrics.txt").read_text().split("\n\n", 1)[1]
-    assert [l for l in r.text.splitlines() if l.startswith("#")] == [l for l in captured.splitlines() if l.startswith("#")]
+    assert [ln for ln in r.text.splitlines() if ln.startswith("#")] == [
+        ln for ln in captured.splitlines() if ln.startswith("#")
+    ]
     assert families(r.text)["llamacpp:prompt_tokens_cached"].samples[0].value == 33
     over = chat(e.url, ["x"] * 1811, max_tokens=16)
     assert over.status_code == 400
@@ -121,7 +154,13 @@ def test_sglang_and_openai(engine_factory):
     chat(s.url, "a b c", max_tokens=2)
     fams = families(httpx.get(s.url + "/metrics").text)
     running = fams["sglang:num_running_reqs"].samples[0].labels
-    assert running == {"model_name": "Qwen/Qwen3-8B", "engine_type": "unified", "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
+    assert running == {
+        "model_name": "Qwen/Qwen3-8B",
+        "engine_type": "unified",
+        "tp_rank": "0",
+        "pp_rank": "0",
+        "moe_ep_rank": "0",
+    }
     assert "sglang:cached_tokens" in fams and "sglang:token_usage" in fams
     assert not any(n.endswith("_created") for n in fams)
     assert httpx.get(s.url + "/get_server_info").json()["max_total_num_tokens"] == 766464

@@ -1,4 +1,5 @@
 """The supervisor plays systemd: unit state files, journal, restart policy, CLI stand-ins."""
+
 import json
 import subprocess
 import time
@@ -11,8 +12,10 @@ from dashboard.simulator import Simulation
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
-    engines = ["vllm:v,load_seconds=0.2,exit_delay=0.3,restart_sec=0.2",
-               {"kind": "llamacpp", "name": "l", "load_seconds": 0.2, "restart_sec": 0.2}]
+    engines = [
+        "vllm:v,load_seconds=0.2,exit_delay=0.3,restart_sec=0.2",
+        {"kind": "llamacpp", "name": "l", "load_seconds": 0.2, "restart_sec": 0.2},
+    ]
     with Simulation(engines=engines, state_dir=tmp_path_factory.mktemp("sim")) as s:
         yield s
 
@@ -33,15 +36,18 @@ def test_units_listed_and_running(sim):
     assert units["v"]["state"] == "active" and units["v"]["unit"] == "v.service" and units["v"]["pid"] > 0
     code, out = run(sim, "sim-systemctl", "show", "v.service", "-p", "ActiveState,SubState", "-p", "MainPID")
     assert code == 0 and sorted(out.splitlines()) == sorted(
-        ["ActiveState=active", "SubState=running", f"MainPID={units['v']['pid']}"])
+        ["ActiveState=active", "SubState=running", f"MainPID={units['v']['pid']}"]
+    )
     code, out = run(sim, "sim-systemctl", "show", "ghost.service", "-p", "LoadState,ActiveState,SubState")
     assert sorted(out.splitlines()) == ["ActiveState=inactive", "LoadState=not-found", "SubState=dead"]
 
 
 def test_startup_lines_in_journal(sim):
     messages = [e["MESSAGE"] for e in journal(sim, "-u", "v")]
-    assert any("GPU KV cache size: 766,464 tokens, Maximum concurrency for 32,768 tokens per request: 23.39x" in m
-               for m in messages)
+    assert any(
+        "GPU KV cache size: 766,464 tokens, Maximum concurrency for 32,768 tokens per request: 23.39x" in m
+        for m in messages
+    )
 
 
 def test_crash_restarts_and_counts(sim):

@@ -1,4 +1,5 @@
 """Exact send schedule and the fault switch of a single engine."""
+
 import json
 import time
 
@@ -10,7 +11,13 @@ from .test_engines import chat
 
 def stream_arrivals(url, n, **body):
     times, tokens = [], []
-    payload = {"messages": [{"role": "user", "content": "go"}], "max_tokens": n, "ignore_eos": True, "stream": True, **body}
+    payload = {
+        "messages": [{"role": "user", "content": "go"}],
+        "max_tokens": n,
+        "ignore_eos": True,
+        "stream": True,
+        **body,
+    }
     with httpx.stream("POST", url + "/v1/chat/completions", json=payload, timeout=30) as r:
         for line in r.iter_lines():
             if not line.startswith("data: {"):
@@ -103,7 +110,7 @@ def test_exit0_ends_inflight_stream_with_vllm_error_chunk(engine_factory):
             lines.append(line)
             if len(lines) == 6:
                 httpx.post(e.url + "/_sim/fault", json={"kind": "exit0"})
-    data = [l for l in lines if l.startswith("data: ")]
+    data = [ln for ln in lines if ln.startswith("data: ")]
     assert data[-1] == "data: [DONE]"
     err = json.loads(data[-2][6:])["error"]
     assert err["code"] == 500

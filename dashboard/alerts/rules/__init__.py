@@ -1,4 +1,5 @@
 """One class per failure (see the README's Alerts section). REGISTRY maps rule key → instance."""
+
 from .base import Rule
 
 REGISTRY: dict[str, Rule] = {}
@@ -13,4 +14,4 @@ def rules_for(signal):
     return [rule for rule in REGISTRY.values() if rule.signal == signal]
 
 
-from . import engine, host, external  # noqa: E402,F401  (registration)
+from . import engine, external, host  # noqa: E402,F401  (registration)

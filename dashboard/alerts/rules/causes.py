@@ -1,4 +1,5 @@
 """Why an engine is down, from what the collectors saw: the unit's state and the probe's error."""
+
 from dataclasses import dataclass
 
 # Restart= values under which systemd leaves a clean exit (status 0) alone.
@@ -35,37 +36,60 @@ def _from_unit(unit, reason, activating_for_s, budget, fatal):
     active, sub = unit.get("ActiveState") or "", unit.get("SubState") or ""
     status, restart = _int(unit.get("ExecMainStatus")), unit.get("Restart") or ""
     code = str(unit.get("ExecMainCode") or "")
-    if active in ("inactive", "deactivating") and status == 0 and code in ("", "0", "1", "exited") and restart in NO_RESTART_ON_CLEAN_EXIT:
-        return Cause("exit0_no_restart", f"exited with status 0 while the unit has Restart={restart}, "
-                                         "so systemd will not restart it")
+    if (
+        active in ("inactive", "deactivating")
+        and status == 0
+        and code in ("", "0", "1", "exited")
+        and restart in NO_RESTART_ON_CLEAN_EXIT
+    ):
+        return Cause(
+            "exit0_no_restart",
+            f"exited with status 0 while the unit has Restart={restart}, so systemd will not restart it",
+        )
     if active == "failed" and unit.get("Result") == "start-limit-hit":
-        return Cause("start_limit_hit", f"systemd gave up restarting it: the start limit was hit after "
-                                        f"{unit.get('NRestarts', '?')} restarts, and it stays down until someone runs "
-                                        "`systemctl reset-failed` and starts it")
+        return Cause(
+            "start_limit_hit",
+            f"systemd gave up restarting it: the start limit was hit after "
+            f"{unit.get('NRestarts', '?')} restarts, and it stays down until someone runs "
+            "`systemctl reset-failed` and starts it",
+        )
     if active == "failed":
         result = unit.get("Result", "")
-        return Cause("unit_failed", f"the unit failed (Result={result or '?'}, exit status {status if status is not None else '?'})"
-                                    + ("" if restart in ("always", "on-failure") else f"; Restart={restart or 'no'}"))
+        return Cause(
+            "unit_failed",
+            f"the unit failed (Result={result or '?'}, exit status {status if status is not None else '?'})"
+            + ("" if restart in ("always", "on-failure") else f"; Restart={restart or 'no'}"),
+        )
     if active == "activating" and sub == "auto-restart":
         return Cause("restarting", "systemd is restarting the unit", coming_back=True)
     if active == "activating":
         if activating_for_s > budget:
-            return Cause("activating_too_long", f"the unit has been activating for {int(activating_for_s)} s, "
-                                                f"longer than its {int(budget)} s budget: the readiness gate is stuck")
+            return Cause(
+                "activating_too_long",
+                f"the unit has been activating for {int(activating_for_s)} s, "
+                f"longer than its {int(budget)} s budget: the readiness gate is stuck",
+            )
         return Cause("starting", "the unit is starting", coming_back=True)
     if active == "active" and fatal and restart in NO_RESTART_ON_CLEAN_EXIT:
         # vLLM after an EngineCore death: the API fails at once and exits 0 seconds later.
-        return Cause("fatal_no_restart", f"the engine hit a fatal error and is shutting down; the unit has "
-                                         f"Restart={restart}, so when it exits with status 0 (as vLLM does after its "
-                                         "EngineCore dies) systemd will not restart it")
+        return Cause(
+            "fatal_no_restart",
+            f"the engine hit a fatal error and is shutting down; the unit has "
+            f"Restart={restart}, so when it exits with status 0 (as vLLM does after its "
+            "EngineCore dies) systemd will not restart it",
+        )
     if active == "active" and _int(unit.get("MainPID"), 1) == 0:
         return Cause("process_gone", "the unit is active but its main process is gone")
     if active == "active":
-        return Cause("active_not_answering", f"the unit is active but the API is not answering ({reason or 'no answer'}): "
-                                             "readiness lied")
+        return Cause(
+            "active_not_answering",
+            f"the unit is active but the API is not answering ({reason or 'no answer'}): readiness lied",
+        )
     if active in ("inactive", "deactivating"):
-        return Cause("process_gone", f"the unit is {active} (exit status {status if status is not None else '?'}) "
-                                     f"and its process is gone")
+        return Cause(
+            "process_gone",
+            f"the unit is {active} (exit status {status if status is not None else '?'}) and its process is gone",
+        )
     return None
 
 

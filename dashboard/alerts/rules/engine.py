@@ -1,4 +1,5 @@
 """Engine rules: down (liveness), restart loop, prefix-cache drop, KV saturated, queue growing, no-restart advisory."""
+
 import time
 
 from ..lifecycle import Finding
@@ -15,9 +16,11 @@ class EngineDown(Rule):
     severity = "critical"
     signal = "engine_liveness"
     DEFAULTS = {"failures": 2, "activating_budget_s": 600}
-    help = ("An engine expected up fails its liveness probe twice in a row (the failed probe is re-checked at once). "
-            "The alert says why: exit 0 under Restart=on-failure, unit failed, activating too long, active but not "
-            "answering, process gone, refused or timeout; it quotes the last fatal journal line.")
+    help = (
+        "An engine expected up fails its liveness probe twice in a row (the failed probe is re-checked at once). "
+        "The alert says why: exit 0 under Restart=on-failure, unit failed, activating too long, active but not "
+        "answering, process gone, refused or timeout; it quotes the last fatal journal line."
+    )
 
     def evaluate(self, *, settings, engine, up, reason="", rechecked=False, state, **_):
         if up or not engine.expected_up:
@@ -29,17 +32,36 @@ class EngineDown(Rule):
         unit = unit_state_now(engine) or unit_of(engine)
         fatal = fatal_line_now(engine) or _last_fatal(engine)
         activating_for = _activating_for(state, unit)
-        cause = classify(unit=unit, reason=reason, activating_for_s=activating_for,
-                         activating_budget_s=settings["activating_budget_s"], fatal=fatal)
+        cause = classify(
+            unit=unit,
+            reason=reason,
+            activating_for_s=activating_for,
+            activating_budget_s=settings["activating_budget_s"],
+            fatal=fatal,
+        )
         message = f"{engine.name} is down: {cause.text}."
         if fatal:
             message += f" Last fatal line: {fatal}"
         # Starting or auto-restarting: wait out the activation budget before paging.
         wait = max(0.0, settings["activating_budget_s"] - activating_for) if cause.coming_back else 0.0
-        return [Finding(subject=engine.name, engine=engine, active=True, cause=cause.key, message=message,
-                        details={"reason": reason, "unit": unit or None, "fatal_line": fatal,
-                                 "definitive": cause.key in DEFINITIVE},
-                        for_s=wait, fire_now=not cause.coming_back, renotify_on_cause=cause.key in DEFINITIVE)]
+        return [
+            Finding(
+                subject=engine.name,
+                engine=engine,
+                active=True,
+                cause=cause.key,
+                message=message,
+                details={
+                    "reason": reason,
+                    "unit": unit or None,
+                    "fatal_line": fatal,
+                    "definitive": cause.key in DEFINITIVE,
+                },
+                for_s=wait,
+                fire_now=not cause.coming_back,
+                renotify_on_cause=cause.key in DEFINITIVE,
+            )
+        ]
 
 
 def _activating_for(state, unit):
@@ -81,8 +103,10 @@ class RestartLoop(Rule):
             restarts.append(now)
         state["restarts"] = restarts[-100:]
         active = len(restarts) >= settings["count"]
-        message = (f"{engine.name} restarted {len(restarts)} times in the last {int(settings['window_s'] / 60)} min"
-                   f" (NRestarts={n if n is not None else '?'}).")
+        message = (
+            f"{engine.name} restarted {len(restarts)} times in the last {int(settings['window_s'] / 60)} min"
+            f" (NRestarts={n if n is not None else '?'})."
+        )
         return [Finding(subject=engine.name, engine=engine, active=active, cause="restart_loop", message=message)]
 
 
@@ -93,8 +117,10 @@ class PrefixCacheDrop(Rule):
     severity = "warning"
     signal = "engine_polled"
     DEFAULTS = {"window_s": 300, "min_queries": 1000, "drop_points": 20, "baseline_s": 3600, "for_s": 60}
-    help = ("The hit rate over WINDOW_S (hits/queries deltas, at least MIN_QUERIES queries) falls DROP_POINTS "
-            "percentage points below the engine's own trailing baseline.")
+    help = (
+        "The hit rate over WINDOW_S (hits/queries deltas, at least MIN_QUERIES queries) falls DROP_POINTS "
+        "percentage points below the engine's own trailing baseline."
+    )
 
     def evaluate(self, *, settings, engine, reading, state, **_):
         queries, hits = reading.get("prefix_cache_queries_total"), reading.get("prefix_cache_hits_total")
@@ -114,10 +140,20 @@ class PrefixCacheDrop(Rule):
             alpha = min(1.0, (now - state.get("baseline_at", now)) / settings["baseline_s"]) or 0.02
             state["baseline"] = rate if baseline is None else baseline + alpha * (rate - baseline)
             state["baseline_at"] = now
-        message = (f"{engine.name} prefix-cache hit rate {rate:.0%} over the last {int(settings['window_s'] / 60)} min, "
-                   f"{drop or 0:.0f} points below its baseline {baseline or rate:.0%}; latency climbs when the cache stops hitting.")
-        return [Finding(subject=engine.name, engine=engine, active=active, cause="hit_rate_drop", message=message,
-                        details={"rate": rate, "baseline": baseline, "queries": dq})]
+        message = (
+            f"{engine.name} prefix-cache hit rate {rate:.0%} over the last {int(settings['window_s'] / 60)} min, "
+            f"{drop or 0:.0f} points below its baseline {baseline or rate:.0%}; latency climbs when the cache stops hitting."
+        )
+        return [
+            Finding(
+                subject=engine.name,
+                engine=engine,
+                active=active,
+                cause="hit_rate_drop",
+                message=message,
+                details={"rate": rate, "baseline": baseline, "queries": dq},
+            )
+        ]
 
 
 @register
@@ -134,8 +170,10 @@ class KVSaturated(Rule):
         if usage is None:
             return []
         active = usage * 100 >= settings["usage_pct"]
-        message = (f"{engine.name} KV cache {usage:.0%} full ({reading.get('requests_running') or 0} running, "
-                   f"{reading.get('requests_waiting') or 0} waiting): requests will queue or be preempted.")
+        message = (
+            f"{engine.name} KV cache {usage:.0%} full ({reading.get('requests_running') or 0} running, "
+            f"{reading.get('requests_waiting') or 0} waiting): requests will queue or be preempted."
+        )
         return [Finding(subject=engine.name, engine=engine, active=active, cause="kv_full", message=message)]
 
 
@@ -159,7 +197,9 @@ class QueueGrowing(Rule):
         span = now - samples[0][0]
         rising = all(b >= a for a, b in zip(values, values[1:])) and values[-1] > values[0]
         active = rising and span >= settings["window_s"] and waiting > 0
-        message = f"{engine.name} has {waiting} requests waiting, up from {values[0]} over {int(span)} s and still rising."
+        message = (
+            f"{engine.name} has {waiting} requests waiting, up from {values[0]} over {int(span)} s and still rising."
+        )
         return [Finding(subject=engine.name, engine=engine, active=active, cause="queue_rising", message=message)]
 
 
@@ -173,15 +213,26 @@ class UnitNoRestart(Rule):
     # An advisory, not an alarm: off by default so a fresh start fires nothing (the launch-configuration
     # audit reports the same finding on its own page); turn it on on the rules page to have it fire.
     enabled_by_default = False
-    help = ("A watched unit has Restart=on-failure or no: when the engine dies but exits 0 — as vLLM does when its "
-            "EngineCore crashes — systemd leaves it dark. Raised before anything dies. Off by default.")
+    help = (
+        "A watched unit has Restart=on-failure or no: when the engine dies but exits 0 — as vLLM does when its "
+        "EngineCore crashes — systemd leaves it dark. Raised before anything dies. Off by default."
+    )
 
     def evaluate(self, *, settings, engine, reading, **_):
         unit = reading.get("unit")
         if not unit or not engine.unit or "Restart" not in unit:
             return []
         restart = unit.get("Restart") or "no"
-        message = (f"{engine.unit} has Restart={restart}: an engine that dies with exit status 0 will not be restarted. "
-                   "Set Restart=always with RestartSec=5 and StartLimitIntervalSec=600 / StartLimitBurst=5 in [Unit].")
-        return [Finding(subject=engine.unit, engine=engine, active=restart in NO_RESTART_ON_CLEAN_EXIT,
-                        cause=f"restart_{restart}", message=message)]
+        message = (
+            f"{engine.unit} has Restart={restart}: an engine that dies with exit status 0 will not be restarted. "
+            "Set Restart=always with RestartSec=5 and StartLimitIntervalSec=600 / StartLimitBurst=5 in [Unit]."
+        )
+        return [
+            Finding(
+                subject=engine.unit,
+                engine=engine,
+                active=restart in NO_RESTART_ON_CLEAN_EXIT,
+                cause=f"restart_{restart}",
+                message=message,
+            )
+        ]

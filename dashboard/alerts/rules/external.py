@@ -1,4 +1,5 @@
 """Rules raised from elsewhere through services.external_alert_fire/resolve."""
+
 from . import register
 from .base import Rule
 
@@ -20,9 +21,11 @@ class ConfigDrift(Rule):
     severity = "warning"
     signal = "external"
     DEFAULTS = {}
-    help = ("After a restart, the running value of a flag disagrees with the newest flag line a person wrote for the "
-            "engine in the change log; names the flag, both values and the file that set the running one (raised "
-            "by dashboard/services/launchconfig.py).")
+    help = (
+        "After a restart, the running value of a flag disagrees with the newest flag line a person wrote for the "
+        "engine in the change log; names the flag, both values and the file that set the running one (raised "
+        "by dashboard/services/launchconfig.py)."
+    )
 
 
 @register
@@ -32,8 +35,10 @@ class StartOverBudget(Rule):
     severity = "warning"
     signal = "external"
     DEFAULTS = {}
-    help = ("An engine's start (unit start to first healthy answer) took longer than its readiness helper's budget, "
-            "or than TimeoutStartSec without one (raised by dashboard/services/launchconfig.py).")
+    help = (
+        "An engine's start (unit start to first healthy answer) took longer than its readiness helper's budget, "
+        "or than TimeoutStartSec without one (raised by dashboard/services/launchconfig.py)."
+    )
 
 
 @register
@@ -43,5 +48,7 @@ class ColdStartsOverlap(Rule):
     severity = "warning"
     signal = "external"
     DEFAULTS = {}
-    help = ("Two engines of one box were in a cold start (compilers running) at the same time: two compile storms "
-            "do not fit in one box (raised by dashboard/services/launchconfig.py).")
+    help = (
+        "Two engines of one box were in a cold start (compilers running) at the same time: two compile storms "
+        "do not fit in one box (raised by dashboard/services/launchconfig.py)."
+    )

@@ -1,4 +1,5 @@
 """Host rules: GPU clock stuck low, memory pressure, compile storm, kernel fault; collector stale (beat)."""
+
 import re
 import time
 from datetime import timedelta
@@ -12,8 +13,15 @@ from .base import Rule
 
 GIB = 1024**3
 # Throttle reasons that explain a low clock (then it is not "stuck").
-EXPLAINING = {"sw_power_cap", "hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown",
-              "power_cap", "thermal"}
+EXPLAINING = {
+    "sw_power_cap",
+    "hw_slowdown",
+    "hw_thermal_slowdown",
+    "sw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "power_cap",
+    "thermal",
+}
 
 
 @register
@@ -23,8 +31,10 @@ class GpuClockStuckLow(Rule):
     severity = "warning"
     signal = "host_polled"
     DEFAULTS = {"util_pct": 80, "clock_ratio_pct": 50, "for_s": 60}
-    help = ("Utilisation ≥ UTIL_PCT, P-state P0, SM clock ≤ CLOCK_RATIO_PCT of its maximum and no throttle reason "
-            "that explains it, sustained FOR_S.")
+    help = (
+        "Utilisation ≥ UTIL_PCT, P-state P0, SM clock ≤ CLOCK_RATIO_PCT of its maximum and no throttle reason "
+        "that explains it, sustained FOR_S."
+    )
 
     def evaluate(self, *, settings, host, reading, **_):
         return [self.one(settings, host, gpu) for gpu in reading.get("gpus") or [] if gpu.get("index") is not None]
@@ -32,14 +42,27 @@ class GpuClockStuckLow(Rule):
     def one(self, settings, host, gpu):
         clock, top, util = gpu.get("sm_clock_mhz"), gpu.get("sm_clock_max_mhz"), gpu.get("utilization_pct")
         reasons = {r.lower() for r in gpu.get("clocks_event_reasons") or []}
-        active = (None not in (clock, top, util) and top > 0 and util >= settings["util_pct"]
-                  and gpu.get("pstate") == "P0" and clock <= top * settings["clock_ratio_pct"] / 100
-                  and not reasons & EXPLAINING)
-        message = (f"GPU {gpu['index']} on {host.name} runs at {clock} MHz of {top} MHz while {util}% busy in P0 with no "
-                   f"throttle reason: throughput is lost. Healthy is near the maximum (e.g. 2,400–2,500 MHz on GB10). "
-                   f"The known recovery is a full power disconnect (not a reboot).")
-        return Finding(subject=f"{host.name}/gpu{gpu['index']}", host=host, active=active, cause="clock_stuck_low",
-                       message=message, details={"sm_clock_mhz": clock, "sm_clock_max_mhz": top, "reasons": sorted(reasons)})
+        active = (
+            None not in (clock, top, util)
+            and top > 0
+            and util >= settings["util_pct"]
+            and gpu.get("pstate") == "P0"
+            and clock <= top * settings["clock_ratio_pct"] / 100
+            and not reasons & EXPLAINING
+        )
+        message = (
+            f"GPU {gpu['index']} on {host.name} runs at {clock} MHz of {top} MHz while {util}% busy in P0 with no "
+            f"throttle reason: throughput is lost. Healthy is near the maximum (e.g. 2,400–2,500 MHz on GB10). "
+            f"The known recovery is a full power disconnect (not a reboot)."
+        )
+        return Finding(
+            subject=f"{host.name}/gpu{gpu['index']}",
+            host=host,
+            active=active,
+            cause="clock_stuck_low",
+            message=message,
+            details={"sm_clock_mhz": clock, "sm_clock_max_mhz": top, "reasons": sorted(reasons)},
+        )
 
 
 def _psi(host_reading, resource, kind, avg):
@@ -55,10 +78,18 @@ class MemoryPressure(Rule):
     title = "Memory pressure"
     severity = "warning"
     signal = "host_polled"
-    DEFAULTS = {"full_avg10_pct": 5, "some_avg60_pct": 20, "available_pct": 5, "swap_growth_mib": 1024,
-                "swap_window_s": 300, "for_s": 30}
-    help = ("PSI memory full avg10 ≥ FULL_AVG10_PCT or some avg60 ≥ SOME_AVG60_PCT, or MemAvailable under "
-            "AVAILABLE_PCT of total, or swap grew SWAP_GROWTH_MIB within SWAP_WINDOW_S; sustained FOR_S.")
+    DEFAULTS = {
+        "full_avg10_pct": 5,
+        "some_avg60_pct": 20,
+        "available_pct": 5,
+        "swap_growth_mib": 1024,
+        "swap_window_s": 300,
+        "for_s": 30,
+    }
+    help = (
+        "PSI memory full avg10 ≥ FULL_AVG10_PCT or some avg60 ≥ SOME_AVG60_PCT, or MemAvailable under "
+        "AVAILABLE_PCT of total, or swap grew SWAP_GROWTH_MIB within SWAP_WINDOW_S; sustained FOR_S."
+    )
 
     def evaluate(self, *, settings, host, reading, state, **_):
         h = reading.get("host") or {}
@@ -75,8 +106,16 @@ class MemoryPressure(Rule):
         if growth is not None and growth >= settings["swap_growth_mib"] * 1024**2:
             why.append(f"swap grew {growth / GIB:.1f} GiB in {int(settings['swap_window_s'] / 60)} min")
         message = f"{host.name} is under memory pressure: {', '.join(why) or 'none now'}."
-        return [Finding(subject=host.name, host=host, active=bool(why), cause="memory_pressure", message=message,
-                        details={"psi_full_avg10": full, "psi_some_avg60": some, "mem_available_bytes": avail})]
+        return [
+            Finding(
+                subject=host.name,
+                host=host,
+                active=bool(why),
+                cause="memory_pressure",
+                message=message,
+                details={"psi_full_avg10": full, "psi_some_avg60": some, "mem_available_bytes": avail},
+            )
+        ]
 
     @staticmethod
     def swap_growth(settings, state, used):
@@ -95,8 +134,10 @@ class CompileStorm(Rule):
     severity = "critical"
     signal = "host_polled"
     DEFAULTS = {"count": 6, "rss_pct": 25}
-    help = ("COUNT or more compiler processes (cicc, nvcc, ptxas, cc1plus, ninja…) alive, or their RSS ≥ RSS_PCT of RAM: "
-            "fires before the OOM killer, names them and who spawned them.")
+    help = (
+        "COUNT or more compiler processes (cicc, nvcc, ptxas, cc1plus, ninja…) alive, or their RSS ≥ RSS_PCT of RAM: "
+        "fires before the OOM killer, names them and who spawned them."
+    )
 
     def evaluate(self, *, settings, host, reading, **_):
         procs = reading.get("processes") or {}
@@ -105,16 +146,28 @@ class CompileStorm(Rule):
         active = count >= settings["count"] or (total > 0 and rss >= total * settings["rss_pct"] / 100)
         spawners = sorted({p.get("unit") or p.get("parent") or "?" for p in procs.get("compiler_procs") or []})
         names = ", ".join(f"{p.get('name')}[{p.get('pid')}]" for p in (procs.get("compiler_procs") or [])[:12])
-        message = (f"{count} compiler processes on {host.name} using {rss / GIB:.1f} GiB"
-                   + (f" ({rss / total:.0%} of RAM)" if total else "") + f": {names or 'unnamed'}; spawned by "
-                   f"{', '.join(spawners) or 'unknown'}. Cap MAX_JOBS and NVCC_THREADS on every launch path "
-                   "(unit Environment=, scripts, containers) before a cold JIT cache takes the box down.")
-        return [Finding(subject=host.name, host=host, active=active, cause="compile_storm", message=message,
-                        details={"count": count, "rss_bytes": rss, "spawners": spawners})]
+        message = (
+            f"{count} compiler processes on {host.name} using {rss / GIB:.1f} GiB"
+            + (f" ({rss / total:.0%} of RAM)" if total else "")
+            + f": {names or 'unnamed'}; spawned by "
+            f"{', '.join(spawners) or 'unknown'}. Cap MAX_JOBS and NVCC_THREADS on every launch path "
+            "(unit Environment=, scripts, containers) before a cold JIT cache takes the box down."
+        )
+        return [
+            Finding(
+                subject=host.name,
+                host=host,
+                active=active,
+                cause="compile_storm",
+                message=message,
+                details={"count": count, "rss_bytes": rss, "spawners": spawners},
+            )
+        ]
 
 
-KERNEL_FAULTS = re.compile(r"NV_ERR_NO_MEMORY|NVRM: Xid|\bXid\b|Out of memory: Killed process|oom-kill|invoked oom-killer",
-                           re.IGNORECASE)
+KERNEL_FAULTS = re.compile(
+    r"NV_ERR_NO_MEMORY|NVRM: Xid|\bXid\b|Out of memory: Killed process|oom-kill|invoked oom-killer", re.IGNORECASE
+)
 
 
 @register
@@ -135,8 +188,19 @@ class KernelFault(Rule):
         last = state.get("last_seen")
         active = last is not None and now - last < settings["clear_after_s"]
         message = f"Kernel on {host.name}: {state.get('last_line', '')}"
-        return [Finding(subject=host.name, host=host, active=active, cause=_kind(state.get("last_line", "")),
-                        message=message)] if last is not None else []
+        return (
+            [
+                Finding(
+                    subject=host.name,
+                    host=host,
+                    active=active,
+                    cause=_kind(state.get("last_line", "")),
+                    message=message,
+                )
+            ]
+            if last is not None
+            else []
+        )
 
 
 def _text(line):
@@ -155,8 +219,10 @@ class CollectorStale(Rule):
     severity = "critical"
     signal = "beat"
     DEFAULTS = {"intervals": 3}
-    help = ("A host's worker has not reported for INTERVALS poll intervals plus its store interval "
-            "(SPARKOPS_FLUSH_INTERVAL; checked by the fleet's leading worker every 5 s, and by a beat backstop every 30 s).")
+    help = (
+        "A host's worker has not reported for INTERVALS poll intervals plus its store interval "
+        "(SPARKOPS_FLUSH_INTERVAL; checked by the fleet's leading worker every 5 s, and by a beat backstop every 30 s)."
+    )
 
     def evaluate(self, *, settings, **_):
         from dashboard.models import Host
@@ -169,7 +235,14 @@ class CollectorStale(Rule):
         findings = []
         for host in Host.objects.filter(last_report_at__isnull=False):
             age = (now - host.last_report_at).total_seconds()
-            findings.append(Finding(subject=f"{host.name}/collector", host=host, active=now - host.last_report_at > limit,
-                                    cause="no_report", message=f"The collector on {host.name} last reported {int(age)} s ago: "
-                                    f"its worker (queue host.{host.name}) is down or stuck; the host is not being watched."))
+            findings.append(
+                Finding(
+                    subject=f"{host.name}/collector",
+                    host=host,
+                    active=now - host.last_report_at > limit,
+                    cause="no_report",
+                    message=f"The collector on {host.name} last reported {int(age)} s ago: "
+                    f"its worker (queue host.{host.name}) is down or stuck; the host is not being watched.",
+                )
+            )
         return findings

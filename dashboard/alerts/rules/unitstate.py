@@ -3,6 +3,7 @@
 The host collector's last reading can be a poll old; `systemctl show` and `journalctl` on the
 engine's own box answer in milliseconds and tell whether systemd will bring the engine back.
 Both go through the collectors' systemd module (dashboard/collectors/systemd.py)."""
+
 import logging
 
 from django.conf import settings
@@ -54,7 +55,7 @@ def _this_run(entries, max_age_s=600):
     import time
 
     started = [i for i, e in enumerate(entries) if e.get("MESSAGE_ID") == STARTED_MESSAGE_ID]
-    entries = entries[started[-1] + 1:] if started else entries
+    entries = entries[started[-1] + 1 :] if started else entries
     oldest_us = (time.time() - max_age_s) * 1e6
     return [e for e in entries if _int(e.get("__REALTIME_TIMESTAMP")) >= oldest_us]
 

@@ -1,4 +1,5 @@
 """One transport class per channel kind, looked up in a registry (healthchecks' transports, split)."""
+
 from .apprise import AppriseTransport
 from .base import Transport, TransportError
 from .email import EmailTransport

@@ -5,6 +5,7 @@ Apprise says only success or failure, so a failure is transient (retried with th
 backoff until SPARKOPS_ALERT_RETRY_FOR_S) unless the URL itself is invalid, which is refused
 when the channel is saved and is permanent should one slip through. The reason of a failure
 is what Apprise logged while it tried."""
+
 import logging
 
 import apprise
@@ -23,8 +24,10 @@ def apprise_url_error(url):
     if len(url) > 2000:
         return "The Apprise URL is longer than 2000 characters."
     if apprise.Apprise.instantiate(url, suppress_exceptions=True) is None:
-        return (f"Apprise does not read {redacted(url)!r} as a notification URL: check the scheme and "
-                "the fields it needs (https://github.com/caronc/apprise/wiki).")
+        return (
+            f"Apprise does not read {redacted(url)!r} as a notification URL: check the scheme and "
+            "the fields it needs (https://github.com/caronc/apprise/wiki)."
+        )
     return None
 
 
@@ -64,8 +67,9 @@ class AppriseTransport(Transport):
         notifier.add(url)
         title, body = title_and_body(delivery.payload)
         with apprise.LogCapture(level=logging.WARNING) as said:
-            ok = notifier.notify(title=title, body=body, notify_type=notify_type(delivery.payload),
-                                 body_format=apprise.NotifyFormat.TEXT)
+            ok = notifier.notify(
+                title=title, body=body, notify_type=notify_type(delivery.payload), body_format=apprise.NotifyFormat.TEXT
+            )
         if not ok:
             reason = " ".join(line.strip() for line in said.getvalue().splitlines() if line.strip())[-1000:]
             raise TransportError(f"Apprise ({redacted(url)}): not delivered" + (f": {reason}" if reason else ""))

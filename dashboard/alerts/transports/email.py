@@ -1,4 +1,5 @@
 """Email through Django's mail framework: a plain-text body and an HTML alternative."""
+
 import smtplib
 
 from django.core.mail import EmailMultiAlternatives
@@ -16,9 +17,15 @@ class EmailTransport(Transport):
         payload = delivery.payload
         context = {"p": payload, "key": delivery.idempotency_key}
         text = render_to_string("alerts/email.txt", context)
-        msg = EmailMultiAlternatives(self.subject(payload), text, to=[self.channel.config.get("address", "")],
-                                     headers={"X-SparkOps-Idempotency-Key": delivery.idempotency_key,
-                                              "Message-ID": f"<{delivery.idempotency_key}@sparkops>"})
+        msg = EmailMultiAlternatives(
+            self.subject(payload),
+            text,
+            to=[self.channel.config.get("address", "")],
+            headers={
+                "X-SparkOps-Idempotency-Key": delivery.idempotency_key,
+                "Message-ID": f"<{delivery.idempotency_key}@sparkops>",
+            },
+        )
         msg.attach_alternative(render_to_string("alerts/email.html", context), "text/html")
         return msg
 
@@ -28,7 +35,9 @@ class EmailTransport(Transport):
         except smtplib.SMTPRecipientsRefused as exc:
             # Greylisting and full mailboxes answer RCPT with 4xx: only 5xx for every recipient is final.
             codes = [code for code, _ in exc.recipients.values()]
-            raise TransportError(f"recipient refused: {exc.recipients}", permanent=all(c >= 500 for c in codes)) from None
+            raise TransportError(
+                f"recipient refused: {exc.recipients}", permanent=all(c >= 500 for c in codes)
+            ) from None
         except smtplib.SMTPResponseException as exc:
             # 5xx SMTP replies are permanent, 4xx are "try again later".
             raise TransportError(f"SMTP {exc.smtp_code}: {exc.smtp_error!r}", permanent=exc.smtp_code >= 500) from None

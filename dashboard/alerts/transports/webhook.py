@@ -1,6 +1,7 @@
 """JSON webhooks: SparkOps or Alertmanager format, HMAC-signed, with an idempotency key.
 
 Sent through dashboard/http.py, the project's one HTTP choke point (timeouts, size cap, typed errors)."""
+
 import hashlib
 import hmac
 import json
@@ -35,8 +36,13 @@ class WebhookTransport(Transport):
         if not url.startswith(("http://", "https://")):
             raise TransportError(f"bad webhook URL {url!r}", permanent=True)
         try:
-            response = http.post(url, timeout=conf.http_timeout_s(), content=body, headers=self.headers(body, delivery),
-                      max_bytes=MAX_REPLY_BYTES)
+            response = http.post(
+                url,
+                timeout=conf.http_timeout_s(),
+                content=body,
+                headers=self.headers(body, delivery),
+                max_bytes=MAX_REPLY_BYTES,
+            )
         except http.HttpStatus as exc:
             # 4xx (but 408/429) is permanent: the receiver rejects this request as it is.
             raise TransportError(f"{exc}", permanent=exc.permanent) from None
@@ -45,5 +51,6 @@ class WebhookTransport(Transport):
         except http.HttpError as exc:
             raise TransportError(f"{exc.kind}: {exc}") from None
         if response.status >= 300:  # redirects are not followed: a moved webhook is a config error
-            raise TransportError(f"HTTP {response.status} (redirect to {response.headers.get('location', '?')})",
-                                 permanent=True)
+            raise TransportError(
+                f"HTTP {response.status} (redirect to {response.headers.get('location', '?')})", permanent=True
+            )

@@ -39,14 +39,27 @@ class Command(BaseCommand):
             raise CommandError("; ".join(exc.messages)) from None
 
     def do_list(self, *, state, rule, engine, json: bool, **_):
-        rows = [{"id": a.pk, "rule": a.rule, "severity": a.severity, "state": a.state, "subject": a.subject,
-                 "cause": a.cause, "message": a.message, "started_at": a.started_at.isoformat(),
-                 "acknowledged": bool(a.acknowledged_at)} for a in selectors.alert_list(state=state, rule=rule, engine=engine)]
+        rows = [
+            {
+                "id": a.pk,
+                "rule": a.rule,
+                "severity": a.severity,
+                "state": a.state,
+                "subject": a.subject,
+                "cause": a.cause,
+                "message": a.message,
+                "started_at": a.started_at.isoformat(),
+                "acknowledged": bool(a.acknowledged_at),
+            }
+            for a in selectors.alert_list(state=state, rule=rule, engine=engine)
+        ]
         if json:
             self.stdout.write(_dumps(rows))
             return
         for r in rows:
-            self.stdout.write(f"{r['id']:>6} {r['state']:<8} {r['severity']:<8} {r['rule']:<20} {r['subject']:<24} {r['message'][:80]}")
+            self.stdout.write(
+                f"{r['id']:>6} {r['state']:<8} {r['severity']:<8} {r['rule']:<20} {r['subject']:<24} {r['message'][:80]}"
+            )
 
     def do_test_channel(self, *, name, **_):
         channel = NotificationChannel.objects.filter(name=name).first()
@@ -83,5 +96,3 @@ def _engine(name):
 
 def _dumps(data):
     return json.dumps(data, indent=2)
-
-

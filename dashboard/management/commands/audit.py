@@ -1,4 +1,5 @@
 """`sparkops audit [--engine NAME] [--host NAME] [--json] [--set CHECK.THRESHOLD=VALUE]... [--no-observe]`"""
+
 import json
 
 from django.conf import settings
@@ -9,17 +10,27 @@ from dashboard.services import audit
 
 
 class Command(BaseCommand):
-    help = ("Audit how the box's engines are launched against the playbook; exit 1 when any check fails "
-            "(so a box's config repository can run it in CI).")
+    help = (
+        "Audit how the box's engines are launched against the playbook; exit 1 when any check fails "
+        "(so a box's config repository can run it in CI)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--engine", default=None, help="only this engine's checks")
         parser.add_argument("--host", default=None, help="the box (default: this one, or the engine's)")
         parser.add_argument("--json", action="store_true")
-        parser.add_argument("--set", action="append", default=[], metavar="CHECK.THRESHOLD=VALUE",
-                            help="a threshold for this run, e.g. compile_caps.max_jobs=8 (repeatable)")
-        parser.add_argument("--no-observe", action="store_true",
-                            help="audit the stored snapshots; by default this box's units are read first")
+        parser.add_argument(
+            "--set",
+            action="append",
+            default=[],
+            metavar="CHECK.THRESHOLD=VALUE",
+            help="a threshold for this run, e.g. compile_caps.max_jobs=8 (repeatable)",
+        )
+        parser.add_argument(
+            "--no-observe",
+            action="store_true",
+            help="audit the stored snapshots; by default this box's units are read first",
+        )
 
     def handle(self, *args, engine=None, host=None, set=(), no_observe=False, **opts):
         try:
@@ -42,8 +53,9 @@ class Command(BaseCommand):
         results = audit.audit(engines, overrides=overrides, only_engine=only)
         failed = any(r.status == "fail" for r in results)
         if opts.get("json"):
-            self.stdout.write(json.dumps({"host": box.name, "failed": failed, "results": [r.as_dict() for r in results]},
-                                         indent=2))
+            self.stdout.write(
+                json.dumps({"host": box.name, "failed": failed, "results": [r.as_dict() for r in results]}, indent=2)
+            )
         else:
             if not results:
                 self.stdout.write(f"{box.name}: no launch configuration observed yet (is the worker running?)")

@@ -2,6 +2,7 @@
 SQLite's online backup API (sqlite3.Connection.backup: page by page, writers go on meanwhile,
 and the copy is one moment's state). On PostgreSQL it refuses and prints the pg_dump command
 for DATABASE_URL. Restore: README, "Backup and restore"."""
+
 import os
 import shlex
 import sqlite3
@@ -66,15 +67,23 @@ def _copy(source, target):
 
 def _not_sqlite(db, file):
     if db["ENGINE"] != "django.db.backends.postgresql":
-        return (f"sparkops backup copies SQLite databases only; this install uses {db['ENGINE']}: "
-                "use that database's own backup tool")
-    conn = [f"--{flag}={db[key]}" for flag, key in (("host", "HOST"), ("port", "PORT"), ("username", "USER"))
-            if db.get(key)]
+        return (
+            f"sparkops backup copies SQLite databases only; this install uses {db['ENGINE']}: "
+            "use that database's own backup tool"
+        )
+    conn = [
+        f"--{flag}={db[key]}" for flag, key in (("host", "HOST"), ("port", "PORT"), ("username", "USER")) if db.get(key)
+    ]
     dump = shlex.join(["pg_dump", "--format=custom", f"--file={file}", *conn, db["NAME"]])
     restore = shlex.join(["pg_restore", "--no-owner", *conn, f"--dbname={db['NAME']}", file])
-    password = (" (the password is the one in DATABASE_URL: give it as PGPASSWORD or in ~/.pgpass)"
-                if db.get("PASSWORD") else "")
-    return (f"this install's database is PostgreSQL, and sparkops backup copies SQLite only; use pg_dump{password}:\n"
-            f"  {dump}\n"
-            f"and restore into an empty database with:\n"
-            f"  {restore}")
+    password = (
+        " (the password is the one in DATABASE_URL: give it as PGPASSWORD or in ~/.pgpass)"
+        if db.get("PASSWORD")
+        else ""
+    )
+    return (
+        f"this install's database is PostgreSQL, and sparkops backup copies SQLite only; use pg_dump{password}:\n"
+        f"  {dump}\n"
+        f"and restore into an empty database with:\n"
+        f"  {restore}"
+    )

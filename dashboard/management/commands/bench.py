@@ -7,8 +7,16 @@ from dashboard.benchmarks.services import run_create, run_execute, run_summary
 from dashboard.benchmarks.spec import RunSpec
 from dashboard.models import Engine
 
-FIGURES = ("ttft_ms", "first_answer_ms", "decode_tokens_per_s", "prompt_tokens", "completion_tokens",
-           "cached_tokens", "reasoning_tokens", "chunks")
+FIGURES = (
+    "ttft_ms",
+    "first_answer_ms",
+    "decode_tokens_per_s",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "reasoning_tokens",
+    "chunks",
+)
 
 
 def _positive(value):
@@ -55,10 +63,18 @@ class Command(BaseCommand):
         engine = Engine.objects.filter(name=opts["engine"]).first()
         if engine is None:
             raise CommandError(f"no engine named {opts['engine']!r} (see `sparkops engine list`)")
-        spec = RunSpec(engine_name=engine.name, engine_kind=engine.kind, base_url=engine.base_url,
-                       depth=opts["depth"], mode=opts["mode"] or "cold", output_tokens=opts["output_tokens"],
-                       reps=opts["reps"], concurrency=opts["concurrency"], force=opts["force"],
-                       timeout_s=opts["timeout"])
+        spec = RunSpec(
+            engine_name=engine.name,
+            engine_kind=engine.kind,
+            base_url=engine.base_url,
+            depth=opts["depth"],
+            mode=opts["mode"] or "cold",
+            output_tokens=opts["output_tokens"],
+            reps=opts["reps"],
+            concurrency=opts["concurrency"],
+            force=opts["force"],
+            timeout_s=opts["timeout"],
+        )
         return engine, spec, None
 
     def do_run(self, **opts):
@@ -76,12 +92,16 @@ class Command(BaseCommand):
             raise CommandError(f"run {run.pk} {run.status}: {run.reason}")
 
     def _print(self, s):
-        self.stdout.write(f"run {s['run']} on {s['engine']}: {s['status']}  (hash {s['params_hash']}, reps {s['reps']})")
+        self.stdout.write(
+            f"run {s['run']} on {s['engine']}: {s['status']}  (hash {s['params_hash']}, reps {s['reps']})"
+        )
         for name in FIGURES:
             f = s[name]
             if f.get("n"):
-                self.stdout.write(f"  {name:<22} median {f['median']:>10.2f}  min {f['min']:>10.2f}  "
-                                  f"max {f['max']:>10.2f}  n={f['n']}")
+                self.stdout.write(
+                    f"  {name:<22} median {f['median']:>10.2f}  min {f['min']:>10.2f}  "
+                    f"max {f['max']:>10.2f}  n={f['n']}"
+                )
         errors = ", ".join(f"{k} ×{v}" for k, v in s["errors"].items()) or "none"
         self.stdout.write(f"  errors: {errors}")
         for c in s["checks"]:
@@ -94,11 +114,26 @@ class Command(BaseCommand):
         rows = []
         for p in Profile.objects.select_related("engine"):
             last = p.runs.filter(params_hash=p.params_hash).order_by("-created_at").first()
-            rows.append({"profile": p.name, "engine": p.engine.name, "workload": p.workload, "depth": p.depth,
-                         "mode": p.mode, "output_tokens": p.output_tokens, "reps": p.reps, "hash": p.params_hash,
-                         "last_run": None if last is None else {"id": last.pk, "status": last.status,
-                                                                "decode_median": last.decode_median,
-                                                                "at": last.created_at.isoformat()}})
+            rows.append(
+                {
+                    "profile": p.name,
+                    "engine": p.engine.name,
+                    "workload": p.workload,
+                    "depth": p.depth,
+                    "mode": p.mode,
+                    "output_tokens": p.output_tokens,
+                    "reps": p.reps,
+                    "hash": p.params_hash,
+                    "last_run": None
+                    if last is None
+                    else {
+                        "id": last.pk,
+                        "status": last.status,
+                        "decode_median": last.decode_median,
+                        "at": last.created_at.isoformat(),
+                    },
+                }
+            )
         if json:
             self.stdout.write(_dumps(rows))
             return
@@ -107,8 +142,10 @@ class Command(BaseCommand):
         for r in rows:
             last = r["last_run"]
             tail = "never run" if last is None else f"run {last['id']} {last['status']} decode {last['decode_median']}"
-            self.stdout.write(f"{r['profile']:<24} {r['engine']:<16} {r['mode']:<9} depth {r['depth']:<7} "
-                              f"out {r['output_tokens']:<6} {tail}")
+            self.stdout.write(
+                f"{r['profile']:<24} {r['engine']:<16} {r['mode']:<9} depth {r['depth']:<7} "
+                f"out {r['output_tokens']:<6} {tail}"
+            )
 
 
 def _dumps(data):

@@ -1,4 +1,5 @@
 """`sparkops changelog import FILE [--dry-run]` and `sparkops changelog export [--format md|json]`."""
+
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
@@ -33,8 +34,10 @@ class Command(BaseCommand):
         except LogSyntaxError as exc:
             raise CommandError(f"{file}: {exc}; nothing imported") from None
         for name, line in sorted(plan.new_engines.items()):
-            self.stdout.write(f"  + engine  line {line}: {name} (retired: known from the log, not polled; "
-                              f"'sparkops engine add {name} …' watches it)")
+            self.stdout.write(
+                f"  + engine  line {line}: {name} (retired: known from the log, not polled; "
+                f"'sparkops engine add {name} …' watches it)"
+            )
         for p in plan.new_entries:
             self.stdout.write(f"  + entry  line {p.line}: {p.effective_at:%Y-%m-%d %H:%M} · {p.title}")
         for _, c in plan.new_corrections:

@@ -17,11 +17,15 @@ class Command(BaseCommand):
         target = add.add_mutually_exclusive_group(required=True)
         target.add_argument("--email", metavar="ADDRESS")
         target.add_argument("--webhook", metavar="URL")
-        target.add_argument("--apprise", metavar="URL",
-                            help="an Apprise URL: slack://…, discord://…, tgram://…, ntfy://…, pover://…, json://…")
+        target.add_argument(
+            "--apprise",
+            metavar="URL",
+            help="an Apprise URL: slack://…, discord://…, tgram://…, ntfy://…, pover://…, json://…",
+        )
         add.add_argument("--secret", default="", help="HMAC-SHA256 key for X-SparkOps-Signature (webhook)")
-        add.add_argument("--format", choices=["sparkops", "alertmanager"], default="sparkops",
-                         help="webhook body format")
+        add.add_argument(
+            "--format", choices=["sparkops", "alertmanager"], default="sparkops", help="webhook body format"
+        )
         lst = sub.add_parser("list", help="list channels")
         lst.add_argument("--json", action="store_true")
 
@@ -36,8 +40,14 @@ class Command(BaseCommand):
             raise CommandError("--secret applies to webhooks only")
         kind = "email" if email is not None else "apprise" if apprise is not None else "webhook"
         try:
-            channel = channel_create(name=name, kind=kind, address=email or "",
-                                     url=(apprise if kind == "apprise" else webhook) or "", secret=secret, format=format)
+            channel = channel_create(
+                name=name,
+                kind=kind,
+                address=email or "",
+                url=(apprise if kind == "apprise" else webhook) or "",
+                secret=secret,
+                format=format,
+            )
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages)) from None
         self.stdout.write(f"added {channel.kind} channel {channel.name} -> {channel.target}")

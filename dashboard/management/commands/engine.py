@@ -3,8 +3,8 @@ import json
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.models import Engine
 from dashboard.engine_lifecycle import engine_add, engine_retire
+from dashboard.models import Engine
 from dashboard.services.fleet import engine_as_dict
 
 
@@ -33,8 +33,15 @@ class Command(BaseCommand):
             raise CommandError("; ".join(exc.messages)) from None
 
     def do_add(self, *, name, kind, url, unit, user_unit, host, interval, **_):
-        engine, reactivated = engine_add(name=name, kind=kind, url=url, unit=unit, host=host,
-                                         unit_scope="user" if user_unit else "system", poll_interval_s=interval)
+        engine, reactivated = engine_add(
+            name=name,
+            kind=kind,
+            url=url,
+            unit=unit,
+            host=host,
+            unit_scope="user" if user_unit else "system",
+            poll_interval_s=interval,
+        )
         verb = "watching retired engine" if reactivated else "added engine"
         self.stdout.write(f"{verb} {engine.name} ({engine.kind}) at {engine.url} on host {engine.host.name}")
 
@@ -44,13 +51,16 @@ class Command(BaseCommand):
             self.stdout.write(_json_dump(engines))
             return
         for e in engines:
-            self.stdout.write(f"{e['name']:<20} {e['kind']:<9} {e['status']:<8} {e['url']:<32} "
-                              f"{e['unit'] or '-':<24} {e['host']}")
+            self.stdout.write(
+                f"{e['name']:<20} {e['kind']:<9} {e['status']:<8} {e['url']:<32} {e['unit'] or '-':<24} {e['host']}"
+            )
 
     def do_remove(self, *, name, **_):
         engine_retire(name=name)
-        self.stdout.write(f"retired engine {name}: no longer polled nor shown live; its history stays "
-                          f"('sparkops engine add {name} …' watches it again)")
+        self.stdout.write(
+            f"retired engine {name}: no longer polled nor shown live; its history stays "
+            f"('sparkops engine add {name} …' watches it again)"
+        )
 
 
 def _as_dict(engine):

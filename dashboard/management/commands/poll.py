@@ -1,4 +1,5 @@
 """`sparkops poll --once [--json]`: run every collector once, store the readings, print them."""
+
 import json
 import time
 
@@ -30,17 +31,23 @@ class Command(BaseCommand):
         lines = [f"poll at {result['time']}"]
         for e in result["engines"]:
             state = e["status"] + (f" ({e['error']})" if e["error"] else "")
-            lines.append(f"  engine {e['name']:<20} {e['kind']:<9} {state}  running={e['requests_running']} "
-                         f"waiting={e['requests_waiting']} kv={e['kv_cache_usage']} hit={e['prefix_cache_hit_rate']}")
+            lines.append(
+                f"  engine {e['name']:<20} {e['kind']:<9} {state}  running={e['requests_running']} "
+                f"waiting={e['requests_waiting']} kv={e['kv_cache_usage']} hit={e['prefix_cache_hit_rate']}"
+            )
         h = result["host"]
         psi = (h.get("psi") or {}).get("memory", {}).get("some", {})
-        lines.append(f"  host mem_available={h.get('mem_available_bytes')} swap_used={h.get('swap_used_bytes')} "
-                     f"psi.memory.some.avg10={psi.get('avg10')} {h.get('psi_error') or ''}".rstrip())
+        lines.append(
+            f"  host mem_available={h.get('mem_available_bytes')} swap_used={h.get('swap_used_bytes')} "
+            f"psi.memory.some.avg10={psi.get('avg10')} {h.get('psi_error') or ''}".rstrip()
+        )
         gs = result["gpu_state"]
         lines.append(f"  gpus: {gs['state']} {gs['reason']}".rstrip())
         for g in result["gpus"]:
-            lines.append(f"    gpu{g['index']} {g['name']} sm={g['sm_clock_mhz']}/{g['sm_clock_max_mhz']} MHz "
-                         f"{g['pstate']} util={g['utilization_pct']}% {g['power_w']} W reasons={g['clocks_event_reasons']}")
+            lines.append(
+                f"    gpu{g['index']} {g['name']} sm={g['sm_clock_mhz']}/{g['sm_clock_max_mhz']} MHz "
+                f"{g['pstate']} util={g['utilization_pct']}% {g['power_w']} W reasons={g['clocks_event_reasons']}"
+            )
         p = result["processes"]
         lines.append(f"  compilers={p['compilers']} rss={p['compilers_rss_bytes']}")
         return "\n".join(lines)

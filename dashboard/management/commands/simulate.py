@@ -2,6 +2,7 @@
 
 Thin wrapper: all behaviour lives in dashboard.simulator.cli.
 """
+
 from django.core.management.base import BaseCommand, CommandError
 
 
@@ -10,6 +11,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         from dashboard.simulator.cli import add_arguments
+
         add_arguments(parser)
 
     def handle(self, *args, **options):
@@ -17,8 +19,12 @@ class Command(BaseCommand):
 
         from dashboard.simulator.cli import run_from_args
 
-        ns = Namespace(engine=options["engine"], state_dir=options["state_dir"],
-                       control_port=options["control_port"], ports_file=options["ports_file"])
+        ns = Namespace(
+            engine=options["engine"],
+            state_dir=options["state_dir"],
+            control_port=options["control_port"],
+            ports_file=options["ports_file"],
+        )
         code = run_from_args(ns, out=lambda line: (self.stdout.write(line), self.stdout.flush()))
         if code:
             raise CommandError(f"simulator exited with status {code}", returncode=code)

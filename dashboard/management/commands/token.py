@@ -1,5 +1,6 @@
 """`sparkops token create USER [--name N]` (the token alone on the last line, shown once),
 `sparkops token list [USER] [--json]`, `sparkops token revoke ID`."""
+
 import json
 
 from django.contrib.auth import get_user_model
@@ -38,18 +39,28 @@ class Command(BaseCommand):
         if len(name) > 100:
             raise CommandError("--name is longer than 100 characters")
         row, token = ApiToken.issue(owner, name=name)
-        self.stdout.write(f"created API token {row.id} ({row.prefix}…) for {owner.get_username()}: read-only, "
-                          "for Authorization: Bearer on /api/ and /metrics. It is shown once, now:")
+        self.stdout.write(
+            f"created API token {row.id} ({row.prefix}…) for {owner.get_username()}: read-only, "
+            "for Authorization: Bearer on /api/ and /metrics. It is shown once, now:"
+        )
         self.stdout.write(token)
 
     def do_list(self, *, user, json: bool, **_):
         rows = ApiToken.objects.select_related("user")
         if user:
             rows = rows.filter(user=self._user(user))
-        items = [{"id": t.id, "user": t.user.get_username(), "name": t.name, "prefix": t.prefix,
-                  "created_at": t.created_at.isoformat(),
-                  "last_used_at": t.last_used_at.isoformat() if t.last_used_at else None,
-                  "revoked_at": t.revoked_at.isoformat() if t.revoked_at else None} for t in rows]
+        items = [
+            {
+                "id": t.id,
+                "user": t.user.get_username(),
+                "name": t.name,
+                "prefix": t.prefix,
+                "created_at": t.created_at.isoformat(),
+                "last_used_at": t.last_used_at.isoformat() if t.last_used_at else None,
+                "revoked_at": t.revoked_at.isoformat() if t.revoked_at else None,
+            }
+            for t in rows
+        ]
         if json:
             self.stdout.write(_json.dumps(items, indent=2))
             return

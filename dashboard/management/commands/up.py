@@ -5,6 +5,7 @@ reported and brings the stack down with a non-zero status rather than limping on
 One `up` per var dir: it holds an flock on VAR_DIR/up.lock for its whole life (the kernel
 lets go of it when the process ends, even by SIGKILL, and its children die with it), and a
 second `up` beside it refuses to start, naming the pid that holds it."""
+
 import fcntl
 import json
 import os
@@ -64,25 +65,53 @@ class Command(BaseCommand):
                 self.stdout.write("stopped redis-server\n")
 
     def _run(self, sup, redis_url, *, port, bind, demo, beat):
-        env = {**os.environ, "REDIS_URL": redis_url, "DJANGO_SETTINGS_MODULE": "sparkops.settings",
-               "SITE_URL": os.environ.get("SITE_URL", f"http://{bind}:{port}")}
+        env = {
+            **os.environ,
+            "REDIS_URL": redis_url,
+            "DJANGO_SETTINGS_MODULE": "sparkops.settings",
+            "SITE_URL": os.environ.get("SITE_URL", f"http://{bind}:{port}"),
+        }
         if demo:
             env.update(self._start_demo(sup, env))
         py = sys.executable
-        sup.start(Child("web", [py, "-m", "uvicorn", "sparkops.asgi:application", "--host", bind,
-                                "--port", str(port), "--no-access-log", "--lifespan", "off",
-                                "--timeout-graceful-shutdown", str(int(STOP_GRACE_S) - 1)]), env)
-        sup.start(Child("worker", [py, "-m", "sparkops.cli", "worker", "--host", settings.SPARKOPS_HOST_NAME,
-                                   "--loglevel", "WARNING"]), env)
+        sup.start(
+            Child(
+                "web",
+                [
+                    py,
+                    "-m",
+                    "uvicorn",
+                    "sparkops.asgi:application",
+                    "--host",
+                    bind,
+                    "--port",
+                    str(port),
+                    "--no-access-log",
+                    "--lifespan",
+                    "off",
+                    "--timeout-graceful-shutdown",
+                    str(int(STOP_GRACE_S) - 1),
+                ],
+            ),
+            env,
+        )
+        sup.start(
+            Child(
+                "worker",
+                [py, "-m", "sparkops.cli", "worker", "--host", settings.SPARKOPS_HOST_NAME, "--loglevel", "WARNING"],
+            ),
+            env,
+        )
         if beat:
-            sup.start(Child("beat", [py, "-m", "celery", "-A", "sparkops", "beat", "--loglevel", "WARNING",
-                                     "--pidfile="]), env)
+            sup.start(
+                Child("beat", [py, "-m", "celery", "-A", "sparkops", "beat", "--loglevel", "WARNING", "--pidfile="]),
+                env,
+            )
         self.stdout.write(f"SparkOps is up: http://{bind}:{port}/  (Ctrl-C stops it)\n")
         self.stdout.flush()
         dead = sup.watch()
         if dead is not None:
-            raise CommandError(f"{dead.name} (pid {dead.pid}) exited with status {dead.returncode}; "
-                               "stopping the stack")
+            raise CommandError(f"{dead.name} (pid {dead.pid}) exited with status {dead.returncode}; stopping the stack")
 
     def _start_demo(self, sup, env):
         """Start the simulated engines, register them, and point the host collectors at the
@@ -91,8 +120,22 @@ class Command(BaseCommand):
         state_dir, ports_file = demo_dir / "state", demo_dir / "engines.json"
         demo_dir.mkdir(parents=True, exist_ok=True)
         ports_file.unlink(missing_ok=True)
-        simulator = sup.start(Child("simulator", [sys.executable, "-m", "sparkops.cli", "simulate", "--state-dir",
-                                                  str(state_dir), "--ports-file", str(ports_file)]), env)
+        simulator = sup.start(
+            Child(
+                "simulator",
+                [
+                    sys.executable,
+                    "-m",
+                    "sparkops.cli",
+                    "simulate",
+                    "--state-dir",
+                    str(state_dir),
+                    "--ports-file",
+                    str(ports_file),
+                ],
+            ),
+            env,
+        )
         engines = _wait_for_ports(ports_file, simulator)
         for spec in engines:
             if spec.get("hand_run"):  # outside any unit: the worker finds it by itself (hand-run-PORT)
@@ -100,18 +143,24 @@ class Command(BaseCommand):
                 continue
             _register_demo_engine(spec)
             self.stdout.write(f"demo engine {spec['name']} ({spec['kind']}) at {spec['url']}\n")
-        return {"SPARKOPS_SIM_STATE_DIR": str(state_dir), "SPARKOPS_SYSTEMCTL": str(SIM_BIN / "sim-systemctl"),
-                "SPARKOPS_JOURNALCTL": str(SIM_BIN / "sim-journalctl"),
-                "SPARKOPS_NVIDIA_SMI": str(SIM_BIN / "sim-nvidia-smi"), "SPARKOPS_GPU_BACKEND": "nvidia-smi",
-                "SPARKOPS_PROC_ROOT": str(state_dir / "proc"), "SPARKOPS_HOST_ROOT": str(state_dir / "root")}
+        return {
+            "SPARKOPS_SIM_STATE_DIR": str(state_dir),
+            "SPARKOPS_SYSTEMCTL": str(SIM_BIN / "sim-systemctl"),
+            "SPARKOPS_JOURNALCTL": str(SIM_BIN / "sim-journalctl"),
+            "SPARKOPS_NVIDIA_SMI": str(SIM_BIN / "sim-nvidia-smi"),
+            "SPARKOPS_GPU_BACKEND": "nvidia-smi",
+            "SPARKOPS_PROC_ROOT": str(state_dir / "proc"),
+            "SPARKOPS_HOST_ROOT": str(state_dir / "root"),
+        }
 
     def _ensure_admin(self):
         User = get_user_model()
         if User.objects.filter(is_superuser=True).exists():
             return
         if User.objects.filter(username="admin").exists():
-            self.stdout.write("no admin yet, and the name 'admin' is taken: add one with "
-                              "`sparkops user add NAME --role admin`\n")
+            self.stdout.write(
+                "no admin yet, and the name 'admin' is taken: add one with `sparkops user add NAME --role admin`\n"
+            )
             return
         given = os.environ.get("SPARKOPS_ADMIN_PASSWORD")
         password = given or secrets.token_urlsafe(12)
@@ -133,8 +182,10 @@ def _hold_var_dir_lock(var_dir):
         handle.seek(0)
         holder = handle.read().strip() or "unknown"
         handle.close()
-        raise CommandError(f"another `sparkops up` (pid {holder}) is already running with this var dir ({var_dir}); "
-                           "stop it first, or give this one its own SPARKOPS_VAR_DIR") from None
+        raise CommandError(
+            f"another `sparkops up` (pid {holder}) is already running with this var dir ({var_dir}); "
+            "stop it first, or give this one its own SPARKOPS_VAR_DIR"
+        ) from None
     handle.seek(0)
     handle.truncate()
     handle.write(f"{os.getpid()}\n")
@@ -165,5 +216,12 @@ def _register_demo_engine(spec):
 
     Engine.objects.update_or_create(
         name=spec["name"],
-        defaults={"kind": spec["kind"], "url": spec["url"], "unit": spec.get("unit", ""),
-                  "host": host_get_or_create(), "retired_at": None, "expected_up": True})  # watched again if retired
+        defaults={
+            "kind": spec["kind"],
+            "url": spec["url"],
+            "unit": spec.get("unit", ""),
+            "host": host_get_or_create(),
+            "retired_at": None,
+            "expected_up": True,
+        },
+    )  # watched again if retired

@@ -9,6 +9,7 @@ with a few threads stays near 60 MB instead of a prefork child per slot.
 Its Redis connections are named `sparkops-worker-<host>-<pid>`: an idle worker's BRPOP waits up to the
 broker's polling_interval (10 s) and a warm shutdown waits for it to return, so on shutdown
 the worker asks Redis to end its own blocked read at once (CLIENT UNBLOCK)."""
+
 import logging
 import os
 import socket
@@ -31,8 +32,11 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, default=4, help="Worker threads (default 4).")
         parser.add_argument("--loglevel", default="INFO")
         parser.add_argument("--queues", default="", help="Extra queues, comma-separated.")
-        parser.add_argument("--no-poller", action="store_true",
-                            help="Run tasks only; do not poll this box and its engines (another worker does).")
+        parser.add_argument(
+            "--no-poller",
+            action="store_true",
+            help="Run tasks only; do not poll this box and its engines (another worker does).",
+        )
 
     def handle(self, *args, **opts):
         from sparkops.celery import app
@@ -42,10 +46,18 @@ class Command(BaseCommand):
         # What the web shows on this box's down cards: a Restart button only where this worker runs it.
         Host.objects.filter(pk=host.pk).update(unit_actions=settings.SPARKOPS_UNIT_ACTIONS)
         queues = ["celery", host.queue, *[q for q in opts["queues"].split(",") if q]]
-        argv = ["worker", "--pool=threads", f"--concurrency={max(1, opts['concurrency'])}",
-                f"--loglevel={opts['loglevel']}", f"--queues={','.join(queues)}", f"--hostname={name}@%h",
-                # gossip/mingle/heartbeat are cluster chatter nothing here uses; they cost CPU every second
-                "--without-gossip", "--without-mingle", "--without-heartbeat"]
+        argv = [
+            "worker",
+            "--pool=threads",
+            f"--concurrency={max(1, opts['concurrency'])}",
+            f"--loglevel={opts['loglevel']}",
+            f"--queues={','.join(queues)}",
+            f"--hostname={name}@%h",
+            # gossip/mingle/heartbeat are cluster chatter nothing here uses; they cost CPU every second
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ]
         # unique across a fleet's boxes (and containers, where every worker is pid 1); no spaces in a Redis client name
         client_name = "sparkops-worker-" + f"{socket.gethostname()}-{os.getpid()}".replace(" ", "_")
         app.conf.broker_transport_options = {**app.conf.broker_transport_options, "client_name": client_name}
@@ -55,8 +67,10 @@ class Command(BaseCommand):
 
             app.conf.sparkops_poller_host = name
             app.steps["worker"].add(PollerStep)
-        self.stdout.write(f"worker for host {name}: queues {', '.join(queues)}"
-                          + ("" if opts["no_poller"] else "; polling this box and its engines"))
+        self.stdout.write(
+            f"worker for host {name}: queues {', '.join(queues)}"
+            + ("" if opts["no_poller"] else "; polling this box and its engines")
+        )
         app.worker_main(argv)
 
 
@@ -64,6 +78,7 @@ def _unblock_reads(broker_url, client_name):
     """A worker_shutting_down receiver: end the blocked BRPOP of the connections named
     CLIENT_NAME, so the warm shutdown does not wait out the polling interval. Redis answers
     an unblocked BRPOP as if it had timed out; the worker then stops reading."""
+
     def unblock(**_):
         if not broker_url.startswith(("redis://", "rediss://", "unix://")):
             return
@@ -74,4 +89,5 @@ def _unblock_reads(broker_url, client_name):
                         client.client_unblock(entry["id"])
         except redis.RedisError as exc:  # the shutdown still ends, a polling interval later
             log.warning("worker shutdown: could not unblock its broker read: %s", exc)
+
     return unblock

@@ -1,4 +1,5 @@
 """Stand-ins for systemctl, journalctl and nvidia-smi that read SPARKOPS_SIM_STATE_DIR."""
+
 import os
 import sys
 from pathlib import Path

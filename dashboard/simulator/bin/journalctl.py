@@ -1,6 +1,7 @@
 """`journalctl [-u UNIT]... [-k] [-o json|short|cat] [--after-cursor C] [-n N] [--no-pager]`
 over the simulator's journal files. Cursors are global across units like journald's:
 `--after-cursor` returns only entries written after that one."""
+
 from __future__ import annotations
 
 import argparse
@@ -58,11 +59,16 @@ def main(argv=None) -> int:
             except ValueError:
                 print("Failed to seek to cursor: Invalid argument", file=sys.stderr)
                 return 1
-            items = [e for e in items if cursor_seq(e["__CURSOR"]) > seq or (not strict and cursor_seq(e["__CURSOR"]) == seq)]
+            items = [
+                e for e in items if cursor_seq(e["__CURSOR"]) > seq or (not strict and cursor_seq(e["__CURSOR"]) == seq)
+            ]
     if args.lines is not None:
-        items = items[-args.lines:] if args.lines > 0 else []
-    render = {"json": lambda e: json.dumps(e, ensure_ascii=False, separators=(",", ":")),
-              "short": short, "cat": lambda e: e["MESSAGE"]}[args.output]
+        items = items[-args.lines :] if args.lines > 0 else []
+    render = {
+        "json": lambda e: json.dumps(e, ensure_ascii=False, separators=(",", ":")),
+        "short": short,
+        "cat": lambda e: e["MESSAGE"],
+    }[args.output]
     out = [render(e) for e in items]
     if not items and args.output == "short" and not args.quiet:
         out.append("-- No entries --")

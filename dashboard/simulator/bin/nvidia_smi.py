@@ -1,6 +1,7 @@
 """`nvidia-smi --query-gpu=F1,F2 --format=csv[,noheader][,nounits]` and `-L` over
 `<state_dir>/gpu.json`. Field names, aliases, units and the "[N/A]" memory fields of a
 unified-memory GB10 follow the driver 580 `--help-query-gpu` naming (reference §4.2)."""
+
 from __future__ import annotations
 
 import json
@@ -8,25 +9,44 @@ import sys
 
 from . import state_dir
 
-REASON_BITS = {"gpu_idle": 0x1, "applications_clocks_setting": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
-               "sync_boost": 0x10, "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40,
-               "hw_power_brake_slowdown": 0x80}
+REASON_BITS = {
+    "gpu_idle": 0x1,
+    "applications_clocks_setting": 0x2,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+}
 # query name -> (canonical header name, unit, gpu.json key)
 FIELDS = {
-    "index": ("index", None, "index"), "uuid": ("uuid", None, "uuid"), "name": ("name", None, "name"),
-    "driver_version": ("driver_version", None, "driver_version"), "pstate": ("pstate", None, "pstate"),
-    "clocks.current.sm": ("clocks.current.sm", "MHz", "clocks.sm"), "clocks.sm": ("clocks.current.sm", "MHz", "clocks.sm"),
+    "index": ("index", None, "index"),
+    "uuid": ("uuid", None, "uuid"),
+    "name": ("name", None, "name"),
+    "driver_version": ("driver_version", None, "driver_version"),
+    "pstate": ("pstate", None, "pstate"),
+    "clocks.current.sm": ("clocks.current.sm", "MHz", "clocks.sm"),
+    "clocks.sm": ("clocks.current.sm", "MHz", "clocks.sm"),
     "clocks.max.sm": ("clocks.max.sm", "MHz", "clocks.max.sm"),
-    "clocks.current.graphics": ("clocks.current.graphics", "MHz", "clocks.gr"), "clocks.gr": ("clocks.current.graphics", "MHz", "clocks.gr"),
-    "clocks.max.graphics": ("clocks.max.graphics", "MHz", "clocks.max.gr"), "clocks.max.gr": ("clocks.max.graphics", "MHz", "clocks.max.gr"),
-    "clocks.current.memory": ("clocks.current.memory", "MHz", "clocks.mem"), "clocks.mem": ("clocks.current.memory", "MHz", "clocks.mem"),
-    "utilization.gpu": ("utilization.gpu", "%", "utilization.gpu"), "utilization.memory": ("utilization.memory", "%", "utilization.memory"),
-    "power.draw": ("power.draw", "W", "power.draw"), "power.draw.average": ("power.draw.average", "W", "power.draw"),
-    "power.draw.instant": ("power.draw.instant", "W", "power.draw"), "power.limit": ("power.limit", "W", "power.limit"),
+    "clocks.current.graphics": ("clocks.current.graphics", "MHz", "clocks.gr"),
+    "clocks.gr": ("clocks.current.graphics", "MHz", "clocks.gr"),
+    "clocks.max.graphics": ("clocks.max.graphics", "MHz", "clocks.max.gr"),
+    "clocks.max.gr": ("clocks.max.graphics", "MHz", "clocks.max.gr"),
+    "clocks.current.memory": ("clocks.current.memory", "MHz", "clocks.mem"),
+    "clocks.mem": ("clocks.current.memory", "MHz", "clocks.mem"),
+    "utilization.gpu": ("utilization.gpu", "%", "utilization.gpu"),
+    "utilization.memory": ("utilization.memory", "%", "utilization.memory"),
+    "power.draw": ("power.draw", "W", "power.draw"),
+    "power.draw.average": ("power.draw.average", "W", "power.draw"),
+    "power.draw.instant": ("power.draw.instant", "W", "power.draw"),
+    "power.limit": ("power.limit", "W", "power.limit"),
     "enforced.power.limit": ("enforced.power.limit", "W", "power.limit"),
     "temperature.gpu": ("temperature.gpu", None, "temperature.gpu"),
-    "memory.total": ("memory.total", "MiB", "memory.total"), "memory.used": ("memory.used", "MiB", "memory.used"),
-    "memory.free": ("memory.free", "MiB", "memory.free"), "memory.reserved": ("memory.reserved", "MiB", "memory.reserved"),
+    "memory.total": ("memory.total", "MiB", "memory.total"),
+    "memory.used": ("memory.used", "MiB", "memory.used"),
+    "memory.free": ("memory.free", "MiB", "memory.free"),
+    "memory.reserved": ("memory.reserved", "MiB", "memory.reserved"),
 }
 for _prefix in ("clocks_event_reasons", "clocks_throttle_reasons"):
     FIELDS[f"{_prefix}.active"] = (f"{_prefix}.active", None, "clocks_event_reasons.active")
@@ -53,8 +73,10 @@ def main(argv=None) -> int:
     try:
         gpu = json.loads(path.read_text())
     except (FileNotFoundError, ValueError):
-        print("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
-              "Make sure that the latest NVIDIA driver is installed and running.")
+        print(
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+            "Make sure that the latest NVIDIA driver is installed and running."
+        )
         return 9
     opts = dict(a.split("=", 1) if "=" in a else (a, "") for a in argv)
     if "-L" in opts or "--list-gpus" in opts:

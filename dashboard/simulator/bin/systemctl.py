@@ -4,6 +4,7 @@ blank line, empty values suppressed unless requested with -p or --all, unknown u
 shown as the LoadState=not-found stub. `--user` reads the same units. `cat` prints each unit's
 fragment and drop-ins (from the simulator's root, `<state_dir>/root/`) after a `# PATH` line, units
 separated by a blank line, and exits 1 naming a unit that has no files, as systemctl does."""
+
 from __future__ import annotations
 
 import argparse
