@@ -6,7 +6,9 @@ import re
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
-PUBLIC = {"login", "healthz", "livez"}
+# The web app manifest too: a browser fetches it without the session cookie, and it holds
+# nothing but the app's name, colours and icons.
+PUBLIC = {"login", "healthz", "livez", "web-manifest"}
 # For scrapers: no login page, 401 without an API token (tests/test_metrics_tokens.py).
 TOKEN_ONLY = {"metrics"}
 SAMPLE_ARGS = {"int": "1", "str": "x", "slug": "x", "uuid": "00000000-0000-0000-0000-000000000000", "path": "x"}
