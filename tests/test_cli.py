@@ -78,6 +78,16 @@ def test_engine_add_refuses_duplicate_names():
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("interval, bound", [("0", "below 0.5 s"), ("1e9", "less than or equal to 3600")])
+def test_an_absurd_poll_interval_is_refused_and_nothing_is_added(interval, bound):
+    with pytest.raises(CommandError, match=bound):
+        run("engine", "add", "vllm-main", "--kind", "vllm", "--url", "http://127.0.0.1:8001/", "--interval", interval)
+    assert not Engine.objects.exists()
+    run("engine", "add", "vllm-main", "--kind", "vllm", "--url", "http://127.0.0.1:8001/", "--interval", "30")
+    assert Engine.objects.get().poll_interval_s == 30
+
+
+@pytest.mark.django_db
 def test_engine_remove_unknown():
     with pytest.raises(CommandError, match="no engine named 'ghost'"):
         run("engine", "remove", "ghost")

@@ -1,6 +1,6 @@
 """What is watched: hosts (one Celery worker each) and the engines they serve."""
 
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 NAME_VALIDATOR = RegexValidator(
@@ -56,7 +56,13 @@ class Engine(models.Model):
     unit = models.CharField(max_length=200, blank=True, help_text="systemd unit, e.g. vllm-main.service")
     unit_scope = models.CharField(max_length=8, choices=UnitScope.choices, default=UnitScope.SYSTEM)
     expected_up = models.BooleanField(default=True, help_text="Alert when this engine is not serving.")
-    poll_interval_s = models.FloatField(null=True, blank=True, help_text="Overrides SPARKOPS_POLL_INTERVAL.")
+    poll_interval_s = models.FloatField(
+        null=True,
+        blank=True,
+        # The same floor as SPARKOPS_POLL_INTERVAL; an hour is the longest a watcher can call watching.
+        validators=[MinValueValidator(0.5), MaxValueValidator(3600)],
+        help_text="Overrides SPARKOPS_POLL_INTERVAL (0.5–3600 s).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.UNKNOWN)
