@@ -23,6 +23,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
 from dashboard.roles import set_role
+from tests.live.test_pages import HOST  # the host reading the live pages are tested with
 
 pytestmark = pytest.mark.django_db
 
@@ -100,29 +101,6 @@ DOWN = {
         "Restart": "on-failure",
         "NRestarts": "0",
     },
-}
-HOST = {
-    "host": {
-        "mem_total_bytes": 128 * 1024**3,
-        "mem_available_bytes": 32 * 1024**3,
-        "swap_total_bytes": 16 * 1024**3,
-        "swap_used_bytes": 15 * 1024**3,
-        "psi": {"memory": {"some": {"avg10": 82.0}, "full": {"avg10": 40.5}}, "cpu": {"some": {"avg10": 3.0}}},
-    },
-    "gpus": [
-        {
-            "index": 0,
-            "name": "NVIDIA GB10",
-            "sm_clock_mhz": 800,
-            "sm_clock_max_mhz": 2500,
-            "pstate": "P0",
-            "utilization_pct": 96,
-            "power_w": 31.5,
-            "temperature_c": 55,
-            "clocks_event_reasons": [],
-        }
-    ],
-    "processes": {"compilers": 21, "compilers_rss_bytes": 69 * 1024**3},
 }
 
 
