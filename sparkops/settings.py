@@ -66,6 +66,9 @@ INSTALLED_APPS = [
     "dashboard.changelog",
     "dashboard.benchmarks",
     "dashboard.tokens",
+    "dashboard.probes",
+    "dashboard.experiments",
+    "dashboard.planner",
 ]
 
 MIDDLEWARE = [

@@ -10,6 +10,9 @@ urlpatterns = [
     path("alerts/", include("dashboard.alerts.urls")),
     path("changelog/", include("dashboard.changelog.urls")),
     path("bench/", include("dashboard.benchmarks.urls")),
+    path("probes/", include("dashboard.probes.urls")),
+    path("experiments/", include("dashboard.experiments.urls")),
+    path("planner/", include("dashboard.planner.urls")),
     path("api/", include("dashboard.api_urls")),
     path("", include("dashboard.urls")),
 ]

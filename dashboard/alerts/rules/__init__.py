@@ -14,4 +14,4 @@ def rules_for(signal):
     return [rule for rule in REGISTRY.values() if rule.signal == signal]
 
 
-from . import engine, external, host  # noqa: E402,F401  (registration)
+from . import contract, engine, external, host, quality  # noqa: E402,F401  (registration)

@@ -2,9 +2,11 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from dashboard.benchmarks import sweep_cli
 from dashboard.benchmarks.models import Profile, Run
 from dashboard.benchmarks.services import run_create, run_execute, run_summary
 from dashboard.benchmarks.spec import RunSpec
+from dashboard.experiments import cli as experiment_cli
 from dashboard.models import Engine
 
 FIGURES = (
@@ -50,9 +52,18 @@ class Command(BaseCommand):
         run.add_argument("--json", action="store_true")
         lst = sub.add_parser("list", help="profiles and their latest runs")
         lst.add_argument("--json", action="store_true")
+        # `bench sweep` and `bench ab` live in their own modules (issue 18): each adds its arguments and handles them.
+        sweep_cli.add_arguments(sub.add_parser("sweep", help="one axis (concurrency or depth) cell by cell"))
+        experiment_cli.add_arguments(sub.add_parser("ab", help="an A/B experiment: two arms, alternated"))
 
     def handle(self, *args, action, **opts):
         getattr(self, f"do_{action}")(**opts)
+
+    def do_sweep(self, **opts):
+        sweep_cli.handle(self, **opts)
+
+    def do_ab(self, **opts):
+        experiment_cli.handle(self, **opts)
 
     def _spec(self, opts):
         if opts["profile"]:
