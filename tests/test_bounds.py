@@ -136,3 +136,44 @@ def test_an_entry_dated_before_2000_is_refused(operator_client, fleet):
     )
     assert not Entry.objects.exists()
     assert "before 2000: check the year" in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--output-tokens", "99999999999"], "--output-tokens: Ensure this value is less than or equal to 131072"),
+        (["--concurrency", "100000", "--depth", "0"], "--concurrency: Ensure this value is less than or equal to 256"),
+        (["--timeout", "0"], "--timeout: Ensure this value is greater than or equal to 1"),
+        (["--reps", "4"], "--reps: Use an odd number of repetitions"),
+        (["--depth", "10000000"], "--depth: Ensure this value is less than or equal to 1048576"),
+    ],
+)
+def test_an_ad_hoc_cli_run_is_held_to_the_profile_bounds(fleet, args, message):
+    from django.core.management import CommandError, call_command
+
+    from dashboard.benchmarks.models import Run
+
+    with pytest.raises(CommandError) as caught:
+        call_command("bench", "run", "--engine", fleet["vllm"].name, *args)
+    assert message in str(caught.value)
+    assert not Run.objects.exists()  # refused before a run was created
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (f"## 2026-08-20 · {'t' * 5000}\nKind: decision\n", "line 1: the title is 5,000 characters; at most 200 fit"),
+        (
+            f"## 2026-08-20 · window\nFlag: --max-model-len: 131072 → {'9' * 600}\n",
+            "line 2: a flag value is 600 characters; at most 500 fit",
+        ),
+    ],
+)
+def test_the_import_path_holds_the_forms_lengths(fleet, tmp_path, text, message):
+    from django.core.management import CommandError, call_command
+
+    log = tmp_path / "log.md"
+    log.write_text(text)
+    with pytest.raises(CommandError, match=message):
+        call_command("changelog", "import", str(log))
+    assert not Entry.objects.exists()

@@ -159,11 +159,21 @@ def _parse_entry(numbered, fenced=frozenset()):
             "before the title); inside an entry use '### ', or put the line in a code fence",
         )
     entry = ParsedEntry(line=n, effective_at=_when(n, m["when"]), title=m["title"])
+    try:
+        _fits("the title", entry.title, Entry._meta.get_field("title").max_length)
+    except ValueError as exc:
+        raise LogSyntaxError(n, str(exc)) from None
     i = _parse_headers(entry, rest)
     if not any(HEADER.match(line)["key"].capitalize() == "Kind" for _, line in rest[:i]):
         entry.kind = Entry.Kind.FLAG_CHANGE if entry.flags else Entry.Kind.DECISION
     _parse_body(entry, rest[i:], fenced)
     return entry
+
+
+def _fits(what, text, limit):
+    """The form's length limits hold on the import path too (a 5,000-character title once widened the list)."""
+    if len(text) > limit:
+        raise ValueError(f"{what} is {len(text):,} characters; at most {limit:,} fit (move the rest into the body)")
 
 
 def _when(n, text):
@@ -202,7 +212,11 @@ def _apply_header(entry, n, key, value):
                 raise ValueError(f"unknown kind {value!r}; use one of {', '.join(Entry.Kind.values)}")
             entry.kind = kind
         elif key == "Flag":
-            entry.flags.append(parse_flag(value))
+            flag = parse_flag(value)
+            _fits("the flag name", flag.flag, FlagChange._meta.get_field("flag").max_length)
+            for side in (flag.old, flag.new):
+                _fits("a flag value", side or "", FlagChange._meta.get_field("new").max_length)
+            entry.flags.append(flag)
         elif key in ("Reason", "Expected"):
             setattr(entry, "reason" if key == "Reason" else "expected", value)
         elif key == "Claim":

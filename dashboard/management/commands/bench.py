@@ -3,6 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.benchmarks import sweep_cli
+from dashboard.benchmarks.bounds import spec_problems
 from dashboard.benchmarks.models import Profile, Run
 from dashboard.benchmarks.services import run_create, run_execute, run_summary
 from dashboard.benchmarks.spec import RunSpec
@@ -90,8 +91,9 @@ class Command(BaseCommand):
 
     def do_run(self, **opts):
         engine, spec, profile = self._spec(opts)
-        if opts["timeout"] <= 0:
-            raise CommandError("--timeout must be positive")
+        problems = [] if profile else spec_problems(spec)
+        if problems:
+            raise CommandError("; ".join(problems))
         run = run_create(engine=engine, spec=spec, profile=profile, trigger=Run.Trigger.CLI)
         run = run_execute(run=run)
         summary = run_summary(run)
