@@ -49,6 +49,7 @@ class BaseEngine:
         self.unhung.set()
         self.slots = asyncio.Semaphore(self.max_running)
         self.running = 0
+        self.decoding = 0  # streams inside paced(): the shared aggregate_cap is split between them
         self.waiting = 0
         self.inflight_tokens = 0
         self._synthetic: list[tuple[float, int]] = []  # (end time, kv tokens) of fake requests
@@ -221,18 +222,34 @@ class BaseEngine:
     async def paced(self, stream, plan: Plan, t0: float, chunk_fn, rid: str) -> str:
         """Send plan.completion_tokens tokens, chunk k at t0 + k*tpc/rate (absolute
         schedule). When behind (high rates), every chunk already due goes out in one
-        write. Returns 'ok', 'gone' (client left) or 'dead' (engine died)."""
-        n, rate, tpc = plan.completion_tokens, self.cfg.rate, self.cfg.tokens_per_chunk
+        write. With aggregate_cap the rate is min(rate, cap / streams decoding) and the
+        schedule is re-anchored at the chunk due when that share changes.
+        Returns 'ok', 'gone' (client left) or 'dead' (engine died)."""
+        self.decoding += 1
+        try:
+            return await self._paced(stream, plan, t0, chunk_fn, rid)
+        finally:
+            self.decoding -= 1
+
+    def stream_rate(self) -> float:
+        cap = self.cfg.aggregate_cap
+        return min(self.cfg.rate, cap / max(1, self.decoding)) if cap > 0 else self.cfg.rate
+
+    async def _paced(self, stream, plan: Plan, t0: float, chunk_fn, rid: str) -> str:
+        n, rate, tpc = plan.completion_tokens, self.stream_rate(), self.cfg.tokens_per_chunk
         log = self.sendlog.begin(rid, t0, rate, tpc)
-        i = 0
+        i, anchor_t, anchor_i = 0, t0, 0
         while i < n:
-            await sleep_until(t0 + i / rate)
+            share = self.stream_rate()
+            if share != rate:
+                anchor_t, anchor_i, rate = anchor_t + (i - anchor_i) / rate, i, share
+            await sleep_until(anchor_t + (i - anchor_i) / rate)
             if not self.unhung.is_set():
                 await self.unhung.wait()
             if self.dead:
                 return "dead"
             now, parts, counts = time.monotonic(), [], []
-            while i < n and (not parts or t0 + i / rate <= now):
+            while i < n and (not parts or anchor_t + (i - anchor_i) / rate <= now):
                 cnt = min(tpc, n - i)
                 parts.append(chunk_fn(i, cnt))
                 counts.append(cnt)

@@ -36,6 +36,7 @@ class EngineConfig:
     host: str = "127.0.0.1"
     port: int = 0
     rate: float = 40.0  # decode tokens/s for one stream
+    aggregate_cap: float = 0.0  # >0: decode tokens/s shared by every stream at once (each gets min(rate, cap/n))
     tokens_per_chunk: int = 1  # >1 simulates speculative decoding (k tokens per step)
     ttft: float = 0.05  # fixed part of time to first token, seconds
     prefill_rate: float = 4000.0  # uncached prompt tokens/s added to the TTFT
@@ -63,6 +64,8 @@ class EngineConfig:
             )
         if self.rate <= 0 or self.tokens_per_chunk < 1 or self.block_size < 1:
             raise ValueError("rate must be > 0, tokens_per_chunk and block_size >= 1")
+        if self.aggregate_cap < 0:
+            raise ValueError("aggregate_cap must be >= 0 (0: no shared cap)")
 
     @property
     def kv_tokens(self) -> int:
