@@ -124,6 +124,8 @@ class Run(models.Model):
         SCHEDULED = "scheduled", "scheduled"
         CLI = "cli", "command line"
         PAIR = "pair", "co-residency pair"
+        SWEEP = "sweep", "sweep cell"
+        RATE = "rate", "arrival-rate run"
 
     profile = models.ForeignKey(Profile, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
     engine = models.ForeignKey("dashboard.Engine", on_delete=models.PROTECT, related_name="bench_runs")
@@ -149,6 +151,8 @@ class Run(models.Model):
     regression_detail = models.JSONField(default=dict, blank=True)
     pair = models.ForeignKey("PairRun", null=True, blank=True, on_delete=models.CASCADE, related_name="runs")
     phase = models.CharField(max_length=4, blank=True, help_text="solo | both (co-residency)")
+    sweep = models.ForeignKey("Sweep", null=True, blank=True, on_delete=models.CASCADE, related_name="cells")
+    sweep_value = models.PositiveIntegerField(null=True, blank=True, help_text="This cell's value on the sweep's axis")
 
     class Meta:
         ordering = ["-created_at"]
@@ -216,3 +220,37 @@ class PairRun(models.Model):
 
     def __str__(self):
         return f"pair {self.pk}: {self.profile_a} + {self.profile_b}"
+
+
+class Sweep(models.Model):
+    """One axis (concurrency or depth), everything else fixed and hashed; one run per cell, in order."""
+
+    class Axis(models.TextChoices):
+        CONCURRENCY = "concurrency", "concurrency"
+        DEPTH = "depth", "context depth"
+
+    engine = models.ForeignKey("dashboard.Engine", on_delete=models.PROTECT, related_name="bench_sweeps")
+    axis = models.CharField(max_length=12, choices=Axis.choices)
+    values = models.JSONField(help_text="The axis values, run in this order")
+    base = models.JSONField(help_text="The fixed parameters (a RunSpec; the axis field is set per cell)")
+    params_hash = models.CharField(max_length=16, db_index=True)
+    error_threshold = models.FloatField(
+        default=0.2,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Stop when a cell's failed share of requests passes this",
+    )
+    trigger = models.CharField(max_length=10, choices=Run.Trigger.choices, default=Run.Trigger.MANUAL)
+    status = models.CharField(max_length=8, choices=Run.Status.choices, default=Run.Status.QUEUED)
+    reason = models.TextField(blank=True, help_text="Why it was refused or failed")
+    stop_reason = models.TextField(blank=True, help_text="Why it stopped before its last cell")
+    table = models.JSONField(default=list, blank=True, help_text="One row per finished cell (cells.cell_figures)")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"sweep {self.pk} {self.engine} {self.axis} {self.values}"
