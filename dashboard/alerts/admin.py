@@ -1,5 +1,7 @@
+from django import forms
 from django.contrib import admin
 
+from .forms import CONFIG_HINT
 from .models import (
     AlertEvent,
     AlertNote,
@@ -19,8 +21,30 @@ class RouteInline(admin.TabularInline):
     extra = 0
 
 
+class NotificationChannelAdminForm(forms.ModelForm):
+    class Meta:
+        model = NotificationChannel
+        fields = "__all__"
+        help_texts = {"config": CONFIG_HINT}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["config"].required = False  # {} is a config with no keys: said by clean(), not "required"
+
+    def clean(self):
+        data = super().clean()
+        config = data.get("config")
+        if config is not None and not isinstance(config, dict):
+            self.add_error("config", "The config is a JSON object: " + CONFIG_HINT)
+            return data
+        if config is None:
+            data["config"] = {}  # the model's clean() then names the key this kind needs
+        return data
+
+
 @admin.register(NotificationChannel)
 class NotificationChannelAdmin(admin.ModelAdmin):
+    form = NotificationChannelAdminForm
     list_display = ("name", "kind", "enabled", "health", "failing_since", "created_at")
     list_filter = ("kind", "health")
     inlines = [RouteInline]

@@ -48,23 +48,8 @@ class ChannelForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        kind = data.get("kind")
-        if kind == "email":
-            try:
-                validate_email(data.get("address") or "")
-            except forms.ValidationError:
-                self.add_error("address", "An email channel needs a valid address.")
-        elif kind == "webhook":
-            try:
-                URLValidator(schemes=["http", "https"])(data.get("url") or "")
-            except forms.ValidationError:
-                self.add_error("url", "A webhook channel needs an http:// or https:// URL.")
-        elif kind == "apprise":
-            from .transports.apprise import apprise_url_error
-
-            problem = apprise_url_error(data.get("url"))
-            if problem:
-                self.add_error("url", problem)
+        for field, problem in config_problems(data.get("kind"), data).items():
+            self.add_error(field, problem)
         return data
 
     def config(self):
@@ -74,6 +59,39 @@ class ChannelForm(forms.Form):
         if data["kind"] == "apprise":
             return {"url": data["url"].strip()}
         return {"url": data["url"], "format": data.get("format") or "sparkops"}
+
+
+def config_problems(kind, config):
+    """What is wrong with a channel's CONFIG for its KIND, by key ({"url": "…"}); {} when fine.
+    One rule for the Channels form, the CLI and the admin's raw JSON."""
+    config = config if isinstance(config, dict) else {}
+    if kind == "email":
+        try:
+            validate_email(config.get("address") or "")
+        except forms.ValidationError:
+            return {"address": "An email channel needs a valid address."}
+    elif kind == "webhook":
+        try:
+            URLValidator(schemes=["http", "https"])(config.get("url") or "")
+        except forms.ValidationError:
+            return {"url": "A webhook channel needs an http:// or https:// URL."}
+        if config.get("format", "sparkops") not in ("sparkops", "alertmanager", ""):
+            return {"format": "A webhook's format is 'sparkops' or 'alertmanager'."}
+    elif kind == "apprise":
+        from .transports.apprise import apprise_url_error
+
+        problem = apprise_url_error(config.get("url"))
+        if problem:
+            return {"url": problem}
+    return {}
+
+
+# What the admin's raw JSON holds per kind (the Channels page has a form per kind instead).
+CONFIG_HINT = (
+    'email: {"address": "ops@example.com"} · webhook: {"url": "https://hooks.example/sparkops", '
+    '"format": "sparkops" or "alertmanager"} · apprise: {"url": "ntfy://topic"}. '
+    "Easier: Alerts → Channels, a form per kind with Send test."
+)
 
 
 RENOTIFY_MAX_S = 7 * 86400

@@ -29,7 +29,7 @@ class NotificationChannel(models.Model):
 
     name = models.CharField(max_length=63, unique=True, validators=[NAME_VALIDATOR])
     kind = models.CharField(max_length=8, choices=Kind.choices)
-    # Validated per kind by dashboard.alerts.forms.ChannelForm:
+    # Validated per kind by dashboard.alerts.forms.config_problems (the Channels form, the CLI, the admin):
     # email {"address": ...}; webhook {"url": ..., "format": "sparkops"|"alertmanager"};
     # apprise {"url": an Apprise URL, e.g. ntfy://topic} (checked by Apprise when saved).
     config = models.JSONField(default=dict)
@@ -55,16 +55,15 @@ class NotificationChannel(models.Model):
         return self.config.get("address") or self.config.get("url") or ""
 
     def clean(self):
-        """The admin's check (the CLI and forms check through ChannelForm): an Apprise URL
-        Apprise cannot read is refused when saved."""
+        """The rules of the Channels form, for a config written as raw JSON (the admin): a webhook
+        without a "url", an Apprise URL Apprise cannot read, … are refused when saved."""
         from django.core.exceptions import ValidationError
 
-        if self.kind == self.Kind.APPRISE:
-            from .transports.apprise import apprise_url_error
+        from .forms import config_problems
 
-            problem = apprise_url_error((self.config or {}).get("url", "") if isinstance(self.config, dict) else "")
-            if problem:
-                raise ValidationError({"config": problem})
+        problems = config_problems(self.kind, self.config)
+        if problems:
+            raise ValidationError({"config": [f'{text} (key "{key}" of the JSON)' for key, text in problems.items()]})
 
 
 class Route(models.Model):
