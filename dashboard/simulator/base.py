@@ -127,9 +127,14 @@ class BaseEngine:
         if route is None:
             return self.not_found(req)
         try:
-            return await route(req)
+            resp = await route(req)
         except BadRequest as exc:
-            return self.bad_request(str(exc))
+            resp = self.bad_request(str(exc))
+        self.access_log(req, resp)
+        return resp
+
+    def access_log(self, req: Request, resp: Response | None) -> None:
+        """The engine's line for one answered request (vLLM: uvicorn's access line); None: streamed."""
 
     def bad_request(self, message: str) -> Response:
         return json_response(
@@ -142,6 +147,13 @@ class BaseEngine:
             return json_response(self.state())
         if req.path == "/_sim/sendlog" and req.method == "GET":
             return json_response(self.sendlog.as_json())
+        if req.path == "/_sim/traffic" and req.method == "POST":
+            from . import traffic
+
+            try:
+                return json_response(traffic.inject(self, traffic.parse(req.json())))
+            except BadRequest as exc:
+                return json_response({"error": str(exc)}, 400)
         if req.path == "/_sim/fault" and req.method == "POST":
             try:
                 return self.set_fault(req.json())

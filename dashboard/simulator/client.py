@@ -134,6 +134,10 @@ class Simulation:
     def fault(self, name: str, kind: str, **extra) -> dict:
         return self._post(f"/_sim/units/{name}/fault", {"kind": kind, **extra})
 
+    def traffic(self, name: str, count: int, **knobs) -> dict:
+        """COUNT finished requests in NAME's metrics and log (knobs: dashboard/simulator/traffic.py)."""
+        return self._post(f"/_sim/units/{name}/traffic", {"count": count, **knobs})
+
     def start(self, name: str) -> dict:
         return self._post(f"/_sim/units/{name}/start")
 

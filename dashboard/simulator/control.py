@@ -3,6 +3,8 @@
 GET  /_sim/units                         [{name, kind, url, unit, port, pid, state, ...}]
 POST /_sim/units/<name>/start|stop|restart
 POST /_sim/units/<name>/fault  {"kind": K, ...}   forwarded to the engine
+POST /_sim/units/<name>/traffic {"count": N, "finish_reason": ..., "e2e_s": ..., "status": ..., ...}
+                               finished requests in the engine's metrics and log (simulator/traffic.py)
 POST /_sim/units/<name>/dropin {"name": "30-x.conf", "text": "[Service]\n..."}  write a drop-in
                                (text "" or null: remove it) and daemon-reload; the next start runs it
 POST /_sim/units/<name>/cold   the JIT cache is gone: the next start is cold (cold_seconds longer,
@@ -85,6 +87,8 @@ class ControlAPI:
             await self.sup.restart_unit(unit)
         elif action == "fault":
             return await self.fault(unit, self.body(req))
+        elif action == "traffic":
+            return await self.forward(unit, "/_sim/traffic", self.body(req))
         elif action == "cold":  # a driver bump or a system update emptied the JIT cache
             unit.cold_next = True
         elif action == "dropin":
@@ -101,8 +105,19 @@ class ControlAPI:
             unit.reload()
             unit.write()
         else:
-            return json_response({"error": f"unknown action {action!r}; use start, stop, restart or fault"}, 404)
+            return json_response(
+                {"error": f"unknown action {action!r}; use start, stop, restart, fault, traffic, cold or dropin"}, 404
+            )
         return json_response(unit.info())
+
+    async def forward(self, unit, path, body):
+        if unit.proc is None:
+            return json_response({"error": f"{unit.id} is not running"}, 409)
+        try:
+            status, answer = await post_json(unit.spec.port, path, body, timeout=5.0)
+        except (TimeoutError, OSError, ValueError):
+            return json_response({"error": f"engine {unit.spec.name} did not answer"}, 504)
+        return json_response(answer, status)
 
     async def fault(self, unit, body):
         kind = body.get("kind")

@@ -54,6 +54,14 @@ class EngineConfig:
     slow_seconds: float = 5.0  # delay per request under the `slow` fault
     seed: int = 0
     process_metrics: bool = False  # add process_*/python_* collectors like the default registry
+    # How the simulated model answers the quality probes (dashboard/simulator/behaviours.py):
+    needle_recall: str = "1"  # recall by depth: "1", or "10:1,50:0.5,90:0" (depth %: probability)
+    needle_decoy: float = 0.0  # share of missed needles answered with a decoy's value instead
+    degenerate_after: int = 0  # >0: content turns to degenerate_mode after this many tokens
+    degenerate_mode: str = "hex"  # hex | loop | char
+    tool_calls: str = "valid"  # valid | strings (arguments as strings) | broken (not JSON) | none (text only)
+    reasoning_effort: str = "honoured"  # honoured | inert (ignored) | inverted (re-enables thinking that was off)
+    over_window: str = "clamp"  # prompt + max_tokens over the window: clamp (vLLM >= 0.32) | reject (HTTP 400)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -165,6 +173,7 @@ class Plan:
     stream: bool
     include_usage: bool
     body: dict = field(default_factory=dict)
+    e2e_s: float | None = None  # end-to-end seconds when not ttft + generation (a request cut by a timeout)
 
     def token_text(self, i: int) -> str:
         if i < self.reasoning_tokens:

@@ -72,10 +72,12 @@ class LlamaCppEngine(OpenAIChatEngine):
         self.slot_busy = [None] * cfg.slots
         self.task_id = 0
 
-    def llog(self, level, tag, func, msg):
+    def stamp(self):
         us = int((time.time() - self.t_start) * 1e6)
-        stamp = f"{us // 60_000_000}.{us // 1_000_000 % 60:02d}.{us // 1000 % 1000:03d}.{us % 1000:03d}"
-        self.log(f"{stamp} {level} {tag:<4} {func:>12}: {msg}")
+        return f"{us // 60_000_000}.{us // 1_000_000 % 60:02d}.{us // 1000 % 1000:03d}.{us % 1000:03d}"
+
+    def llog(self, level, tag, func, msg):
+        self.log(f"{self.stamp()} {level} {tag:<4} {func:>12}: {msg}")
 
     def boot_log(self):
         self.llog("I", "srv", "llama_server", "initializing ...")
@@ -95,6 +97,34 @@ class LlamaCppEngine(OpenAIChatEngine):
         self.log("CUDA error: an illegal instruction was encountered")
         if kind == "exit0":
             self.llog("I", "srv", "operator()", "operator(): cleaning up before exit...")
+
+    def request_error_log(self, status, prompt_tokens):
+        """A request answered 400 (over the slot context) or 500, in the lines of the real
+        server's log (reference/samples/llamacpp/server_startup.log; llama.cpp#27733)."""
+        self.task_id += 1
+        if status == 400:
+            self.llog(
+                "E",
+                "srv",
+                "send_error",
+                f"task id = {self.task_id}, error: request ({prompt_tokens} tokens) exceeds the available "
+                f"context size ({self.cfg.max_model_len} tokens), try increasing it",
+            )
+            self.llog("W", "srv", "stop", f"cancel task, id_task = {self.task_id}")
+        else:
+            self.got_exception("Internal Server Error")
+
+    def got_exception(self, message):
+        body = dumps({"error": {"code": 500, "message": message, "type": "server_error"}}).decode()
+        self.llog("W", "srv", "operator()", f"got exception: {body}")
+
+    def peg_native_log(self, output):
+        """llama.cpp#27733: the strict PEG parser refuses the finished output; the client gets a 500."""
+        lines = output.splitlines() or [output]
+        self.log(f"{self.stamp()} W common_chat_peg_parse: unparsed peg-native output: {lines[0]}")
+        for line in lines[1:]:
+            self.log(line)
+        self.got_exception("The model produced output that does not match the expected peg-native format")
 
     def loading_response(self, req):
         return llama_error(503, "Loading model", "unavailable_error")
@@ -117,6 +147,7 @@ class LlamaCppEngine(OpenAIChatEngine):
         words = prompt_words(body)
         n_ctx = self.cfg.max_model_len
         if len(words) >= n_ctx:
+            self.request_error_log(400, len(words))
             return llama_error(
                 400,
                 f"request ({len(words)} tokens) exceeds the available context size ({n_ctx} tokens), try increasing it",

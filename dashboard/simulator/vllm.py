@@ -98,6 +98,19 @@ E2E_BUCKETS = [
     7680.0,
 ]
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
+STATUS_PHRASES = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Internal Server Error"}
+
+
+def buckets_1_2_5(max_value: int) -> list[float]:
+    """vLLM's build_1_2_5_buckets: 1, 2, 5, 10, 20, 50, ... up to max_value (the token histograms)."""
+    out, exponent = [], 0
+    while True:
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10**exponent
+            if value > max_value:
+                return [float(v) for v in out]
+            out.append(value)
+        exponent += 1
 
 
 class VLLMMetrics:
@@ -141,6 +154,9 @@ class VLLMMetrics:
         self.ttft = h("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS)
         self.itl = h("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS)
         self.e2e = h("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", E2E_BUCKETS)
+        self.prompt_tokens = h(
+            "vllm:request_prompt_tokens", "Number of prefill tokens processed.", buckets_1_2_5(cfg.max_model_len)
+        )
         self.spec = SpecDecodeMetrics(r, lv, cfg.tokens_per_chunk - 1) if cfg.tokens_per_chunk > 1 else None
 
 
@@ -252,6 +268,23 @@ class VLLMEngine(OpenAIChatEngine):
             self.log("INFO:     Application shutdown complete.")
             self.log(f"INFO:     Finished server process [{os.getpid()}]")
 
+    def access_log(self, req, resp):
+        """uvicorn's access line, for the requests clients send (the polled GETs are left out, as
+        --disable-access-log-for-endpoints does, so the simulated journal does not fill with them)."""
+        if req.method == "POST":
+            self.uvicorn_access("POST", req.path, 200 if resp is None else resp.status)
+
+    def uvicorn_access(self, method, path, status):
+        client = f"127.0.0.1:{self.rng.randint(32768, 60999)}"
+        phrase = STATUS_PHRASES.get(status, "")
+        self.log(f'INFO:     {client} - "{method} {path} HTTP/1.1" {status} {phrase}'.rstrip())
+
+    def request_error_log(self, status, prompt_tokens):
+        """A chat request answered 400 (the window) or 500, as vLLM 0.33 logs it."""
+        if status == 500:
+            self.vlog("Error in chat completion stream generator.", level="ERROR", where="serving_chat.py:1331")
+        self.uvicorn_access("POST", "/v1/chat/completions", status)
+
     # ---- routes ------------------------------------------------------------------------
     def routes(self):
         return {
@@ -302,6 +335,7 @@ class VLLMEngine(OpenAIChatEngine):
         steps = -(-plan.completion_tokens // tpc)
         for _ in range(steps - 1):  # one inter-token latency per decode step, as vLLM
             m.itl.observe(tpc / rate)
-        m.e2e.observe(plan.ttft + plan.completion_tokens / rate)
+        m.e2e.observe(plan.e2e_s if plan.e2e_s is not None else plan.ttft + plan.completion_tokens / rate)
+        m.prompt_tokens.observe(plan.prompt_tokens)
         if m.spec:
             m.spec.observe(plan.completion_tokens)
