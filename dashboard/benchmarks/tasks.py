@@ -39,3 +39,30 @@ def bench_sweep_stale():
     from .schedule import runs_sweep_stale
 
     runs_sweep_stale()
+
+
+@shared_task(name="bench.release_postponed", ignore_result=True)
+def bench_release_postponed():
+    """Beat: release the scheduled runs that waited for their box's engines to start."""
+    from .schedule import runs_release_postponed
+
+    runs_release_postponed()
+
+
+@shared_task(name="bench.sweep_execute", ignore_result=True)
+def bench_sweep_execute(sweep_id):
+    from .models import Sweep
+    from .sweep import sweep_execute
+
+    sweep = Sweep.objects.select_related("engine").filter(pk=sweep_id).first()
+    if sweep is not None:
+        sweep_execute(sweep=sweep)
+
+
+@shared_task(name="bench.rate_execute", ignore_result=True)
+def bench_rate_execute(run_id):
+    from .rate import rate_execute
+
+    run = Run.objects.select_related("engine").filter(pk=run_id).first()
+    if run is not None:
+        rate_execute(run=run)
