@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 
+from . import behaviours
 from .base import BaseEngine, request_id
 from .core import Plan, completion_length, prompt_words, requested_max_tokens, thinking_requested
 from .http import BadRequest, Request, Response, json_response
@@ -36,6 +37,13 @@ class OpenAIChatEngine(BaseEngine):
         """vLLM >= 0.32: prompt alone over the window -> 400; prompt + max_tokens over it
         is clamped silently and the request ends with finish_reason 'length'."""
         limit = self.cfg.max_model_len
+        if self.cfg.over_window == "reject" and max_tokens is not None and prompt_n + max_tokens > limit:
+            msg = (  # vLLM before 0.32: prompt + max_tokens over the window is refused, not clamped
+                f"This model's maximum context length is {limit} tokens. However, you requested "
+                f"{prompt_n + max_tokens} tokens ({prompt_n} in the messages, {max_tokens} in the completion). "
+                "Please reduce the length of the messages or completion."
+            )
+            return 0, self.error(400, msg, "BadRequestError", None)
         if max_tokens is not None and max_tokens > limit:
             msg = (
                 f"max_tokens={max_tokens} cannot be greater than max_model_len={limit}. "
@@ -111,6 +119,7 @@ class OpenAIChatEngine(BaseEngine):
         plan = self.make_plan(self.parse_chat(req))
         if isinstance(plan, Response):
             return plan
+        plan = behaviours.apply(self.cfg, plan, self.rng)
         if self.dead:
             return self.error(500, ENGINE_DEAD_MESSAGE, "InternalServerError")
         slot = await self.admit()
@@ -134,6 +143,9 @@ class OpenAIChatEngine(BaseEngine):
             if first[0]:
                 first[0], out = False, role
             for field, lo, hi in self.split(plan, i, n):
+                if field == b"tool_calls":
+                    out += head + b'"tool_calls":' + plan.tool_piece(lo, hi) + tail
+                    continue
                 text = "".join(plan.token_text(j) for j in range(lo, hi))
                 out += head + b'"%s":%s' % (field, dumps(text)) + tail
             return out
@@ -153,7 +165,7 @@ class OpenAIChatEngine(BaseEngine):
         if i < r:
             yield b"reasoning_content", i, min(i + n, r)
         if i + n > r:
-            yield b"content", max(i, r), i + n
+            yield b"tool_calls" if getattr(plan, "tool_call", None) else b"content", max(i, r), i + n
 
     def final_chunks(self, plan: Plan, rid: str, created: int) -> bytes:
         out = self.sse(
@@ -165,7 +177,7 @@ class OpenAIChatEngine(BaseEngine):
                         "index": 0,
                         "delta": {"content": ""},
                         "logprobs": None,
-                        "finish_reason": plan.finish_reason,
+                        "finish_reason": getattr(plan, "wire_finish", "") or plan.finish_reason,
                         "stop_reason": None,
                     }
                 ],
@@ -185,14 +197,19 @@ class OpenAIChatEngine(BaseEngine):
         return json_response(self.completion_body(plan))
 
     def completion_body(self, plan: Plan) -> dict:
+        tool = getattr(plan, "tool_call", None)
         message = {
             "role": "assistant",
-            "content": plan.content_text(),
+            "content": None if tool else plan.content_text(),
             "refusal": None,
             "annotations": None,
             "audio": None,
             "function_call": None,
-            "tool_calls": [],
+            "tool_calls": [
+                {"id": tool["id"], "type": "function", "function": {k: tool[k] for k in ("name", "arguments")}}
+            ]
+            if tool
+            else [],
             "reasoning_content": plan.reasoning_text() or None,
         }
         return {
@@ -205,7 +222,7 @@ class OpenAIChatEngine(BaseEngine):
                     "index": 0,
                     "message": message,
                     "logprobs": None,
-                    "finish_reason": plan.finish_reason,
+                    "finish_reason": getattr(plan, "wire_finish", "") or plan.finish_reason,
                     "stop_reason": None,
                 }
             ],
