@@ -20,13 +20,15 @@ The method, per engine and per window (--max-model-len) the engine has rows at:
 * **The workspace a window raise costs**: vLLM reserves non-KV workspace that grows with the
   window and takes it from the budget before sizing the pool. Learned from this engine's own
   rows at two windows and one share (consecutive rows, shares within 0.005): pool tokens lost
-  per token of window raised, (pool at the lower window − pool at the higher) ÷ (window
-  difference), averaged over such pairs. It is measured through the pool (the figure
-  concurrency rests on) and shown in GiB at this engine's tokens per GiB. The naive prediction
-  keeps the pool unchanged ("raising the window allocates nothing"); the corrected one takes the
-  learned workspace off. With no earlier raise of this engine, there is no corrected figure but a
-  range: from the naive one down to the largest pool loss per doubling of the window that any
-  other engine's raise in the ledger shows, else the field report's 10 % (Qwen3.8, 2026-08-20).
+  per doubling of the window, (pool at the lower window − pool at the higher) ÷ log2(higher ÷
+  lower window), averaged over such pairs; a raise by another factor costs log2 of its ratio
+  times that (both raises of the field report are doublings, 131,072 → 262,144). It is measured
+  through the pool, the figure concurrency rests on, and shown in GiB at this engine's tokens
+  per GiB. The naive prediction keeps the pool unchanged ("raising the window allocates
+  nothing"); the corrected one takes the learned workspace off. With no earlier raise of this
+  engine there is no corrected figure but a range: from the naive one down to the largest pool
+  loss per doubling that any other engine's raise in the ledger shows, else the field report's
+  10 % (Qwen3.8, 2026-08-20).
 
 Every prediction carries `basis`: the ledger rows it rests on, each with its id and date.
 """
@@ -135,9 +137,9 @@ class WindowModel:
 
 @dataclass
 class RaiseModel:
-    """Pool tokens a window raise costs this engine, per token of window raised."""
+    """Pool tokens a window raise costs this engine, per doubling of the window."""
 
-    tokens_per_window_token: float | None  # None: no earlier raise of this engine
+    tokens_per_doubling: float | None  # None: no earlier raise of this engine
     pairs: list  # [(row at the lower window, row at the higher)] of this engine
     loss_per_doubling: float  # the range's lower end when there is no earlier raise
     loss_basis: str
@@ -145,7 +147,7 @@ class RaiseModel:
 
     def as_json(self):
         return {
-            "tokens_per_window_token": self.tokens_per_window_token,
+            "tokens_per_doubling": self.tokens_per_doubling,
             "pairs": [[a.ref(), b.ref()] for a, b in self.pairs],
             "loss_per_doubling": self.loss_per_doubling,
             "loss_basis": self.loss_basis,
@@ -288,14 +290,14 @@ class EngineModel:
         rm = self.raise_model
         naive = pool / window
         out = {"naive_concurrency": round(naive, 2)}
-        if rm.tokens_per_window_token is not None:
-            lost = rm.tokens_per_window_token * (window - base)
+        if rm.tokens_per_doubling is not None:
+            lost = rm.tokens_per_doubling * math.log2(window / base)
             corrected = max(0.0, pool - lost)
             out.update(
                 corrected_concurrency=round(corrected / window, 2),
                 workspace_gib=round(lost / tpg, 2) if tpg else None,
                 raise_basis=(
-                    f"{rm.tokens_per_window_token:.4f} pool tokens per token of window, from this engine's "
+                    f"{rm.tokens_per_doubling:,.0f} pool tokens per doubling of the window, from this engine's "
                     f"raise(s): " + "; ".join(f"#{a.id} → #{b.id}" for a, b in rm.pairs)
                 ),
                 _pool=corrected,
@@ -319,9 +321,11 @@ def learn(name, rows, *, box_gib=None, all_rows=()):
     latest = [r for r in own if r.window and r.pool_tokens]
     current = latest[-1].window if latest else None
     pairs = _raise_pairs(own)
-    per_token = None
+    per_doubling = None
     if pairs:
-        per_token = sum((lo.pool_tokens - hi.pool_tokens) / (hi.window - lo.window) for lo, hi in pairs) / len(pairs)
+        per_doubling = sum(
+            (lo.pool_tokens - hi.pool_tokens) / math.log2(hi.window / lo.window) for lo, hi in pairs
+        ) / len(pairs)
     others = {}
     for r in all_rows:
         if r.engine != name:
@@ -331,7 +335,7 @@ def learn(name, rows, *, box_gib=None, all_rows=()):
     if losses:
         loss, pair = max(losses, key=lambda t: t[0])
         rm = RaiseModel(
-            per_token,
+            per_doubling,
             pairs,
             loss,
             f"{loss * 100:.1f} % of the pool per doubling, {pair[0].engine}'s raise #{pair[0].id} → #{pair[1].id}",
@@ -339,7 +343,7 @@ def learn(name, rows, *, box_gib=None, all_rows=()):
         )
     else:
         rm = RaiseModel(
-            per_token,
+            per_doubling,
             pairs,
             FIELD_LOSS_PER_DOUBLING,
             "10 % of the pool per doubling, the field report's worst (Qwen3.8, 131,072 → 262,144, 2026-08-20)",
@@ -383,8 +387,8 @@ def share_for(model, concurrency, window):
             f"engine {model.name!r} has no share → KV line at {wm.window:,} (two shares, or one and MemTotal)"
         )
     pool = concurrency * window
-    if window != wm.window and model.raise_model.tokens_per_window_token is not None:
-        pool += model.raise_model.tokens_per_window_token * (window - wm.window)
+    if window != wm.window and model.raise_model.tokens_per_doubling is not None:
+        pool += model.raise_model.tokens_per_doubling * math.log2(window / wm.window)
     kv = pool / wm.tokens_per_gib
     share = (kv - wm.intercept) / wm.slope
     return math.ceil(round(share * 100, 6)) / 100
