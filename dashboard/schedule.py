@@ -13,6 +13,7 @@ from dashboard.alerts import conf as alerts_conf
 
 ALERT_BACKSTOP_S = 30.0
 BENCH_SWEEP_S = 300.0
+BENCH_POSTPONED_S = 30.0
 
 
 def _every(task, seconds):
@@ -34,6 +35,8 @@ BEAT_SCHEDULE = {
     "alerts-renotify": _every("alerts.renotify", 30.0),
     # Fail benchmark runs left "running" by a worker that died mid-run.
     "bench-sweep-stale": _every("bench.sweep_stale", BENCH_SWEEP_S),
+    # Release scheduled benchmark runs postponed while an engine of their box was starting.
+    "bench-release-postponed": _every("bench.release_postponed", BENCH_POSTPONED_S),
 }
 
 

@@ -1,6 +1,8 @@
 """What a run measured (configuration) and under which conditions, from the collectors'
 latest readings; and why a run is tainted (a busy neighbour, a firing alert)."""
 
+from datetime import timedelta
+
 from django.apps import apps
 from django.db.models import Q
 from django.utils import timezone
@@ -115,3 +117,55 @@ def taint_reasons(*, engine, before, after, start, end):
         if when == "start" and busy:
             reasons.append(f"the engine was already serving {busy} request(s) at the start")
     return reasons + firing_alerts_during(engine=engine, start=start, end=end)
+
+
+# --- "every cron job on the box has to respect that after a reboot" --------------------------
+
+START_GRACE_S = 900.0  # how long an unanswered start counts as one when the unit's TimeoutStartSec is not known
+STALE_HOST_S = 300.0  # a host reading older than this says nothing about what starts now
+
+
+def box_starting(engine, *, now=None) -> str | None:
+    """Why ENGINE's box is inside a start of one of its engines (ENGINE's own included), or None.
+
+    Inside a start: the engine's unit is `activating` (the main process loading, the readiness
+    helper in ExecStartPost running, an auto-restart pending), or the unit is active but the
+    engine has not answered since the unit's main process started, for at most the unit's
+    TimeoutStartSec (past that it is "active but not answering", an alert, not a start). Read
+    from what the box's worker last stored (the host's `systemctl show` of its units, each
+    engine's last good answer, its measured starts), so any worker can ask. Scheduled
+    benchmarks and probes call it and wait while it says why: measured during a cold start a
+    run measures the compile storm, and a probe adds load to a box that may be out of memory."""
+    from dashboard.services.launchconfig import latest_snapshot, parse_timestamp
+
+    now = now or timezone.now()
+    host = engine.host
+    if host.last_report_at is None or (now - host.last_report_at).total_seconds() > STALE_HOST_S:
+        return None  # no recent reading: the collector-stale alert speaks for the box
+    units = (host.latest or {}).get("units") or {}
+    for other in Engine.objects.filter(host=host, retired_at__isnull=True).exclude(unit="").order_by("name"):
+        props = units.get(other.unit) or {}
+        state, sub = props.get("ActiveState"), props.get("SubState") or ""
+        since = parse_timestamp(props.get("ExecMainStartTimestamp") or "")
+        at = f" since {since:%H:%M:%S} UTC" if since else ""
+        if state == "activating":
+            what = "waiting to restart" if sub == "auto-restart" else f"activating ({sub or 'start'})"
+            return f"{other.name} is starting: its unit {other.unit} is {what}{at}"
+        if state != "active" or since is None:
+            continue
+        if other.last_ok_at is not None and other.last_ok_at >= since + timedelta(seconds=1):
+            continue  # it answered after its start (systemd's timestamps are whole seconds)
+        if other.starts.filter(started_at=since).exists():
+            continue  # that start was measured to its end
+        snap = latest_snapshot(other)
+        timeout = _timeout_s(snap)
+        if (now - since).total_seconds() <= timeout:
+            return f"{other.name} is starting: its unit {other.unit} is active{at} but the engine has not answered yet"
+    return None
+
+
+def _timeout_s(snap):
+    from dashboard.collectors.unitconfig import timespan_s
+
+    value = timespan_s(((snap.data or {}).get("unit") or {}).get("timeout_start_usec")) if snap else None
+    return START_GRACE_S if value in (None, float("inf")) or value <= 0 else value

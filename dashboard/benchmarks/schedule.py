@@ -5,10 +5,12 @@ died is in dashboard/schedule.py."""
 import json
 from datetime import timedelta
 
+from django.db import transaction
 from django.utils import timezone
 
 STALE_MARGIN_S = 600
 SCHEDULE_EXPIRES_S = 3600  # a scheduled run that could not start within an hour is skipped, not piled up
+POSTPONED = "postponed: "  # the start of a postponed run's reason (what the release sweep looks for)
 
 
 def parse_cron(text):
@@ -58,14 +60,74 @@ def profile_cron(profile):
 
 
 def profile_run_scheduled(*, profile):
+    """One scheduled run of PROFILE, here and now, or postponed while an engine of its box is
+    inside its start (`conditions.box_starting`): queued with the reason, released by
+    `runs_release_postponed` once the starts are over."""
+    from .conditions import box_starting
     from .models import Run
-    from .services import run_create, run_execute, run_refuse
+    from .services import run_create
 
     run = run_create(engine=profile.engine, spec=profile.spec(), profile=profile, trigger=Run.Trigger.SCHEDULED)
-    busy = Run.objects.filter(engine=profile.engine, status=Run.Status.RUNNING).exclude(pk=run.pk).first()
+    why = box_starting(profile.engine)
+    if why:
+        return run_postpone(run=run, why=why)
+    return _run_now(run)
+
+
+def _run_now(run):
+    from .models import Run
+    from .services import run_execute, run_refuse
+
+    busy = Run.objects.filter(engine=run.engine, status=Run.Status.RUNNING).exclude(pk=run.pk).first()
     if busy is not None:
         return run_refuse(run=run, reason=f"another benchmark (run {busy.pk}) is running on this engine")
     return run_execute(run=run)
+
+
+def run_postpone(*, run, why):
+    """Keep RUN queued, saying why it waits; the first reason and time stay in `config["waited"]`."""
+    from .services import _progress
+
+    waited = run.config.get("waited") or {"since": timezone.now().isoformat(), "first_reason": why}
+    run.config = {**run.config, "waited": {**waited, "reason": why}}
+    run.reason = f"{POSTPONED}{why}; scheduled runs wait until the box's engines have started"
+    run.save(update_fields=["config", "reason"])
+    _progress(run)
+    return run
+
+
+def runs_release_postponed(*, now=None):
+    """Every postponed scheduled run: released to its box's worker when its box is no longer
+    starting (claimed by a conditional UPDATE, so two sweeps release it once), postponed again
+    with the current reason, or refused once it has waited SCHEDULE_EXPIRES_S. Returns the
+    number released."""
+    from .conditions import box_starting
+    from .models import Run
+    from .services import run_refuse
+    from .tasks import bench_run_execute
+
+    now = now or timezone.now()
+    released = 0
+    rows = Run.objects.filter(status=Run.Status.QUEUED, trigger=Run.Trigger.SCHEDULED, reason__startswith=POSTPONED)
+    for run in rows.select_related("engine__host"):
+        why = box_starting(run.engine, now=now)
+        if why and (now - run.created_at).total_seconds() > SCHEDULE_EXPIRES_S:
+            run_refuse(
+                run=run, reason=f"skipped: the box was still starting after {SCHEDULE_EXPIRES_S // 60} min ({why})"
+            )
+        elif why:
+            if why != (run.config.get("waited") or {}).get("reason"):
+                run_postpone(run=run, why=why)
+        else:
+            waited = {**(run.config.get("waited") or {}), "until": now.isoformat()}
+            claimed = Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED, reason=run.reason).update(
+                reason="", config={**run.config, "waited": waited}
+            )
+            if claimed == 1:
+                released += 1
+                queue = run.engine.host.queue
+                transaction.on_commit(lambda pk=run.pk, q=queue: bench_run_execute.apply_async(args=[pk], queue=q))
+    return released
 
 
 def runs_sweep_stale():

@@ -144,7 +144,10 @@ def _measure(run, spec, runner, anchor, ready=None):
         if reason:
             return reason, []
         runner.run(session.calibrate())
+        waited = run.config.get("waited")  # a scheduled run postponed while its box was starting says so
         run.config = config_snapshot(engine=run.engine, spec=spec, info=session.info)
+        if waited:
+            run.config["waited"] = waited
         run.config["warmup"] = _brief(runner.run(session.warmup()))
         if spec.mode == "follow_up":
             run.config["prime"] = _brief(runner.run(session.prime()))
