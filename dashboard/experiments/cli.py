@@ -1,11 +1,107 @@
-"""`sparkops bench ab` (issue 18): arguments and handler, called by management/commands/bench.py."""
+"""`sparkops bench ab` (issue 18): arguments and handler, called by management/commands/bench.py.
+
+Runs the experiment here and now, slot by slot in the order A, B, A, B … (side by side: two
+engines; the same engine for both arms is the restart mode, which needs the page: it waits for
+the operator between slots). Exit status 1 when no verdict could be given."""
+
+import json
 
 from django.core.management.base import CommandError
 
+from dashboard.benchmarks.models import Run
+from dashboard.models import Engine
+
+from .models import MIN_REPS, Experiment
+from .services import ExperimentError, experiment_advance, experiment_create
+
+
+def _whole(value):
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a whole number") from None
+    if number < 0:
+        raise ValueError(f"{value!r} must not be negative")
+    return number
+
 
 def add_arguments(parser):
+    parser.add_argument("--a", required=True, metavar="ENGINE", help="arm A (the control)")
+    parser.add_argument("--b", required=True, metavar="ENGINE", help="arm B (the variant)")
+    parser.add_argument("--flags", default="", help="comma-separated launch flags the arms are meant to differ by")
+    parser.add_argument("--name", default="", help="what the experiment decides (default: 'A vs B')")
+    parser.add_argument("--output-tokens", type=_whole, default=512, help="pinned output tokens (default 512)")
+    parser.add_argument("--depth", type=_whole, default=1024, help="prompt tokens (default 1024)")
+    parser.add_argument(
+        "--reps", type=_whole, default=MIN_REPS, help=f"repetitions per arm (default and least {MIN_REPS})"
+    )
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
     parser.add_argument("--json", action="store_true")
 
 
+def _engine(name, arm):
+    engine = Engine.objects.select_related("host").filter(name=name).first()
+    if engine is None:
+        raise CommandError(f"--{arm.lower()}: no engine named {name!r} (see `sparkops engine list`)")
+    return engine
+
+
 def handle(command, **opts):
-    raise CommandError("`sparkops bench ab` is not built yet")
+    a, b = _engine(opts["a"], "A"), _engine(opts["b"], "B")
+    if a.pk == b.pk:
+        raise CommandError(
+            "--a and --b name the same engine: the restart mode (one engine, restarted between arms) "
+            "waits for the operator and runs from the experiment page (/experiments/new/)"
+        )
+    try:
+        experiment = experiment_create(
+            name=opts["name"] or f"{a.name} vs {b.name}",
+            engine_a=a,
+            engine_b=b,
+            workload={"depth": opts["depth"], "output_tokens": opts["output_tokens"], "timeout_s": opts["timeout"]},
+            reps=opts["reps"],
+            flags=[f for f in opts["flags"].split(",") if f.strip()],
+        )
+    except ExperimentError as exc:
+        raise CommandError(str(exc)) from None
+    experiment = experiment_advance(experiment=experiment, trigger=Run.Trigger.CLI)
+    summary = experiment.verdict
+    if opts["json"]:
+        command.stdout.write(
+            json.dumps({"status": experiment.status, "reason": experiment.reason, **summary}, indent=2)
+        )
+    else:
+        _print(command, experiment, summary)
+    if experiment.status != Experiment.Status.DONE:
+        raise CommandError(f"experiment {experiment.pk} {experiment.status}: {experiment.reason}")
+
+
+def _n(value, digits=1):
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _print(command, experiment, s):
+    out = command.stdout.write
+    out(f"experiment {experiment.pk} {s['name']}: {experiment.status}  (workload {s['workload_hash']})")
+    for arm in "AB":
+        r = s["arms"][arm]
+        q = r["quality"]
+        out(
+            f"  arm {arm} {r['engine']:<20} decode {_n(r['per_stream_decode_tokens_per_s'])} tok/s/stream, "
+            f"aggregate {_n(r['aggregate_decode_tokens_per_s'])}, TTFT {_n(r['ttft_ms'])} ms, "
+            f"{r['reps_counted']}/{r['reps_total']} counted, checks passed {q['passed']}/{q['of']}"
+        )
+    for row in s["slots"]:
+        mark = "" if row["valid"] else f"  INVALID: {row['invalid_reason']}"
+        out(
+            f"  #{row['order']:<3} {row['arm']} run {row['run']} {row['status']:<7} decode {_n(row['decode_tokens_per_s'])}{mark}"
+        )
+    for d in s["difference"]["lines"]:
+        out(f"  differs: {d['name']} {d['a']} → {d['b']}")
+    for w in s["difference"]["warnings"]:
+        out(f"  WARNING: {w}")
+    for f in s["figures"].values():
+        out(
+            f"  {f['label']:<14} B/A {_n(f['ratio'], 3)}  [{_n(f['ci_low'], 3)}, {_n(f['ci_high'], 3)}]  {f['verdict']}"
+        )
+    out(f"  {s['method']}")

@@ -815,3 +815,17 @@ def is_observed(entry):
 
 def latest_snapshot(engine):
     return ConfigSnapshot.objects.filter(engine=engine).order_by("-observed_at", "-id").first()
+
+
+def observe_now(engine):
+    """ENGINE's configuration snapshot as of now: its unit and account read this moment, a new
+    snapshot stored when they hash differently. None when its unit cannot be read now or it has
+    no unit (what runs is then not known, and an older snapshot would not say). For callers that
+    must know what runs before they measure it (A/B experiments), outside the poller's cadence."""
+    if not engine.unit:
+        return None
+    unit_cfg = unitconfig.read_units([engine]).get(engine.pk)
+    if unit_cfg is None or unit_cfg.get("error"):
+        return None
+    observe_engine(engine, unit_cfg, account=fetch_account(engine) or None)
+    return latest_snapshot(engine)

@@ -1,0 +1,510 @@
+"""A/B experiments: create, run the alternated repetitions, verify the variant, give the verdict.
+
+Each repetition of an arm is one benchmark Run of the workload with reps=1, executed by the
+benchmarks' own `run_execute`: so every slot gets the whole per-run methodology (its own
+session, the prompt calibrated to depth, a discarded warm-up request, pinned output, buckets,
+checks, conditions and taint) right before its one measured request, and arm B never inherits
+a warm engine from arm A's slot or the other way round. Slots alternate A, B, A, B … so a slow
+drift of the box (heat, a neighbour) lands on both arms, not on whichever ran second.
+
+Before every slot both arms' configuration snapshots are read afresh (services/launchconfig
+`observe_now`): a slot whose arm's snapshot is not the one that arm started the experiment with
+is marked invalid (the drop-in that overrode every arm) and left out of the verdict."""
+
+from __future__ import annotations
+
+import logging
+import statistics
+
+from django.db import transaction
+from django.utils import timezone
+
+from dashboard.benchmarks.hashing import HASH_FIELDS, PROMPT_VERSION, stable_hash
+from dashboard.benchmarks.models import MAX_DEPTH, MAX_OUTPUT, MAX_TIMEOUT_S, Run
+from dashboard.benchmarks.services import run_create, run_execute
+from dashboard.benchmarks.spec import RunSpec
+from dashboard.services import launchconfig
+
+from . import stats
+from .models import MAX_REPS, MIN_REPS, Experiment, Slot
+
+log = logging.getLogger(__name__)
+ENGINE_FIELDS = ("engine_name", "engine_kind", "base_url", "model")
+WORKLOAD_DEFAULTS = {"depth": 1024, "output_tokens": 512, "mode": "cold", "concurrency": 1, "timeout_s": 600.0}
+
+
+class ExperimentError(ValueError):
+    """Bad input to an experiment: nothing was created or changed."""
+
+
+# --- creating -----------------------------------------------------------------------------------
+
+
+def workload_hash(workload):
+    """The hash of what both arms are sent (the benchmark hash without the engine's fields)."""
+    spec = RunSpec(engine_name="", engine_kind="", base_url="", **_spec_fields(workload))
+    data = {k: getattr(spec, k) for k in HASH_FIELDS if k not in ENGINE_FIELDS}
+    data["prompt_version"] = PROMPT_VERSION
+    return stable_hash(data)
+
+
+def _spec_fields(workload):
+    return {k: v for k, v in workload.items() if k in RunSpec.__dataclass_fields__ and k not in ENGINE_FIELDS}
+
+
+def _check_workload(workload):
+    w = {**WORKLOAD_DEFAULTS, **workload}
+    unknown = sorted(set(workload) - set(RunSpec.__dataclass_fields__) - {"reps"})
+    if unknown:
+        raise ExperimentError(f"unknown workload field(s): {', '.join(unknown)}")
+    if not 0 <= w["depth"] <= MAX_DEPTH:
+        raise ExperimentError(f"depth must be 0–{MAX_DEPTH:,} tokens, got {w['depth']}")
+    if not 2 <= w["output_tokens"] <= MAX_OUTPUT:
+        raise ExperimentError(f"output tokens must be 2–{MAX_OUTPUT:,} (decode needs two), got {w['output_tokens']}")
+    if w["mode"] not in ("cold", "follow_up"):
+        raise ExperimentError(f"mode is cold or follow_up, got {w['mode']!r}")
+    if not 1 <= w["concurrency"] <= 256:
+        raise ExperimentError(f"concurrency must be 1–256, got {w['concurrency']}")
+    if w["depth"] > 0 and w["concurrency"] > 1 and not w.get("force"):
+        raise ExperimentError("depth > 0 with concurrency > 1 needs force (it deadlocked an engine once)")
+    if not 0 < float(w["timeout_s"]) <= MAX_TIMEOUT_S:
+        raise ExperimentError(f"timeout must be 1–{MAX_TIMEOUT_S} s, got {w['timeout_s']}")
+    w["reps"] = 1
+    return w
+
+
+def _flag_names(flags):
+    names = []
+    for raw in flags or ():
+        name = str(raw).strip()
+        if not name:
+            continue
+        if not name.startswith("-") and not name.endswith("="):
+            raise ExperimentError(
+                f"{name!r} is not a launch flag (like --speculative-config) or a setting (like Restart=)"
+            )
+        names.append(name)
+    return sorted(set(names))
+
+
+def experiment_create(*, name, engine_a, engine_b, workload=None, reps=MIN_REPS, flags=(), user=None, seed=18):
+    """A queued experiment and its 2 × REPS slots in the order A, B, A, B …; the same engine for
+    both arms is the restart mode (the operator restarts it between slots when the page asks)."""
+    name = (name or "").strip()
+    if not name:
+        raise ExperimentError("an experiment needs a name (what it decides)")
+    if not MIN_REPS <= reps <= MAX_REPS:
+        raise ExperimentError(f"repetitions per arm must be {MIN_REPS}–{MAX_REPS} (at least three), got {reps}")
+    for arm, engine in (("A", engine_a), ("B", engine_b)):
+        if engine.retired_at is not None:
+            raise ExperimentError(f"arm {arm}: engine {engine.name} is retired")
+    if engine_a.pk != engine_b.pk and engine_a.kind != engine_b.kind:
+        log.info("experiment across kinds: %s vs %s", engine_a.kind, engine_b.kind)
+    w = _check_workload(dict(workload or {}))
+    with transaction.atomic():
+        experiment = Experiment.objects.create(
+            name=name[:120],
+            engine_a=engine_a,
+            engine_b=engine_b,
+            mode=Experiment.Mode.RESTART if engine_a.pk == engine_b.pk else Experiment.Mode.SIDE_BY_SIDE,
+            flags=_flag_names(flags),
+            workload=w,
+            workload_hash=workload_hash(w),
+            reps=reps,
+            seed=seed,
+            created_by=user,
+        )
+        Slot.objects.bulk_create(Slot(experiment=experiment, order=i, arm="AB"[i % 2]) for i in range(2 * reps))
+    return experiment
+
+
+def experiment_enqueue(*, experiment):
+    """Run (or, after the operator's restart, continue) EXPERIMENT on the worker of arm A's box,
+    where its units can be read."""
+    from .tasks import experiment_advance_task
+
+    queue = experiment.engine_a.host.queue
+    transaction.on_commit(lambda: experiment_advance_task.apply_async(args=[experiment.pk], queue=queue))
+
+
+# --- running ------------------------------------------------------------------------------------
+
+
+def _claim(experiment):
+    moved = Experiment.objects.filter(
+        pk=experiment.pk, status__in=[Experiment.Status.QUEUED, Experiment.Status.WAITING]
+    ).update(status=Experiment.Status.RUNNING, reason="")
+    experiment.refresh_from_db()
+    return moved == 1
+
+
+def experiment_advance(*, experiment, max_slots=None, trigger=Run.Trigger.MANUAL):
+    """Run the next slots in order. Side by side: all of them (or MAX_SLOTS). Restart mode: one,
+    then wait for the operator to restart the engine into the next slot's arm. Never raises for
+    engine faults: a failed run is kept in its slot with its reason."""
+    if not _claim(experiment):
+        return experiment
+    pending = list(experiment.slots.filter(run__isnull=True).order_by("order"))
+    if experiment.mode == Experiment.Mode.RESTART:
+        max_slots = 1
+    for done, slot in enumerate(pending):
+        if max_slots is not None and done >= max_slots:
+            return _wait(experiment, slot)
+        _run_slot(experiment, slot, trigger)
+    return experiment_finish(experiment=experiment)
+
+
+def _wait(experiment, slot):
+    engine = experiment.engine(slot.arm)
+    if experiment.mode == Experiment.Mode.RESTART:
+        flags = ", ".join(experiment.flags) or "the flags under test"
+        experiment.reason = (
+            f"Restart {engine.name} into arm {slot.arm}'s configuration ({flags}), wait until it answers, "
+            f"then continue: repetition {slot.order + 1} of {2 * experiment.reps} is arm {slot.arm}."
+        )
+    else:
+        experiment.reason = f"Paused before repetition {slot.order + 1} (arm {slot.arm})."
+    experiment.status = Experiment.Status.WAITING
+    experiment.save(update_fields=["status", "reason"])
+    return experiment
+
+
+def _observe(engine):
+    try:
+        return launchconfig.observe_now(engine)
+    except Exception:  # an unreadable unit leaves the slot unverified, it does not stop the experiment
+        log.exception("configuration of %s not observed", engine.name)
+        return None
+
+
+def _run_slot(experiment, slot, trigger):
+    a = _observe(experiment.engine_a)
+    b = a if experiment.engine_b_id == experiment.engine_a_id else _observe(experiment.engine_b)
+    slot.snapshot_a, slot.snapshot_b = a, b
+    engine = experiment.engine(slot.arm)
+    engine.refresh_from_db()
+    spec = RunSpec(
+        engine_name=engine.name, engine_kind=engine.kind, base_url=engine.base_url, **_spec_fields(experiment.workload)
+    )
+    slot.run = run_create(engine=engine, spec=spec, trigger=trigger, user=experiment.created_by)
+    slot.save(update_fields=["snapshot_a", "snapshot_b", "run"])
+    run_execute(run=slot.run)
+
+
+def experiment_finish(*, experiment):
+    """After the last slot: a last look at both arms' configurations, validity, the verdict."""
+    if experiment.mode == Experiment.Mode.SIDE_BY_SIDE:
+        final = {"A": _observe(experiment.engine_a), "B": _observe(experiment.engine_b)}
+    else:  # one engine: what runs now is the last slot's arm
+        final = {experiment.slots.order_by("-order").first().arm: _observe(experiment.engine_a)}
+    mark_validity(experiment=experiment, final=final)
+    runs = Run.objects.filter(experiment_slot__experiment=experiment)
+    failed = runs.exclude(status=Run.Status.DONE).count()
+    experiment.verdict = experiment_summary(experiment=experiment)
+    experiment.status = Experiment.Status.DONE
+    experiment.reason = (
+        f"{failed} of {runs.count()} repetitions failed (kept, left out of the verdict)" if failed else ""
+    )
+    if not experiment.verdict["enough"]:
+        experiment.status = Experiment.Status.FAILED
+        experiment.reason = (experiment.reason + "; " if experiment.reason else "") + experiment.verdict[
+            "enough_reason"
+        ]
+    experiment.finished_at = timezone.now()
+    experiment.save(update_fields=["verdict", "status", "reason", "finished_at"])
+    return experiment
+
+
+def mark_validity(*, experiment, final=None):
+    """A slot is invalid when its arm's snapshot is not the one the arm began with (FINAL: the
+    snapshots read after the last slot, which judge each arm's last slot too)."""
+    baseline = {}
+    slots = list(experiment.slots.select_related("snapshot_a", "snapshot_b").order_by("order"))
+    for slot in slots:
+        snap = slot.snapshot()
+        if slot.run_id is None:
+            continue
+        base = baseline.setdefault(slot.arm, snap)
+        slot.valid, slot.invalid_reason = True, ""
+        if base is not None and snap is not None and snap.hash != base.hash:
+            slot.valid = False
+            slot.invalid_reason = (
+                f"arm {slot.arm}'s configuration changed mid-experiment: snapshot {snap.pk} "
+                f"(was {base.pk}): " + _change_text(base, snap)
+            )
+    for arm, snap in (final or {}).items():
+        ran = [s for s in slots if s.arm == arm and s.run_id is not None]
+        base = baseline.get(arm)
+        if ran and ran[-1].valid and base is not None and snap is not None and snap.hash != base.hash:
+            ran[-1].valid = False
+            ran[-1].invalid_reason = (
+                f"arm {arm}'s configuration had changed by the end of the experiment (snapshot {snap.pk}, "
+                f"was {base.pk}), during or after this repetition: " + _change_text(base, snap)
+            )
+    Slot.objects.bulk_update(slots, ["valid", "invalid_reason"])
+    return slots
+
+
+def _change_text(before, after):
+    lines = launchconfig.diff(before.data or {}, after.data or {})
+    return (
+        "; ".join(f"{n} {o} → {v}" + (f" ({origin})" if origin else "") for n, o, v, origin in lines) or "the account"
+    )
+
+
+# --- verify the variant ---------------------------------------------------------------------------
+
+
+def _baselines(experiment):
+    out = {}
+    for slot in experiment.slots.select_related("snapshot_a", "snapshot_b").order_by("order"):
+        if slot.arm not in out and slot.run_id is not None:
+            out[slot.arm] = slot.snapshot()
+    return out
+
+
+def _port(engine):
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(engine.url).port
+    except ValueError:
+        return None
+
+
+def _only_the_address(experiment, a_value, b_value):
+    """Whether two side-by-side units' values differ only by each one's own port or name (two
+    units cannot listen on one port: that difference is the setup, not the variant)."""
+    pa, pb = _port(experiment.engine_a), _port(experiment.engine_b)
+    if pa is None or pb is None:
+        return False
+    b_as_a = b_value.replace(str(pb), str(pa)).replace(experiment.engine_b.name, experiment.engine_a.name)
+    return b_as_a == a_value
+
+
+def arm_difference(*, experiment):
+    """The configuration difference between the arms' first snapshots, and whether it is exactly
+    the flags the experiment names: {lines, names, expected, ignored, warnings, exact}."""
+    snaps = _baselines(experiment)
+    expected = list(experiment.flags or [])
+    warnings = []
+    for arm in "AB":
+        if arm in snaps and snaps[arm] is None:
+            warnings.append(
+                f"Arm {arm} ({experiment.engine(arm).name}) has no configuration snapshot SparkOps could read "
+                "(no unit, or the unit could not be read): the variant is not verified."
+            )
+    a, b = snaps.get("A"), snaps.get("B")
+    if a is None or b is None:
+        return {"lines": [], "names": [], "expected": expected, "ignored": [], "warnings": warnings, "exact": False}
+    lines, ignored = [], []
+    for n, o, v, origin in launchconfig.diff(a.data or {}, b.data or {}):
+        if experiment.mode == Experiment.Mode.SIDE_BY_SIDE and _only_the_address(experiment, o, v):
+            ignored.append(n)
+        else:
+            lines.append({"name": n, "a": o, "b": v, "origin": origin})
+    names = sorted({line["name"] for line in lines})
+    if not lines:
+        warnings.append("The arms' configurations are the same: this compares an engine with itself.")
+    elif names != sorted(expected):
+        extra = [n for n in names if n not in expected]
+        missing = [n for n in expected if n not in names]
+        parts = []
+        if extra:
+            parts.append("they also differ in " + ", ".join(extra))
+        if missing:
+            parts.append("they do not differ in " + ", ".join(missing))
+        named = ", ".join(expected) or "no flags"
+        warnings.append(
+            f"The arms do not differ by exactly the flags this experiment names ({named}): {'; '.join(parts)}."
+        )
+    return {
+        "lines": lines,
+        "names": names,
+        "expected": expected,
+        "ignored": ignored,
+        "warnings": warnings,
+        "exact": bool(lines) and names == sorted(expected),
+    }
+
+
+# --- the figures ------------------------------------------------------------------------------------
+
+
+def run_aggregate_decode(run):
+    """Total completion tokens (after each stream's first) over the span from the first stream's
+    first token to the last stream's last token, per repetition of the run; their median."""
+    by_index = {}
+    for rep in run.repetitions.all():
+        if rep.ok and rep.completion_tokens and rep.chunk_summary.get("first_ms") is not None:
+            start = rep.started_at.timestamp() * 1000
+            first, last = start + rep.chunk_summary["first_ms"], start + rep.chunk_summary["last_ms"]
+            by_index.setdefault(rep.index, []).append((rep.completion_tokens - 1, first, last))
+    rates = []
+    for streams in by_index.values():
+        span = max(s[2] for s in streams) - min(s[1] for s in streams)
+        if span > 0:
+            rates.append(sum(s[0] for s in streams) / (span / 1000))
+    return statistics.median(rates) if rates else None
+
+
+def _figure(run, key):
+    return ((run.stats or {}).get(key) or {}).get("median")
+
+
+def _quality(slots):
+    """Pass count: repetitions whose run finished with no failed check, of those that ran."""
+    ran = [s for s in slots if s.run is not None and s.run.status not in (Run.Status.QUEUED, Run.Status.RUNNING)]
+    passed = [s for s in ran if s.run.status == Run.Status.DONE and not any(c.get("ok") is False for c in s.run.checks)]
+    return {"passed": len(passed), "of": len(ran), "what": "repetitions that finished with every check passed"}
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def experiment_summary(*, experiment):
+    """Everything the page and `sparkops bench ab --json` show: arms, difference, slots, verdict."""
+    slots = list(
+        experiment.slots.select_related("run", "snapshot_a", "snapshot_b").prefetch_related("run__repetitions")
+    )
+    counted = {
+        arm: [s for s in slots if s.arm == arm and s.valid and s.run and s.run.status == Run.Status.DONE]
+        for arm in "AB"
+    }
+    values = {key: {arm: [_figure(s.run, key) for s in counted[arm]] for arm in "AB"} for key, _, _ in stats.FIGURES}
+    figures = stats.verdict(values, seed=experiment.seed)
+    arms = {}
+    for arm in "AB":
+        arm_slots = [s for s in slots if s.arm == arm]
+        arms[arm] = {
+            "engine": experiment.engine(arm).name,
+            "aggregate_decode_tokens_per_s": _median(run_aggregate_decode(s.run) for s in counted[arm]),
+            "per_stream_decode_tokens_per_s": figures["decode_tokens_per_s"]["median_" + arm.lower()],
+            "ttft_ms": figures["ttft_ms"]["median_" + arm.lower()],
+            "total_ms": figures["total_ms"]["median_" + arm.lower()],
+            "reps_counted": len(counted[arm]),
+            "reps_invalid": sum(1 for s in arm_slots if not s.valid),
+            "reps_total": len(arm_slots),
+            "quality": _quality(arm_slots),
+        }
+    enough = all(len(counted[arm]) >= MIN_REPS for arm in "AB")
+    return {
+        "experiment": experiment.pk,
+        "name": experiment.name,
+        "mode": experiment.mode,
+        "workload": experiment.workload,
+        "workload_hash": experiment.workload_hash,
+        "flags": experiment.flags,
+        "arms": arms,
+        "difference": arm_difference(experiment=experiment),
+        "figures": figures,
+        "ratio": {k: f["ratio"] for k, f in figures.items()},
+        "ci_low": {k: f["ci_low"] for k, f in figures.items()},
+        "ci_high": {k: f["ci_high"] for k, f in figures.items()},
+        "verdict": {k: f["verdict"] for k, f in figures.items()},
+        "method": method_text(experiment),
+        "enough": enough,
+        "enough_reason": "" if enough else f"fewer than {MIN_REPS} valid, finished repetitions in an arm: no verdict",
+        "slots": [_slot_row(s) for s in slots],
+    }
+
+
+def method_text(experiment):
+    return (
+        f"Ratio of medians B / A over each arm's valid repetitions; 95 % percentile bootstrap interval "
+        f"({stats.RESAMPLES} resamples, seed {experiment.seed}); a word only when the interval excludes 1 "
+        f"and the ratio is at least {stats.MIN_EFFECT:.0%} from it. Lower is better for TTFT and total time."
+    )
+
+
+def _slot_row(slot):
+    run = slot.run
+    snap = slot.snapshot()
+    return {
+        "order": slot.order + 1,
+        "arm": slot.arm,
+        "run": run.pk if run else None,
+        "status": run.status if run else "pending",
+        "reason": run.reason if run else "",
+        "tainted": bool(run and run.tainted),
+        "decode_tokens_per_s": _figure(run, "decode_tokens_per_s") if run else None,
+        "ttft_ms": _figure(run, "ttft_ms") if run else None,
+        "total_ms": _figure(run, "total_ms") if run else None,
+        "snapshot": snap.pk if snap else None,
+        "snapshot_hash": snap.hash[:10] if snap else None,
+        "valid": slot.valid,
+        "invalid_reason": slot.invalid_reason,
+    }
+
+
+# --- the change log ---------------------------------------------------------------------------------
+
+
+def _fmt(value, digits=3):
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def experiment_record(*, experiment, user=None):
+    """ "Record the verdict": a change-log `measurement` entry with the table, the method and
+    evidence (the experiment's page and every counted run). Once per experiment."""
+    from dashboard.changelog.grammar import EvidenceLine
+    from dashboard.changelog.services import entry_create
+
+    if experiment.status != Experiment.Status.DONE:
+        raise ExperimentError(f"experiment {experiment.pk} is {experiment.status}: only a finished one has a verdict")
+    if experiment.entry_id:
+        raise ExperimentError(
+            f"the verdict of experiment {experiment.pk} is already change-log entry {experiment.entry_id}"
+        )
+    v = experiment.verdict
+    decode = v["figures"]["decode_tokens_per_s"]
+    a, b = v["arms"]["A"]["engine"], v["arms"]["B"]["engine"]
+    band = f"{_fmt(decode['ratio'], 2)}× [{_fmt(decode['ci_low'], 2)}–{_fmt(decode['ci_high'], 2)}]"
+    if decode["verdict"] in ("faster", "slower"):
+        title = f"A/B {experiment.name}: B ({b}) {decode['verdict']} than A ({a}) on decode, {band}"
+    else:
+        title = f"A/B {experiment.name}: B ({b}) vs A ({a}) on decode: {decode['verdict']}, {band}"
+    body = [
+        f"Experiment {experiment.pk} ({experiment.get_mode_display()}), workload {experiment.workload_hash} "
+        f"(depth {experiment.workload.get('depth')}, {experiment.workload.get('output_tokens')} output tokens, "
+        f"{experiment.workload.get('mode')}), {experiment.reps} repetitions per arm alternated A, B, A, B.",
+        "",
+        "| figure | A median | B median | B / A | 95 % interval | verdict |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for f in v["figures"].values():
+        body.append(
+            f"| {f['label']} | {_fmt(f['median_a'], 1)} | {_fmt(f['median_b'], 1)} | {_fmt(f['ratio'])} | "
+            f"{_fmt(f['ci_low'])}–{_fmt(f['ci_high'])} | {f['verdict']} |"
+        )
+    diff = v["difference"]
+    body += [
+        "",
+        "Difference between the arms: "
+        + ("; ".join(f"{d['name']} {d['a']} → {d['b']}" for d in diff["lines"]) or "none seen"),
+    ]
+    body += [f"Warning: {w}" for w in diff["warnings"]]
+    invalid = [s for s in v["slots"] if not s["valid"]]
+    if invalid:
+        body.append(f"Left out as invalid: repetitions {', '.join(str(s['order']) for s in invalid)}.")
+    for arm in "AB":
+        q = v["arms"][arm]["quality"]
+        body.append(f"Quality, arm {arm}: {q['passed']} of {q['of']} {q['what']}.")
+    body += ["", v["method"]]
+    evidence = [EvidenceLine(kind="url", url=f"/experiments/{experiment.pk}/")]
+    evidence += [EvidenceLine(kind="benchmark_run", ref_id=s["run"]) for s in v["slots"] if s["run"] and s["valid"]]
+    with transaction.atomic():
+        entry = entry_create(
+            author=user,
+            effective_at=experiment.finished_at or timezone.now(),
+            title=title[:200],
+            kind="measurement",
+            engines=list({experiment.engine_a, experiment.engine_b}),
+            body_md="\n".join(body),
+            evidence=evidence,
+        )
+        experiment.entry_id = entry.pk
+        experiment.save(update_fields=["entry_id"])
+    return entry

@@ -1,0 +1,83 @@
+"""The verdict of an A/B experiment: per figure, the ratio of medians B / A with a seeded
+percentile bootstrap interval, and a word.
+
+Why a bootstrap and not a rank test: with three repetitions per arm the Mann–Whitney test's
+smallest two-sided p is 0.1, so it could never say "faster" at the field report's minimum.
+The bootstrap resamples each arm's valid repetitions with replacement (RESAMPLES times, from
+random.Random(seed): the same runs always give the same interval), takes the ratio of the
+resampled medians, and reports its 2.5th and 97.5th percentiles (a 95 % percentile interval).
+
+The word: "faster" or "slower" when the interval lies wholly on one side of 1 and the ratio is
+at least MIN_EFFECT away from it; otherwise "no difference within noise". MIN_EFFECT is the
+resolution of the method (a scheduler's jitter moves a median by a fraction of a percent), so a
+0.3 % gap between two identical engines that happens to be steady is not called a win. For decode
+higher is better; for TTFT and total time lower is better, so B "faster" there is a ratio below 1."""
+
+import random
+import statistics
+
+RESAMPLES = 2000
+CONFIDENCE = 0.95
+MIN_EFFECT = 0.01
+FIGURES = (  # (key in a run's stats, label, higher is better)
+    ("decode_tokens_per_s", "decode tok/s", True),
+    ("ttft_ms", "TTFT ms", False),
+    ("total_ms", "total time ms", False),
+)
+
+
+def percentile(sorted_values, q):
+    """Linear-interpolated percentile (q in 0..1) of already sorted values."""
+    pos = q * (len(sorted_values) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def bootstrap_ratio(a, b, *, seed, resamples=RESAMPLES, confidence=CONFIDENCE):
+    """(ratio of medians B/A, low, high) of the percentile bootstrap; None when an arm is empty
+    or A's median is 0."""
+    if not a or not b or statistics.median(a) == 0:
+        return None
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(resamples):
+        ma = statistics.median(rng.choices(a, k=len(a)))
+        mb = statistics.median(rng.choices(b, k=len(b)))
+        if ma:
+            ratios.append(mb / ma)
+    ratios.sort()
+    tail = (1 - confidence) / 2
+    return statistics.median(b) / statistics.median(a), percentile(ratios, tail), percentile(ratios, 1 - tail)
+
+
+def word(ratio, low, high, *, higher_is_better):
+    """'faster', 'slower' or 'no difference within noise' for B against A."""
+    if low <= 1 <= high or abs(ratio - 1) < MIN_EFFECT:
+        return "no difference within noise"
+    b_higher = low > 1
+    return "faster" if b_higher == higher_is_better else "slower"
+
+
+def verdict(values, *, seed):
+    """VALUES: {figure: {"A": [...], "B": [...]}} of valid repetitions → {figure: result}."""
+    out = {}
+    for key, label, higher in FIGURES:
+        arms = values.get(key) or {}
+        a, b = [v for v in arms.get("A", ()) if v is not None], [v for v in arms.get("B", ()) if v is not None]
+        result = bootstrap_ratio(a, b, seed=seed)
+        row = {
+            "label": label,
+            "higher_is_better": higher,
+            "median_a": statistics.median(a) if a else None,
+            "median_b": statistics.median(b) if b else None,
+            "n_a": len(a),
+            "n_b": len(b),
+        }
+        if result is None:
+            row.update(ratio=None, ci_low=None, ci_high=None, verdict="not measured")
+        else:
+            ratio, low, high = result
+            row.update(ratio=ratio, ci_low=low, ci_high=high, verdict=word(ratio, low, high, higher_is_better=higher))
+        out[key] = row
+    return out
