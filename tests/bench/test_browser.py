@@ -21,8 +21,9 @@ if not Path(CHROMIUM).exists():
     pytest.skip("needs Debian's chromium at /usr/bin/chromium", allow_module_level=True)
 
 
-def _done_run(profile, when, median):
+def _done_run(profile, when, median, regression=False):
     run = Run.objects.create(
+        regression=regression,
         engine=profile.engine,
         profile=profile,
         params_hash=profile.params_hash,
@@ -42,8 +43,9 @@ def test_profile_trend_draws_runs_and_change_log_entries(live_server, operator, 
 
     profile = Profile.objects.create(name="deep-32k", engine=fleet["vllm"], depth=32768)
     now = timezone.now()
-    _done_run(profile, now - timedelta(hours=3), 60.0)
-    _done_run(profile, now - timedelta(hours=1), 45.0)
+    for i, median in enumerate((60.0, 60.5, 59.5, 60.2, 59.8)):
+        _done_run(profile, now - timedelta(hours=3, minutes=10 - i), median)
+    _done_run(profile, now - timedelta(hours=1), 45.0, regression=True)
     entry = Entry.objects.create(
         effective_at=now - timedelta(hours=2), kind="flag_change", title="--max-num-seqs 8 -> 16"
     )
@@ -64,7 +66,17 @@ def test_profile_trend_draws_runs_and_change_log_entries(live_server, operator, 
             page.wait_for_selector(f"#{panel} .main-svg", timeout=10000)
         hover = page.evaluate("document.getElementById('trend-decode').layout.annotations.map(a => a.hovertext)")
         assert hover == ["--max-num-seqs 8 -> 16"]
-        assert page.evaluate("document.getElementById('trend-decode').data[0].y") == [60.0, 45.0]
+        medians = page.evaluate("document.getElementById('trend-decode').data[0].y")
+        assert medians == [60.0, 60.5, 59.5, 60.2, 59.8, 45.0]
+        # The noise band: the 45.0 run is a regression (red, outside); the band comes from the five before it,
+        # median 60.0 ± max(5 % = 3.0, 3 × spread 1.0 = 3.0).
+        band = page.evaluate(
+            "document.getElementById('trend-decode').layout.shapes.filter(s => s.type === 'rect').map(s => [s.y0, s.y1])"
+        )
+        assert band == [[pytest.approx(57.0), pytest.approx(63.0)]]
+        shots = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+        shots.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shots / "bench-trend-desk.png"), full_page=True)
         page.click("#theme-toggle")
         wait_for_js(
             page,
