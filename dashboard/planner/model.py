@@ -69,9 +69,10 @@ class Row:
             "date": self.date,
             "engine": self.engine,
             "util": self.share,
-            "kv_gib": None if self.kv_gib is None else round(self.kv_gib, 2),
+            "kv_gib": None if self.kv_gib is None else round(self.kv_gib, 4),
             "pool_tokens": self.pool_tokens,
             "window": self.window,
+            "tokens_per_gib": self.tokens_per_gib,
         }
 
     def label(self):

@@ -1,0 +1,112 @@
+"""Real headless Chromium on the planner page: moving a share changes the predictions without a
+reload (the same numbers as `sparkops plan`), "Record as a claim" writes the change-log entry,
+and the change log lists it. Screenshots at desk and phone sizes in artifacts/screenshots/."""
+
+from pathlib import Path
+
+import pytest
+
+from dashboard.changelog.models import Entry
+from dashboard.models.ledgers import GIB
+from dashboard.planner.models import BoxSetting
+
+from .appendix import THROUGH_0819
+from .conftest import feed, plan_json
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+
+if not Path(CHROMIUM).exists():
+    pytest.skip("needs Debian's chromium at /usr/bin/chromium", allow_module_level=True)
+
+
+@pytest.fixture
+def browser(live_server, operator, monkeypatch):
+    from playwright.sync_api import sync_playwright
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def _login(browser, live_server, viewport):
+    page = browser.new_page(viewport=viewport)
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    page.goto(live_server.url + "/login/?next=/changelog/")
+    page.fill("#id_username", "otto")
+    page.fill("#id_password", "otto-password-123")
+    page.click("button[type=submit]")
+    page.wait_for_url(live_server.url + "/changelog/")
+    page.errors = errors
+    return page
+
+
+@pytest.fixture
+def field_box(spark):
+    feed(THROUGH_0819)
+    spark.latest = {"host": {"mem_total_bytes": 121 * GIB, "mem_used_bytes": 100 * GIB}}
+    spark.save(update_fields=["latest"])
+    BoxSetting.objects.create(host=spark, headroom_gib=20)
+    return spark
+
+
+def test_share_moves_predictions_then_record_the_claim(browser, live_server, field_box):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = _login(browser, live_server, {"width": 1280, "height": 800})
+    page.goto(f"{live_server.url}/planner/{field_box.name}/")
+    card = page.locator("#plan-nemotron")
+    conc = card.locator('[data-out="concurrency"]')
+    assert conc.inner_text() == "21.19× at 131,072"  # the measured row at its current share
+    page.evaluate("window.__noReload = 1")
+
+    card.locator("input[name=util]").fill("0.30")  # move the share
+    expected = plan_json("--engine", "nemotron", "--util", "0.30")
+    page.wait_for_function(
+        "document.querySelector('#plan-nemotron [data-out=concurrency]').innerText.startsWith('33.')"
+    )
+    assert conc.inner_text() == f"{expected['concurrency']:.2f}× at 131,072"
+    assert page.evaluate("window.__noReload") == 1  # the same document: no reload
+    assert conc.inner_text() == "33.36× at 131,072"  # 4,372,707 / 131,072: the row measured at 0.30
+
+    card.locator("input[name=util]").fill("0.25")
+    card.locator("input[name=window]").fill("262144")  # the 2026-08-20 raise
+    raised = plan_json("--engine", "nemotron", "--util", "0.25", "--window", "262144")
+    page.wait_for_function("document.querySelector('#plan-nemotron [data-out=raise]').innerText.startsWith('naive')")
+    text = card.locator('[data-out="raise"]').inner_text()
+    assert (
+        f"naive {raised['naive_concurrency']:.2f}×" in text
+        and "no earlier raise of this engine is in the ledger" in text
+    )
+    assert card.locator('[data-out="pool_tokens"]').inner_text() == f"{raised['pool_tokens']:,} tokens"
+    assert "GiB free" in page.inner_text("#box-plan")
+
+    page.locator("#plan-q38 .min").fill("3")  # the suggestion: q38 is the KV-starved half
+    page.locator("#plan-q38 input[name=window]").fill("262144")
+    page.wait_for_function("document.querySelector('#suggestion').innerText.includes('fewest tokens per GiB')")
+    assert "goes to q38" in page.inner_text("#suggestion")
+    page.screenshot(path=str(SHOTS / "planner-desk.png"), full_page=True)
+
+    card.get_by_role("button", name="Record as a claim").click()
+    page.wait_for_selector("#entry-title")
+    entry = Entry.objects.get()
+    assert page.url == live_server.url + entry.get_absolute_url()
+    claim = entry.claims.get(metric="concurrency")
+    assert (claim.predicted, claim.window, claim.engine.name) == (raised["concurrency"], 262144, "nemotron")
+
+    page.goto(live_server.url + "/changelog/")
+    assert entry.title in page.inner_text("body")  # the change log lists it
+    assert page.errors == []
+
+    phone = _login(browser, live_server, {"width": 390, "height": 844})
+    phone.goto(f"{live_server.url}/planner/{field_box.name}/")
+    phone.locator("#plan-q38 input[name=util]").fill("0.38")
+    phone.wait_for_function("document.querySelector('#plan-q38 [data-out=concurrency]').innerText.startsWith('4.')")
+    assert phone.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")  # no sideways scroll
+    phone.screenshot(path=str(SHOTS / "planner-phone.png"), full_page=True)
+    assert phone.errors == []
