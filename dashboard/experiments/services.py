@@ -23,6 +23,7 @@ from dashboard.benchmarks.hashing import HASH_FIELDS, PROMPT_VERSION, stable_has
 from dashboard.benchmarks.models import MAX_DEPTH, MAX_OUTPUT, MAX_TIMEOUT_S, Run
 from dashboard.benchmarks.services import run_create, run_execute
 from dashboard.benchmarks.spec import RunSpec
+from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
 from dashboard.services import launchconfig
 
 from . import stats
@@ -135,7 +136,17 @@ def _claim(experiment):
         pk=experiment.pk, status__in=[Experiment.Status.QUEUED, Experiment.Status.WAITING]
     ).update(status=Experiment.Status.RUNNING, reason="")
     experiment.refresh_from_db()
+    if moved:
+        _publish(experiment)
     return moved == 1
+
+
+def _publish(experiment):
+    """An "experiment.progress" event: its page redraws (server-rendered) on each one."""
+    statuses = list(experiment.slots.values_list("run__status", flat=True))
+    done = sum(1 for s in statuses if s not in (None, Run.Status.QUEUED, Run.Status.RUNNING))
+    payload = {"experiment": experiment.pk, "status": experiment.status, "done": done, "total": len(statuses)}
+    publish_on_commit(GROUP_ALL, LiveEvent(type="experiment.progress", payload=payload))
 
 
 def experiment_advance(*, experiment, max_slots=None, trigger=Run.Trigger.MANUAL):
@@ -166,6 +177,7 @@ def _wait(experiment, slot):
         experiment.reason = f"Paused before repetition {slot.order + 1} (arm {slot.arm})."
     experiment.status = Experiment.Status.WAITING
     experiment.save(update_fields=["status", "reason"])
+    _publish(experiment)
     return experiment
 
 
@@ -189,6 +201,7 @@ def _run_slot(experiment, slot, trigger):
     slot.run = run_create(engine=engine, spec=spec, trigger=trigger, user=experiment.created_by)
     slot.save(update_fields=["snapshot_a", "snapshot_b", "run"])
     run_execute(run=slot.run)
+    _publish(experiment)
 
 
 def experiment_finish(*, experiment):
@@ -212,6 +225,7 @@ def experiment_finish(*, experiment):
         ]
     experiment.finished_at = timezone.now()
     experiment.save(update_fields=["verdict", "status", "reason", "finished_at"])
+    _publish(experiment)
     return experiment
 
 

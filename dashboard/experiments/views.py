@@ -1,0 +1,95 @@
+"""Experiment pages: the list, a new experiment, one experiment (arms, difference, the alternated
+repetitions, the verdict), continue after a restart, record the verdict."""
+
+from django.contrib import messages
+from django.http import JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from dashboard.benchmarks.models import Run
+from dashboard.roles import role_required
+
+from .forms import ExperimentForm
+from .models import Experiment
+from .services import ExperimentError, experiment_create, experiment_enqueue, experiment_record, experiment_summary
+
+LIVE = (Experiment.Status.QUEUED, Experiment.Status.RUNNING)
+
+
+def index(request):
+    experiments = Experiment.objects.select_related("engine_a", "engine_b")[:100]
+    return render(request, "experiments/index.html", {"experiments": experiments})
+
+
+@role_required("operator")
+def create(request):
+    form = ExperimentForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        try:
+            experiment = experiment_create(
+                name=d["name"],
+                engine_a=d["engine_a"],
+                engine_b=d["engine_b"],
+                workload={"depth": d["depth"], "output_tokens": d["output_tokens"], "mode": d["mode"]},
+                reps=d["reps"],
+                flags=form.flag_list(),
+                user=request.user,
+            )
+        except ExperimentError as exc:
+            form.add_error(None, str(exc))
+        else:
+            experiment_enqueue(experiment=experiment)
+            messages.success(request, f"Experiment {experiment.pk} queued.")
+            return redirect("experiments:detail", pk=experiment.pk)
+    return render(request, "experiments/new.html", {"form": form})
+
+
+def _progress(experiment):
+    statuses = list(experiment.slots.values_list("run__status", flat=True))
+    done = sum(1 for s in statuses if s not in (None, Run.Status.QUEUED, Run.Status.RUNNING))
+    return {"experiment": experiment.pk, "status": experiment.status, "done": done, "total": len(statuses)}
+
+
+def detail(request, pk):
+    experiment = get_object_or_404(Experiment.objects.select_related("engine_a", "engine_b", "created_by"), pk=pk)
+    if request.GET.get("format") == "progress":  # experiment.js catches up with this when its socket opens
+        return JsonResponse(_progress(experiment))
+    finished = experiment.status in (Experiment.Status.DONE, Experiment.Status.FAILED) and experiment.verdict
+    summary = experiment.verdict if finished else experiment_summary(experiment=experiment)
+    return render(
+        request,
+        "experiments/detail.html",
+        {
+            "experiment": experiment,
+            "s": summary,
+            "progress": _progress(experiment),
+            "live": experiment.status in LIVE,
+            "finished": bool(finished),
+        },
+    )
+
+
+@role_required("operator")
+@require_POST
+def resume(request, pk):
+    experiment = get_object_or_404(Experiment.objects.select_related("engine_a__host"), pk=pk)
+    if experiment.status != Experiment.Status.WAITING:
+        messages.error(request, f"Experiment {experiment.pk} is {experiment.status}, not waiting for a restart.")
+    else:
+        experiment_enqueue(experiment=experiment)
+        messages.success(request, "Continuing: both arms' configurations are read again before the next repetition.")
+    return redirect("experiments:detail", pk=experiment.pk)
+
+
+@role_required("operator")
+@require_POST
+def record(request, pk):
+    experiment = get_object_or_404(Experiment.objects.select_related("engine_a", "engine_b"), pk=pk)
+    try:
+        entry = experiment_record(experiment=experiment, user=request.user)
+    except ExperimentError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Verdict recorded as change-log entry {entry.pk}.")
+    return redirect("experiments:detail", pk=experiment.pk)

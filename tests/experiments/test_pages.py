@@ -1,0 +1,72 @@
+"""Experiment pages: the form (bad input re-renders, changes nothing), the page of a finished
+experiment, "record the verdict" as a change-log measurement entry with evidence, roles."""
+
+import pytest
+from django.urls import reverse
+
+from dashboard.changelog.models import Entry
+from dashboard.experiments.models import Experiment
+from dashboard.experiments.services import experiment_advance, experiment_create
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_form_refuses_bad_input_and_creates_nothing(operator_client, fleet):
+    data = {
+        "name": "x",
+        "engine_a": fleet["vllm"].pk,
+        "engine_b": fleet["vllm"].pk,
+        "reps": 2,
+        "depth": 0,
+        "output_tokens": 16,
+        "mode": "cold",
+        "flags": "",
+    }
+    resp = operator_client.post(reverse("experiments:new"), data)
+    assert resp.status_code == 200 and "Ensure this value is greater than or equal to 3" in resp.content.decode()
+    resp = operator_client.post(reverse("experiments:new"), {**data, "reps": 3, "flags": "mtp"})
+    assert "&#x27;mtp&#x27; is not a launch flag" in resp.content.decode()
+    assert Experiment.objects.count() == 0
+
+
+def test_viewer_reads_but_cannot_start_or_record(viewer_client, fleet):
+    e = experiment_create(name="ro", engine_a=fleet["vllm"], engine_b=fleet["llama"], workload={"depth": 0})
+    assert viewer_client.get(reverse("experiments:detail", args=[e.pk])).status_code == 200
+    assert viewer_client.get(reverse("experiments:new")).status_code == 403
+    assert viewer_client.post(reverse("experiments:record", args=[e.pk])).status_code == 403
+    assert viewer_client.get(reverse("experiments:index")).status_code == 200
+
+
+def test_finished_page_and_record_the_verdict(operator_client, sim, make_engine):
+    a = make_engine(sim("vllm", rate=100.0, ttft=0.01).url, name="ctl")
+    b = make_engine(sim("vllm", rate=50.0, ttft=0.01).url, name="var")
+    e = experiment_advance(
+        experiment=experiment_create(
+            name="half speed", engine_a=a, engine_b=b, workload={"depth": 0, "output_tokens": 24}
+        )
+    )
+    assert e.status == "done", e.reason
+    page = operator_client.get(reverse("experiments:detail", args=[e.pk])).content.decode()
+    assert page.count('<tr class=""><td>') == 6 and "percentile bootstrap" in page
+    assert 'class="verdict-slower">slower' in page  # decode at half the rate
+    assert "has no configuration snapshot" in page  # engines without a unit: the variant is not verified
+    resp = operator_client.post(reverse("experiments:record", args=[e.pk]))
+    assert resp.status_code == 302
+    e.refresh_from_db()
+    entry = Entry.objects.get(pk=e.entry_id)
+    ratio = e.verdict["ratio"]["decode_tokens_per_s"]
+    assert ratio == pytest.approx(0.5, rel=0.03)
+    assert entry.kind == "measurement"
+    assert entry.title.startswith(f"A/B half speed: B (var) slower than A (ctl) on decode, {ratio:.2f}× [")
+    assert "| decode tok/s |" in entry.body_md and "95 % percentile bootstrap" in entry.body_md
+    runs = sorted(s.run_id for s in e.slots.all())
+    evidence = list(entry.evidence.all())
+    assert evidence[0].url == f"/experiments/{e.pk}/"
+    assert sorted(ev.ref_id for ev in evidence[1:]) == runs
+    assert set(entry.engines.all()) == {a, b}
+    # Once only: a second press changes nothing and says why.
+    operator_client.post(reverse("experiments:record", args=[e.pk]))
+    assert Entry.objects.filter(kind="measurement").count() == 1
+    assert (
+        "already change-log entry" in operator_client.get(reverse("experiments:detail", args=[e.pk])).content.decode()
+    )
