@@ -12,6 +12,7 @@ A sweep stops early, and says why, when
 from __future__ import annotations
 
 from django.db import transaction
+from django.template.loader import render_to_string
 from django.utils import timezone
 
 from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
@@ -21,6 +22,7 @@ from .hashing import HASH_FIELDS, PROMPT_VERSION, stable_hash
 from .models import MAX_CONCURRENCY, MAX_DEPTH, MAX_OUTPUT, MAX_REPS, Run, Sweep
 from .services import run_create, run_execute
 from .spec import RunSpec
+from .sweep_export import chart_data
 
 MAX_CELLS = 16
 SATURATION_GAIN = 0.05
@@ -110,9 +112,16 @@ def sweep_enqueue(**kw):
     return sweep
 
 
-def _publish(sweep, **extra):
+def _publish(sweep, row=None):
+    """The sweep page's live event: its status, and the cell row that changed (pre-rendered) with the chart's numbers."""
     payload = {"sweep": sweep.pk, "status": sweep.status, "stop_reason": sweep.stop_reason, "reason": sweep.reason}
-    publish_on_commit(GROUP_ALL, LiveEvent(type="bench.sweep", payload={**payload, **extra}))
+    if row is not None:
+        payload.update(
+            value=row["value"],
+            html=render_to_string("bench/_sweep_row.html", {"sweep": sweep, "r": row}),
+            chart=chart_data(sweep),
+        )
+    publish_on_commit(GROUP_ALL, LiveEvent(type="bench.sweep", payload=payload))
 
 
 def _cell_run(sweep, value):
@@ -141,14 +150,14 @@ def sweep_execute(*, sweep):
     if claimed != 1:
         return sweep
     _publish(sweep)
-    for index, value in enumerate(sweep.values):
+    for value in sweep.values:
         run = _cell_run(sweep, value)
-        _publish(sweep, cell=index, value=value, run=run.pk, row=None)
+        _publish(sweep, {"value": value, "state": "running", "run": run.pk})
         row = cell_row(run_execute(run=run), value)
         sweep.table = [*sweep.table, row]
         sweep.stop_reason = stop_reason(sweep.axis, sweep.table, sweep.error_threshold) or ""
         sweep.save(update_fields=["table", "stop_reason"])
-        _publish(sweep, cell=index, value=value, run=run.pk, row=row)
+        _publish(sweep, {"value": value, "state": "done", "cell": row})
         if sweep.stop_reason:
             break
     done = any(r["status"] == Run.Status.DONE for r in sweep.table)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import sweep_views, views
 
 app_name = "bench"
 urlpatterns = [
@@ -13,4 +13,8 @@ urlpatterns = [
     path("compare/", views.compare, name="compare"),
     path("pairs/new/", views.pair_start, name="pair-new"),
     path("pairs/<int:pk>/", views.pair_detail, name="pair"),
+    path("sweeps/new/", sweep_views.sweep_new, name="sweep-new"),
+    path("sweeps/<int:pk>/", sweep_views.sweep_detail, name="sweep"),
+    path("sweeps/<int:pk>/export.<str:fmt>", sweep_views.sweep_export, name="sweep-export"),
+    path("sweeps/<int:pk>/attach/", sweep_views.sweep_attach_view, name="sweep-attach"),
 ]

@@ -10,7 +10,7 @@ from dashboard.params import ParamError, int_param
 from dashboard.roles import role_required
 
 from .forms import PairForm, ProfileForm
-from .models import PairRun, Profile, Run
+from .models import PairRun, Profile, Run, Sweep
 from .pair import pair_create
 from .schedule import profile_cron, profile_set_schedule
 from .selectors import profile_trend, runs_for_compare
@@ -23,8 +23,11 @@ def index(request):
     profiles = Profile.objects.select_related("engine", "schedule", "schedule__crontab")
     runs = Run.objects.select_related("engine", "profile")[:RECENT]
     pairs = PairRun.objects.select_related("profile_a", "profile_b")[:10]
+    sweeps = Sweep.objects.select_related("engine")[:10]
     return render(
-        request, "bench/index.html", {"profiles": profiles, "runs": runs, "pairs": pairs, "pair_form": PairForm()}
+        request,
+        "bench/index.html",
+        {"profiles": profiles, "runs": runs, "pairs": pairs, "pair_form": PairForm(), "sweeps": sweeps},
     )
 
 

@@ -1,0 +1,71 @@
+// Sweep page: aggregate and per-stream decode against the axis (plus TTFT), drawn with the shared chart
+// helpers; while the sweep runs, each "bench.sweep" event on the live WebSocket replaces its cell's row
+// (server-rendered) and redraws the chart from the numbers it carries. Reloads once when the sweep ends.
+(function () {
+  "use strict";
+  var box = document.getElementById("sweep-status"), dataEl = document.getElementById("sweep-data");
+  if (!box || !dataEl) return;
+  var sweepId = parseInt(box.dataset.sweep, 10), data = JSON.parse(dataEl.textContent);
+  window.sweepLive = { events: 0, rows: 0 };  // inspected by the browser test
+
+  function draw() {
+    var charts = window.sparkopsCharts;
+    if (!window.Plotly || !charts) return;
+    var axisTitle = data.axis === "depth" ? "context depth (prompt tokens)" : "concurrency (streams)";
+    var x = { title: { text: axisTitle }, type: "category" };
+    var opts = { responsive: true, displaylogo: false };
+    var rates = [
+      { x: data.x, y: data.aggregate, name: "aggregate decode", mode: "lines+markers", type: "scatter",
+        error_y: { type: "data", array: data.aggregate_sd, visible: true } },
+      { x: data.x, y: data.per_stream, name: "per-stream decode", mode: "lines+markers", type: "scatter" }
+    ];
+    window.Plotly.react("sweep-chart", rates, charts.baseLayout({
+      title: { text: "Decode tokens/s" }, margin: { t: 40, r: 20, b: 50, l: 60 }, xaxis: x,
+      yaxis: { rangemode: "tozero", title: { text: "tokens/s" } }, legend: { orientation: "h", y: -0.3 } }), opts);
+    window.Plotly.react("sweep-ttft", [{ x: data.x, y: data.ttft_ms, name: "TTFT median", mode: "lines+markers",
+      type: "scatter" }], charts.baseLayout({ title: { text: "TTFT median ms" }, margin: { t: 40, r: 20, b: 50, l: 60 },
+      xaxis: x, yaxis: { rangemode: "tozero", title: { text: "ms" } }, showlegend: false }), opts);
+  }
+
+  function apply(p) {
+    window.sweepLive.events += 1;
+    if (p.html) {
+      var row = document.querySelector('#sweep-cells tr[data-value="' + p.value + '"]');
+      if (row) { row.outerHTML = p.html; window.sweepLive.rows += 1; }
+    }
+    if (p.chart) { data = p.chart; draw(); }
+    var status = document.getElementById("sweep-status-text");
+    status.textContent = p.status; status.className = "run-" + p.status;
+    if (p.stop_reason) { var stop = document.getElementById("sweep-stop"); stop.hidden = false; stop.textContent = "Stopped early: " + p.stop_reason; }
+    if (p.status !== "queued" && p.status !== "running") setTimeout(function () { location.reload(); }, 300);
+  }
+
+  function catchUp() {  // events sent before the socket joined (or while it was down) are gone: ask once
+    fetch(location.pathname + "?format=progress", { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (p) {
+        var shown = document.querySelectorAll('#sweep-cells tr[data-state="done"]').length;
+        if (p && (p.cells !== shown || p.status !== document.getElementById("sweep-status-text").textContent)) location.reload();
+      })
+      .catch(function () {});
+  }
+
+  var retry = 0;
+  function connect() {
+    var proto = location.protocol === "https:" ? "wss://" : "ws://";
+    var ws = new WebSocket(proto + location.host + "/ws/live/");
+    ws.onopen = function () { retry = 0; };
+    ws.onmessage = function (msg) {
+      var ev = JSON.parse(msg.data);
+      if (ev.type === "live.hello") catchUp();
+      if (ev.type === "bench.sweep" && ev.payload && ev.payload.sweep === sweepId) apply(ev.payload);
+    };
+    ws.onclose = function (ev) {
+      if (ev.code === 4401 || ev.code === 4403) return;
+      setTimeout(connect, Math.min(30000, 1000 * Math.pow(2, retry++)));
+    };
+  }
+
+  if (window.sparkopsCharts) window.sparkopsCharts.onThemeRedraw(draw); else draw();
+  if (box.dataset.live === "1") connect();
+})();

@@ -1,0 +1,159 @@
+"""Sweep pages: start one, watch its cells fill in live, its chart, exports, attach to the change log."""
+
+import json
+
+from django import forms
+from django.contrib import messages
+from django.http import Http404, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_POST
+
+from dashboard.changelog.models import Entry
+from dashboard.models import Engine
+from dashboard.roles import role_required
+
+from .models import MAX_CONCURRENCY, MAX_DEPTH, MAX_OUTPUT, MAX_REPS, Profile, Run, Sweep
+from .spec import RunSpec
+from .sweep import SweepError, parse_values, sweep_enqueue, sweep_validate
+from .sweep_export import chart_data, sweep_csv, sweep_markdown, sweep_summary
+from .sweep_log import AttachError, sweep_attach
+
+
+class SweepForm(forms.Form):
+    engine = forms.ModelChoiceField(queryset=Engine.objects.filter(retired_at__isnull=True).order_by("name"))
+    axis = forms.ChoiceField(choices=Sweep.Axis.choices, initial="concurrency")
+    values = forms.CharField(max_length=200, initial="1,2,4,8", help_text="Rising, comma-separated, e.g. 1,2,4,8")
+    depth = forms.IntegerField(
+        min_value=0, max_value=MAX_DEPTH, initial=0, help_text="Prompt tokens (fixed, for a concurrency sweep)"
+    )
+    concurrency = forms.IntegerField(
+        min_value=1, max_value=MAX_CONCURRENCY, initial=1, help_text="Streams (fixed, for a depth sweep)"
+    )
+    output_tokens = forms.IntegerField(min_value=2, max_value=MAX_OUTPUT, initial=512, help_text="Pinned")
+    reps = forms.IntegerField(min_value=1, max_value=MAX_REPS, initial=3, help_text="Per cell, odd")
+    mode = forms.ChoiceField(choices=Profile.Mode.choices, initial="cold")
+    force = forms.BooleanField(required=False, help_text="Allow depth > 0 with concurrency > 1")
+    error_threshold = forms.FloatField(
+        min_value=0, max_value=1, initial=0.2, help_text="Stop when a cell's failed share passes this"
+    )
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            data["values"] = parse_values(data["values"], axis=data["axis"])
+        except SweepError as exc:
+            self.add_error("values", str(exc))
+            return data
+        engine = data["engine"]
+        data["spec"] = RunSpec(
+            engine_name=engine.name,
+            engine_kind=engine.kind,
+            base_url=engine.base_url,
+            depth=data["depth"],
+            concurrency=data["concurrency"],
+            mode=data["mode"],
+            output_tokens=data["output_tokens"],
+            reps=data["reps"],
+            force=data["force"],
+        )
+        reason = sweep_validate(axis=data["axis"], values=data["values"], spec=data["spec"])
+        if reason:
+            self.add_error(None, reason)
+        return data
+
+
+@role_required("operator")
+def sweep_new(request):
+    form = SweepForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        sweep = sweep_enqueue(
+            engine=d["engine"],
+            axis=d["axis"],
+            values=d["values"],
+            spec=d["spec"],
+            user=request.user,
+            error_threshold=d["error_threshold"],
+        )
+        messages.success(request, f"Sweep {sweep.pk} queued.")
+        return redirect("bench:sweep", pk=sweep.pk)
+    return render(request, "bench/sweep_form.html", {"form": form})
+
+
+def rows_for(sweep):
+    """One row per axis value: the finished cell, the running one, or what is left."""
+    done = {row["value"]: row for row in sweep.table}
+    running = sweep.cells.filter(status__in=(Run.Status.QUEUED, Run.Status.RUNNING)).values_list("sweep_value", "pk")
+    running = dict(running)
+    rows = []
+    for value in sweep.values:
+        if value in done:
+            rows.append({"value": value, "state": "done", "cell": done[value]})
+        elif value in running:
+            rows.append({"value": value, "state": "running", "run": running[value]})
+        else:
+            stopped = sweep.status not in (Run.Status.QUEUED, Run.Status.RUNNING)
+            rows.append({"value": value, "state": "not run" if stopped else "waiting"})
+    return rows
+
+
+def render_row(sweep, row):
+    return render_to_string("bench/_sweep_row.html", {"sweep": sweep, "r": row})
+
+
+def sweep_detail(request, pk):
+    sweep = get_object_or_404(Sweep.objects.select_related("engine", "created_by"), pk=pk)
+    live = sweep.status in (Run.Status.QUEUED, Run.Status.RUNNING)
+    if request.GET.get("format") == "progress":  # sweep.js catches up with this when its socket (re)opens
+        return JsonResponse({"sweep": sweep.pk, "status": sweep.status, "cells": len(sweep.table)})
+    entries = Entry.objects.filter(locked_at__gt=sweep.created_at).order_by("-created_at")[:20]
+    return render(
+        request,
+        "bench/sweep_detail.html",
+        {
+            "sweep": sweep,
+            "rows": rows_for(sweep),
+            "chart": chart_data(sweep),
+            "summary": sweep_summary(sweep),
+            "live": live,
+            "entries": [e for e in entries if not e.is_locked],
+        },
+    )
+
+
+def sweep_export(request, pk, fmt):
+    sweep = get_object_or_404(Sweep.objects.select_related("engine"), pk=pk)
+    name = f"sweep-{sweep.pk}-{sweep.axis}"
+    if fmt == "md":
+        body, ctype = sweep_markdown(sweep), "text/markdown; charset=utf-8"
+    elif fmt == "csv":
+        body, ctype = sweep_csv(sweep), "text/csv; charset=utf-8"
+    elif fmt == "json":
+        body, ctype = json.dumps(sweep_summary(sweep), indent=2), "application/json"
+    else:
+        raise Http404("Export a sweep as .md, .csv or .json")
+    response = HttpResponse(body, content_type=ctype)
+    response["Content-Disposition"] = f'inline; filename="{name}.{fmt}"'
+    return response
+
+
+@role_required("operator")
+@require_POST
+def sweep_attach_view(request, pk):
+    sweep = get_object_or_404(Sweep.objects.select_related("engine"), pk=pk)
+    entry = None
+    if request.POST.get("entry"):
+        entry = Entry.objects.filter(pk=request.POST["entry"]).first() if request.POST["entry"].isdigit() else None
+        if entry is None:
+            messages.error(request, f"No change-log entry {request.POST['entry']!r}; nothing was attached.")
+            return redirect("bench:sweep", pk=sweep.pk)
+    try:
+        entry = sweep_attach(sweep=sweep, entry=entry, user=request.user)
+    except AttachError as exc:
+        messages.error(request, f"Not attached: {exc}.")
+        return redirect("bench:sweep", pk=sweep.pk)
+    messages.success(request, f"Attached to change-log entry #{entry.pk}: {len(sweep.table)} runs as evidence.")
+    return redirect("bench:sweep", pk=sweep.pk)

@@ -1,0 +1,132 @@
+"""Sweep pages: start from the form, bad input, the table, exports, attach to the change log."""
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from dashboard.benchmarks.models import Run, Sweep
+from dashboard.benchmarks.spec import RunSpec
+from dashboard.benchmarks.sweep import sweep_create, sweep_execute
+from dashboard.changelog.models import Entry, EvidenceLink
+from dashboard.changelog.services import entry_create
+
+
+def _form(engine, **kw):
+    data = {
+        "engine": engine.pk,
+        "axis": "concurrency",
+        "values": "1,2,4",
+        "depth": 0,
+        "concurrency": 1,
+        "output_tokens": 32,
+        "reps": 3,
+        "mode": "cold",
+        "error_threshold": 0.2,
+    }
+    data.update(kw)
+    return data
+
+
+@pytest.mark.django_db
+def test_operator_starts_a_sweep_from_the_form(operator_client, make_engine):
+    engine = make_engine("http://127.0.0.1:9", name="e")
+    response = operator_client.post("/bench/sweeps/new/", _form(engine))
+    sweep = Sweep.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/bench/sweeps/{sweep.pk}/"
+    assert sweep.values == [1, 2, 4] and sweep.axis == "concurrency" and sweep.status == "queued"
+    assert sweep.base["output_tokens"] == 32 and sweep.created_by.username == "otto"
+    page = operator_client.get(f"/bench/sweeps/{sweep.pk}/").content.decode()
+    assert page.count('data-state="waiting"') == 3 and 'data-live="1"' in page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"values": "4,2,1"}, "must rise strictly"),
+        ({"values": "1,x"}, "not a whole number"),
+        ({"axis": "depth", "values": "0,4096", "concurrency": 4}, "needs force"),
+        ({"reps": 2}, "odd"),
+    ],
+)
+def test_bad_input_re_renders_with_the_reason_and_creates_nothing(operator_client, make_engine, change, message):
+    engine = make_engine("http://127.0.0.1:9", name="e")
+    response = operator_client.post("/bench/sweeps/new/", _form(engine, **change))
+    assert response.status_code == 200 and message in response.content.decode()
+    assert Sweep.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_viewers_read_but_do_not_start(viewer_client, make_engine):
+    engine = make_engine("http://127.0.0.1:9", name="e")
+    assert viewer_client.post("/bench/sweeps/new/", _form(engine)).status_code == 403
+    assert Sweep.objects.count() == 0
+    assert "New sweep" not in viewer_client.get("/bench/").content.decode()
+
+
+@pytest.fixture
+def finished(sim, make_engine):
+    eng = sim("vllm", rate=400.0, aggregate_cap=600.0)
+    engine = make_engine(eng.url, name="sim-a")
+    spec = RunSpec(
+        engine_name=engine.name, engine_kind="vllm", base_url=engine.base_url, depth=0, output_tokens=24, reps=1
+    )
+    return sweep_execute(sweep=sweep_create(engine=engine, axis="concurrency", values=[1, 2], spec=spec))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_table_chart_data_and_exports(operator_client, finished):
+    sweep = finished
+    page = operator_client.get(f"/bench/sweeps/{sweep.pk}/").content.decode()
+    assert page.count('data-state="done"') == 2 and 'data-live="0"' in page
+    assert f'href="/bench/runs/{sweep.table[0]["run"]}/"' in page
+    md = operator_client.get(f"/bench/sweeps/{sweep.pk}/export.md")
+    assert md["Content-Type"].startswith("text/markdown")
+    assert "| concurrency | aggregate decode tok/s (± sd) |" in md.content.decode()
+    csv = operator_client.get(f"/bench/sweeps/{sweep.pk}/export.csv").content.decode().splitlines()
+    assert len(csv) == 3 and csv[0].startswith("concurrency,run,status")
+    data = json.loads(operator_client.get(f"/bench/sweeps/{sweep.pk}/export.json").content)
+    assert [c["value"] for c in data["cells"]] == [1, 2]
+    assert data["cells"][1]["aggregate_decode_tokens_per_s"] == sweep.table[1]["aggregate_decode_tokens_per_s"]
+    assert operator_client.get(f"/bench/sweeps/{sweep.pk}/export.xls").status_code == 404
+    assert f"/bench/sweeps/{sweep.pk}/" in operator_client.get("/bench/").content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_attach_adds_each_cells_run_as_evidence(operator_client, operator, finished):
+    sweep = finished
+    runs = [row["run"] for row in sweep.table]
+    response = operator_client.post(f"/bench/sweeps/{sweep.pk}/attach/", {"entry": ""})
+    assert response.status_code == 302
+    entry = Entry.objects.get(kind="measurement")
+    assert sorted(e.ref_id for e in entry.evidence.filter(kind="benchmark_run")) == sorted(runs)
+    assert entry.evidence.filter(kind="url", url=f"/bench/sweeps/{sweep.pk}/").exists()
+    assert "| concurrency | aggregate decode" in entry.body_md and entry.engines.get() == sweep.engine
+    # the entry page shows the evidence as run:ID links
+    shown = operator_client.get(entry.get_absolute_url()).content.decode()
+    assert all(f"/bench/runs/{pk}/" in shown for pk in runs)
+    # attaching the same sweep again as a new entry says where it already is, and adds nothing
+    again = operator_client.post(f"/bench/sweeps/{sweep.pk}/attach/", {"entry": ""}, follow=True)
+    assert f"already in the change log as entry #{entry.pk}" in again.content.decode()
+    assert Entry.objects.count() == 1
+
+    # an entry still in its grace period takes the evidence; a locked one refuses and changes nothing
+    open_entry = entry_create(
+        author=operator, effective_at=timezone.now(), title="raised max-num-seqs", kind="decision"
+    )
+    operator_client.post(f"/bench/sweeps/{sweep.pk}/attach/", {"entry": open_entry.pk})
+    assert sorted(open_entry.evidence.filter(kind="benchmark_run").values_list("ref_id", flat=True)) == sorted(runs)
+    old = entry_create(author=operator, effective_at=timezone.now(), title="old claim", kind="claim")
+    from django.db import connection
+
+    with connection.cursor() as cur:  # lock it by moving its lock into the past (the trigger allows it while open)
+        cur.execute(
+            "UPDATE changelog_entry SET locked_at = %s WHERE id = %s", [timezone.now() - timedelta(hours=1), old.pk]
+        )
+    before = EvidenceLink.objects.count()
+    refused = operator_client.post(f"/bench/sweeps/{sweep.pk}/attach/", {"entry": old.pk}, follow=True)
+    assert "past its grace period" in refused.content.decode()
+    assert EvidenceLink.objects.count() == before
+    assert Run.objects.filter(sweep=sweep).count() == 2
