@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.benchmarks import sweep_cli
+from dashboard.benchmarks import rate_cli, sweep_cli
 from dashboard.benchmarks.bounds import spec_problems
 from dashboard.benchmarks.models import Profile, Run
 from dashboard.benchmarks.services import run_create, run_execute, run_summary
@@ -56,6 +56,7 @@ class Command(BaseCommand):
         # `bench sweep` and `bench ab` live in their own modules (issue 18): each adds its arguments and handles them.
         sweep_cli.add_arguments(sub.add_parser("sweep", help="one axis (concurrency or depth) cell by cell"))
         experiment_cli.add_arguments(sub.add_parser("ab", help="an A/B experiment: two arms, alternated"))
+        rate_cli.add_arguments(sub.add_parser("rate", help="requests at a fixed or Poisson rate, with goodput"))
 
     def handle(self, *args, action, **opts):
         getattr(self, f"do_{action}")(**opts)
@@ -65,6 +66,9 @@ class Command(BaseCommand):
 
     def do_ab(self, **opts):
         experiment_cli.handle(self, **opts)
+
+    def do_rate(self, **opts):
+        rate_cli.handle(self, **opts)
 
     def _spec(self, opts):
         if opts["profile"]:
