@@ -237,6 +237,11 @@ SPARKOPS_SCRAPE_LABEL_VALUE_LENGTH_LIMIT = env_number(
 )
 SPARKOPS_SCRAPE_PARSE_TIME_LIMIT_S = env_number("SPARKOPS_SCRAPE_PARSE_TIME_LIMIT_S", 1.0, cast=float, minimum=0.01)
 SPARKOPS_LIVENESS_INTERVAL = env_number("SPARKOPS_LIVENESS_INTERVAL", 1.0, cast=float, minimum=0.2)
+# The request contract on live traffic (dashboard/collectors/contract.py): finish-reason shares,
+# prompts at the window's edge and journal 400/500/peg-native counts over this trailing window;
+# requests cut at one round duration over the second.
+SPARKOPS_CONTRACT_WINDOW_S = env_number("SPARKOPS_CONTRACT_WINDOW_S", 600.0, cast=float, minimum=1.0)
+SPARKOPS_CONTRACT_CUT_WINDOW_S = env_number("SPARKOPS_CONTRACT_CUT_WINDOW_S", 3600.0, cast=float, minimum=1.0)
 # A resident poller keeps its readings in memory and stores them every this many seconds
 # (0: every tick), as Telegraf's flush_interval does; the live view and the alerts see every
 # tick at once. A crash loses at most this much history; a status change is stored at once.

@@ -39,6 +39,7 @@ class Snapshot:
     hists: dict = field(default_factory=dict)  # ttft / itl: {le: cumulative count}
     kv: dict = field(default_factory=dict)  # pool_tokens, window, memory_share, kv_memory_bytes, concurrency
     info: dict = field(default_factory=dict)  # version, build... shown, not charted
+    contract: dict = field(default_factory=dict)  # finished requests by reason, prompt and e2e histograms (contract.py)
 
     @property
     def up(self):

@@ -4,7 +4,7 @@ journal. Runs on the host itself (that box's worker's resident poller). Every so
 import time
 from typing import NamedTuple
 
-from dashboard.collectors import gpu, processes, systemd
+from dashboard.collectors import contract, gpu, processes, systemd
 from dashboard.collectors import host as hostsrc
 
 JOURNAL_EVERY_S = 10.0  # and at once when a unit's state moved: the journal says *why*
@@ -97,6 +97,7 @@ def _journal_due(units, state, now):
 def _journal(engines, units, state, new_state, now):
     due, new_state["unit_signature"] = _journal_due(units, state, now)
     infos = {e.pk: {"unit": units.get(e.unit), "fatal_lines": [], "boot": {}} for e in engines if e.unit}
+    new_state["contract"] = {u: dict(v) for u, v in (state.get("contract") or {}).items()}
     previous = state.get("fatal") or {}
     kernel_lines = list(state.get("kernel_lines") or [])
     if due:
@@ -110,6 +111,10 @@ def _journal(engines, units, state, new_state, now):
     for unit, facts in (new_state.get("boot") or {}).items():
         if by_unit.get(unit) in infos:
             infos[by_unit[unit]]["boot"] = facts
+    new_state["contract"] = contract.journal_prune(new_state["contract"], now=now)
+    for unit, pk in by_unit.items():
+        if pk in infos:
+            infos[pk]["contract"] = contract.journal_summary(new_state["contract"].get(unit))
     new_state["fatal"] = {u: lines[-KEEP_FATAL:] for u, lines in previous.items()}
     new_state["kernel_lines"] = kernel_lines[-KEEP_FATAL:]
     return infos, new_state["kernel_lines"]
@@ -140,9 +145,12 @@ def _journal_source(source, engines, state, new_state, fatal):
         return []
     new_state.pop(f"journal_error_{source}", None)
     boot, kernel = dict(new_state.get("boot") or {}), []
+    now = time.time()
     for entry in entries:
         signature, facts = systemd.classify(entry)
         unit = systemd.entry_unit(entry)
+        if source == "units":
+            contract.journal_note(new_state["contract"], unit, entry, systemd.message(entry), now=now)
         if facts and unit:
             boot[unit] = {**boot.get(unit, {}), **facts}
         if signature:

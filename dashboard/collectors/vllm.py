@@ -1,6 +1,6 @@
 """vLLM (V1 engine): /health, /metrics, /v1/models. Names: engine-sources.md §1."""
 
-from dashboard.collectors import prom
+from dashboard.collectors import contract, prom
 from dashboard.collectors.base import EngineCollector, Snapshot, as_float, as_int, register
 
 # Old names first renamed in 0.9–0.11 are read as fallbacks so an old build does not read as empty.
@@ -23,7 +23,7 @@ FAMILIES = (
     "vllm:time_per_output_token_seconds",
     "vllm:cache_config_info",
 )
-NAMES = prom.wanted_names(FAMILIES)
+NAMES = prom.wanted_names(FAMILIES + contract.VLLM_FAMILIES)
 
 
 def _either(samples, *names):
@@ -85,6 +85,7 @@ class VllmCollector(EngineCollector):
         )
         snap.hists = {"ttft": prom.buckets(samples, "vllm:time_to_first_token_seconds"), "itl": itl}
         snap.kv = {**kv_facts(prom.first_labels(samples, "vllm:cache_config_info")), "window": window}
+        snap.contract = contract.vllm_metrics(samples)
         if not samples:
             snap.error = samples.why_empty("vllm:") or "no vllm:* metrics (is --disable-log-stats set?)"
         return snap

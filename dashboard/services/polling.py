@@ -19,7 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard import http
-from dashboard.collectors import collector_for, runner, store
+from dashboard.collectors import collector_for, contract, runner, store
 from dashboard.collectors.base import Snapshot, describe
 from dashboard.collectors.derive import SAMPLE_METRICS, derive, kv_changed
 from dashboard.collectors.hostread import host_read
@@ -241,6 +241,13 @@ def _engine_reading(engine, snapshot, fetched_at, now, states) -> EngineReading:
     static = _carry_static(snapshot, state, collector_for(engine.kind).slow) if snapshot.up else {}
     reading, new_state = derive(snapshot, state, now=fetched_at, name=engine.name, kind=engine.kind)
     reading["unit"], reading["fatal_lines"] = unit_info.get("unit"), unit_info.get("fatal_lines") or []
+    reading["contract"], new_state["contract"] = contract.derive(
+        snapshot.contract if snapshot.up else {},
+        state.get("contract") or {},
+        now=fetched_at,
+        window=snapshot.kv.get("window"),
+        journal=unit_info.get("contract"),
+    )
     kv = {**(unit_info.get("boot") or {}), **{k: v for k, v in snapshot.kv.items() if v is not None}}
     if reading["kv_pool_tokens"] is None and kv.get("pool_tokens"):
         reading["kv_pool_tokens"] = kv["pool_tokens"]  # from vLLM's boot line when the metric lacks it

@@ -1,0 +1,44 @@
+import time
+
+import pytest
+from django.conf import settings as django_settings
+
+WINDOW_S = 3.0
+
+
+@pytest.fixture
+def sim(tmp_path, settings, monkeypatch):
+    """A simulated vLLM (32k window) and llama.cpp under the simulated systemd, the collectors
+    pointed at its systemctl/journalctl, and a short contract window so alerts clear in a test."""
+    from dashboard.collectors import hostread
+    from dashboard.simulator.client import Simulation
+
+    engines = ["vllm:ctr-vllm,max_model_len=32768", "llamacpp:ctr-llama,max_model_len=4096"]
+    with Simulation(engines=engines, state_dir=tmp_path / "sim") as s:
+        monkeypatch.setenv("SPARKOPS_SIM_STATE_DIR", str(s.state_dir))
+        settings.SPARKOPS_SYSTEMCTL = str(s.bin_dir / "sim-systemctl")
+        settings.SPARKOPS_JOURNALCTL = str(s.bin_dir / "sim-journalctl")
+        settings.SPARKOPS_NVIDIA_SMI = str(s.bin_dir / "sim-nvidia-smi")
+        settings.SPARKOPS_GPU_BACKEND = "nvidia-smi"
+        settings.SPARKOPS_PROC_ROOT = str(s.state_dir / "proc")
+        settings.SPARKOPS_CONTRACT_WINDOW_S = WINDOW_S
+        settings.SPARKOPS_CONTRACT_CUT_WINDOW_S = WINDOW_S
+        monkeypatch.setattr(hostread, "JOURNAL_EVERY_S", 0.0)  # read the journal on every poll here
+        yield s
+
+
+@pytest.fixture
+def engines(sim, db):
+    from dashboard.models import Engine, Host
+
+    host = Host.objects.create(name=django_settings.SPARKOPS_HOST_NAME)
+    made = {}
+    for name, kind in (("ctr-vllm", "vllm"), ("ctr-llama", "llamacpp")):
+        made[kind] = Engine.objects.create(
+            name=name, kind=kind, url=sim.url(name), host=host, unit=sim.unit(name), status="up"
+        )
+    return made
+
+
+def wait_out_window():
+    time.sleep(WINDOW_S + 0.5)
