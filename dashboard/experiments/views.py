@@ -12,6 +12,7 @@ from dashboard.roles import role_required
 from .forms import ExperimentForm
 from .models import Experiment
 from .services import ExperimentError, experiment_create, experiment_enqueue, experiment_record, experiment_summary
+from .stats import FIGURES
 
 LIVE = (Experiment.Status.QUEUED, Experiment.Status.RUNNING)
 
@@ -66,6 +67,8 @@ def detail(request, pk):
             "progress": _progress(experiment),
             "live": experiment.status in LIVE,
             "finished": bool(finished),
+            # the database stores the figures as JSON with its keys sorted: decode first, as the verdict reads
+            "figures": [(key, summary["figures"][key]) for key, _, _ in FIGURES if key in summary["figures"]],
         },
     )
 

@@ -62,3 +62,31 @@ def test_arms_that_differ_by_other_flags_than_named_get_a_warning(ab_box):
         "The arms do not differ by exactly the flags this experiment names (--max-model-len): "
         "they also differ in --max-num-seqs; they do not differ in --max-model-len."
     ]
+
+
+def test_restart_mode_waits_for_the_operator_between_slots_and_catches_a_forgotten_restart(ab_box):
+    sim, engines = ab_box
+    engine = engines["arm-a"]
+    experiment = experiment_create(
+        name="one unit", engine_a=engine, engine_b=engine, workload=WORKLOAD, flags=["--max-num-seqs"]
+    )
+    assert experiment.mode == "restart"
+    experiment = experiment_advance(experiment=experiment)
+    assert experiment.status == "waiting"
+    assert experiment.reason.startswith("Restart arm-a into arm B's configuration (--max-num-seqs)")
+    seqs = {"A": None, "B": 64}  # A: the unit as it is (128); B: a drop-in with 64
+    for order in range(2, 7):
+        arm = "AB"[(order - 1) % 2]
+        if order != 5:  # before the fifth slot the operator forgets to restart back into A
+            sim.dropin("arm-a", "90-seqs.conf", SEQS.format(n=seqs[arm]) if seqs[arm] else None)
+            sim.restart("arm-a")
+            sim.wait_ready("arm-a")
+        experiment = experiment_advance(experiment=experiment)
+        assert Slot.objects.filter(experiment=experiment, run__isnull=False).count() == order
+    slots = list(Slot.objects.filter(experiment=experiment).order_by("order"))
+    assert [s.valid for s in slots] == [True, True, True, True, False, True]
+    assert "--max-num-seqs 128 → 64" in slots[4].invalid_reason
+    diff = experiment.verdict["difference"]
+    assert [(d["name"], d["a"], d["b"]) for d in diff["lines"]] == [("--max-num-seqs", "128", "64")]
+    assert diff["exact"] and diff["ignored"] == []
+    assert experiment.status == "failed"  # two valid repetitions of A: no verdict

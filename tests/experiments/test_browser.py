@@ -1,0 +1,93 @@
+"""Real Chromium against uvicorn (HTTP + WebSocket) on the test database: an operator starts an A/B
+experiment from the benchmarks page, watches the repetitions fill in alternated A, B, A, B …, reads
+the verdict and records it in the change log. Desk and phone screenshots."""
+
+import threading
+
+import pytest
+from django.db import connection
+
+from dashboard.experiments.models import Experiment
+from dashboard.experiments.services import experiment_advance
+from tests.live.stack import start_web, stop
+from tests.live.test_browser import Session, browser, wait_for_js  # noqa: F401  (browser: the shared Chromium fixture)
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _until(page, predicate, timeout, what):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, what
+        page.wait_for_timeout(50)
+
+
+def test_start_watch_and_record_an_experiment(sim, make_engine, operator, browser, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
+    a = make_engine(sim("vllm", rate=100.0, ttft=0.01).url, name="control")
+    b = make_engine(sim("vllm", rate=110.0, ttft=0.01).url, name="variant")
+    web, base = start_web(db_name=connection.settings_dict["NAME"], log_path=tmp_path / "web.log")
+    worker, failure = None, []
+    try:
+        ops = Session(browser, base, operator)
+        page = ops.page
+        page.goto(base + "/bench/")
+        page.click("#experiments-link")
+        page.click("text=New experiment")
+        page.fill("#id_name", "ten percent")
+        page.select_option("#id_engine_a", str(a.pk))
+        page.select_option("#id_engine_b", str(b.pk))
+        page.fill("#id_flags", "--speculative-config")
+        page.fill("#id_depth", "0")
+        page.fill("#id_output_tokens", "32")
+        page.click("#experiment-form button[type=submit]")
+        page.wait_for_selector("#exp-status")
+        experiment = Experiment.objects.get(name="ten percent")
+        assert page.locator("#exp-status-text").inner_text() == "queued"
+        assert page.locator("#exp-slots tbody tr td:nth-child(2)").all_inner_texts() == ["A", "B"] * 3
+
+        def work():  # what the Celery task does (dashboard/experiments/tasks.py is a thin wrapper)
+            try:
+                experiment_advance(experiment=Experiment.objects.get(pk=experiment.pk))
+            except Exception as exc:
+                failure.append(repr(exc))
+            finally:
+                connection.close()
+
+        worker = threading.Thread(target=work, daemon=True)
+        worker.start()
+        # The page redraws as each repetition ends: a run link appears in order, A before B.
+        wait_for_js(page, "document.querySelectorAll('#exp-slots a').length >= 2", timeout=30000)
+        assert not page.locator("#exp-verdict").count() or not worker.is_alive()
+        _until(page, lambda: not worker.is_alive(), 60, "the experiment did not finish")
+        assert not failure, failure
+        page.wait_for_selector("#exp-verdict", timeout=15000)
+        assert page.locator("#exp-status-text").inner_text() == "done"
+        rows = page.locator("#exp-slots tbody tr")
+        assert [rows.nth(i).locator("td").nth(1).inner_text() for i in range(6)] == ["A", "B", "A", "B", "A", "B"]
+        assert all(rows.nth(i).locator("td").nth(3).inner_text().startswith("done") for i in range(6))
+        decode = page.locator('#exp-verdict tr[data-figure="decode_tokens_per_s"] td')
+        assert decode.nth(5).inner_text() == "faster"
+        assert 1.05 < float(decode.nth(3).inner_text()) < 1.15
+        assert "no configuration snapshot" in page.locator("#exp-warnings").inner_text()
+        assert "percentile bootstrap" in page.locator("#exp-method").inner_text()
+        ops.shot("experiment-desk")
+        page.click("#exp-record")
+        page.wait_for_selector("#exp-recorded")
+        experiment.refresh_from_db()
+        assert experiment.entry_id and page.locator("#exp-recorded a").get_attribute("href") == (
+            f"/changelog/{experiment.entry_id}/"
+        )
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.reload()
+        page.wait_for_selector("#exp-verdict")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        ops.shot("experiment-phone")
+        assert ops.errors == []
+    finally:
+        if worker is not None:
+            worker.join(30)
+        stop(web)
+        connection.close()
