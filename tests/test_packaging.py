@@ -97,6 +97,7 @@ def test_wheel_holds_every_template_and_static_file(wheel):
     assert any(name.startswith("dashboard/") and "/templates/" in name for name in expected)  # the apps' own
     assert expected - names == set()
     assert "dashboard/simulator/bin/sim-systemctl" in names
+    assert {"dashboard/probes/corpora/lighthouse.txt", "dashboard/probes/corpora/orchard.txt"} <= names  # haystacks
     assert not any(name.startswith(("var/", "tests/")) for name in names)
 
 

@@ -46,6 +46,20 @@ class StreamResult:
     done: bool = False  # saw "data: [DONE]"
     bucket: str | None = None
     error: str = ""
+    # keep_text (the quality probes): the answer itself, not only its timing
+    keep_text: bool = False
+    content_parts: list = field(default_factory=list)
+    reasoning_parts: list = field(default_factory=list)
+    content_ends: list = field(default_factory=list)  # content length after each content chunk
+    tool_calls: dict = field(default_factory=dict)  # index -> {"id", "name", "arguments"}
+
+    @property
+    def content(self) -> str:
+        return "".join(self.content_parts)
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(self.reasoning_parts)
 
     def fail(self, bucket, message):
         if self.bucket is None:
@@ -122,11 +136,31 @@ def _apply(result: StreamResult, payload: bytes, now: float):
     for choice in obj.get("choices") or ():
         result.content_chars += len((choice.get("delta") or {}).get("content") or "")
         result.finish_reason = choice.get("finish_reason") or result.finish_reason
+        if result.keep_text:
+            _keep(result, choice.get("delta") or {})
     if isinstance(obj.get("usage"), dict):
         result.usage = obj["usage"]
     if isinstance(obj.get("timings"), dict):
         result.timings = obj["timings"]
     return True
+
+
+def _keep(result: StreamResult, delta):
+    if isinstance(delta.get("content"), str) and delta["content"]:
+        result.content_parts.append(delta["content"])
+        result.content_ends.append(result.content_chars)
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+    if isinstance(reasoning, str):
+        result.reasoning_parts.append(reasoning)
+    for call in delta.get("tool_calls") or ():
+        if not isinstance(call, dict):
+            continue
+        slot = result.tool_calls.setdefault(call.get("index", 0), {"id": None, "name": None, "arguments": ""})
+        fn = call.get("function") or {}
+        slot["id"] = call.get("id") or slot["id"]
+        slot["name"] = fn.get("name") or slot["name"]
+        if isinstance(fn.get("arguments"), str):
+            slot["arguments"] += fn["arguments"]
 
 
 async def _read_stream(raw, result: StreamResult):
@@ -144,9 +178,9 @@ async def _read_stream(raw, result: StreamResult):
     return result
 
 
-async def stream_chat(client, url, body, *, timeout=600.0, idle_timeout=120.0):
+async def stream_chat(client, url, body, *, timeout=600.0, idle_timeout=120.0, keep_text=False):
     """POST a streaming chat request and time every chunk. Never raises for engine faults."""
-    result = StreamResult()
+    result = StreamResult(keep_text=keep_text)
     tmo = http.httpx.Timeout(connect=10.0, read=idle_timeout, write=30.0, pool=10.0)
     result.t_send = time.monotonic()
     try:

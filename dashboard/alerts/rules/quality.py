@@ -1,4 +1,18 @@
 """Rules of the quality module (registered on import by rules/__init__.py)."""
 
-from . import register  # noqa: F401
-from .base import Rule  # noqa: F401
+from . import register
+from .base import Rule
+
+
+@register
+class QualityRegression(Rule):
+    key = "quality_regression"
+    title = "Quality regression"
+    severity = "warning"
+    signal = "external"
+    DEFAULTS = {}
+    help = (
+        "A scheduled quality probe got worse than its last good run: a needle HIT became DECOY or MISS at a "
+        "depth, a soak degenerated, tool calls stopped validating, a thinking setting turned inert or inverted. "
+        "Resolved by the next good run of the same probe (raised by dashboard/probes/regression.py)."
+    )

@@ -1,0 +1,58 @@
+"""Probe scheduling: each profile's cron in django-celery-beat (PeriodicTask + CrontabSchedule), parsed
+and shown by the benchmarks' helpers; scheduled probes wait while the box is starting, like benchmarks."""
+
+import json
+
+from dashboard.benchmarks import conditions
+from dashboard.benchmarks.schedule import SCHEDULE_EXPIRES_S, parse_cron, profile_cron  # noqa: F401
+
+
+def box_starting(engine):
+    """Why ENGINE's box is inside an engine's start (the benchmarks' gate), or None."""
+    gate = getattr(conditions, "box_starting", None)
+    return gate(engine) if gate is not None else None
+
+
+def probe_set_schedule(*, profile, cron, enabled=True):
+    """Create, update or (cron empty) remove the profile's PeriodicTask."""
+    from django_celery_beat.models import CrontabSchedule, PeriodicTask
+
+    if not (cron or "").strip():
+        if profile.schedule_id:
+            task = profile.schedule
+            profile.schedule = None
+            profile.save(update_fields=["schedule"])
+            task.delete()
+        return None
+    fields = parse_cron(cron)
+    crontab, _ = CrontabSchedule.objects.get_or_create(**fields, timezone="UTC")
+    task = profile.schedule or PeriodicTask(name=f"probe profile {profile.pk}", task="probe.profile_scheduled")
+    task.crontab, task.interval, task.enabled = crontab, None, enabled
+    task.args, task.expire_seconds = json.dumps([profile.pk]), SCHEDULE_EXPIRES_S
+    task.save()
+    if profile.schedule_id != task.pk:
+        profile.schedule = task
+        profile.save(update_fields=["schedule"])
+    return task
+
+
+def profile_run_scheduled(*, profile, waited_for=None):
+    from .models import ProbeRun
+    from .services import _end, probe_run_create, probe_run_execute
+
+    run = probe_run_create(
+        engine=profile.engine, spec=profile.spec(), profile=profile, trigger=ProbeRun.Trigger.SCHEDULED
+    )
+    if waited_for:
+        run.config["waited"] = {"reason": waited_for}
+        run.save(update_fields=["config"])
+    if waited_for and conditions_still(profile):
+        return _end(run, ProbeRun.Status.REFUSED, f"skipped: the box was still starting after an hour ({waited_for})")
+    busy = ProbeRun.objects.filter(engine=profile.engine, status=ProbeRun.Status.RUNNING).exclude(pk=run.pk).first()
+    if busy is not None:
+        return _end(run, ProbeRun.Status.REFUSED, f"another probe (run {busy.pk}) is running on this engine")
+    return probe_run_execute(run=run)
+
+
+def conditions_still(profile):
+    return bool(box_starting(profile.engine))

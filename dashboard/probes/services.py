@@ -1,0 +1,216 @@
+"""Probe services: queue a run, execute it with the benchmark's methodology, keep every case.
+
+Same rules as a benchmark run: the parameters pinned in the run's config, the profile's sampling
+(server defaults unless stated), one warm-up request discarded, repetitions per case, failures in
+their buckets (never scored), the run tainted when the box was busy. `probe_run_execute` owns the
+event loop (asyncio.Runner) and saves each case as soon as it ends."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+
+from django.db import transaction
+from django.utils import timezone
+
+from dashboard.benchmarks.conditions import conditions_snapshot, taint_reasons
+from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
+
+from .contract import ContractProbe
+from .haystack import CorpusError
+from .models import ProbeCase, ProbeRun
+from .needle import NeedleProbe
+from .session import ProbeSession, TokenizeError
+from .soak import SoakProbe
+from .spec import ProbeSpec
+from .thinking import ThinkingProbe
+from .toolcall import ToolProbe
+
+PROBES = {
+    "needle": NeedleProbe,
+    "soak": SoakProbe,
+    "tool": ToolProbe,
+    "thinking": ThinkingProbe,
+    "contract": ContractProbe,
+}
+QUALITY_RULE = "quality_regression"
+
+
+def probe_run_create(*, engine, spec: ProbeSpec, profile=None, trigger=ProbeRun.Trigger.MANUAL, user=None):
+    return ProbeRun.objects.create(
+        profile=profile,
+        engine=engine,
+        kind=spec.kind,
+        params_hash=spec.params_hash(),
+        trigger=trigger,
+        created_by=user,
+        config={"params": spec.as_dict()},
+    )
+
+
+def probe_run_enqueue(*, profile, user=None, trigger=ProbeRun.Trigger.MANUAL):
+    """Queue a run of PROFILE on the worker of the engine's own box (after commit)."""
+    from .tasks import probe_run_execute_task
+
+    run = probe_run_create(engine=profile.engine, spec=profile.spec(), profile=profile, trigger=trigger, user=user)
+    queue = profile.engine.host.queue
+    transaction.on_commit(lambda: probe_run_execute_task.apply_async(args=[run.pk], queue=queue))
+    return run
+
+
+def _claim(run):
+    claimed = ProbeRun.objects.filter(pk=run.pk, status=ProbeRun.Status.QUEUED).update(
+        status=ProbeRun.Status.RUNNING, started_at=timezone.now()
+    )
+    run.refresh_from_db()
+    return claimed == 1
+
+
+def _progress(run):
+    payload = {"run": run.pk, "done": run.done_cases, "total": run.total_cases, "status": run.status}
+    publish_on_commit(GROUP_ALL, LiveEvent(type="probe.progress", payload=payload))
+
+
+def _end(run, status, reason):
+    run.status, run.reason, run.finished_at = status, reason[:2000], timezone.now()
+    run.save()
+    _progress(run)
+    return run
+
+
+def _save_case(run, index, data):
+    ProbeCase.objects.create(run=run, index=index, **data)
+    run.done_cases = index + 1
+    run.save(update_fields=["done_cases"])
+    _progress(run)
+
+
+def _window(run, session):
+    return (run.engine.latest or {}).get("window") or session.info.get("window")
+
+
+def _measure(run, spec, runner):
+    """Open the session, prepare the probe (haystacks counted by the engine), warm up, send each case."""
+    session = runner.run(ProbeSession(spec).open())
+    try:
+        probe = PROBES[spec.kind](spec, session, salt=uuid.uuid4().hex[:12])
+        refusal = runner.run(probe.prepare(_window(run, session)))
+        if refusal:
+            return refusal, None, []
+        run.total_cases = probe.total
+        run.config = {**run.config, **_config(run, spec, session)}
+        run.config["warmup"] = _brief(runner.run(session.warmup()))
+        run.save(update_fields=["config", "total_cases"])
+        _progress(run)
+        cases = []
+        for index, job in enumerate(probe.jobs()):
+            data = runner.run(job())
+            cases.append(data)
+            _save_case(run, index, data)
+        return None, probe, cases
+    finally:
+        runner.run(session.close())
+
+
+def _config(run, spec, session):
+    latest = run.engine.latest or {}
+    info = session.info
+    return {
+        "params": spec.as_dict(),
+        "params_hash": spec.params_hash(),
+        "engine": {
+            "name": run.engine.name,
+            "kind": run.engine.kind,
+            "url": run.engine.url,
+            "models": latest.get("models") or ([info["model"]] if info.get("model") else []),
+            "version": info.get("version"),
+            "window": _window(run, session),
+        },
+    }
+
+
+def _brief(result):
+    return {"ok": result.bucket is None, "bucket": result.bucket, "error": result.error}
+
+
+def probe_run_execute(*, run):
+    """Execute a queued run end to end; never raises for engine faults (they are recorded)."""
+    if not _claim(run):
+        return run
+    _progress(run)
+    spec = ProbeSpec.from_dict(run.config["params"])
+    before = conditions_snapshot(engine=run.engine)
+    try:
+        with asyncio.Runner() as runner:
+            refusal, probe, cases = _measure(run, spec, runner)
+    except CorpusError as exc:
+        return _end(run, ProbeRun.Status.FAILED, str(exc))
+    except TokenizeError as exc:
+        return _end(run, ProbeRun.Status.FAILED, f"could not count the haystack's tokens on the engine: {exc}")
+    if refusal:
+        return _end(run, ProbeRun.Status.REFUSED, refusal)
+    return probe_run_finish(run=run, probe=probe, cases=cases, before=before)
+
+
+def probe_run_finish(*, run, probe, cases, before):
+    after = conditions_snapshot(engine=run.engine)
+    run.finished_at = timezone.now()
+    run.conditions = {"start": before, "end": after}
+    reasons = taint_reasons(engine=run.engine, before=before, after=after, start=run.started_at, end=run.finished_at)
+    # A probe's own alert must not taint the run that would resolve it.
+    run.taint_reasons = [r for r in reasons if not r.startswith(f"alert {QUALITY_RULE} ")]
+    run.tainted = bool(run.taint_reasons)
+    run.result = probe.summarize(cases)
+    run.passed, run.headline = run.result.get("passed"), run.result.get("headline", "")[:200]
+    errors = Counter(c["bucket"] for c in cases if not c["ok"])
+    if not any(c["ok"] for c in cases) and not isinstance(probe, ContractProbe):
+        run.status = ProbeRun.Status.FAILED
+        run.reason = "every request failed: " + ", ".join(f"{k} ×{v}" for k, v in errors.items())
+        run.passed = None
+    else:
+        run.status = ProbeRun.Status.DONE
+    run.result["errors"] = dict(errors)
+    run.save()
+    _progress(run)
+    if run.profile_id is not None:
+        from .regression import quality_check
+
+        quality_check(run=run)
+    return run
+
+
+def probe_summary(run):
+    """The result as `sparkops probe run --json` prints it."""
+    return {
+        "run": run.pk,
+        "kind": run.kind,
+        "status": run.status,
+        "reason": run.reason,
+        "engine": run.engine.name,
+        "params_hash": run.params_hash,
+        "passed": run.passed,
+        "headline": run.headline,
+        "tainted": run.tainted,
+        "taint_reasons": run.taint_reasons,
+        "regression": run.regression,
+        "result": run.result,
+        "cases": [
+            {
+                "label": c.label,
+                "rep": c.rep,
+                "ok": c.ok,
+                "bucket": c.bucket,
+                "http_status": c.http_status,
+                "verdict": c.verdict,
+                "finish_reason": c.finish_reason,
+                "prompt_tokens": c.prompt_tokens,
+                "completion_tokens": c.completion_tokens,
+                "reasoning_tokens": c.reasoning_tokens,
+                "seconds": c.seconds,
+                "answer": c.text[:300],
+                "detail": c.detail,
+            }
+            for c in run.cases.all()
+        ],
+    }

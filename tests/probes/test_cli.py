@@ -1,0 +1,81 @@
+"""`sparkops probe run` and `sparkops probe list`: the scored result as JSON, bad input refused with a
+message that names the flag and nothing saved."""
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from dashboard.probes.models import ProbeProfile, ProbeRun
+
+pytestmark = pytest.mark.django_db
+
+
+def cli(*args):
+    out = StringIO()
+    call_command("probe", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_probe_run_needle_json(sim, make_engine):
+    eng = sim("vllm", needle_recall="10:1,90:0")
+    make_engine(eng.url, name="sim-vllm")
+    out = json.loads(
+        cli(
+            "run",
+            "--engine",
+            "sim-vllm",
+            "--kind",
+            "needle",
+            "--tokens",
+            "1200",
+            "--depths",
+            "10,90",
+            "--decoys",
+            "1",
+            "--reps",
+            "3",
+            "--json",
+        )
+    )
+    assert out["status"] == "done" and out["kind"] == "needle" and out["passed"] is False
+    (row,) = out["result"]["rows"]
+    assert row["cells"]["10"]["verdict"] == "HIT" and row["cells"]["90"]["verdict"] == "MISS"
+    assert len(out["cases"]) == 6 and {c["verdict"] for c in out["cases"]} == {"HIT", "MISS"}
+    assert out["headline"] == "HIT MISS"
+
+
+def test_probe_run_text_and_list(sim, make_engine):
+    eng = sim("vllm")
+    engine = make_engine(eng.url, name="sim-vllm")
+    text = cli("run", "--engine", "sim-vllm", "--kind", "tool")
+    assert "good" in text and "raw 3/3 valid, coerced 3/3" in text
+    ProbeProfile.objects.create(name="nightly-needle", engine=engine, kind="needle")
+    rows = json.loads(cli("list", "--json"))
+    assert rows[0]["profile"] == "nightly-needle" and rows[0]["last_run"] is None
+    assert "nightly-needle" in cli("list")
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--kind", "needle", "--reps", "2"], "--reps must be odd"),
+        (["--kind", "needle", "--depths", "10,500"], "between 0 and 100"),
+        (["--kind", "needle", "--decoys", "40"], "--decoys must be between 0 and 8"),
+        (["--kind", "soak", "--tokens", "10"], "--tokens must be between 64"),
+        ([], "--kind is required"),
+    ],
+)
+def test_bad_input_is_refused_and_saves_nothing(sim, make_engine, args, message):
+    make_engine(sim("vllm").url, name="sim-vllm")
+    with pytest.raises((CommandError, SystemExit)) as err:
+        cli("run", "--engine", "sim-vllm", *args)
+    if isinstance(err.value, CommandError):
+        assert message in str(err.value)
+    assert ProbeRun.objects.count() == 0
+
+
+def test_unknown_engine(db):
+    with pytest.raises(CommandError, match="no engine named 'nope'"):
+        cli("run", "--engine", "nope", "--kind", "needle")
