@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import PairRun, Profile, Repetition, Run
+from .models import PairRun, Profile, Repetition, Run, Sweep
 
 
 @admin.register(Profile)
@@ -52,3 +52,10 @@ class RunAdmin(admin.ModelAdmin):
 @admin.register(PairRun)
 class PairRunAdmin(admin.ModelAdmin):
     list_display = ("id", "profile_a", "profile_b", "status", "created_at")
+
+
+@admin.register(Sweep)
+class SweepAdmin(admin.ModelAdmin):
+    list_display = ("id", "engine", "axis", "values", "status", "stop_reason", "created_at")
+    list_filter = ("status", "axis", "engine")
+    readonly_fields = ("params_hash", "table", "created_at", "started_at", "finished_at")

@@ -110,6 +110,7 @@ def sweep_detail(request, pk):
     if request.GET.get("format") == "progress":  # sweep.js catches up with this when its socket (re)opens
         return JsonResponse({"sweep": sweep.pk, "status": sweep.status, "cells": len(sweep.table)})
     entries = Entry.objects.filter(locked_at__gt=sweep.created_at).order_by("-created_at")[:20]
+    same = Sweep.objects.filter(params_hash=sweep.params_hash).exclude(pk=sweep.pk).order_by("-created_at")[:10]
     return render(
         request,
         "bench/sweep_detail.html",
@@ -120,6 +121,7 @@ def sweep_detail(request, pk):
             "summary": sweep_summary(sweep),
             "live": live,
             "entries": [e for e in entries if not e.is_locked],
+            "same_hash": same,
         },
     )
 
@@ -156,4 +158,24 @@ def sweep_attach_view(request, pk):
         messages.error(request, f"Not attached: {exc}.")
         return redirect("bench:sweep", pk=sweep.pk)
     messages.success(request, f"Attached to change-log entry #{entry.pk}: {len(sweep.table)} runs as evidence.")
+    return redirect("bench:sweep", pk=sweep.pk)
+
+
+@role_required("operator")
+@require_POST
+def sweep_again(request, pk):
+    """The same definition (engine, axis, values, fixed parameters: the same hash) queued again."""
+    old = get_object_or_404(Sweep.objects.select_related("engine"), pk=pk)
+    if old.engine.is_retired:
+        messages.error(request, f"{old.engine.name} is retired; nothing was queued.")
+        return redirect("bench:sweep", pk=old.pk)
+    sweep = sweep_enqueue(
+        engine=old.engine,
+        axis=old.axis,
+        values=old.values,
+        spec=RunSpec.from_dict(old.base),
+        user=request.user,
+        error_threshold=old.error_threshold,
+    )
+    messages.success(request, f"Sweep {sweep.pk} queued (the same hash as sweep {old.pk}).")
     return redirect("bench:sweep", pk=sweep.pk)

@@ -17,4 +17,5 @@ urlpatterns = [
     path("sweeps/<int:pk>/", sweep_views.sweep_detail, name="sweep"),
     path("sweeps/<int:pk>/export.<str:fmt>", sweep_views.sweep_export, name="sweep-export"),
     path("sweeps/<int:pk>/attach/", sweep_views.sweep_attach_view, name="sweep-attach"),
+    path("sweeps/<int:pk>/again/", sweep_views.sweep_again, name="sweep-again"),
 ]

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 from django.conf import settings
 from django.db import connection
 
@@ -66,6 +67,7 @@ def _until(page, predicate, timeout, what):
 
 def test_sweep_from_the_ui_fills_cells_live_and_charts_them(sim, make_engine, operator, browser, tmp_path, monkeypatch):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()  # no task left queued by an earlier test
     eng = sim("vllm", rate=60.0, aggregate_cap=150.0, ttft=0.01)  # 48 tokens: about 0.8 s to 1.3 s per cell
     engine = make_engine(eng.url, name="sim-sweep")
     web, base = start_web(db_name=connection.settings_dict["NAME"], log_path=tmp_path / "web.log")

@@ -130,3 +130,27 @@ def test_attach_adds_each_cells_run_as_evidence(operator_client, operator, finis
     assert "past its grace period" in refused.content.decode()
     assert EvidenceLink.objects.count() == before
     assert Run.objects.filter(sweep=sweep).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_run_again_queues_the_same_definition_under_the_same_hash(operator_client, finished):
+    response = operator_client.post(f"/bench/sweeps/{finished.pk}/again/")
+    again = Sweep.objects.exclude(pk=finished.pk).get()
+    assert response["Location"] == f"/bench/sweeps/{again.pk}/"
+    assert (again.params_hash, again.values, again.axis, again.base) == (
+        finished.params_hash,
+        finished.values,
+        finished.axis,
+        finished.base,
+    )
+    page = operator_client.get(f"/bench/sweeps/{again.pk}/").content.decode()
+    assert f'href="/bench/sweeps/{finished.pk}/"' in page
+
+
+@pytest.mark.django_db
+def test_admin_lists_sweeps(admin_client_, make_engine):
+    engine = make_engine("http://127.0.0.1:9", name="adm")
+    spec = RunSpec(engine_name="adm", engine_kind="vllm", base_url=engine.base_url, depth=0)
+    sweep = sweep_create(engine=engine, axis="concurrency", values=[1, 2], spec=spec)
+    assert admin_client_.get("/admin/bench/sweep/").status_code == 200
+    assert admin_client_.get(f"/admin/bench/sweep/{sweep.pk}/change/").status_code == 200
