@@ -19,6 +19,7 @@ import statistics
 from django.db import transaction
 from django.utils import timezone
 
+from dashboard.benchmarks.cells import cell_figures
 from dashboard.benchmarks.hashing import HASH_FIELDS, PROMPT_VERSION, stable_hash
 from dashboard.benchmarks.models import MAX_DEPTH, MAX_OUTPUT, MAX_TIMEOUT_S, Run
 from dashboard.benchmarks.services import run_create, run_execute
@@ -345,23 +346,6 @@ def arm_difference(*, experiment):
 # --- the figures ------------------------------------------------------------------------------------
 
 
-def run_aggregate_decode(run):
-    """Total completion tokens (after each stream's first) over the span from the first stream's
-    first token to the last stream's last token, per repetition of the run; their median."""
-    by_index = {}
-    for rep in run.repetitions.all():
-        if rep.ok and rep.completion_tokens and rep.chunk_summary.get("first_ms") is not None:
-            start = rep.started_at.timestamp() * 1000
-            first, last = start + rep.chunk_summary["first_ms"], start + rep.chunk_summary["last_ms"]
-            by_index.setdefault(rep.index, []).append((rep.completion_tokens - 1, first, last))
-    rates = []
-    for streams in by_index.values():
-        span = max(s[2] for s in streams) - min(s[1] for s in streams)
-        if span > 0:
-            rates.append(sum(s[0] for s in streams) / (span / 1000))
-    return statistics.median(rates) if rates else None
-
-
 def _figure(run, key):
     return ((run.stats or {}).get(key) or {}).get("median")
 
@@ -387,14 +371,22 @@ def experiment_summary(*, experiment):
         arm: [s for s in slots if s.arm == arm and s.valid and s.run and s.run.status == Run.Status.DONE]
         for arm in "AB"
     }
-    values = {key: {arm: [_figure(s.run, key) for s in counted[arm]] for arm in "AB"} for key, _, _ in stats.FIGURES}
+    # Each repetition read as a sweep cell (benchmarks/cells.py): aggregate and per-stream decode, TTFT.
+    cells = {s.pk: cell_figures(s.run.repetitions.all()) for arm in "AB" for s in counted[arm]}
+    values = {
+        "decode_tokens_per_s": {a: [cells[s.pk]["per_stream_decode_tokens_per_s"] for s in counted[a]] for a in "AB"},
+        "ttft_ms": {a: [cells[s.pk]["ttft_ms"] for s in counted[a]] for a in "AB"},
+        "total_ms": {a: [_figure(s.run, "total_ms") for s in counted[a]] for a in "AB"},
+    }
     figures = stats.verdict(values, seed=experiment.seed)
     arms = {}
     for arm in "AB":
         arm_slots = [s for s in slots if s.arm == arm]
         arms[arm] = {
             "engine": experiment.engine(arm).name,
-            "aggregate_decode_tokens_per_s": _median(run_aggregate_decode(s.run) for s in counted[arm]),
+            "aggregate_decode_tokens_per_s": _median(
+                cells[s.pk]["aggregate_decode_tokens_per_s"] for s in counted[arm]
+            ),
             "per_stream_decode_tokens_per_s": figures["decode_tokens_per_s"]["median_" + arm.lower()],
             "ttft_ms": figures["ttft_ms"]["median_" + arm.lower()],
             "total_ms": figures["total_ms"]["median_" + arm.lower()],
