@@ -18,7 +18,8 @@ QUALIFIERS = ("north", "south", "east", "west", "upper", "lower", "inner", "oute
 NAMES = ("Heron", "Marten", "Osprey", "Lynx", "Badger", "Plover", "Otter", "Curlew")
 HEAD = "Read the document below. It contains facts that cannot be guessed; answer only from it.\n\n<document>\n"
 TAIL = "\n</document>\n\nWhat is the access code for the {qual} {name} vault? Reply with the code only, as written."
-ANSWER_TOKENS = 256
+ANSWER_TOKENS = 256  # room for a thinking model to answer; less when the window is small
+MIN_ANSWER_TOKENS = 32
 VERDICTS = ("HIT", "DECOY", "AMBIGUOUS", "MISS")
 WORST_FIRST = ("MISS", "DECOY", "AMBIGUOUS", "HIT")  # a tie in a cell reads as the worse verdict
 
@@ -80,17 +81,20 @@ class NeedleProbe:
     def __init__(self, spec, session, salt):
         self.spec, self.session, self.salt = spec, session, salt
         self.corpora: list[dict] = []
+        self.answer_tokens = ANSWER_TOKENS
 
     @property
     def total(self):
         return len(self.spec.depths) * self.spec.reps * (2 if self.spec.control else 1)
 
     async def prepare(self, window):
-        if window and self.spec.tokens + ANSWER_TOKENS > window:
+        room = (window - self.spec.tokens - 16) if window else ANSWER_TOKENS  # 16: the chat template's tokens
+        if room < MIN_ANSWER_TOKENS:
             return (
-                f"a {self.spec.tokens:,}-token haystack plus {ANSWER_TOKENS} answer tokens does not fit the "
+                f"a {self.spec.tokens:,}-token haystack plus {MIN_ANSWER_TOKENS} answer tokens does not fit the "
                 f"engine's window of {window:,}: it would be an HTTP 400, not a reading of retrieval"
             )
+        self.answer_tokens = min(ANSWER_TOKENS, room)
         names = [(self.spec.corpus, False)] + ([(self.spec.control_corpus, True)] if self.spec.control else [])
         for name, control in names:
             units = haystack.sentences(haystack.load(name))
@@ -112,7 +116,7 @@ class NeedleProbe:
             layout = Layout(random.Random(f"{self.salt}:{corpus['name']}:{depth}:{rep}"), depth, self.spec.decoys)
             text = layout.render(corpus["units"], corpus["sentences"])
             tokens = await self.session.count(text)
-            result = await self.session.send([{"role": "user", "content": text}], max_tokens=ANSWER_TOKENS)
+            result = await self.session.send([{"role": "user", "content": text}], max_tokens=self.answer_tokens)
             verdict, which = score(result.content, layout.value, [d["value"] for d in layout.decoys])
             detail = {
                 "corpus": corpus["name"],
@@ -158,6 +162,7 @@ class NeedleProbe:
             "depths": self.spec.depths,
             "decoys": self.spec.decoys,
             "counted_by": self.session.counted_by,
+            "answer_tokens": self.answer_tokens,
             "rows": rows,
             "passed": passed,
             "headline": headline,

@@ -1,0 +1,81 @@
+"""Scheduled probes: the beat task runs a profile's probe, a worse result than the last good run fires
+`quality_regression` (warning) quoting what changed, and the next good run resolves it. A probe that
+was never good does not alert, and a probe's own open alert does not taint the run that resolves it."""
+
+import json
+
+import pytest
+
+from dashboard.alerts.models import AlertEvent
+from dashboard.probes.models import ProbeProfile, ProbeRun
+from dashboard.probes.schedule import probe_set_schedule
+from dashboard.probes.tasks import probe_profile_scheduled
+
+pytestmark = pytest.mark.django_db
+
+
+def scheduled(profile):
+    probe_profile_scheduled(profile.pk)  # what beat sends, executed here
+    return ProbeRun.objects.filter(profile=profile).latest("created_at")
+
+
+def alert(profile):
+    return AlertEvent.objects.filter(rule="quality_regression", subject=f"probe {profile.name}").first()
+
+
+def test_needle_recall_drop_fires_and_next_good_run_resolves(sim, make_engine):
+    eng = sim("vllm")
+    engine = make_engine(eng.url, name="sim-vllm")
+    profile = ProbeProfile.objects.create(
+        name="needle-2k", engine=engine, kind="needle", tokens=1500, depths="10,50,90"
+    )
+    task = probe_set_schedule(profile=profile, cron="0 3 * * *")
+    assert task.task == "probe.profile_scheduled" and json.loads(task.args) == [profile.pk]
+
+    good = scheduled(profile)
+    assert good.trigger == "scheduled" and good.passed is True and alert(profile) is None
+
+    eng.cfg.needle_recall, eng.cfg.needle_decoy = "10:1,50:1,90:0", 1.0  # the deep needle now goes to a decoy
+    bad = scheduled(profile)
+    assert bad.passed is False and bad.regression is True
+    event = alert(profile)
+    assert event.state == "firing" and event.severity == "warning" and event.engine == engine
+    assert "90%: HIT -> DECOY 3/3" in event.message and event.cause == f"probe run {bad.pk}"
+
+    again = scheduled(profile)  # still bad: the alert stays open, the run is not tainted by it
+    assert again.tainted is False and again.regression is True
+    assert AlertEvent.objects.filter(rule="quality_regression").count() == 1
+
+    eng.cfg.needle_recall = "1"
+    fixed = scheduled(profile)
+    assert fixed.passed is True and fixed.regression is False
+    event.refresh_from_db()
+    assert event.state == "resolved" and event.resolved_at is not None
+
+
+def test_a_probe_that_was_never_good_does_not_alert(sim, make_engine):
+    eng = sim("vllm", tool_calls="strings")
+    profile = ProbeProfile.objects.create(name="tools", engine=make_engine(eng.url), kind="tool")
+    run = scheduled(profile)
+    assert run.passed is False and run.regression is False and alert(profile) is None
+    assert "no earlier good run" in run.regression_detail["skipped"]
+
+
+def test_soak_degenerating_and_tool_calls_turning_to_strings_fire(sim, make_engine):
+    eng = sim("vllm", rate=20000.0)
+    engine = make_engine(eng.url)
+    soak = ProbeProfile.objects.create(name="soak", engine=engine, kind="soak", tokens=2000)
+    tools = ProbeProfile.objects.create(name="tools", engine=engine, kind="tool")
+    assert scheduled(soak).passed and scheduled(tools).passed
+    eng.cfg.degenerate_after, eng.cfg.tool_calls = 1000, "strings"
+    assert scheduled(soak).regression and scheduled(tools).regression
+    assert "degenerate in 3/3 (hex from token 1,000)" in alert(soak).message
+    assert "raw 0/3 valid, coerced 3/3" in alert(tools).message
+
+
+def test_bad_cron_is_refused(sim, make_engine):
+    profile = ProbeProfile.objects.create(name="x", engine=make_engine(sim("vllm").url), kind="tool")
+    with pytest.raises(ValueError, match="five cron fields"):
+        probe_set_schedule(profile=profile, cron="every night")
+    profile.refresh_from_db()
+    assert profile.schedule is None
