@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import sweep_views, views
+from . import rate_views, sweep_views, views
 
 app_name = "bench"
 urlpatterns = [
@@ -18,4 +18,5 @@ urlpatterns = [
     path("sweeps/<int:pk>/export.<str:fmt>", sweep_views.sweep_export, name="sweep-export"),
     path("sweeps/<int:pk>/attach/", sweep_views.sweep_attach_view, name="sweep-attach"),
     path("sweeps/<int:pk>/again/", sweep_views.sweep_again, name="sweep-again"),
+    path("rate/new/", rate_views.rate_new, name="rate-new"),
 ]

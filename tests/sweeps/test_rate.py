@@ -84,3 +84,41 @@ def test_bad_input_is_refused_and_creates_nothing(make_engine, args, message):
     with pytest.raises(CommandError, match=message):
         call_command("bench", "rate", "--engine", "r4", *args)
     assert Run.objects.count() == 0
+
+
+def _rate_form(engine, **kw):
+    data = {
+        "engine": engine.pk,
+        "rate": 10,
+        "duration_s": 0.5,
+        "arrival": "fixed",
+        "seed": 0,
+        "slo_ttft_ms": 500,
+        "slo_tpot_ms": 10,
+        "depth": 0,
+        "output_tokens": 16,
+    }
+    data.update(kw)
+    return data
+
+
+def test_rate_form_queues_a_run_and_its_page_shows_goodput(operator_client, sim, make_engine):
+    from dashboard.benchmarks.rate import rate_execute
+
+    sim_engine = sim("vllm", rate=400.0, ttft=0.005)
+    engine = make_engine(sim_engine.url, name="r5")
+    response = operator_client.post("/bench/rate/new/", _rate_form(engine))
+    run = Run.objects.get()
+    assert response["Location"] == f"/bench/runs/{run.pk}/"
+    assert run.status == "queued" and run.trigger == "rate" and run.total_reps == 5
+    assert run.config["rate"]["slo_tpot_ms"] == 10
+    rate_execute(run=run)  # what the queued task (bench.rate_execute) calls on the engine's box
+    page = operator_client.get(f"/bench/runs/{run.pk}/").content.decode()
+    assert 'id="rate-goodput">100 %' in page and "5 of 5 requests met both" in page
+
+
+def test_rate_form_refuses_depth_without_force(operator_client, make_engine):
+    engine = make_engine("http://127.0.0.1:9", name="r6")
+    response = operator_client.post("/bench/rate/new/", _rate_form(engine, depth=2048))
+    assert response.status_code == 200 and "needs force in rate mode" in response.content.decode()
+    assert Run.objects.count() == 0
