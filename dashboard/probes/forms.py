@@ -1,0 +1,71 @@
+import json
+
+from django import forms
+
+from dashboard.forms.bounds import bound_widgets
+
+from .models import ProbeProfile
+from .schedule import parse_cron
+
+
+class ProbeProfileForm(forms.ModelForm):
+    sampling_params = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text='Explicit sampling only, a JSON object, e.g. {"temperature": 0.6}',
+    )
+    cron = forms.CharField(
+        required=False,
+        max_length=120,
+        label="Schedule (cron, UTC)",
+        help_text="minute hour day-of-month month day-of-week, e.g. '0 4 * * *'; empty = manual only",
+    )
+    schedule_enabled = forms.BooleanField(required=False, initial=True, label="Schedule enabled")
+
+    class Meta:
+        model = ProbeProfile
+        fields = [
+            "name",
+            "engine",
+            "kind",
+            "tokens",
+            "depths",
+            "decoys",
+            "corpus",
+            "control",
+            "control_corpus",
+            "sampling",
+            "sampling_params",
+            "thinking",
+            "reps",
+            "timeout_s",
+        ]
+
+    def __init__(self, *args, cron="", schedule_enabled=True, **kwargs):
+        super().__init__(*args, **kwargs)
+        bound_widgets(self)
+        self.fields["cron"].initial = cron
+        self.fields["schedule_enabled"].initial = schedule_enabled
+        if self.instance.pk and self.instance.sampling_params:
+            self.initial["sampling_params"] = json.dumps(self.instance.sampling_params)
+
+    def clean_sampling_params(self):
+        text = (self.cleaned_data.get("sampling_params") or "").strip()
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError('Give a JSON object, e.g. {"temperature": 0.6}.')
+        return value
+
+    def clean_cron(self):
+        text = (self.cleaned_data.get("cron") or "").strip()
+        if text:
+            try:
+                parse_cron(text)
+            except ValueError as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return text
