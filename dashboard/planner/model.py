@@ -21,7 +21,8 @@ The method, per engine and per window (--max-model-len) the engine has rows at:
   window and takes it from the budget before sizing the pool. Learned from this engine's own
   rows at two windows and one share (consecutive rows, shares within 0.005): pool tokens lost
   per doubling of the window, (pool at the lower window − pool at the higher) ÷ log2(higher ÷
-  lower window), averaged over such pairs; a raise by another factor costs log2 of its ratio
+  lower window), averaged over such pairs (a pair across which the pool grew is named and left
+  out: something else changed at that restart); a raise by another factor costs log2 of its ratio
   times that (both raises of the field report are doublings, 131,072 → 262,144). It is measured
   through the pool, the figure concurrency rests on, and shown in GiB at this engine's tokens
   per GiB. The naive prediction keeps the pool unchanged ("raising the window allocates
@@ -145,13 +146,25 @@ class RaiseModel:
     loss_per_doubling: float  # the range's lower end when there is no earlier raise
     loss_basis: str
     loss_rows: list
+    grew: list = field(default_factory=list)  # this engine's raises across which the pool grew: not learned from
+
+    @property
+    def none_basis(self):
+        """What a raise without a learned workspace says about its range."""
+        text = NO_EARLIER_RAISE
+        if self.grew:
+            text += " that cost pool (" + "; ".join(f"#{a.id} → #{b.id}" for a, b in self.grew)
+            text += ": the pool grew, so something else changed at that restart too)"
+        return f"{text}: the range runs down to {self.loss_basis}"
 
     def as_json(self):
         return {
             "tokens_per_doubling": self.tokens_per_doubling,
             "pairs": [[a.ref(), b.ref()] for a, b in self.pairs],
+            "grew": [[a.ref(), b.ref()] for a, b in self.grew],
             "loss_per_doubling": self.loss_per_doubling,
             "loss_basis": self.loss_basis,
+            "none_basis": self.none_basis,
             "loss_rows": [r.ref() for r in self.loss_rows],
         }
 
@@ -308,7 +321,7 @@ class EngineModel:
         low = naive * max(0.0, 1 - rm.loss_per_doubling * doublings) if doublings > 0 else naive
         out.update(
             concurrency_range=[round(min(low, naive), 2), round(max(low, naive), 2)],
-            raise_basis=f"{NO_EARLIER_RAISE}: the range runs down to {rm.loss_basis}",
+            raise_basis=rm.none_basis,
             _pool=pool,
         )
         return out
@@ -321,7 +334,9 @@ def learn(name, rows, *, box_gib=None, all_rows=()):
     windows = sorted({r.window for r in own if r.window and r.pool_tokens})
     latest = [r for r in own if r.window and r.pool_tokens]
     current = latest[-1].window if latest else None
-    pairs = _raise_pairs(own)
+    raises = _raise_pairs(own)
+    pairs = [p for p in raises if p[0].pool_tokens > p[1].pool_tokens]
+    grew = [p for p in raises if p not in pairs]
     per_doubling = None
     if pairs:
         per_doubling = sum(
@@ -341,6 +356,7 @@ def learn(name, rows, *, box_gib=None, all_rows=()):
             loss,
             f"{loss * 100:.1f} % of the pool per doubling, {pair[0].engine}'s raise #{pair[0].id} → #{pair[1].id}",
             list(pair),
+            grew,
         )
     else:
         rm = RaiseModel(
@@ -349,6 +365,7 @@ def learn(name, rows, *, box_gib=None, all_rows=()):
             FIELD_LOSS_PER_DOUBLING,
             "10 % of the pool per doubling, the field report's worst (Qwen3.8, 131,072 → 262,144, 2026-08-20)",
             [],
+            grew,
         )
     return EngineModel(
         name=name,

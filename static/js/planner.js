@@ -67,7 +67,7 @@
         var doublings = Math.log2(window / wm.window);
         var low = doublings > 0 ? naive * Math.max(0, 1 - rm.loss_per_doubling * doublings) : naive;
         out.concurrency_range = [round(Math.min(low, naive), 2), round(Math.max(low, naive), 2)];
-        out.raise_basis = data.no_earlier_raise + ": the range runs down to " + rm.loss_basis;
+        out.raise_basis = rm.none_basis;
       }
       rm.pairs.forEach(function (p) { p.forEach(function (r) { if (!basis.some(function (b) { return b.id === r.id; })) basis.push(r); }); });
       rm.loss_rows.forEach(function (r) { if (!basis.some(function (b) { return b.id === r.id; })) basis.push(r); });

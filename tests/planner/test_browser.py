@@ -47,6 +47,44 @@ def _login(browser, live_server, viewport):
     return page
 
 
+GRID = {
+    "nemotron": (0.2, 0.22, 0.25, 0.27, 0.3, 0.4),
+    "q38": (0.3, 0.38, 0.41, 0.45, 0.6),
+    "qwen3-next-80b": (0.5, 0.6),
+}
+KEYS = ("pool_tokens", "kv_gib", "concurrency", "naive_concurrency", "corrected_concurrency", "concurrency_range")
+
+
+def _same_numbers_as_the_model(page, host):
+    """The page's script and dashboard/planner/model.py agree over a grid of shares and windows."""
+    from dashboard.planner.model import PlanError
+    from dashboard.planner.services import box_of, engine_model
+
+    checked = 0
+    for engine in host.engines.all():
+        model = engine_model(engine, box_of(host)["memory_gib"])
+        for share in GRID.get(engine.name, ()):
+            for window in (65536, 131072, 262144, 524288):
+                js = page.evaluate(
+                    "([n, s, w]) => { const p = window.sparkopsPlanner; try { return p.predict(p.models[n], s, w); }"
+                    " catch (e) { return {error: e.message}; } }",
+                    [engine.name, share, window],
+                )
+                try:
+                    py = model.predict(share, window)
+                except PlanError as exc:
+                    assert js.get("error"), (engine.name, share, window, str(exc))
+                    continue
+                got = {k: js.get(k) for k in KEYS}
+                want = {k: py[k] for k in KEYS}
+                assert abs(got.pop("pool_tokens") - want.pop("pool_tokens")) <= 1
+                assert got == want, (engine.name, share, window)
+                assert [r["id"] for r in js["basis"]] == [r["id"] for r in py["basis"]]
+                assert js["raise_basis"] == py["raise_basis"] and js["method"] == py["method"]
+                checked += 1
+    assert checked == 4 * sum(len(v) for v in GRID.values())  # every share predicts at every window
+
+
 @pytest.fixture
 def field_box(spark):
     feed(THROUGH_0819)
@@ -64,6 +102,7 @@ def test_share_moves_predictions_then_record_the_claim(browser, live_server, fie
     conc = card.locator('[data-out="concurrency"]')
     assert conc.inner_text() == "21.19× at 131,072"  # the measured row at its current share
     page.evaluate("window.__noReload = 1")
+    _same_numbers_as_the_model(page, field_box)
 
     card.locator("input[name=util]").fill("0.30")  # move the share
     expected = plan_json("--engine", "nemotron", "--util", "0.30")
