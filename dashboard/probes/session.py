@@ -89,6 +89,11 @@ def reasoning_count(result) -> int:
     return n if isinstance(n, int) and n > 0 else result.reasoning_chunks
 
 
+def storable(text):
+    """TEXT as PostgreSQL stores it: a broken model can emit NUL bytes, which a text column refuses."""
+    return text.replace("\x00", "\ufffd") if isinstance(text, str) else text
+
+
 def case(result, *, label, rep=0, verdict="", detail=None, keep_text=False):
     """A case dict (one ProbeCase row) from a StreamResult."""
     usage = result.usage or {}
@@ -97,7 +102,7 @@ def case(result, *, label, rep=0, verdict="", detail=None, keep_text=False):
         "rep": rep,
         "ok": result.bucket is None,
         "bucket": result.bucket or "",
-        "error": result.error,
+        "error": storable(result.error),
         "http_status": result.status,
         "finish_reason": result.finish_reason or "",
         "verdict": verdict,
@@ -108,5 +113,5 @@ def case(result, *, label, rep=0, verdict="", detail=None, keep_text=False):
         else None,
         "reasoning_tokens": reasoning_count(result),
         "seconds": round(result.t_end - result.t_send, 3),
-        "text": result.content[:MAX_TEXT] if keep_text else result.content[:2000],
+        "text": storable(result.content[:MAX_TEXT] if keep_text else result.content[:2000]),
     }
