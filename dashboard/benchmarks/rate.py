@@ -15,6 +15,7 @@ import time
 
 from django.utils import timezone
 
+from .bounds import spec_problems
 from .client import stream_chat
 from .conditions import conditions_snapshot, config_snapshot
 from .models import MAX_DEPTH, MAX_OUTPUT, Run
@@ -61,6 +62,8 @@ def rate_validate(*, spec, rate, duration_s, arrival, slo_ttft_ms, slo_tpot_ms):
         )
     if not problems and len(arrival_offsets(rate=rate, duration_s=duration_s, arrival="fixed")) >= MAX_REQUESTS:
         problems.append(f"at most {MAX_REQUESTS:,} requests per run")
+    if not problems:
+        problems = spec_problems(spec)  # the profile's own bounds (timeout, instruction, …)
     return "; ".join(problems) or None
 
 

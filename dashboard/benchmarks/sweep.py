@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
 
+from .bounds import spec_problems
 from .cells import cell_figures
 from .hashing import HASH_FIELDS, PROMPT_VERSION, stable_hash
 from .models import MAX_CONCURRENCY, MAX_DEPTH, MAX_OUTPUT, MAX_REPS, Run, Sweep
@@ -76,6 +77,10 @@ def sweep_validate(*, axis, values, spec: RunSpec):
             f"depth {max(depths)} with concurrency {max(streams)} needs force: deep prompts at concurrency "
             "deadlocked an engine once (sweep concurrency at depth 0, or depth at concurrency 1)"
         )
+    if not problems and values:  # the profile's own bounds (timeout, instruction, …) on the largest cell
+        cell = RunSpec.from_dict(spec.as_dict())
+        setattr(cell, axis, values[-1])
+        problems = spec_problems(cell)
     return "; ".join(problems) or None
 
 

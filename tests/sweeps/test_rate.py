@@ -77,6 +77,7 @@ def test_poisson_arrivals_are_seeded_and_average_the_rate():
         (["--rate", "2", "--duration", "-1"], "duration"),
         (["--rate", "2", "--depth", "4096"], "needs force"),
         (["--rate", "2", "--slo-tpot-ms", "0"], "SLOs"),
+        (["--rate", "2", "--timeout", "0.5"], "--timeout"),
     ],
 )
 def test_bad_input_is_refused_and_creates_nothing(make_engine, args, message):

@@ -82,6 +82,7 @@ def test_depth_with_concurrency_needs_force_and_creates_nothing(sim, make_engine
         (["--depth", "0,4096", "--reps", "2"], "odd"),
         (["--concurrency", "1,2", "--output-tokens", "1"], "output tokens"),
         (["--concurrency", ","], "give the concurrency values"),
+        (["--concurrency", "1,2", "--timeout", "0.5"], "--timeout"),
     ],
 )
 def test_bad_input_is_refused_with_a_reason(make_engine, args, message):
