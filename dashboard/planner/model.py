@@ -290,7 +290,8 @@ class EngineModel:
         if window != wm.window:
             out.update(self._raise(pool, wm.window, window, tpg))
             basis += [r for pair in self.raise_model.pairs for r in pair if r not in basis]
-            basis += [r for r in self.raise_model.loss_rows if r not in basis]
+            if self.raise_model.tokens_per_doubling is None:  # the range rests on other engines' raises
+                basis += [r for r in self.raise_model.loss_rows if r not in basis]
             pool = out.pop("_pool")
             if kv is not None and out["workspace_gib"] is not None:
                 kv -= out["workspace_gib"]

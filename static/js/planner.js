@@ -70,7 +70,7 @@
         out.raise_basis = rm.none_basis;
       }
       rm.pairs.forEach(function (p) { p.forEach(function (r) { if (!basis.some(function (b) { return b.id === r.id; })) basis.push(r); }); });
-      rm.loss_rows.forEach(function (r) { if (!basis.some(function (b) { return b.id === r.id; })) basis.push(r); });
+      if (rm.tokens_per_doubling === null) rm.loss_rows.forEach(function (r) { if (!basis.some(function (b) { return b.id === r.id; })) basis.push(r); });
     }
     out.pool_tokens = Math.round(pool);
     out.kv_gib = kv === null || kv === undefined ? null : round(kv, 2);
@@ -165,7 +165,7 @@
       put(form, "pool_tokens", num(p.pool_tokens) + " tokens");
       put(form, "concurrency", p.concurrency.toFixed(2) + "× at " + num(p.window));
       var s = p.tokens_per_gib_spread;
-      put(form, "tokens_per_gib", p.tokens_per_gib ? num(p.tokens_per_gib) + (s ? " (±" + s.pct.toFixed(2) + " % over " + s.rows + " rows)" : "") : "—");
+      put(form, "tokens_per_gib", p.tokens_per_gib ? num(p.tokens_per_gib) + (s ? " (±" + s.pct.toFixed(2) + " % over " + s.rows + (s.rows === 1 ? " row)" : " rows)") : "") : "—");
       var r = "—";
       if (p.naive_concurrency !== null) {
         r = "naive " + p.naive_concurrency.toFixed(2) + "× (pool unchanged) · ";

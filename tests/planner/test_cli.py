@@ -72,6 +72,7 @@ def test_once_a_raise_is_in_the_ledger_the_next_one_is_corrected(spark):
     raised = KVPoolEntry.objects.filter(engine__name="nemotron", memory_share=0.25).order_by("recorded_at")
     assert p["base_window"] == 262144 and p["corrected_concurrency"] < p["naive_concurrency"]
     assert {r.pk for r in raised} <= {r["id"] for r in p["basis"]}  # the raise it learned from
+    assert {r["engine"] for r in p["basis"]} == {"nemotron"}  # its own rows only: other engines' raises are not used
     # the 131,072 → 262,144 doubling lost 74,394 tokens: the next doubling is predicted to lose as many
     assert p["pool_tokens"] == 2_703_604 - (2_777_998 - 2_703_604)
     assert p["workspace_gib"] > 0

@@ -69,7 +69,7 @@ class Command(BaseCommand):
         spread = p["tokens_per_gib_spread"]
         self.stdout.write(
             f"  tokens per GiB {p['tokens_per_gib']:,}"
-            + (f" (±{spread['pct']} % over {spread['rows']} rows)" if spread else "")
+            + (f" (±{spread['pct']} % over {spread['rows']} row{'s' if spread['rows'] != 1 else ''})" if spread else "")
             if p["tokens_per_gib"]
             else "  tokens per GiB unknown (rows without KV memory)"
         )
