@@ -35,6 +35,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--reps", type=_whole, default=MIN_REPS, help=f"repetitions per arm (default and least {MIN_REPS})"
     )
+    parser.add_argument("--probe", default="", help="a quality probe run on each arm after its last repetition")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
     parser.add_argument("--json", action="store_true")
 
@@ -61,6 +62,7 @@ def handle(command, **opts):
             workload={"depth": opts["depth"], "output_tokens": opts["output_tokens"], "timeout_s": opts["timeout"]},
             reps=opts["reps"],
             flags=[f for f in opts["flags"].split(",") if f.strip()],
+            probe=opts["probe"],
         )
     except ExperimentError as exc:
         raise CommandError(str(exc)) from None
@@ -90,6 +92,11 @@ def _print(command, experiment, s):
             f"  arm {arm} {r['engine']:<20} decode {_n(r['per_stream_decode_tokens_per_s'])} tok/s/stream, "
             f"aggregate {_n(r['aggregate_decode_tokens_per_s'])}, TTFT {_n(r['ttft_ms'])} ms, "
             f"{r['reps_counted']}/{r['reps_total']} counted, checks passed {q['passed']}/{q['of']}"
+            + (
+                f", {q['probe']['kind']} probe {q['probe']['status']}: {q['probe']['headline']}"
+                if q.get("probe")
+                else ""
+            )
         )
     for row in s["slots"]:
         mark = "" if row["valid"] else f"  INVALID: {row['invalid_reason']}"

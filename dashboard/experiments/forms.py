@@ -3,7 +3,7 @@ from django import forms
 from dashboard.benchmarks.models import MAX_DEPTH, MAX_OUTPUT
 from dashboard.models import Engine
 
-from .models import MAX_REPS, MIN_REPS
+from .models import MAX_REPS, MIN_REPS, PROBE_KINDS
 
 
 class ExperimentForm(forms.Form):
@@ -23,6 +23,12 @@ class ExperimentForm(forms.Form):
     depth = forms.IntegerField(min_value=0, max_value=MAX_DEPTH, initial=1024, help_text="Prompt tokens")
     output_tokens = forms.IntegerField(min_value=2, max_value=MAX_OUTPUT, initial=512, help_text="Pinned")
     mode = forms.ChoiceField(choices=[("cold", "cold (nothing cached)"), ("follow_up", "follow-up (warm prefix)")])
+    probe = forms.ChoiceField(
+        required=False,
+        choices=[("", "none (a pass count of the runs' checks)")] + [(k, k) for k in PROBE_KINDS],
+        label="Quality probe",
+        help_text="Run on each arm after its last repetition, so a faster arm that answers worse shows",
+    )
 
     def flag_list(self):
         return [f.strip() for f in self.cleaned_data["flags"].split(",") if f.strip()]

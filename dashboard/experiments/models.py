@@ -6,6 +6,8 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+PROBE_KINDS = ("needle", "soak", "tool", "thinking", "contract")  # dashboard/probes/spec.py KINDS
+
 MIN_REPS, MAX_REPS = 3, 25  # per arm; three is the field report's least, 25 keeps a run under an hour at 512 tokens
 
 
@@ -31,6 +33,18 @@ class Experiment(models.Model):
     reps = models.PositiveSmallIntegerField(
         default=MIN_REPS, validators=[MinValueValidator(MIN_REPS), MaxValueValidator(MAX_REPS)], help_text="Per arm"
     )
+    probe = models.CharField(
+        max_length=10,
+        blank=True,
+        choices=[(k, k) for k in PROBE_KINDS],
+        help_text="A quality probe run on each arm after its last repetition (a faster arm that answers worse shows)",
+    )
+    probe_run_a = models.ForeignKey(
+        "probes.ProbeRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    probe_run_b = models.ForeignKey(
+        "probes.ProbeRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     seed = models.PositiveIntegerField(
         default=18, help_text="The bootstrap's seed: the same runs give the same interval"
     )
@@ -50,6 +64,9 @@ class Experiment(models.Model):
 
     def engine(self, arm):
         return self.engine_a if arm == "A" else self.engine_b
+
+    def probe_run(self, arm):
+        return self.probe_run_a if arm == "A" else self.probe_run_b
 
 
 class Slot(models.Model):

@@ -28,7 +28,7 @@ from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
 from dashboard.services import launchconfig
 
 from . import stats
-from .models import MAX_REPS, MIN_REPS, Experiment, Slot
+from .models import MAX_REPS, MIN_REPS, PROBE_KINDS, Experiment, Slot
 
 log = logging.getLogger(__name__)
 ENGINE_FIELDS = ("engine_name", "engine_kind", "base_url", "model")
@@ -89,7 +89,9 @@ def _flag_names(flags):
     return sorted(set(names))
 
 
-def experiment_create(*, name, engine_a, engine_b, workload=None, reps=MIN_REPS, flags=(), user=None, seed=18):
+def experiment_create(
+    *, name, engine_a, engine_b, workload=None, reps=MIN_REPS, flags=(), probe="", user=None, seed=18
+):
     """A queued experiment and its 2 × REPS slots in the order A, B, A, B …; the same engine for
     both arms is the restart mode (the operator restarts it between slots when the page asks)."""
     name = (name or "").strip()
@@ -103,6 +105,8 @@ def experiment_create(*, name, engine_a, engine_b, workload=None, reps=MIN_REPS,
     if engine_a.pk != engine_b.pk and engine_a.kind != engine_b.kind:
         log.info("experiment across kinds: %s vs %s", engine_a.kind, engine_b.kind)
     w = _check_workload(dict(workload or {}))
+    if probe and probe not in PROBE_KINDS:
+        raise ExperimentError(f"the quality probe is one of {', '.join(PROBE_KINDS)}, got {probe!r}")
     with transaction.atomic():
         experiment = Experiment.objects.create(
             name=name[:120],
@@ -113,6 +117,7 @@ def experiment_create(*, name, engine_a, engine_b, workload=None, reps=MIN_REPS,
             workload=w,
             workload_hash=workload_hash(w),
             reps=reps,
+            probe=probe or "",
             seed=seed,
             created_by=user,
         )
@@ -202,7 +207,32 @@ def _run_slot(experiment, slot, trigger):
     slot.run = run_create(engine=engine, spec=spec, trigger=trigger, user=experiment.created_by)
     slot.save(update_fields=["snapshot_a", "snapshot_b", "run"])
     run_execute(run=slot.run)
+    if experiment.probe and not experiment.slots.filter(arm=slot.arm, order__gt=slot.order).exists():
+        _probe_arm(experiment, slot.arm, engine)  # while the engine still runs this arm's configuration
     _publish(experiment)
+
+
+def _probe_arm(experiment, arm, engine):
+    """One run of the experiment's quality probe on ARM, with the workload's sampling and thinking."""
+    from dashboard.probes.models import ProbeRun
+    from dashboard.probes.services import probe_run_create, probe_run_execute
+    from dashboard.probes.spec import ProbeSpec
+
+    w = experiment.workload
+    spec = ProbeSpec(
+        engine_name=engine.name,
+        engine_kind=engine.kind,
+        base_url=engine.base_url,
+        kind=experiment.probe,
+        sampling=w.get("sampling", "server"),
+        sampling_params=dict(w.get("sampling_params") or {}),
+        thinking=w.get("thinking", "server"),
+        timeout_s=float(w.get("timeout_s", 600.0)),
+    )
+    run = probe_run_create(engine=engine, spec=spec, trigger=ProbeRun.Trigger.MANUAL, user=experiment.created_by)
+    setattr(experiment, f"probe_run_{arm.lower()}", run)
+    experiment.save(update_fields=[f"probe_run_{arm.lower()}"])
+    probe_run_execute(run=run)
 
 
 def experiment_finish(*, experiment):
@@ -350,11 +380,22 @@ def _figure(run, key):
     return ((run.stats or {}).get(key) or {}).get("median")
 
 
-def _quality(slots):
-    """Pass count: repetitions whose run finished with no failed check, of those that ran."""
+def _quality(slots, probe_run):
+    """Pass count (repetitions whose run finished with no failed check, of those that ran) and the
+    quality probe's result when the experiment has one."""
     ran = [s for s in slots if s.run is not None and s.run.status not in (Run.Status.QUEUED, Run.Status.RUNNING)]
     passed = [s for s in ran if s.run.status == Run.Status.DONE and not any(c.get("ok") is False for c in s.run.checks)]
-    return {"passed": len(passed), "of": len(ran), "what": "repetitions that finished with every check passed"}
+    out = {"passed": len(passed), "of": len(ran), "what": "repetitions that finished with every check passed"}
+    if probe_run is not None:
+        probe_run.refresh_from_db()
+        out["probe"] = {
+            "run": probe_run.pk,
+            "kind": probe_run.kind,
+            "status": probe_run.status,
+            "passed": probe_run.passed,
+            "headline": probe_run.headline or probe_run.reason,
+        }
+    return out
 
 
 def _median(values):
@@ -393,7 +434,7 @@ def experiment_summary(*, experiment):
             "reps_counted": len(counted[arm]),
             "reps_invalid": sum(1 for s in arm_slots if not s.valid),
             "reps_total": len(arm_slots),
-            "quality": _quality(arm_slots),
+            "quality": _quality(arm_slots, experiment.probe_run(arm)),
         }
     enough = all(len(counted[arm]) >= MIN_REPS for arm in "AB")
     return {
@@ -497,7 +538,12 @@ def experiment_record(*, experiment, user=None):
         body.append(f"Left out as invalid: repetitions {', '.join(str(s['order']) for s in invalid)}.")
     for arm in "AB":
         q = v["arms"][arm]["quality"]
-        body.append(f"Quality, arm {arm}: {q['passed']} of {q['of']} {q['what']}.")
+        line = f"Quality, arm {arm}: {q['passed']} of {q['of']} {q['what']}"
+        if q.get("probe"):
+            p = q["probe"]
+            verdict = {True: "passed", False: "FAILED", None: p["status"]}[p["passed"]]
+            line += f"; {p['kind']} probe (probe run {p['run']}): {verdict}, {p['headline']}"
+        body.append(line + ".")
     body += ["", v["method"]]
     evidence = [EvidenceLine(kind="url", url=f"/experiments/{experiment.pk}/")]
     evidence += [EvidenceLine(kind="benchmark_run", ref_id=s["run"]) for s in v["slots"] if s["run"] and s["valid"]]

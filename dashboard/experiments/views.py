@@ -35,6 +35,7 @@ def create(request):
                 workload={"depth": d["depth"], "output_tokens": d["output_tokens"], "mode": d["mode"]},
                 reps=d["reps"],
                 flags=form.flag_list(),
+                probe=d["probe"],
                 user=request.user,
             )
         except ExperimentError as exc:

@@ -47,7 +47,7 @@ def test_finished_page_and_record_the_verdict(operator_client, sim, make_engine)
     )
     assert e.status == "done", e.reason
     page = operator_client.get(reverse("experiments:detail", args=[e.pk])).content.decode()
-    assert page.count('<tr class=""><td>') == 6 and "percentile bootstrap" in page
+    assert page.count('<tr class=""><td data-label="#">') == 6 and "percentile bootstrap" in page
     assert 'class="verdict-slower">slower' in page  # decode at half the rate
     assert "has no configuration snapshot" in page  # engines without a unit: the variant is not verified
     resp = operator_client.post(reverse("experiments:record", args=[e.pk]))

@@ -30,3 +30,16 @@ def test_50_vs_50_says_no_difference(sim, make_engine):
     experiment = _run(sim, make_engine, 50.0, 50.0)
     v = experiment.verdict
     assert v["figures"]["decode_tokens_per_s"]["verdict"] == "no difference within noise"
+
+
+def test_a_quality_probe_per_arm_shows_a_faster_arm_that_answers_worse(sim, make_engine):
+    a = make_engine(sim("vllm", rate=50.0, ttft=0.01).url, name="a")
+    b = make_engine(sim("vllm", rate=55.0, ttft=0.01, tool_calls="strings").url, name="b")
+    experiment = experiment_create(
+        name="faster, worse", engine_a=a, engine_b=b, workload={"depth": 0, "output_tokens": 12}, probe="tool"
+    )
+    v = experiment_advance(experiment=experiment).verdict
+    qa, qb = v["arms"]["A"]["quality"]["probe"], v["arms"]["B"]["quality"]["probe"]
+    assert (qa["kind"], qa["status"], qa["passed"]) == ("tool", "done", True)
+    assert (qb["kind"], qb["status"], qb["passed"]) == ("tool", "done", False)
+    assert experiment.probe_run_b.engine == b and experiment.probe_run_b.result["coerced_valid"] == 3
