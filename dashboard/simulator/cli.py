@@ -56,6 +56,7 @@ async def serve(engines: list[str], state_dir: str | None, control_port: int, po
     port = await api.start(control_port)
     await sup.start()
     control = f"http://127.0.0.1:{port}"
+    (state / "control").write_text(control)  # where the simulated `systemctl daemon-reload` asks
     lines = [
         json.dumps(
             {

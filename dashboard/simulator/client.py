@@ -113,12 +113,13 @@ class Simulation:
         return self.engines[name]["unit"]
 
     def wait_ready(self, name: str, timeout: float = 20.0) -> None:
-        """Until the engine answers its readiness probe (/health 200, or /v1/models)."""
+        """Until the engine answers its readiness probe (/health 200, or /v1/models) and its unit
+        has left activating (its readiness helper has seen the same answer)."""
         path = "/v1/models" if self.engines[name]["kind"] == "openai" else "/health"
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if httpx.get(self.url(name) + path, timeout=1.0).status_code == 200:
+                if httpx.get(self.url(name) + path, timeout=1.0).status_code == 200 and not self._activating(name):
                     return
             except httpx.HTTPError:
                 pass
@@ -147,9 +148,13 @@ class Simulation:
     def restart(self, name: str) -> dict:
         return self._post(f"/_sim/units/{name}/restart")
 
-    def dropin(self, name: str, file_name: str, text: str | None) -> dict:
-        """Write (text None: remove) a drop-in of NAME's unit; the next start runs it."""
-        return self._post(f"/_sim/units/{name}/dropin", {"name": file_name, "text": text})
+    def dropin(self, name: str, file_name: str, text: str | None, *, reload: bool = True) -> dict:
+        """Write (text None: remove) a drop-in of NAME's unit and daemon-reload: the next start runs
+        it. RELOAD False: the file changes on disk only (NeedDaemonReload=yes, starts run the loaded unit)."""
+        return self._post(f"/_sim/units/{name}/dropin", {"name": file_name, "text": text, "reload": reload})
+
+    def daemon_reload(self) -> dict:
+        return self._post("/_sim/daemon-reload")
 
     def cold(self, name: str) -> dict:
         """Empty NAME's JIT cache: its next start is a cold one."""
@@ -171,6 +176,14 @@ class Simulation:
 
     def units(self) -> list[dict]:
         return httpx.get(self.control + "/_sim/units", timeout=5.0).json()
+
+    def _activating(self, name: str) -> bool:
+        if not self.engines[name].get("unit"):
+            return False
+        try:
+            return self.show(name).get("ActiveState") == "activating"
+        except FileNotFoundError:
+            return False
 
     # ---- state files ------------------------------------------------------------------------
     def show(self, name: str) -> dict:

@@ -5,8 +5,10 @@ POST /_sim/units/<name>/start|stop|restart
 POST /_sim/units/<name>/fault  {"kind": K, ...}   forwarded to the engine
 POST /_sim/units/<name>/traffic {"count": N, "finish_reason": ..., "e2e_s": ..., "status": ..., ...}
                                finished requests in the engine's metrics and log (simulator/traffic.py)
-POST /_sim/units/<name>/dropin {"name": "30-x.conf", "text": "[Service]\n..."}  write a drop-in
-                               (text "" or null: remove it) and daemon-reload; the next start runs it
+POST /_sim/units/<name>/dropin {"name": "30-x.conf", "text": "[Service]\n...", "reload": true}  write a
+                               drop-in (text "" or null: remove it) and daemon-reload (unless reload is
+                               false: then show says NeedDaemonReload=yes and a start runs the loaded unit)
+POST /_sim/daemon-reload       every unit's files loaded again (`systemctl daemon-reload`)
 POST /_sim/units/<name>/cold   the JIT cache is gone: the next start is cold (cold_seconds longer,
                                MAX_JOBS compilers — nproc + 2 uncapped — in the simulated /proc)
 POST /_sim/gpu   {"fault": "clock_stuck_low" | "clear"}
@@ -50,6 +52,11 @@ class ControlAPI:
             if unit is None:
                 return json_response({"error": f"unknown engine {parts[2]!r}"}, 404)
             return await self.unit_action(unit, parts[3], req)
+        if parts == ["_sim", "daemon-reload"]:
+            for unit in self.sup.units.values():
+                unit.reload()
+                unit.write()
+            return json_response({"ok": True})
         if parts == ["_sim", "gpu"]:
             fault = self.choice(req, "fault", GPU_FAULTS)
             self.sup.host.set_gpu_fault(fault)
@@ -102,8 +109,9 @@ class ControlAPI:
                 write_dropin(self.sup.root, unit.id, body["name"], text)
             except ValueError as exc:
                 raise BadRequest(str(exc)) from None
-            unit.reload()
-            unit.write()
+            if body.get("reload", True) is not False:
+                unit.reload()
+                unit.write()
         else:
             return json_response(
                 {"error": f"unknown action {action!r}; use start, stop, restart, fault, traffic, cold or dropin"}, 404

@@ -144,6 +144,7 @@ class Unit:
             "SubState": "dead",
             "FragmentPath": f"/etc/systemd/system/{self.id}",
             "UnitFileState": "enabled",
+            "NeedDaemonReload": "no",
             "StateChangeTimestamp": "",
             "InactiveExitTimestamp": "",
             "ActiveEnterTimestamp": "",
@@ -154,6 +155,10 @@ class Unit:
             "InvocationID": "",
         }
         self.effective: dict = {}
+        self.timeout_start = 90.0  # TimeoutStartSec of the loaded unit
+        self.control_proc: asyncio.subprocess.Process | None = None  # the ExecStartPost helper while it runs
+        self.post_task: asyncio.Task | None = None
+        self.fail_result: str | None = None  # why the manager stopped the start ("timeout", "exit-code")
         self.cold_next = True  # the first start after boot finds the JIT cache empty
         self.compilers: list[Path] = []
         if spec.hand_run:
@@ -164,11 +169,14 @@ class Unit:
 
     def reload(self) -> None:
         """Read the unit's files as systemd's daemon-reload does: the properties `show` prints
-        change now, what runs changes at the next start."""
+        change now, what runs changes at the next start. Until the next reload, a file edited on
+        disk makes `systemctl show` say NeedDaemonReload=yes and a start runs the loaded unit."""
         if self.spec.hand_run:
             return
         eff = self.effective = unitfiles.load(self.sup.root, self.id)
         fragment, dropins = unitfiles.paths(self.sup.root, self.id)
+        sd.write_atomic(self.sup.units_dir / f"{self.id}.loaded", unitfiles.fingerprint(self.sup.root, self.id))
+        self.timeout_start = _span(d_timeout(eff), 90.0)
         d = {k: v["value"] for k, v in eff["directives"].items()}
         spec = self.spec
         spec.restart = d.get("Restart", "no") if d.get("Restart", "no") in RESTART_POLICIES else spec.restart
@@ -269,6 +277,17 @@ class Unit:
         }
 
 
+def d_timeout(eff: dict):
+    return (eff.get("directives") or {}).get("TimeoutStartSec", {}).get("value")
+
+
+def helper_command(argv: list[str]) -> list[str] | None:
+    """The real process behind an ExecStartPost of the simulated box: its readiness helper."""
+    if argv and argv[0] == unitfiles.HELPER:
+        return [sys.executable, "-m", "dashboard.simulator.waitready", *argv[1:]]
+    return None
+
+
 def _span(value, default: float) -> float:
     """A unit file's time span (`90`, `0.5s`, `1min 30s`, `1h`) in seconds."""
     if value is None:
@@ -351,15 +370,19 @@ class Supervisor:
 
     # ---- start / stop ----------------------------------------------------------------------
     async def start_unit(self, unit: Unit, *, manual: bool = True) -> None:
+        """Start UNIT as loaded (its files as of the last daemon-reload). With an ExecStartPost
+        readiness helper the unit sits in activating/start-post until the helper exits 0; a
+        helper that fails, or a start past TimeoutStartSec, fails the start (`_start_post`)."""
         if unit.proc is not None:
             return
-        unit.reload()  # the files as they are now (tests and the control API edit drop-ins)
         if unit.restart_task and manual:
             unit.restart_task.cancel()
         if manual:
             unit.p["NRestarts"] = "0"
             unit.start_times = []
         unit.stop_requested = False
+        unit.fail_result = None
+        self.journal.manager(unit.id, f"Starting {unit.description}...", JOB_TYPE="start")
         env = {
             **os.environ,
             "PYTHONUNBUFFERED": "1",
@@ -379,11 +402,15 @@ class Supervisor:
         if unit.cold_next and unit.spec.cold_seconds > 0:
             self._spawn_compilers(unit, pid)
         unit.cold_next = False
-        if unit.spec.hand_run:
-            unitfiles.write_proc(self.host.dir / "proc", pid, unit.effective)
+        # What /proc/PID says of the engine: the argv and environment of the unit as loaded (a
+        # real engine's, not the simulator's python), in the unit's cgroup.
+        unitfiles.write_proc(
+            self.host.dir / "proc", pid, unit.effective, cgroup=None if unit.spec.hand_run else unit.id
+        )
+        posts = [] if unit.spec.hand_run else unit.effective.get("exec_start_post") or []
         unit.set_state(
-            "active",
-            "running",
+            "activating" if posts else "active",
+            "start-post" if posts else "running",
             MainPID=pid,
             ExecMainPID=pid,
             ExecMainCode=0,
@@ -393,12 +420,75 @@ class Supervisor:
             Result="success",
             InvocationID=uuid.uuid4().hex,
         )
-        self.journal.manager(
-            unit.id, f"Started {unit.description}.", MESSAGE_ID=sd.MSG_STARTED, JOB_TYPE="start", JOB_RESULT="done"
-        )
+        if not posts:
+            self._started(unit)
         task = asyncio.create_task(self._watch(unit, unit.proc))
         self._watchers.add(task)
         task.add_done_callback(self._watchers.discard)
+        if posts:
+            unit.post_task = asyncio.create_task(self._start_post(unit, unit.proc, posts, unit.start_times[-1]))
+            self._watchers.add(unit.post_task)
+            unit.post_task.add_done_callback(self._watchers.discard)
+
+    def _started(self, unit: Unit) -> None:
+        self.journal.manager(
+            unit.id, f"Started {unit.description}.", MESSAGE_ID=sd.MSG_STARTED, JOB_TYPE="start", JOB_RESULT="done"
+        )
+
+    async def _start_post(self, unit: Unit, proc, posts: list[dict], t0: float) -> None:
+        """Run the ExecStartPost commands in order, each a real process with $MAINPID, bounded by
+        what is left of TimeoutStartSec; active when the last exits 0."""
+        for post in posts:
+            cmd = helper_command(post.get("argv") or [])
+            if cmd is None:
+                continue  # a command the simulated box does not have: taken as done
+            left = unit.timeout_start - (time.monotonic() - t0)
+            ctl = await asyncio.create_subprocess_exec(
+                *cmd,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+                env={**os.environ, "MAINPID": str(proc.pid), "PYTHONPATH": str(REPO_ROOT)},
+                cwd=REPO_ROOT,
+                preexec_fn=die_with_parent(),
+            )
+            unit.control_proc = ctl
+            unit.p["ControlPID"] = str(ctl.pid)
+            unit.write()
+            try:
+                rc = await asyncio.wait_for(ctl.wait(), None if left == float("inf") else max(left, 0.01))
+            except TimeoutError:
+                rc = None
+            finally:
+                if ctl.returncode is None:
+                    ctl.kill()
+                    await ctl.wait()
+                unit.control_proc = None
+                unit.p["ControlPID"] = "0"
+            if unit.proc is not proc or unit.stop_requested:
+                return  # the main process died meanwhile (its exit is recorded) or a stop came
+            if rc is None:
+                self.journal.manager(unit.id, f"{unit.id}: start-post operation timed out. Terminating.", priority=4)
+                return await self._fail_start(unit, proc, "timeout")
+            if rc != 0:
+                self.journal.manager(
+                    unit.id,
+                    f"{unit.id}: Control process exited, code=exited, status={rc}/{sd.EXIT_STATUS_NAMES.get(rc, rc)}",
+                    priority=5,
+                )
+                return await self._fail_start(unit, proc, "exit-code")
+        unit.set_state("active", "running")
+        self._started(unit)
+
+    async def _fail_start(self, unit: Unit, proc, result: str) -> None:
+        """The manager gives up on a start: SIGTERM to the main process (SIGKILL after 5 s); its
+        exit is recorded with RESULT (`on_exit`), and the Restart= policy decides what follows."""
+        unit.fail_result = result
+        unit.set_state("deactivating", "stop-sigterm")
+        proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), 5.0)
+        except TimeoutError:
+            proc.kill()
 
     def _spawn_compilers(self, unit: Unit, pid: int) -> None:
         """A cold start's JIT compile: MAX_JOBS compilers (nproc + 2 when the unit does not cap
@@ -451,10 +541,9 @@ class Supervisor:
         rc = await proc.wait()
         unit.proc = None
         self._reap_compilers(unit)
-        if unit.spec.hand_run:
-            import shutil
+        import shutil
 
-            shutil.rmtree(self.host.dir / "proc" / str(proc.pid), ignore_errors=True)
+        shutil.rmtree(self.host.dir / "proc" / str(proc.pid), ignore_errors=True)
         self.on_exit(unit, rc)
 
     def on_exit(self, unit: Unit, rc: int) -> None:
@@ -462,6 +551,10 @@ class Supervisor:
         name = sd.EXIT_STATUS_NAMES.get(status, str(status)) if code == "exited" else sd.signal_name(status)
         clean = (code == "exited" and status == 0) or (code == "killed" and status in sd.CLEAN_SIGNALS)
         result = "success" if clean or unit.stop_requested else ("exit-code" if code == "exited" else "signal")
+        if unit.fail_result and not unit.stop_requested:
+            result, unit.fail_result = unit.fail_result, None
+        if unit.control_proc is not None and unit.control_proc.returncode is None:
+            unit.control_proc.kill()  # the helper of a start whose main process died
         self.journal.manager(
             unit.id,
             f"Main process exited, code={code}, status={status}/{name}",
@@ -519,6 +612,8 @@ class Supervisor:
         await self.start_unit(unit, manual=False)
 
     async def stop_unit(self, unit: Unit) -> None:
+        if unit.control_proc is not None and unit.control_proc.returncode is None:
+            unit.control_proc.kill()  # a stop during start-post ends the helper too
         if unit.restart_task:
             unit.restart_task.cancel()
             unit.restart_task = None

@@ -44,6 +44,7 @@ SHOW_KEYS = (
     "SubState",
     "FragmentPath",
     "UnitFileState",
+    "NeedDaemonReload",
     "StateChangeTimestamp",
     "InactiveExitTimestamp",
     "ActiveEnterTimestamp",

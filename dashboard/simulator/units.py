@@ -15,9 +15,10 @@ with `--max-num-seqs 128`. The llama.cpp unit takes its context from `LLAMA_ARG_
 its EnvironmentFile and orders itself `After=` a unit that is installed but disabled.
 
 The supervisor reads the files as systemd would (`dashboard.collectors.unitconfig.effective`)
-at every start, so a drop-in written through the control API (`POST /_sim/units/NAME/dropin`)
-changes what the next start runs, and `systemctl show`/`cat` report it at once (a
-daemon-reload)."""
+at a daemon-reload, so a drop-in written through the control API (`POST /_sim/units/NAME/dropin`,
+which reloads unless told `"reload": false`) changes what the next start runs, and `systemctl
+show`/`cat` report it at once. A file edited without a reload leaves the loaded unit running and
+starting as it was: `systemctl show` says NeedDaemonReload=yes until `systemctl daemon-reload`."""
 
 from __future__ import annotations
 
@@ -136,6 +137,23 @@ def paths(root: Path, unit: str):
     return f"/{UNIT_DIR}/{unit}", [f"/{UNIT_DIR}/{unit}.d/{p.name}" for p in drop]
 
 
+def fingerprint(root: Path, unit: str) -> str:
+    """What daemon-reload loaded of UNIT: its files (fragment, drop-ins) and their contents. The
+    simulated `systemctl show` compares it with the files now to say NeedDaemonReload=, as systemd
+    compares the files' modification times with the ones it loaded."""
+    import hashlib
+    import json
+
+    fragment, dropins = paths(root, unit)
+    files = {}
+    for p in [fragment, *dropins]:
+        try:
+            files[p] = hashlib.sha256((root / p.lstrip("/")).read_bytes()).hexdigest()
+        except OSError:
+            files[p] = ""
+    return json.dumps(files, sort_keys=True)
+
+
 def load(root: Path, unit: str):
     """The unit's effective configuration (unitconfig.effective over its files)."""
     from dashboard.collectors.unitconfig import UnitFile, effective
@@ -242,14 +260,18 @@ def hand_run_launch(spec):
     }
 
 
-def write_proc(proc_root: Path, pid: int, eff):
-    """What /proc/PID says about a hand-run engine: its argv, environment, session scope."""
+def write_proc(proc_root: Path, pid: int, eff, cgroup=None):
+    """What /proc/PID says about an engine: its argv, environment, and cgroup (CGROUP: the unit
+    that runs it; None: a hand-run engine's login session scope)."""
+    argv = (eff.get("exec_start") or {}).get("argv") or []
+    if not argv:
+        return
     d = Path(proc_root) / str(pid)
     d.mkdir(parents=True, exist_ok=True)
-    argv = eff["exec_start"]["argv"]
     (d / "cmdline").write_bytes(b"\0".join(w.encode() for w in argv) + b"\0")
     (d / "environ").write_bytes(b"".join(f"{k}={v}".encode() + b"\0" for k, v in eff["environment"].items()))
-    (d / "cgroup").write_text("0::/user.slice/user-1000.slice/session-3.scope\n")
+    scope = f"/system.slice/{cgroup}" if cgroup else "/user.slice/user-1000.slice/session-3.scope"
+    (d / "cgroup").write_text(f"0::{scope}\n")
     (d / "stat").write_text(
         f"{pid} ({Path(argv[0]).name[:15]}) S 1 {pid} {pid} 0 -1 4194304 0 0 0 0 0 0 0 0 20 0 1 0 1 "
         "1073741824 262144 18446744073709551615\n"

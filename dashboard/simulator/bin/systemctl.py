@@ -1,9 +1,11 @@
-"""`systemctl show UNIT... [-p A,B]... [--value] [--all] [--user]`, `cat UNIT...` and `is-active` over the
+"""`systemctl show UNIT... [-p A,B]... [--value] [--all] [--user]`, `cat UNIT...`, `is-active` and `daemon-reload` over the
 simulator's state dir. Output is systemctl's: KEY=VALUE per line, units separated by a
 blank line, empty values suppressed unless requested with -p or --all, unknown units
 shown as the LoadState=not-found stub. `--user` reads the same units. `cat` prints each unit's
 fragment and drop-ins (from the simulator's root, `<state_dir>/root/`) after a `# PATH` line, units
-separated by a blank line, and exits 1 naming a unit that has no files, as systemctl does."""
+separated by a blank line, and exits 1 naming a unit that has no files, as systemctl does. NeedDaemonReload=
+is yes when a unit's files differ from what the supervisor last loaded (`cat` then warns, as systemctl
+does); `daemon-reload` asks the supervisor (its control API) to load them."""
 
 from __future__ import annotations
 
@@ -17,9 +19,35 @@ from . import state_dir, unit_name
 def load(unit: str) -> dict:
     path = state_dir() / "units" / f"{unit}.show"
     try:
-        return parse_show(path.read_text())
+        props = parse_show(path.read_text())
     except FileNotFoundError:
         return not_found_properties(unit)
+    if "NeedDaemonReload" in props:
+        props["NeedDaemonReload"] = "yes" if stale(unit) else "no"
+    return props
+
+
+def stale(unit: str) -> bool:
+    from ..units import fingerprint
+
+    try:
+        loaded = (state_dir() / "units" / f"{unit}.loaded").read_text()
+    except FileNotFoundError:
+        return False
+    return loaded != fingerprint(state_dir() / "root", unit)
+
+
+def daemon_reload() -> int:
+    import urllib.request
+
+    try:
+        control = (state_dir() / "control").read_text().strip()
+        req = urllib.request.Request(control + "/_sim/daemon-reload", data=b"{}", method="POST")
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return 0 if resp.status == 200 else 1
+    except (OSError, ValueError) as exc:
+        print(f"Failed to reload daemon: {exc}", file=sys.stderr)
+        return 1
 
 
 def show_text(props: dict, wanted: list[str] | None, all_: bool, value_only: bool) -> str:
@@ -37,6 +65,13 @@ def cat_text(unit: str) -> str | None:
         return None
     root = state_dir() / "root"
     parts = []
+    if stale(unit):
+        parts.append(
+            f"# Warning: {unit} changed on disk, the version systemd has loaded is outdated.\n"
+            "# This output shows the current version of the unit's original fragment and drop-in files.\n"
+            "# If fragments or drop-ins were added or removed, they are not properly reflected in this output.\n"
+            "# Run 'systemctl daemon-reload' to reload units.\n"
+        )
     for path in paths:
         try:
             text = (root / path.lstrip("/")).read_text()
@@ -61,7 +96,7 @@ def cat(units: list[str]) -> int:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="systemctl")
-    p.add_argument("verb", choices=["show", "cat", "is-active", "status"])
+    p.add_argument("verb", choices=["show", "cat", "is-active", "status", "daemon-reload"])
     p.add_argument("units", nargs="*")
     p.add_argument("-p", "--property", action="append", default=[])
     p.add_argument("-P", dest="value_property", action="append", default=[])
@@ -79,6 +114,8 @@ def main(argv=None) -> int:
         return 0 if states and all(s == "active" for s in states) else 3
     if args.verb == "cat":
         return cat(units)
+    if args.verb == "daemon-reload":
+        return daemon_reload()
     if args.verb == "status":
         print("sim-systemctl supports 'show' and 'is-active' only", file=sys.stderr)
         return 1
