@@ -80,6 +80,10 @@ def _print(command, run, s):
         f"  goodput {100 * (r['goodput_share'] or 0):.1f} % ({r['met_slo']} met TTFT ≤ {r['slo_ttft_ms']:g} ms "
         f"and TPOT ≤ {r['slo_tpot_ms']:g} ms), {r['goodput_rps']:.2f} req/s"
     )
-    command.stdout.write(f"  TTFT median {r['ttft_ms']} ms, TPOT median {r['tpot_ms']} ms")
+    command.stdout.write(f"  TTFT median {_ms(r['ttft_ms'])}, time per output token median {_ms(r['tpot_ms'], 2)}")
     errors = ", ".join(f"{k} ×{v}" for k, v in s["errors"].items()) or "none"
     command.stdout.write(f"  errors: {errors}")
+
+
+def _ms(value, digits=1):
+    return "—" if value is None else f"{value:,.{digits}f} ms"
