@@ -102,8 +102,11 @@ def experiment_create(
     for arm, engine in (("A", engine_a), ("B", engine_b)):
         if engine.retired_at is not None:
             raise ExperimentError(f"arm {arm}: engine {engine.name} is retired")
-    if engine_a.pk != engine_b.pk and engine_a.kind != engine_b.kind:
-        log.info("experiment across kinds: %s vs %s", engine_a.kind, engine_b.kind)
+    if engine_a.host_id != engine_b.host_id:
+        raise ExperimentError(
+            f"arm A ({engine_a.name}) and arm B ({engine_b.name}) are on different boxes: the arms' units are read "
+            "on one box's worker, and two boxes differ in more than the flags under test"
+        )
     w = _check_workload(dict(workload or {}))
     if probe and probe not in PROBE_KINDS:
         raise ExperimentError(f"the quality probe is one of {', '.join(PROBE_KINDS)}, got {probe!r}")

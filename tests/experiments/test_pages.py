@@ -70,3 +70,15 @@ def test_finished_page_and_record_the_verdict(operator_client, sim, make_engine)
     assert (
         "already change-log entry" in operator_client.get(reverse("experiments:detail", args=[e.pk])).content.decode()
     )
+
+
+def test_arms_on_two_boxes_are_refused(fleet):
+    from dashboard.experiments.services import ExperimentError
+    from dashboard.models import Engine, Host
+
+    other = Engine.objects.create(
+        name="far", kind="vllm", url="http://127.0.0.1:18009", host=Host.objects.create(name="spark-2")
+    )
+    with pytest.raises(ExperimentError, match="different boxes"):
+        experiment_create(name="x", engine_a=fleet["vllm"], engine_b=other, workload={"depth": 0})
+    assert Experiment.objects.count() == 0
