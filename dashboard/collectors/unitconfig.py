@@ -55,6 +55,8 @@ CONFIG_PROPERTIES = (
     "ExecMainExitTimestamp",
     "InactiveExitTimestamp",
     "ActiveEnterTimestamp",
+    "MainPID",
+    "NeedDaemonReload",
 )
 DEP_PROPERTIES = ("Id", "LoadState", "UnitFileState", "ActiveState")
 EDGES = ("After", "Wants", "Requires", "BindsTo")
@@ -469,7 +471,25 @@ def unit_config(unit, scope, props, paths, texts):
         "directive_files": {k: v["file"] for k, v in eff["directives"].items()},
         "shadowed_exec_starts": eff["shadowed"],
         "started_at": props.get("ExecMainStartTimestamp") or "",
+        # What runs: the main process's argv from /proc (None when no process runs, or it cannot be
+        # read), and whether systemd holds an older version of the unit than its files
+        # (edited without `systemctl daemon-reload`).
+        "running_argv": running_argv(_int(props.get("MainPID"))),
+        "need_daemon_reload": (props.get("NeedDaemonReload") or "") == "yes",
     }
+
+
+def running_argv(pid):
+    """The argv of process PID from $SPARKOPS_PROC_ROOT/PID/cmdline, or None."""
+    if not pid:
+        return None
+    try:
+        with open(os.path.join(settings.SPARKOPS_PROC_ROOT, str(pid), "cmdline"), "rb") as fh:
+            raw = fh.read(1 << 20)
+    except OSError:
+        return None
+    words = [w.decode("utf-8", "replace") for w in raw.rstrip(b"\0").split(b"\0")]
+    return words if words and words[0] else None
 
 
 def _int(value):

@@ -356,6 +356,63 @@ class MemoryShareSum(Check):
         ]
 
 
+def argv_differences(kind, running, files):
+    """[(flag, running value, the files' value)] between two argvs of one engine, parsed with its
+    argument model (a flag moved or spelled `--flag=value` is the same flag); "model" for the model."""
+    from dashboard.collectors import flags as flagmodel
+
+    if kind not in ("vllm", "llamacpp", "sglang"):
+        return [] if running == files else [("argv", " ".join(running), " ".join(files))]
+    a, b = flagmodel.parse_argv(kind, running), flagmodel.parse_argv(kind, files)
+    out = [("model", a.model or "(none)", b.model or "(none)")] if a.model != b.model else []
+    for flag in sorted(set(a.flags) | set(b.flags)):
+        if a.flags.get(flag) != b.flags.get(flag):
+            out.append(
+                (
+                    flag,
+                    flagmodel.render(a.flags[flag]) if flag in a.flags else "(unset)",
+                    flagmodel.render(b.flags[flag]) if flag in b.flags else "(unset)",
+                )
+            )
+    return out
+
+
+@register
+class RunsItsUnit(Check):
+    key = "running_matches_unit"
+    title = "The running engine was started from its unit as the files say"
+    fix = (
+        "What runs is not what the unit's files say, so the next restart (or reboot) changes flags nobody "
+        "restarted for: `systemctl daemon-reload` then `systemctl restart` the unit (or revert the edit)"
+    )
+
+    def engine(self, engine, data, s):
+        u = _unit(data)
+        running, files = u.get("running_argv"), (u.get("exec_start") or {}).get("argv")
+        if not u or not running or not files:
+            return None
+        differ = argv_differences(engine.kind, running, files)
+        stale = u.get("need_daemon_reload")
+        if not differ:
+            if stale:
+                return "warn", (
+                    "NeedDaemonReload=yes: the unit's files changed since systemd loaded them (the running "
+                    "flags still match them; an environment or ordering edit waits for a daemon-reload)"
+                )
+            return "pass", f"/proc/PID/cmdline is the unit's ExecStart ({len(files)} words)"
+        origins = ((data.get("flags") or {}).get("origins")) or {}
+        lines = "; ".join(
+            f"{flag} runs {old}, the files say {new}" + (f" (set in {origins[flag]})" if origins.get(flag) else "")
+            for flag, old, new in differ
+        )
+        why = (
+            "NeedDaemonReload=yes: edited without `systemctl daemon-reload`"
+            if stale
+            else "reloaded but not restarted since"
+        )
+        return "fail", f"the running engine was started from an older unit: these flags differ: {lines} ({why})"
+
+
 def settings_for(key, overrides=None):
     check = CHECKS[key]
     return {**check.DEFAULTS, **((overrides or {}).get(key) or {})}

@@ -506,6 +506,8 @@ def build_data(engine, unit_cfg, account, *, launch="unit"):
         }
         secrets = {v for k, v in ((unit_cfg or {}).get("environment") or {}).items() if v and SECRET.search(k)}
         unit["exec_start"] = {**start, "argv": _redact_argv(start["argv"], secrets)}
+        if unit.get("running_argv"):
+            unit["running_argv"] = _redact_argv(unit["running_argv"], secrets)
     if launch == "hand-run":
         unit = {}
     data = {
@@ -556,6 +558,10 @@ def observe_engine(engine, unit_cfg, *, account=None, now=None, launch="unit", p
     previous = ConfigSnapshot.objects.filter(engine=engine).order_by("-observed_at", "-id").first()
     if account is None:
         account = (previous.data or {}).get("account") if previous else {}
+    if unit_cfg is not None and "running_argv" in unit_cfg and unit_cfg["running_argv"] is None and previous:
+        # no process now (stopped, restarting): what ran last stays the running argv, so an
+        # outage alone is not a new configuration
+        unit_cfg = {**unit_cfg, "running_argv": ((previous.data or {}).get("unit") or {}).get("running_argv")}
     data, observed = build_data(engine, unit_cfg, account, launch=launch)
     if process:
         observed["process"] = process
