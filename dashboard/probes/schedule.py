@@ -3,14 +3,8 @@ and shown by the benchmarks' helpers; scheduled probes wait while the box is sta
 
 import json
 
-from dashboard.benchmarks import conditions
+from dashboard.benchmarks.conditions import box_starting  # noqa: F401  (the benchmarks' gate, shared)
 from dashboard.benchmarks.schedule import SCHEDULE_EXPIRES_S, parse_cron, profile_cron  # noqa: F401
-
-
-def box_starting(engine):
-    """Why ENGINE's box is inside an engine's start (the benchmarks' gate), or None."""
-    gate = getattr(conditions, "box_starting", None)
-    return gate(engine) if gate is not None else None
 
 
 def probe_set_schedule(*, profile, cron, enabled=True):

@@ -79,3 +79,26 @@ def test_bad_cron_is_refused(sim, make_engine):
         probe_set_schedule(profile=profile, cron="every night")
     profile.refresh_from_db()
     assert profile.schedule is None
+
+
+def test_a_scheduled_probe_waits_while_the_box_is_starting(sim, make_engine, host):
+    from django.utils import timezone
+
+    eng = sim("vllm")
+    engine = make_engine(eng.url, name="sim-vllm")
+    engine.unit = "vllm-main.service"
+    engine.save(update_fields=["unit"])
+    host.latest = {"units": {"vllm-main.service": {"ActiveState": "activating", "SubState": "start"}}}
+    host.last_report_at = timezone.now()
+    host.save(update_fields=["latest", "last_report_at"])
+    profile = ProbeProfile.objects.create(name="tools", engine=engine, kind="tool")
+    # Eager: each retry runs at once; after an hour's worth of retries the run is kept, refused, saying why.
+    result = probe_profile_scheduled.apply(args=[profile.pk])
+    assert result.successful(), result.traceback
+    (run,) = ProbeRun.objects.filter(profile=profile)
+    assert run.status == "refused" and run.cases.count() == 0
+    assert "still starting" in run.reason and "sim-vllm is starting" in run.reason
+
+    host.latest = {"units": {"vllm-main.service": {"ActiveState": "active", "SubState": "running"}}}
+    host.save(update_fields=["latest"])
+    assert scheduled(profile).status == "done"
