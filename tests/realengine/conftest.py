@@ -117,9 +117,10 @@ def llama_build():
     return found
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def llama_server(llama_build, tmp_path_factory):
-    """One real llama-server for the session (--metrics --slots, 2 slots of 8192 tokens), stopped after."""
+    """One real llama-server for these tests (--metrics --slots, 2 slots of 8192 tokens), stopped after
+    the last of them: later tests that scan the box's processes must not find a hand-run engine."""
     server, model = llama_build
     running = start_llama_server(server, model, tmp_path_factory.mktemp("llama") / "llama-server.log")
     yield running
