@@ -136,7 +136,8 @@ def runs_sweep_stale():
     failed = 0
     for run in Run.objects.filter(status=Run.Status.RUNNING, started_at__isnull=False):
         params = run.config.get("params") or {}
-        budget = params.get("timeout_s", 600) * (params.get("reps", 3) + 3) + STALE_MARGIN_S
+        arrivals = (run.config.get("rate") or {}).get("duration_s", 0)  # a rate run sends for its whole duration
+        budget = params.get("timeout_s", 600) * (params.get("reps", 3) + 3) + arrivals + STALE_MARGIN_S
         if run.started_at < timezone.now() - timedelta(seconds=budget):
             failed += Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
                 status=Run.Status.FAILED,

@@ -11,6 +11,8 @@ A sweep stops early, and says why, when
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import transaction
 from django.template.loader import render_to_string
 from django.utils import timezone
@@ -26,6 +28,7 @@ from .spec import RunSpec
 from .sweep_export import chart_data
 
 MAX_CELLS = 16
+STALE_IDLE_S = 900  # between two cells a sweep has none running for milliseconds, never minutes
 SATURATION_GAIN = 0.05
 LINEAR_SHARE = 0.5
 AXIS_MAX = {"concurrency": MAX_CONCURRENCY, "depth": MAX_DEPTH}
@@ -172,6 +175,27 @@ def sweep_execute(*, sweep):
     sweep.save(update_fields=["status", "reason", "finished_at"])
     _publish(sweep)
     return sweep
+
+
+def sweeps_fail_stale(*, idle_s=STALE_IDLE_S):
+    """A running sweep with no cell queued or running for IDLE_S lost its worker: failed, with that reason
+    (its finished cells stay). Claimed by conditional UPDATE, like the stale runs."""
+    failed = 0
+    cutoff = timezone.now() - timedelta(seconds=idle_s)
+    for sweep in Sweep.objects.filter(status=Run.Status.RUNNING, started_at__lt=cutoff):
+        cells = sweep.cells.all()
+        if cells.filter(status__in=(Run.Status.QUEUED, Run.Status.RUNNING)).exists():
+            continue
+        last = cells.order_by("-finished_at").values_list("finished_at", flat=True).first()
+        if last is not None and last > cutoff:
+            continue
+        failed += Sweep.objects.filter(pk=sweep.pk, status=Run.Status.RUNNING).update(
+            status=Run.Status.FAILED,
+            finished_at=timezone.now(),
+            reason="the worker stopped mid-sweep (no cell running for "
+            f"{idle_s // 60} minutes); the finished cells are kept",
+        )
+    return failed
 
 
 def _pct(x):

@@ -37,8 +37,10 @@ def bench_pair_execute(pair_id):
 @shared_task(name="bench.sweep_stale", ignore_result=True)
 def bench_sweep_stale():
     from .schedule import runs_sweep_stale
+    from .sweep import sweeps_fail_stale
 
     runs_sweep_stale()
+    sweeps_fail_stale()
 
 
 @shared_task(name="bench.release_postponed", ignore_result=True)

@@ -162,3 +162,27 @@ def test_the_hash_covers_the_fixed_parameters_not_the_axis_value(make_engine):
     assert a.params_hash == b.params_hash != c.params_hash
     with pytest.raises(SweepError, match="error threshold"):
         sweep_create(engine=engine, axis="concurrency", values=[1], spec=_spec(engine), error_threshold=2)
+
+
+def test_a_sweep_whose_worker_died_is_failed_with_the_reason_and_keeps_its_cells(make_engine):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dashboard.benchmarks.sweep import sweeps_fail_stale
+    from dashboard.benchmarks.tasks import bench_sweep_stale
+
+    engine = make_engine("http://127.0.0.1:9", name="gone")
+    long_ago = timezone.now() - timedelta(hours=1)
+    dead = sweep_create(engine=engine, axis="concurrency", values=[1, 2], spec=_spec(engine))
+    busy = sweep_create(engine=engine, axis="concurrency", values=[1, 2], spec=_spec(engine))
+    Sweep.objects.filter(pk__in=[dead.pk, busy.pk]).update(status="running", started_at=long_ago)
+    Run.objects.create(engine=engine, params_hash="x", status="done", sweep=dead, sweep_value=1, finished_at=long_ago)
+    Run.objects.create(engine=engine, params_hash="x", status="running", sweep=busy, sweep_value=1)
+    bench_sweep_stale()  # beat's task: stale runs, then stale sweeps
+    dead.refresh_from_db()
+    busy.refresh_from_db()
+    assert dead.status == "failed" and "worker stopped mid-sweep" in dead.reason
+    assert dead.cells.get().status == "done"
+    assert busy.status == "running"  # its cell is still running (the run's own budget decides that one)
+    assert sweeps_fail_stale() == 0  # claimed once
