@@ -30,7 +30,8 @@ document.addEventListener("DOMContentLoaded", () => {
   if (!body) return;
   const doc = String(performance.timeOrigin);
   const snap = () => window.sweepSeen({doc, rows: [...body.querySelectorAll("tr")].map(
-    tr => [Number(tr.dataset.value), tr.dataset.state])});
+    tr => [Number(tr.dataset.value), tr.dataset.state]),
+    progress: [...body.querySelectorAll(".cell-progress")].map(span => span.textContent)});
   snap();
   new MutationObserver(snap).observe(body, {subtree: true, childList: true});
 });
@@ -115,6 +116,8 @@ def test_sweep_from_the_ui_fills_cells_live_and_charts_them(sim, make_engine, op
         assert [[1, "done"], [2, "running"], [4, "waiting"]] in states
         assert [[1, "done"], [2, "done"], [4, "running"]] in states
         assert states[-1] == [[1, "done"], [2, "done"], [4, "done"]]
+        counted = {text for s in seen if s["doc"] == first for text in s["progress"] if text}
+        assert "· 4 / 4 requests" in counted, counted  # the running cell counted its requests from its run's events
 
         # After the reload: the server-rendered table and the chart of the same figures.
         sweep.refresh_from_db()

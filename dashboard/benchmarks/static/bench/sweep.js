@@ -1,6 +1,7 @@
 // Sweep page: aggregate and per-stream decode against the axis (plus TTFT), drawn with the shared chart
 // helpers; while the sweep runs, each "bench.sweep" event on the live WebSocket replaces its cell's row
-// (server-rendered) and redraws the chart from the numbers it carries. Reloads once when the sweep ends.
+// (server-rendered) and redraws the chart from the numbers it carries; the running cell counts its requests
+// from its run's "bench.progress" events. Reloads once when the sweep ends.
 (function () {
   "use strict";
   var box = document.getElementById("sweep-status"), dataEl = document.getElementById("sweep-data");
@@ -40,6 +41,13 @@
     if (p.status !== "queued" && p.status !== "running") setTimeout(function () { location.reload(); }, 300);
   }
 
+  function progress(p) {  // the running cell's own requests, as its run page shows them
+    var span = document.querySelector('#sweep-cells .cell-progress[data-run="' + p.run + '"]');
+    if (!span) return;
+    span.textContent = "· " + p.done + " / " + p.total + " requests";
+    window.sweepLive.progress = (window.sweepLive.progress || 0) + 1;
+  }
+
   function catchUp() {  // events sent before the socket joined (or while it was down) are gone: ask once
     fetch(location.pathname + "?format=progress", { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.json() : null; })
@@ -59,6 +67,7 @@
       var ev = JSON.parse(msg.data);
       if (ev.type === "live.hello") catchUp();
       if (ev.type === "bench.sweep" && ev.payload && ev.payload.sweep === sweepId) apply(ev.payload);
+      if (ev.type === "bench.progress" && ev.payload) progress(ev.payload);
     };
     ws.onclose = function (ev) {
       if (ev.code === 4401 || ev.code === 4403) return;
