@@ -30,3 +30,10 @@ def probe_profile_scheduled(self, profile_id):
     if why and self.request.retries * START_WAIT_S < SCHEDULE_WAIT_MAX_S:
         raise self.retry(countdown=START_WAIT_S)
     profile_run_scheduled(profile=profile, waited_for=why)
+
+
+@shared_task(name="probe.sweep_stale", ignore_result=True)
+def probe_sweep_stale():
+    from .schedule import probe_runs_sweep_stale
+
+    probe_runs_sweep_stale()

@@ -102,3 +102,38 @@ def test_a_scheduled_probe_waits_while_the_box_is_starting(sim, make_engine, hos
     host.latest = {"units": {"vllm-main.service": {"ActiveState": "active", "SubState": "running"}}}
     host.save(update_fields=["latest"])
     assert scheduled(profile).status == "done"
+
+
+def test_a_run_left_running_by_a_dead_worker_is_failed_by_the_sweep(sim, make_engine):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dashboard.probes.schedule import probe_runs_sweep_stale
+    from dashboard.schedule import BEAT_SCHEDULE
+
+    engine = make_engine(sim("vllm").url)
+    params = {"kind": "tool", "reps": 3, "timeout_s": 10}
+    old = ProbeRun.objects.create(
+        engine=engine,
+        kind="tool",
+        params_hash="h",
+        status="running",
+        config={"params": params},
+        total_cases=3,
+        started_at=timezone.now() - timedelta(hours=2),
+    )
+    fresh = ProbeRun.objects.create(
+        engine=engine,
+        kind="tool",
+        params_hash="h",
+        status="running",
+        config={"params": params},
+        total_cases=3,
+        started_at=timezone.now(),
+    )
+    assert probe_runs_sweep_stale() == 1
+    old.refresh_from_db()
+    fresh.refresh_from_db()
+    assert old.status == "failed" and "worker stopped" in old.reason and fresh.status == "running"
+    assert BEAT_SCHEDULE["bench-probes-sweep-stale"]["task"] == "probe.sweep_stale"
