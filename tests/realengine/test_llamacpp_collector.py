@@ -125,7 +125,7 @@ def test_busy_slots_and_a_queue_show_while_requests_run(llama_server):
     poll_one(engine)
     # Decoding speed on a shared 2-core box varies tenfold: a round too quick to be caught
     # both-busy-and-queued by a poll is run again, longer.
-    for n_predict in (1000, 2000, 4000):
+    for n_predict in (1000, 2000, 4000, 8000):
         results, readings = three_generations_polled(llama_server.url, engine, n_predict)
         busy = [r for r in readings if r["requests_running"] == 2 and r["requests_waiting"] == 1]
         if busy:
