@@ -1,6 +1,7 @@
+from django import forms
 from django.contrib import admin
 
-from .models import Engine, Host, Incident, KVPoolEntry
+from .models import AuditThreshold, ConfigSnapshot, Engine, EngineStart, Host, Incident, KVPoolEntry
 
 
 @admin.register(Host)
@@ -32,3 +33,50 @@ class KVPoolEntryAdmin(admin.ModelAdmin):
 class IncidentAdmin(admin.ModelAdmin):
     list_display = ("opened_at", "engine", "unit", "trigger", "peak", "closed_at")
     list_filter = ("engine",)
+
+
+@admin.register(ConfigSnapshot)
+class ConfigSnapshotAdmin(admin.ModelAdmin):
+    """Observed, never typed: read-only here as in the change log it feeds."""
+
+    list_display = ("observed_at", "engine", "hash", "logged_entry_id")
+    list_filter = ("engine",)
+    readonly_fields = ("engine", "observed_at", "hash", "data", "previous", "logged_entry_id")
+
+    def has_add_permission(self, request):
+        return False
+
+
+@admin.register(EngineStart)
+class EngineStartAdmin(admin.ModelAdmin):
+    list_display = ("started_at", "engine", "kind", "active_at", "healthy_at", "compilers_max", "budget_s", "timeout_s")
+    list_filter = ("engine", "kind")
+
+
+class AuditThresholdForm(forms.ModelForm):
+    class Meta:
+        model = AuditThreshold
+        fields = ("host", "check_key", "name", "value")
+
+    def clean(self):
+        from dashboard.services.audit import threshold_value
+
+        data = super().clean()
+        try:
+            data["value"] = str(threshold_value(data.get("check_key"), data.get("name"), data.get("value", "")))
+        except ValueError as exc:
+            self.add_error("value", str(exc))
+        return data
+
+
+@admin.register(AuditThreshold)
+class AuditThresholdAdmin(admin.ModelAdmin):
+    """A box's audit thresholds, held to each check's type and bounds as on the audit page."""
+
+    form = AuditThresholdForm
+    list_display = ("host", "check_key", "name", "value", "updated_by", "updated_at")
+    list_filter = ("host", "check_key")
+
+    def save_model(self, request, obj, form, change):
+        obj.updated_by = request.user
+        super().save_model(request, obj, form, change)

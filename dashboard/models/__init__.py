@@ -1,9 +1,10 @@
 from .fleet import Engine, Host
-from .launchconfig import ConfigSnapshot, EngineStart
+from .launchconfig import AuditThreshold, ConfigSnapshot, EngineStart
 from .ledgers import Incident, KVPoolEntry
 from .samples import CollectorState, Rollup, Sample, Series
 
 __all__ = [
+    "AuditThreshold",
     "CollectorState",
     "ConfigSnapshot",
     "EngineStart",

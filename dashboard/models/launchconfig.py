@@ -1,6 +1,7 @@
 """How each engine was launched, versioned: a snapshot whenever the effective configuration
 (unit properties and files, environment, flags, the engine's own account) hashes differently."""
 
+from django.conf import settings
 from django.db import models
 
 
@@ -55,3 +56,24 @@ class EngineStart(models.Model):
     @property
     def duration_s(self):
         return (self.healthy_at - self.started_at).total_seconds()
+
+
+class AuditThreshold(models.Model):
+    """A box's own value for one threshold of a launch-audit check (`services/audit.py`), set by an
+    admin on the box's audit page or with `sparkops audit --save CHECK.THRESHOLD=VALUE`. A check
+    without a row here uses its DEFAULTS; `sparkops audit --set` overrides both for one run."""
+
+    host = models.ForeignKey("dashboard.Host", on_delete=models.CASCADE, related_name="audit_thresholds")
+    check_key = models.CharField(max_length=64, help_text="the check's key, e.g. compile_caps")
+    name = models.CharField(max_length=64, help_text="the threshold, e.g. max_jobs")
+    value = models.CharField(max_length=200, help_text="as typed; read with the threshold's type and bounds")
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["host", "check_key", "name"]
+        constraints = [models.UniqueConstraint(fields=["host", "check_key", "name"], name="auditthreshold_unique")]
+        verbose_name = "audit threshold"
+
+    def __str__(self):
+        return f"{self.host}: {self.check_key}.{self.name}={self.value}"

@@ -51,6 +51,7 @@ class Check:
     title = ""
     scope = "engine"  # "engine": once per engine; "box": once for the box's engines together
     DEFAULTS: dict = {}
+    BOUNDS: dict = {}  # threshold -> (lowest, highest) for numbers; strings: LIMITS below
     fix = ""
 
     def run(self, snapshots, *, settings):
@@ -88,6 +89,7 @@ class RestartBounded(Check):
     key = "restart_always_bounded"
     title = "Restart=always, bounded by StartLimitBurst"
     DEFAULTS = {"max_burst": 5}
+    BOUNDS = {"max_burst": (1, 100)}
     fix = (
         "An engine can die fatally and hand systemd a clean exit (Restart=on-failure never fires): add a drop-in "
         "[Service] Restart=always, RestartSec=10, and [Unit] StartLimitBurst=3, StartLimitIntervalSec=3600"
@@ -120,6 +122,12 @@ class CompileCaps(Check):
     key = "compile_caps"
     title = "Compile caps in the effective environment"
     DEFAULTS = {"max_jobs": 4, "nvcc_threads": 1, "torchinductor_compile_threads": 4, "flashinfer_nvcc_threads": 1}
+    BOUNDS = {
+        "max_jobs": (1, 256),
+        "nvcc_threads": (1, 64),
+        "torchinductor_compile_threads": (1, 256),
+        "flashinfer_nvcc_threads": (1, 64),
+    }
     fix = (
         "A cold JIT cache spawns nproc+2 compilers at 3-6 GiB each: set Environment=MAX_JOBS=4 NVCC_THREADS=1 "
         "TORCHINDUCTOR_COMPILE_THREADS=4 FLASHINFER_NVCC_THREADS=1 in the unit, and export them in every "
@@ -188,6 +196,7 @@ class Readiness(Check):
     key = "readiness_budget"
     title = "Readiness helper within TimeoutStartSec"
     DEFAULTS = {"margin_s": 60}
+    BOUNDS = {"margin_s": (0, 3600)}
     fix = (
         "Hold the unit in activating until the engine serves: ExecStartPost=wait-ready PORT BUDGET that exits 1 "
         "when $MAINPID dies or the budget runs out, counting wall clock, with BUDGET + a margin below TimeoutStartSec"
@@ -332,6 +341,7 @@ class MemoryShareSum(Check):
     title = "Memory shares fit with headroom"
     scope = "box"
     DEFAULTS = {"headroom": 0.15}
+    BOUNDS = {"headroom": (0.0, 0.9)}
     fix = (
         "Each engine reserves its share of the one unified pool at boot: lower --gpu-memory-utilization / "
         "--mem-fraction-static so the shares sum to at most 1 - headroom"
@@ -418,22 +428,110 @@ def settings_for(key, overrides=None):
     return {**check.DEFAULTS, **((overrides or {}).get(key) or {})}
 
 
+# --- thresholds: defaults, a box's stored values, one run's --set -------------------------------
+
+STRING_MAX = 200
+TYPE_NAMES = {int: "a whole number", float: "a number", str: "text"}
+
+
+def thresholds():
+    """[(check key, threshold, default, (low, high) or None)] of every check, in order."""
+    return [(k, f, d, c.BOUNDS.get(f)) for k, c in CHECKS.items() for f, d in c.DEFAULTS.items()]
+
+
+def threshold_value(key, field, raw):
+    """RAW (text, or a number) as threshold FIELD of check KEY: its default's type, within its
+    bounds; ValueError with a sentence an operator can act on."""
+    if key not in CHECKS or field not in CHECKS[key].DEFAULTS:
+        known = ", ".join(f"{k}.{f}" for k, f, _, _ in thresholds())
+        raise ValueError(f"{key}.{field} is not a threshold; thresholds: {known}")
+    default, bounds = CHECKS[key].DEFAULTS[field], CHECKS[key].BOUNDS.get(field)
+    kind = type(default)
+    text = str(raw).strip()
+    if kind is str:
+        if not text or len(text) > STRING_MAX:
+            raise ValueError(f"{field} takes text of 1 to {STRING_MAX} characters")
+        if field == "cuda_bin" and not text.startswith("/"):
+            raise ValueError(f"{field} is an absolute directory, e.g. /usr/local/cuda/bin")
+        return text
+    try:
+        value = kind(text)
+    except ValueError:
+        raise ValueError(f"{field} takes {TYPE_NAMES[kind]} (got {text!r})") from None
+    if kind is float and value != value:  # NaN compares with nothing
+        raise ValueError(f"{field} takes {TYPE_NAMES[kind]} (got {text!r})")
+    if bounds and not bounds[0] <= value <= bounds[1]:
+        raise ValueError(f"{field} must be between {bounds[0]:g} and {bounds[1]:g} (got {value:g})")
+    return value
+
+
 def parse_overrides(pairs):
     """['compile_caps.max_jobs=8'] → {'compile_caps': {'max_jobs': 8}}; ValueError names a bad one."""
-    out = {}
+    out: dict = {}
     for pair in pairs or ():
         name, sep, raw = pair.partition("=")
         key, dot, field = name.partition(".")
         if not sep or not dot or key not in CHECKS or field not in CHECKS[key].DEFAULTS:
             known = ", ".join(f"{k}.{f}" for k, c in CHECKS.items() for f in c.DEFAULTS)
             raise ValueError(f"{pair!r} is not CHECK.THRESHOLD=VALUE; thresholds: {known}")
-        default = CHECKS[key].DEFAULTS[field]
         try:
-            value = type(default)(raw)
-        except ValueError:
-            raise ValueError(f"{pair!r}: {field} takes a {type(default).__name__}") from None
+            value = threshold_value(key, field, raw)
+        except ValueError as exc:
+            raise ValueError(f"{pair!r}: {exc}") from None
         out.setdefault(key, {})[field] = value
     return out
+
+
+def stored_overrides(host_id):
+    """The box's stored thresholds as overrides ({check: {threshold: value}}). A stored value the
+    code no longer takes (a check renamed, bounds narrowed) is left out, and its check runs on its
+    default: an old row never breaks the audit."""
+    from dashboard.models import AuditThreshold
+
+    out: dict = {}
+    for row in AuditThreshold.objects.filter(host_id=host_id):
+        try:
+            out.setdefault(row.check_key, {})[row.name] = threshold_value(row.check_key, row.name, row.value)
+        except ValueError:
+            continue
+    return out
+
+
+def thresholds_save(*, host, values, user=None):
+    """Store VALUES ({(check, threshold): typed value}) for HOST: a value equal to its default
+    removes the row (the box follows the default again). All or nothing; returns the changed keys."""
+    from django.db import transaction
+
+    from dashboard.models import AuditThreshold
+
+    changed = []
+    with transaction.atomic():
+        current = {(r.check_key, r.name): r for r in AuditThreshold.objects.select_for_update().filter(host=host)}
+        for (key, field), value in values.items():
+            value = threshold_value(key, field, value)
+            row = current.get((key, field))
+            if value == CHECKS[key].DEFAULTS[field]:
+                if row is not None:
+                    row.delete()
+                    changed.append(f"{key}.{field}")
+                continue
+            if row is None:
+                AuditThreshold.objects.create(host=host, check_key=key, name=field, value=str(value), updated_by=user)
+            elif row.value != str(value):
+                row.value, row.updated_by = str(value), user
+                row.save(update_fields=["value", "updated_by", "updated_at"])
+            else:
+                continue
+            changed.append(f"{key}.{field}")
+    return changed
+
+
+def effective_thresholds(host_id, overrides=None):
+    """{check: {threshold: value}} in force for a box: defaults, then its stored values, then OVERRIDES."""
+    stored = stored_overrides(host_id) if host_id is not None else {}
+    return {
+        key: {**c.DEFAULTS, **stored.get(key, {}), **((overrides or {}).get(key) or {})} for key, c in CHECKS.items()
+    }
 
 
 def snapshots_of(engines):
@@ -458,12 +556,15 @@ def concerns(result, engine):
 
 
 def audit(engines, *, overrides=None, only_engine=None):
-    """Every check over ENGINES (one box's), worst first. ONLY_ENGINE: that engine's results
-    (box-wide checks: those naming it)."""
+    """Every check over ENGINES (one box's), worst first, with the box's stored thresholds and
+    OVERRIDES (one run's) over them. ONLY_ENGINE: that engine's results (box-wide checks: those
+    naming it)."""
+    engines = list(engines)
     snaps = snapshots_of(engines)
+    in_force = effective_thresholds(getattr(engines[0], "host_id", None) if engines else None, overrides)
     results = []
     for key, check in CHECKS.items():
-        results += check.run(snaps, settings=settings_for(key, overrides))
+        results += check.run(snaps, settings=in_force[key])
     if only_engine is not None:
         results = [r for r in results if concerns(r, only_engine)]
     return sorted(results, key=lambda r: (ORDER[r.status], r.subject, r.check))

@@ -1,14 +1,33 @@
-from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
 
+from dashboard.forms.audit import ThresholdsForm
 from dashboard.models import Engine, Host
+from dashboard.roles import has_role, require_role
 from dashboard.services import audit
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
 def host_audit(request, name):
-    """Every playbook check over the box's engines, worst first."""
+    """Every playbook check over the box's engines, worst first; the box's thresholds, which
+    admins edit here (POST: stored, or the form again with the error at the field)."""
     host = get_object_or_404(Host, name=name)
+    stored = audit.stored_overrides(host.pk)
+    form = None
+    status = 200
+    if request.method == "POST":
+        require_role(request.user, "admin")
+        form = ThresholdsForm(request.POST, in_force=audit.effective_thresholds(host.pk), stored=stored)
+        if form.is_valid():
+            changed = audit.thresholds_save(host=host, values=form.values, user=request.user)
+            messages.success(
+                request, f"Saved {', '.join(changed)}." if changed else "No threshold changed: nothing saved."
+            )
+            return redirect("host-audit", name=host.name)
+        status = 400
+    elif has_role(request.user, "admin"):
+        form = ThresholdsForm(in_force=audit.effective_thresholds(host.pk), stored=stored)
     results = audit.audit_host(host)
     from dashboard.services.launchconfig import box_cold_boot
 
@@ -21,8 +40,24 @@ def host_audit(request, name):
             "results": results,
             "failed": sum(r.status == "fail" for r in results),
             "cold_boot": box_cold_boot(host),
+            "form": form,
+            "thresholds": _threshold_rows(host, stored),
         },
+        status=status,
     )
+
+
+def _threshold_rows(host, stored):
+    in_force = audit.effective_thresholds(host.pk)
+    return [
+        {
+            "name": f"{key}.{field}",
+            "value": in_force[key][field],
+            "default": default,
+            "stored": field in stored.get(key, {}),
+        }
+        for key, field, default, _ in audit.thresholds()
+    ]
 
 
 @require_GET

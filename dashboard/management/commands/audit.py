@@ -1,4 +1,5 @@
-"""`sparkops audit [--engine NAME] [--host NAME] [--json] [--set CHECK.THRESHOLD=VALUE]... [--no-observe]`"""
+"""`sparkops audit [--engine NAME] [--host NAME] [--json] [--set CHECK.THRESHOLD=VALUE]... [--no-observe]`
+`sparkops audit [--host NAME] --save CHECK.THRESHOLD=VALUE... | --reset CHECK.THRESHOLD... | --thresholds`"""
 
 import json
 
@@ -27,14 +28,33 @@ class Command(BaseCommand):
             help="a threshold for this run, e.g. compile_caps.max_jobs=8 (repeatable)",
         )
         parser.add_argument(
+            "--save",
+            action="append",
+            default=[],
+            metavar="CHECK.THRESHOLD=VALUE",
+            help="store a threshold for the box (the audit page, the card badge and later runs use it); repeatable",
+        )
+        parser.add_argument(
+            "--reset",
+            action="append",
+            default=[],
+            metavar="CHECK.THRESHOLD",
+            help="forget the box's stored threshold: the check's default applies again; repeatable",
+        )
+        parser.add_argument(
+            "--thresholds", action="store_true", help="list every threshold: default, stored, in force; then stop"
+        )
+        parser.add_argument(
             "--no-observe",
             action="store_true",
             help="audit the stored snapshots; by default this box's units are read first",
         )
 
-    def handle(self, *args, engine=None, host=None, set=(), no_observe=False, **opts):
+    def handle(self, *args, engine=None, host=None, set=(), no_observe=False, save=(), reset=(), **opts):
         try:
             overrides = audit.parse_overrides(set)
+            stored = audit.parse_overrides(save)
+            forget = audit.parse_overrides(f"{name}={self._default(name)}" for name in reset)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         only = None
@@ -45,6 +65,8 @@ class Command(BaseCommand):
         box = only.host if only else Host.objects.filter(name=host or settings.SPARKOPS_HOST_NAME).first()
         if box is None:
             raise CommandError(f"no host named {host or settings.SPARKOPS_HOST_NAME!r}")
+        if stored or forget or opts.get("thresholds"):
+            return self._thresholds(box, {**_flat(forget), **_flat(stored)}, as_json=opts.get("json"))
         engines = list(Engine.objects.select_related("host").filter(host=box, retired_at__isnull=True).order_by("name"))
         if not no_observe and box.name == settings.SPARKOPS_HOST_NAME:
             from dashboard.services.launchconfig import Observer
@@ -65,3 +87,37 @@ class Command(BaseCommand):
                     self.stdout.write(f"      fix: {r.fix}")
         if failed:
             raise SystemExit(1)
+
+    @staticmethod
+    def _default(name):
+        key, _, field = name.partition(".")
+        check = audit.CHECKS.get(key)
+        if check is None or field not in check.DEFAULTS:
+            return ""  # parse_overrides names the thresholds there are
+        return check.DEFAULTS[field]
+
+    def _thresholds(self, box, values, *, as_json=False):
+        changed = audit.thresholds_save(host=box, values=values) if values else []
+        stored = audit.stored_overrides(box.pk)
+        rows = [
+            {
+                "threshold": f"{key}.{field}",
+                "default": default,
+                "stored": stored.get(key, {}).get(field),
+                "in_force": stored.get(key, {}).get(field, default),
+                "bounds": list(bounds) if bounds else None,
+            }
+            for key, field, default, bounds in audit.thresholds()
+        ]
+        if as_json:
+            self.stdout.write(json.dumps({"host": box.name, "changed": changed, "thresholds": rows}, indent=2))
+            return
+        for name in changed:
+            self.stdout.write(f"{box.name}: {name} saved")
+        for r in rows:
+            mark = f"stored {r['stored']}" if r["stored"] is not None else "default"
+            self.stdout.write(f"{r['threshold']:45} {r['in_force']!s:22} ({mark}; default {r['default']})")
+
+
+def _flat(overrides):
+    return {(key, field): value for key, fields in overrides.items() for field, value in fields.items()}

@@ -1,0 +1,58 @@
+"""The launch audit's thresholds for one box, edited by an admin on its audit page."""
+
+from django import forms
+
+from dashboard.services import audit
+
+
+def field_name(key, threshold):
+    return f"{key}__{threshold}"
+
+
+class ThresholdsForm(forms.Form):
+    """One field per threshold of every check, typed and bounded as the check takes it; the
+    initial values are those in force (the box's stored ones, else the defaults)."""
+
+    def __init__(self, *args, in_force, stored, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.rows = []
+        for key, threshold, default, bounds in audit.thresholds():
+            name = field_name(key, threshold)
+            help_text = f"default {default:g}" if not isinstance(default, str) else f"default {default}"
+            if bounds:
+                help_text += f"; {bounds[0]:g}–{bounds[1]:g}"
+            common = {"label": threshold.replace("_", " "), "help_text": help_text, "required": True}
+            if isinstance(default, int):
+                field = forms.IntegerField(min_value=bounds[0], max_value=bounds[1], **common)
+            elif isinstance(default, float):
+                field = forms.FloatField(min_value=bounds[0], max_value=bounds[1], **common)
+                field.widget.attrs["step"] = "any"
+            else:
+                field = forms.CharField(max_length=audit.STRING_MAX, **common)
+            field.initial = in_force[key][threshold]
+            self.fields[name] = field
+            self.rows.append(
+                {
+                    "check": key,
+                    "title": audit.CHECKS[key].title,
+                    "threshold": threshold,
+                    "stored": threshold in stored.get(key, {}),
+                }
+            )
+
+    def clean(self):
+        data = super().clean()
+        self.values = {}
+        for key, threshold, _, _ in audit.thresholds():
+            name = field_name(key, threshold)
+            if name not in data:
+                continue  # its own field's error is shown there
+            try:
+                self.values[(key, threshold)] = audit.threshold_value(key, threshold, data[name])
+            except ValueError as exc:
+                self.add_error(name, str(exc))
+        return data
+
+    def bound_rows(self):
+        """(row, bound field) pairs for the template, grouped by check in order."""
+        return [(row, self[field_name(row["check"], row["threshold"])]) for row in self.rows]
