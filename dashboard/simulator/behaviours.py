@@ -2,7 +2,8 @@
 
 - a retrieval question "What is the K?" is answered from the prompt's sentence "The K is V." with a
   recall that depends on how deep that sentence sits (`needle_recall`), and a missed one is answered
-  with the value of a decoy — a sentence "The J is W." whose subject ends like K's — at `needle_decoy`;
+  with the value of a decoy — a sentence "The J is W." whose subject ends like K's — at `needle_decoy`,
+  or every fact is repeated back (`needle_echo`);
 - the content degenerates after `degenerate_after` tokens (hex, a looping phrase, one character);
 - a request with `tools` gets a tool call whose arguments follow the first tool's JSON schema, or come
   back as strings, or are not JSON (`tool_calls`);
@@ -153,6 +154,8 @@ def needle_answer(cfg, body, rng) -> str | None:
             decoys.append((m.start(), m.group(2)))
     if needle is None:
         return NOT_FOUND
+    if cfg.needle_echo:  # a model that pastes the haystack back: every value, in document order
+        return " ".join(f"The {m.group(1)} is {m.group(2)}." for m in _FACT.finditer(text) if m.group(2))
     depth = 100.0 * needle[0] / max(1, len(text))
     if rng.random() < recall_at(cfg.needle_recall, depth):
         return f"The {key} is {needle[1]}."

@@ -57,6 +57,7 @@ class EngineConfig:
     # How the simulated model answers the quality probes (dashboard/simulator/behaviours.py):
     needle_recall: str = "1"  # recall by depth: "1", or "10:1,50:0.5,90:0" (depth %: probability)
     needle_decoy: float = 0.0  # share of missed needles answered with a decoy's value instead
+    needle_echo: bool = False  # answer by repeating every fact of the document (neither needle nor decoy wins)
     degenerate_after: int = 0  # >0: content turns to degenerate_mode after this many tokens
     degenerate_mode: str = "hex"  # hex | loop | char
     tool_calls: str = "valid"  # valid | strings (arguments as strings) | broken (not JSON) | none (text only)

@@ -114,3 +114,19 @@ def test_contract_clamp_and_reject(sim, make_engine):
     run = probe(engine, "contract")
     assert run.result["cases"]["prompt+max_tokens"]["behaviour"] == "rejected"
     assert run.headline.startswith("prompt + max_tokens over: HTTP 400")
+
+
+def test_needle_an_answer_that_repeats_the_haystack_is_ambiguous_not_a_hit(sim, make_engine):
+    eng = sim("vllm", needle_echo=True)
+    run = probe(make_engine(eng.url), "needle", tokens=1200, depths=[50], decoys=2)
+    assert cells(run) == {"50": "AMBIGUOUS"} and run.passed is False
+    case = run.cases.first()
+    assert case.detail["needle"] in case.text and all(d["value"] in case.text for d in case.detail["decoys"])
+
+
+def test_contract_on_llamacpp_clamps_at_n_ctx_and_rejects_a_prompt_over_it(sim, make_engine):
+    eng = sim("llamacpp", max_model_len=2048, slots=1)
+    run = probe(make_engine(eng.url, kind="llamacpp", window=2048), "contract")
+    over, alone = run.result["cases"]["prompt+max_tokens"], run.result["cases"]["prompt alone"]
+    assert over["behaviour"] == "clamped" and alone["behaviour"] == "rejected"
+    assert "exceeds the available context size" in alone["message"]
