@@ -18,10 +18,9 @@ class AttachError(ValueError):
 
 
 def _evidence(sweep):
-    runs = [row["run"] for row in sweep.table if row.get("run")]
-    return [EvidenceLine("benchmark_run", ref_id=pk) for pk in runs] + [
-        EvidenceLine("url", url=reverse("bench:sweep", args=[sweep.pk]))
-    ]
+    """run:ID per cell. The sweep page is linked from the body, not as evidence: a relative URL would not
+    survive the change log's Markdown export and import (evidence URLs are absolute)."""
+    return [EvidenceLine("benchmark_run", ref_id=row["run"]) for row in sweep.table if row.get("run")]
 
 
 def sweep_attach(*, sweep, entry=None, user=None):
@@ -38,7 +37,8 @@ def sweep_attach(*, sweep, entry=None, user=None):
                 title=f"Sweep {sweep.pk}: {sweep.axis} {values} on {sweep.engine.name}",
                 kind="measurement",
                 engines=[sweep.engine],
-                body_md=sweep_markdown(sweep),
+                body_md=f"[Sweep {sweep.pk}]({reverse('bench:sweep', args=[sweep.pk])}), every cell's run as evidence.\n\n"
+                + sweep_markdown(sweep),
                 evidence=evidence,
             )
         except DuplicateError as exc:

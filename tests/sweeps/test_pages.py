@@ -102,11 +102,19 @@ def test_attach_adds_each_cells_run_as_evidence(operator_client, operator, finis
     assert response.status_code == 302
     entry = Entry.objects.get(kind="measurement")
     assert sorted(e.ref_id for e in entry.evidence.filter(kind="benchmark_run")) == sorted(runs)
-    assert entry.evidence.filter(kind="url", url=f"/bench/sweeps/{sweep.pk}/").exists()
+    assert entry.evidence.count() == len(runs)  # run:ID only: the change log's Markdown round trip keeps them
+    assert f"(/bench/sweeps/{sweep.pk}/)" in entry.body_md
     assert "| concurrency | aggregate decode" in entry.body_md and entry.engines.get() == sweep.engine
     # the entry page shows the evidence as run:ID links
     shown = operator_client.get(entry.get_absolute_url()).content.decode()
     assert all(f"/bench/runs/{pk}/" in shown for pk in runs)
+    # the change log's Markdown export reads back: the entry and its run:ID evidence plan as already there
+    from dashboard.changelog.markdown import export_markdown, plan_import
+
+    text = export_markdown()
+    assert all(f"Evidence: run:{pk}" in text for pk in runs)
+    plan = plan_import(text)  # raises LogSyntaxError on anything it cannot read
+    assert plan.existing == 1 and not plan.new_entries, plan.new_entries
     # attaching the same sweep again as a new entry says where it already is, and adds nothing
     again = operator_client.post(f"/bench/sweeps/{sweep.pk}/attach/", {"entry": ""}, follow=True)
     assert f"already in the change log as entry #{entry.pk}" in again.content.decode()
