@@ -464,7 +464,8 @@ def experiment_summary(*, experiment):
 def method_text(experiment):
     return (
         f"Ratio of medians B / A over each arm's valid repetitions; 95 % percentile bootstrap interval "
-        f"({stats.RESAMPLES} resamples, seed {experiment.seed}); a word only when the interval excludes 1 "
+        f"({stats.RESAMPLES} resamples, seed {experiment.seed}), widened by {stats.RESOLUTION:.1%} each side for the "
+        f"harness's resolution; a word only when the interval excludes 1 "
         f"and the ratio is at least {stats.MIN_EFFECT:.0%} from it. Lower is better for TTFT and total time."
     )
 
