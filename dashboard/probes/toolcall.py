@@ -142,5 +142,6 @@ class ToolProbe:
             "coerced_valid": coerced,
             "n": len(cases),
             "passed": passed,
-            "headline": f"raw {raw}/{len(cases)} valid, coerced {coerced}/{len(cases)}",
+            "headline": f"raw {raw}/{len(cases)} valid, coerced {coerced}/{len(cases)}"
+            + ("" if raw == len(ok) else " (" + ", ".join(f"{k} ×{v}" for k, v in verdicts.items() if k != GOOD) + ")"),
         }
