@@ -25,6 +25,37 @@ UNIT = {
 }
 
 
+UNIT_PROBE = "test_unit_restart"
+
+
+@pytest.fixture(autouse=True)
+def unit_probe_rule():
+    """A stand-in advisory keyed on the unit, off by default (what the batching is tested with; the
+    product's own such advisory, unit_no_restart, became the launch audit's Restart check)."""
+    from dashboard.alerts.lifecycle import Finding
+    from dashboard.alerts.rules import REGISTRY, Rule
+
+    class UnitRestartProbe(Rule):
+        key = UNIT_PROBE
+        title = "Test advisory: unit will not restart on a clean exit"
+        severity = "info"
+        signal = "engine_polled"
+        DEFAULTS: dict = {}
+        enabled_by_default = False
+
+        def evaluate(self, *, settings, engine, reading, **_):
+            unit = reading.get("unit")
+            if not unit or not engine.unit or "Restart" not in unit:
+                return []
+            restart = unit.get("Restart") or "no"
+            active = restart in ("no", "on-failure")
+            return [Finding(subject=engine.unit, engine=engine, active=active, cause=restart, message=restart)]
+
+    REGISTRY[UNIT_PROBE] = UnitRestartProbe()
+    yield
+    REGISTRY.pop(UNIT_PROBE, None)
+
+
 @pytest.fixture
 def engines(fleet):
     third = Engine.objects.create(
@@ -75,13 +106,13 @@ def test_three_engines_cost_no_more_queries_than_one(engines):
 
 def test_steady_open_alerts_cost_no_more_queries(engines):
     """Every engine's unit lacks Restart=always: the advisory is open for each and says the same every poll."""
-    rule_update(key="unit_no_restart", enabled=True)
+    rule_update(key=UNIT_PROBE, enabled=True)
     poll(engines, 1, Restart="on-failure")
-    assert set(open_events()) == {("unit_no_restart", f"{e.unit}") for e in engines}
+    assert set(open_events()) == {(UNIT_PROBE, f"{e.unit}") for e in engines}
     one = queries(lambda: poll(engines[:1], 2, Restart="on-failure"))
     three = queries(lambda: poll(engines, 3, Restart="on-failure"))
     assert len(three) <= len(one) <= 4, three
-    assert set(open_events()) == {("unit_no_restart", f"{e.unit}") for e in engines}
+    assert set(open_events()) == {(UNIT_PROBE, f"{e.unit}") for e in engines}
 
 
 def test_batch_persists_each_engines_rule_memory(engines):
@@ -159,7 +190,7 @@ def test_unchanged_pending_alert_still_fires_when_due(engines, django_assert_num
 
 def test_a_finding_sees_what_an_earlier_subject_of_the_batch_opened(fleet):
     """Two engines behind one unit name share the advisory's subject: the batch reads as separate evaluations would."""
-    rule_update(key="unit_no_restart", enabled=True)
+    rule_update(key=UNIT_PROBE, enabled=True)
     other = Engine.objects.create(
         name="vllm-alias",
         kind="vllm",
@@ -176,14 +207,14 @@ def test_a_finding_sees_what_an_earlier_subject_of_the_batch_opened(fleet):
         ],
     )
     assert open_events() == {}
-    assert AlertEvent.objects.get(rule="unit_no_restart").state == "resolved"
+    assert AlertEvent.objects.get(rule=UNIT_PROBE).state == "resolved"
 
 
 def test_a_metrics_tick_evaluates_every_engine(engines):
-    rule_update(key="unit_no_restart", enabled=True)
+    rule_update(key=UNIT_PROBE, enabled=True)
     polled = [(engines[0], {"unit": {**UNIT, "Restart": "on-failure"}}), (engines[1], None), (engines[2], reading(1))]
     evaluate_polled(polled)
-    assert open_events() == {("unit_no_restart", "vllm-main.service"): "firing"}
+    assert open_events() == {(UNIT_PROBE, "vllm-main.service"): "firing"}
     assert RuleState.objects.filter(rule="prefix_cache_drop", subject="vllm-two").exists()
     assert evaluate_polled([]) == []  # an empty tick is fine
 
@@ -214,17 +245,17 @@ def test_a_pollers_remembering_evaluations_read_each_tick_only_the_open_events(e
 def test_remembering_evaluations_see_a_rule_edit_and_an_event_resolved_elsewhere(engines):
     memory = Memory()
     memory.open_ttl_s = 0.0
-    rule_update(key="unit_no_restart", enabled=True)
+    rule_update(key=UNIT_PROBE, enabled=True)
     remembered(memory, engines[:1], 1, Restart="no")
-    assert open_events() == {("unit_no_restart", "vllm-main.service"): "firing"}
+    assert open_events() == {(UNIT_PROBE, "vllm-main.service"): "firing"}
     # Someone resolves it by hand (another process): the next tick reads the open events again and re-opens it.
-    AlertEvent.objects.filter(rule="unit_no_restart").update(state="resolved")
+    AlertEvent.objects.filter(rule=UNIT_PROBE).update(state="resolved")
     remembered(memory, engines[:1], 2, Restart="no")
-    assert open_events() == {("unit_no_restart", "vllm-main.service"): "firing"}
+    assert open_events() == {(UNIT_PROBE, "vllm-main.service"): "firing"}
     # The rule switched off (on the web) applies once the remembered rows age out.
-    rule_update(key="unit_no_restart", enabled=False)
+    rule_update(key=UNIT_PROBE, enabled=False)
     remembered(memory, engines[:1], 3, Restart="no")
-    assert open_events() == {("unit_no_restart", "vllm-main.service"): "firing"}  # rows still remembered
+    assert open_events() == {(UNIT_PROBE, "vllm-main.service"): "firing"}  # rows still remembered
     memory.config_ttl_s = 0.0
     remembered(memory, engines[:1], 4, Restart="no")
     assert open_events() == {}

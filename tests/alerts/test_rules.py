@@ -164,22 +164,19 @@ def test_queue_growing(fleet):
     assert open_event("queue_growing", "vllm-main") is None
 
 
-def test_unit_no_restart_advisory_is_off_by_default(fleet):
-    """A fresh install fires nothing for it (the launch-configuration audit reports it instead)."""
-    evaluate("engine_polled", engine=fleet["vllm"], reading={"unit": {**EXIT0, "ActiveState": "active"}})
-    assert open_event("unit_no_restart", "vllm-main.service") is None
-    rule_update(key="unit_no_restart", severity="info")  # editing it on the rules page does not switch it on
-    evaluate("engine_polled", engine=fleet["vllm"], reading={"unit": {**EXIT0, "ActiveState": "active"}})
-    assert open_event("unit_no_restart", "vllm-main.service") is None
+def test_unit_no_restart_is_no_longer_a_rule_the_audit_owns_the_finding(fleet):
+    """One source of truth: Restart= is judged by the launch audit's restart_always_bounded check
+    (a finding and a card badge), not by an alert rule beside it."""
+    from django.core.exceptions import ValidationError
 
+    from dashboard.alerts.rules import REGISTRY
+    from dashboard.services.audit import CHECKS
 
-def test_unit_no_restart_advisory(fleet):
-    rule_update(key="unit_no_restart", enabled=True)
+    assert "unit_no_restart" not in REGISTRY and "restart_always_bounded" in CHECKS
+    with pytest.raises(ValidationError, match="no rule named 'unit_no_restart'"):
+        rule_update(key="unit_no_restart", enabled=True)
     evaluate("engine_polled", engine=fleet["vllm"], reading={"unit": {**EXIT0, "ActiveState": "active"}})
-    event = open_event("unit_no_restart", "vllm-main.service")
-    assert event.severity == "info" and "Restart=always" in event.message and "StartLimitBurst" in event.message
-    evaluate("engine_polled", engine=fleet["vllm"], reading={"unit": {**EXIT0, "Restart": "always"}})
-    assert open_event("unit_no_restart", "vllm-main.service") is None
+    assert not AlertEvent.objects.filter(severity="info").exists()
 
 
 # host rules -------------------------------------------------------------------------------
@@ -293,15 +290,15 @@ def test_disabled_rule_resolves_and_stays_quiet(fleet):
 
 
 def test_one_broken_rule_never_stops_the_others(fleet, caplog):
-    # kv_saturated cannot compare "junk"; the advisory, evaluated after it from the same reading, still opens.
-    rule_update(key="unit_no_restart", enabled=True)
-    evaluate(
-        "engine_polled",
-        engine=fleet["vllm"],
-        reading={"kv_cache_usage": "junk", "unit": {**EXIT0, "ActiveState": "active"}},
+    # kv_saturated cannot compare "junk"; queue_growing, evaluated after it from the same reading, still runs.
+    rule_update(key="queue_growing", params={"window_s": 60})
+    now = timezone.now().timestamp()
+    RuleState.objects.create(
+        rule="queue_growing", subject="vllm-main", data={"samples": [[now - 70, 1], [now - 40, 3], [now - 10, 6]]}
     )
+    evaluate("engine_polled", engine=fleet["vllm"], reading={"kv_cache_usage": "junk", "requests_waiting": 9})
     assert "alert rule kv_saturated failed" in caplog.text
-    assert open_event("unit_no_restart", "vllm-main.service") is not None
+    assert open_event("queue_growing", "vllm-main") is not None
 
 
 def test_steady_probe_and_disabled_rules_cost_only_the_snapshot(fleet, django_assert_num_queries):
@@ -309,7 +306,7 @@ def test_steady_probe_and_disabled_rules_cost_only_the_snapshot(fleet, django_as
     evaluate("engine_liveness", engine=vllm, up=True)  # the first probe creates the rule's memory
     with django_assert_num_queries(3):  # rule rows (and whether any is overridden), rule memories, open events
         evaluate("engine_liveness", engine=vllm, up=True)
-    for key in ("restart_loop", "prefix_cache_drop", "kv_saturated", "queue_growing", "unit_no_restart"):
+    for key in ("restart_loop", "prefix_cache_drop", "kv_saturated", "queue_growing"):
         rule_update(key=key, enabled=False)
     with django_assert_num_queries(3):
         evaluate("engine_polled", engine=vllm, reading={"kv_cache_usage": 0.99, "requests_waiting": 3})

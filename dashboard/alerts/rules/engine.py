@@ -5,7 +5,7 @@ import time
 from ..lifecycle import Finding
 from . import register
 from .base import Rule
-from .causes import DEFINITIVE, NO_RESTART_ON_CLEAN_EXIT, _int, classify
+from .causes import DEFINITIVE, _int, classify
 from .unitstate import fatal_line_now, unit_of, unit_state_now
 
 
@@ -201,38 +201,3 @@ class QueueGrowing(Rule):
             f"{engine.name} has {waiting} requests waiting, up from {values[0]} over {int(span)} s and still rising."
         )
         return [Finding(subject=engine.name, engine=engine, active=active, cause="queue_rising", message=message)]
-
-
-@register
-class UnitNoRestart(Rule):
-    key = "unit_no_restart"
-    title = "Advisory: unit will not restart on a clean exit"
-    severity = "info"
-    signal = "engine_polled"
-    DEFAULTS = {}
-    # An advisory, not an alarm: off by default so a fresh start fires nothing (the launch-configuration
-    # audit reports the same finding on its own page); turn it on on the rules page to have it fire.
-    enabled_by_default = False
-    help = (
-        "A watched unit has Restart=on-failure or no: when the engine dies but exits 0 — as vLLM does when its "
-        "EngineCore crashes — systemd leaves it dark. Raised before anything dies. Off by default."
-    )
-
-    def evaluate(self, *, settings, engine, reading, **_):
-        unit = reading.get("unit")
-        if not unit or not engine.unit or "Restart" not in unit:
-            return []
-        restart = unit.get("Restart") or "no"
-        message = (
-            f"{engine.unit} has Restart={restart}: an engine that dies with exit status 0 will not be restarted. "
-            "Set Restart=always with RestartSec=5 and StartLimitIntervalSec=600 / StartLimitBurst=5 in [Unit]."
-        )
-        return [
-            Finding(
-                subject=engine.unit,
-                engine=engine,
-                active=restart in NO_RESTART_ON_CLEAN_EXIT,
-                cause=f"restart_{restart}",
-                message=message,
-            )
-        ]
