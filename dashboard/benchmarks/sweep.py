@@ -149,8 +149,9 @@ def cell_row(run, value):
     return row
 
 
-def sweep_execute(*, sweep):
-    """Run every cell in order until the last one or an early stop; never raises for engine faults."""
+def sweep_execute(*, sweep, on_cell=None):
+    """Run every cell in order until the last one or an early stop; never raises for engine faults.
+    ON_CELL(row) is called as each cell lands (the CLI prints it)."""
     claimed = Sweep.objects.filter(pk=sweep.pk, status=Run.Status.QUEUED).update(
         status=Run.Status.RUNNING, started_at=timezone.now()
     )
@@ -166,6 +167,8 @@ def sweep_execute(*, sweep):
         sweep.stop_reason = stop_reason(sweep.axis, sweep.table, sweep.error_threshold) or ""
         sweep.save(update_fields=["table", "stop_reason"])
         _publish(sweep, {"value": value, "state": "done", "cell": row})
+        if on_cell is not None:
+            on_cell(row)
         if sweep.stop_reason:
             break
     done = any(r["status"] == Run.Status.DONE for r in sweep.table)

@@ -67,7 +67,8 @@ def handle(command, **opts):
         )
     except SweepError as exc:
         raise CommandError(str(exc)) from None
-    sweep = sweep_execute(sweep=sweep)
+    progress = None if opts["json"] else (lambda row: command.stdout.write(_cell_line(axis, row)))
+    sweep = sweep_execute(sweep=sweep, on_cell=progress)
     if opts["json"]:
         command.stdout.write(json.dumps(sweep_summary(sweep), indent=2))
     else:
@@ -75,3 +76,15 @@ def handle(command, **opts):
         command.stdout.write(sweep_markdown(sweep))
     if sweep.status != Run.Status.DONE:
         raise CommandError(f"sweep {sweep.pk} {sweep.status}: {sweep.reason}")
+
+
+def _cell_line(axis, row):
+    def n(value, digits=1):
+        return "—" if value is None else f"{value:,.{digits}f}"
+
+    errors = ", ".join(f"{k} ×{v}" for k, v in row["errors"].items())
+    return (
+        f"  {axis} {row['value']:,}: {row['status']} — aggregate {n(row['aggregate_decode_tokens_per_s'])} tok/s, "
+        f"per-stream {n(row['per_stream_decode_tokens_per_s'])}, TTFT {n(row['ttft_ms'])} ms, "
+        f"{row['ok']}/{row['requests']} ok{' (' + errors + ')' if errors else ''}"
+    )

@@ -7,6 +7,7 @@ from django.contrib import messages
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from dashboard.changelog.models import Entry
@@ -109,7 +110,7 @@ def sweep_detail(request, pk):
     live = sweep.status in (Run.Status.QUEUED, Run.Status.RUNNING)
     if request.GET.get("format") == "progress":  # sweep.js catches up with this when its socket (re)opens
         return JsonResponse({"sweep": sweep.pk, "status": sweep.status, "cells": len(sweep.table)})
-    entries = Entry.objects.filter(locked_at__gt=sweep.created_at).order_by("-created_at")[:20]
+    entries = Entry.objects.filter(locked_at__gt=timezone.now()).order_by("-created_at")[:20]  # still editable
     same = Sweep.objects.filter(params_hash=sweep.params_hash).exclude(pk=sweep.pk).order_by("-created_at")[:10]
     return render(
         request,
@@ -120,7 +121,7 @@ def sweep_detail(request, pk):
             "chart": chart_data(sweep),
             "summary": sweep_summary(sweep),
             "live": live,
-            "entries": [e for e in entries if not e.is_locked],
+            "entries": entries,
             "same_hash": same,
         },
     )

@@ -162,3 +162,39 @@ def test_admin_lists_sweeps(admin_client_, make_engine):
     sweep = sweep_create(engine=engine, axis="concurrency", values=[1, 2], spec=spec)
     assert admin_client_.get("/admin/bench/sweep/").status_code == 200
     assert admin_client_.get(f"/admin/bench/sweep/{sweep.pk}/change/").status_code == 200
+
+
+def _fake_table(values, run):
+    row = {
+        "run": run, "status": "done", "reason": "", "tainted": False, "aggregate_decode_tokens_per_s": 10.0,
+        "aggregate_decode_tokens_per_s_sd": 0.1, "per_stream_decode_tokens_per_s": 10.0,
+        "per_stream_decode_tokens_per_s_sd": None, "aggregate_prefill_tokens_per_s": 100.0,
+        "aggregate_prefill_tokens_per_s_sd": None, "ttft_ms": 5.0, "ttft_p90_ms": None, "ttft_ms_sd": None,
+        "requests": 1, "ok": 1, "error_share": 0.0, "errors": {},
+    }  # fmt: skip
+    return [{**row, "value": v} for v in values]
+
+
+@pytest.mark.django_db
+def test_the_sweep_page_and_the_list_cost_the_same_queries_whatever_their_size(operator_client, make_engine):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    engine = make_engine("http://127.0.0.1:9", name="q")
+    spec = RunSpec(engine_name="q", engine_kind="vllm", base_url=engine.base_url, depth=0)
+    run = Run.objects.create(engine=engine, params_hash="x", status="done")
+
+    def page_queries(values, extra_sweeps):
+        sweep = sweep_create(engine=engine, axis="concurrency", values=values, spec=spec)
+        Sweep.objects.filter(pk=sweep.pk).update(status="done", table=_fake_table(values, run.pk))
+        for _ in range(extra_sweeps):
+            sweep_create(engine=engine, axis="concurrency", values=values, spec=spec)
+        with CaptureQueriesContext(connection) as detail:
+            assert operator_client.get(f"/bench/sweeps/{sweep.pk}/").status_code == 200
+        with CaptureQueriesContext(connection) as index:
+            assert operator_client.get("/bench/").status_code == 200
+        return len(detail), len(index)
+
+    small = page_queries([1], 0)
+    large = page_queries([1, 2, 4, 8, 16, 32, 64, 128], 5)
+    assert small == large

@@ -186,3 +186,21 @@ def test_a_sweep_whose_worker_died_is_failed_with_the_reason_and_keeps_its_cells
     assert dead.cells.get().status == "done"
     assert busy.status == "running"  # its cell is still running (the run's own budget decides that one)
     assert sweeps_fail_stale() == 0  # claimed once
+
+
+def test_a_cell_past_the_window_is_refused_and_stops_the_sweep_with_its_reason(sim, make_engine):
+    eng = sim("vllm", max_model_len=4096)
+    make_engine(eng.url, name="short", window=4096)
+    from io import StringIO
+
+    out = StringIO()
+    call_command("bench", "sweep", "--engine", "short", "--depth", "0,1024,8192", "--output-tokens", "16",
+                 "--reps", "1", stdout=out)  # fmt: skip
+    text = out.getvalue()
+    assert "depth 0: done" in text and "depth 1,024: done" in text  # each cell printed as it lands
+    sweep = Sweep.objects.get()
+    assert [r["value"] for r in sweep.table] == [0, 1024, 8192]
+    assert sweep.table[2]["status"] == "refused"
+    assert sweep.stop_reason.startswith("depth 8,192 refused: prompt 8192 + output 16")
+    assert "does not fit the window of 4096" in sweep.stop_reason
+    assert sweep.status == "done"  # two cells measured; the third says why not
