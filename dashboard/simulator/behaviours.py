@@ -120,9 +120,10 @@ def _last_user_text(body) -> str:
 
 
 def recall_at(spec: str, depth: float) -> float:
-    """'1' -> 1.0 everywhere; '10:1,50:0.5,90:0' -> linear between the points, flat beyond them."""
+    """'1' -> 1.0 everywhere; '10:1,50:0.5,90:0' -> linear between the points, flat beyond them
+    (';' separates as well, for `sparkops simulate`'s comma-separated engine options)."""
     points = []
-    for part in (spec or "1").split(","):
+    for part in re.split(r"[,;]", spec or "1"):
         if ":" in part:
             d, p = part.split(":", 1)
             points.append((float(d), float(p)))

@@ -85,3 +85,11 @@ def test_coercion_fixes_strings_for_the_schema_only():
 def test_thinking_verdict(arms, expected):
     medians = {k: {"reasoning": r, "content_chars": c} for k, (r, c) in arms.items()}
     assert verdict(medians)[0] == expected
+
+
+def test_simulated_recall_by_depth():
+    from dashboard.simulator.behaviours import recall_at
+
+    assert recall_at("1", 90) == 1.0
+    assert recall_at("10:1,90:0", 50) == pytest.approx(0.5) and recall_at("10:1;90:0", 95) == 0.0
+    assert recall_at("10:1;90:0", 5) == 1.0
