@@ -82,6 +82,8 @@ def test_table_chart_data_and_exports(operator_client, finished):
     page = operator_client.get(f"/bench/sweeps/{sweep.pk}/").content.decode()
     assert page.count('data-state="done"') == 2 and 'data-live="0"' in page
     assert f'href="/bench/runs/{sweep.table[0]["run"]}/"' in page
+    cell_page = operator_client.get(f"/bench/runs/{sweep.table[1]['run']}/").content.decode()
+    assert f'<a href="/bench/sweeps/{sweep.pk}/">sweep #{sweep.pk}</a>, cell 2' in cell_page
     md = operator_client.get(f"/bench/sweeps/{sweep.pk}/export.md")
     assert md["Content-Type"].startswith("text/markdown")
     assert "| concurrency | aggregate decode tok/s (± sd) |" in md.content.decode()
