@@ -248,6 +248,7 @@ def run_summary(run):
         "tainted": run.tainted,
         "taint_reasons": run.taint_reasons,
         "checks": run.checks,
+        "waited": run.config.get("waited"),  # a scheduled run postponed while its box was starting
     }
     for name in (
         "ttft_ms",

@@ -44,7 +44,7 @@ def _fresh(engine):
 
 
 def test_a_scheduled_run_waits_while_a_neighbour_cold_starts_then_runs_and_says_it_waited(
-    cold_box, django_capture_on_commit_callbacks
+    cold_box, django_capture_on_commit_callbacks, client, viewer
 ):
     from dashboard.benchmarks.conditions import box_starting
     from dashboard.benchmarks.models import Profile, Run
@@ -68,6 +68,8 @@ def test_a_scheduled_run_waits_while_a_neighbour_cold_starts_then_runs_and_says_
     run = profile_run_scheduled(profile=_fresh(engines["lla"]).bench_profiles.get())
     run.refresh_from_db()
     assert run.status == Run.Status.QUEUED and run.reason.startswith("postponed: nemotron is starting")
+    client.force_login(viewer)
+    assert "postponed: nemotron is starting" in client.get(f"/bench/runs/{run.pk}/").content.decode()
     assert run.repetitions.count() == 0 and not run.tainted and run.started_at is None
     assert runs_release_postponed() == 0  # still starting: it stays queued
     assert Run.objects.get(pk=run.pk).status == Run.Status.QUEUED
@@ -90,6 +92,11 @@ def test_a_scheduled_run_waits_while_a_neighbour_cold_starts_then_runs_and_says_
     assert run.repetitions.filter(ok=True).count() == 1 and run.reason == ""
     assert run.config["waited"]["first_reason"] == why and run.config["waited"]["until"]
     assert run.config["params"]["reps"] == 1  # the measured configuration is kept beside it
+    from dashboard.benchmarks.services import run_summary
+
+    assert run_summary(run)["waited"]["first_reason"] == why
+    page = client.get(f"/bench/runs/{run.pk}/").content.decode()
+    assert 'id="run-waited"' in page and "Waited for its box from" in page and why in page
 
 
 def test_a_run_still_waiting_after_the_schedule_expiry_is_refused_with_why(cold_box):
