@@ -32,7 +32,7 @@ from dashboard.collectors import prom
 
 VLLM_FAMILIES = ("vllm:request_success", "vllm:request_prompt_tokens", "vllm:e2e_request_latency_seconds")
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
-RING_STEP_S = 10.0  # at most; a tenth of the window when that is shorter
+RING_STEP_S = 30.0  # at most; a twentieth of the window when that is shorter (a ring of ~20 entries)
 MIN_CUT_S = 30.0  # a timeout that cuts requests is longer than this
 CUT_TOLERANCE_S = 0.25  # durations this close are one duration
 ROUND_TO_S = 10.0  # timeouts are round numbers: within CUT_TOLERANCE_S of a multiple of this
@@ -98,7 +98,7 @@ def derive(metrics, state, *, now, window, journal=None):
     if ring and any(cum.get(k, 0.0) < v for k, v in ring[-1][1].items()):
         ring, state = [], {}  # a counter went down: the engine restarted, its window starts over
     ring = [entry for entry in ring if now - entry[0] <= window_s()]
-    if not ring or now - ring[-1][0] >= min(RING_STEP_S, window_s() / 10):
+    if not ring or now - ring[-1][0] >= min(RING_STEP_S, window_s() / 20):
         ring.append([now, cum])
     base_t, base = ring[0]
     delta = {k: max(0.0, v - base.get(k, 0.0)) for k, v in cum.items()}
@@ -147,7 +147,7 @@ def _cuts(metrics, state, now):
         {float(le): c for le, c in (before.get("hist") or {}).items()},
         (metrics.get("e2e_sum") or 0.0) - (before.get("sum") or 0.0) if before.get("sum") is not None else None,
     )
-    if observed is not None:
+    if observed is not None and _round(observed[0]):  # only a round duration can be a timeout's
         cuts.append([now, *observed])
     cuts = cuts[-KEEP_CUTS:]
     return cuts, _cluster(cuts)
@@ -179,13 +179,15 @@ def _long_duration(hist, before, d_sum):
     return [round(mean, 3), n_long]
 
 
+def _round(seconds):
+    return abs(seconds - round(seconds / ROUND_TO_S) * ROUND_TO_S) <= CUT_TOLERANCE_S
+
+
 def _cluster(cuts):
     """The round duration most requests ended at, {"at_s", "requests", "intervals"}, or None
     when no round duration was seen more than once."""
     best = None
     for _, seconds, _ in cuts:
-        if abs(seconds - round(seconds / ROUND_TO_S) * ROUND_TO_S) > CUT_TOLERANCE_S:
-            continue
         near = [c for c in cuts if abs(c[1] - seconds) <= CUT_TOLERANCE_S]
         n = sum(c[2] for c in near)
         if n >= 2 and (best is None or n > best["requests"]):
