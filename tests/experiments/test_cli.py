@@ -55,3 +55,15 @@ def test_bench_ab_refuses_bad_input(make_engine, args, message):
     with pytest.raises(CommandError, match=message):
         call_command("bench", "ab", *args, stdout=StringIO())
     assert Experiment.objects.count() == 0 and Run.objects.count() == 0
+
+
+def test_bench_ab_text(sim, make_engine):
+    make_engine(sim("vllm", rate=400.0, ttft=0.01).url, name="ctl")
+    make_engine(sim("vllm", rate=200.0, ttft=0.01).url, name="var")
+    out = StringIO()
+    call_command("bench", "ab", "--a", "ctl", "--b", "var", "--output-tokens", "16", "--depth", "0", stdout=out)
+    text = out.getvalue()
+    assert "arm A ctl" in text and "arm B var" in text
+    assert [line.split()[1] for line in text.splitlines() if line.strip().startswith("#")] == ["A", "B"] * 3
+    assert "decode tok/s" in text and "slower" in text
+    assert "WARNING: Arm A (ctl) has no configuration snapshot" in text

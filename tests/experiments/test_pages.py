@@ -82,3 +82,24 @@ def test_arms_on_two_boxes_are_refused(fleet):
     with pytest.raises(ExperimentError, match="different boxes"):
         experiment_create(name="x", engine_a=fleet["vllm"], engine_b=other, workload={"depth": 0})
     assert Experiment.objects.count() == 0
+
+
+def test_waiting_page_offers_continue_and_wrong_states_change_nothing(operator_client, fleet):
+    e = experiment_create(name="restart me", engine_a=fleet["vllm"], engine_b=fleet["vllm"], workload={"depth": 0})
+    url = reverse("experiments:detail", args=[e.pk])
+    page = operator_client.get(url).content.decode()
+    assert "one engine, restarted by the operator between arms" in page and 'id="exp-continue"' not in page
+    resp = operator_client.post(reverse("experiments:continue", args=[e.pk]), follow=True)
+    assert "is queued, not waiting for a restart" in resp.content.decode()
+    Experiment.objects.filter(pk=e.pk).update(status="waiting", reason="Restart vllm-main into arm B's configuration")
+    page = operator_client.get(url).content.decode()
+    assert 'id="exp-continue"' in page and "Restart vllm-main into arm B" in page
+    resp = operator_client.post(reverse("experiments:record", args=[e.pk]), follow=True)
+    assert "only a finished one has a verdict" in resp.content.decode()
+    assert Entry.objects.count() == 0
+    assert operator_client.get(url + "?format=progress").json() == {
+        "experiment": e.pk,
+        "status": "waiting",
+        "done": 0,
+        "total": 6,
+    }
