@@ -17,10 +17,12 @@ def behaviour(result, max_tokens) -> tuple[str, dict]:
     """(what happened, detail): rejected | clamped | accepted | error."""
     if result.status in (400, 413, 422):
         return "rejected", {"http_status": result.status, "message": result.error}
-    if result.bucket is not None:
+    # The window cut the answer before anything visible (a few byte or reasoning tokens): still a clamp.
+    cut = result.bucket == "empty" and result.finish_reason == "length"
+    if result.bucket is not None and not cut:
         return "error", {"bucket": result.bucket, "message": result.error}
     n = (result.usage or {}).get("completion_tokens")
-    if result.finish_reason == "length" and isinstance(n, int) and n < max_tokens:
+    if result.finish_reason == "length" and (cut or isinstance(n, int) and n < max_tokens):
         return "clamped", {"completion_tokens": n, "finish_reason": "length"}
     return "accepted", {"completion_tokens": n, "finish_reason": result.finish_reason}
 
