@@ -7,7 +7,9 @@ import json
 
 import pytest
 
+from dashboard.benchmarks.client import StreamResult
 from dashboard.models import Engine, Host
+from dashboard.probes.contract import behaviour
 from tests.polls import poll_one
 from tests.realengine.conftest import N_CTX
 from tests.realengine.test_needle import cli
@@ -25,8 +27,8 @@ def test_contract_probe_reads_llamacpp_clamp_and_400(llama_server):
     assert out["status"] == "done", out["reason"]
     cases = out["result"]["cases"]
     over, alone = cases["prompt+max_tokens"], cases["prompt alone"]
-    assert over["behaviour"] == "clamped" and over["finish_reason"] == "length"
-    assert 0 < over["completion_tokens"] < over["max_tokens"]
+    assert over["behaviour"] == "clamped" and over["finish_reason"] == "length", (over, out["cases"])
+    assert 0 <= over["completion_tokens"] < over["max_tokens"]
     # It stopped at the window: the prompt as the engine saw it (the chat template's tokens with the
     # counted text) plus what it generated fill the window.
     (sent,) = [c for c in out["cases"] if c["label"] == "prompt+max_tokens"]
@@ -36,3 +38,15 @@ def test_contract_probe_reads_llamacpp_clamp_and_400(llama_server):
     assert "exceeds the available context size" in alone["message"] and f"({N_CTX} tokens)" in alone["message"]
     assert out["headline"].startswith("prompt + max_tokens over: clamped (finish_reason length after ")
     assert out["headline"].endswith("prompt alone over: HTTP 400")
+
+
+def test_an_answer_cut_to_nothing_visible_by_the_window_is_a_clamp():
+    """What the real server sends now and then for the case above: room for a few tokens, all of them
+    bytes of an unfinished UTF-8 character (llama.cpp holds those back), so the stream has no content
+    and the client's bucket is "empty" — but the engine clamped, and finish_reason says so."""
+    cut = StreamResult(status=200, finish_reason="length", done=True, usage={"completion_tokens": 3})
+    cut.fail("empty", "no tokens (finish_reason=length)")
+    assert behaviour(cut, 256) == ("clamped", {"completion_tokens": 3, "finish_reason": "length"})
+    stopped = StreamResult(status=200, finish_reason="stop", done=True, usage={"completion_tokens": 0})
+    stopped.fail("empty", "no tokens (finish_reason=stop)")
+    assert behaviour(stopped, 256)[0] == "error"  # an answer that ended on its own with nothing is not a clamp
