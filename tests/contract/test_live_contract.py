@@ -131,7 +131,7 @@ def test_400s_and_500s_are_counted_per_engine_from_their_own_log_lines(sim, engi
     assert state("request_errors", "ctr-llama") == "resolved" and state("request_errors", "ctr-vllm") == "resolved"
 
 
-def test_a_real_clients_400_over_the_slot_context_is_counted(sim, engines):
+def test_real_clients_400s_over_the_window_are_counted(sim, engines):
     import httpx
 
     tick(engines)
@@ -140,7 +140,12 @@ def test_a_real_clients_400_over_the_slot_context_is_counted(sim, engines):
         sim.url("ctr-llama") + "/v1/chat/completions", json={"messages": [{"role": "user", "content": prompt}]}
     )
     assert r.status_code == 400
-    assert tick(engines)["llamacpp"]["contract"]["journal"]["http_400"] == 1
+    big = "word " * 33000  # over vLLM's 32,768-token window even without output tokens
+    r = httpx.post(sim.url("ctr-vllm") + "/v1/chat/completions", json={"messages": [{"role": "user", "content": big}]})
+    assert r.status_code == 400 and "exceeds this limit even without any output tokens" in r.text
+    readings = tick(engines)
+    assert readings["llamacpp"]["contract"]["journal"]["http_400"] == 1
+    assert readings["vllm"]["contract"]["journal"]["http_400"] == 1
 
 
 def test_llamacpp_has_no_finish_reason_metrics_and_says_so(sim, engines):
