@@ -2,6 +2,7 @@
 
 from django.contrib import messages
 from django.db import transaction
+from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -82,6 +83,8 @@ def profile_run(request, pk):
 
 def run_detail(request, pk):
     run = get_object_or_404(ProbeRun.objects.select_related("engine", "profile", "created_by"), pk=pk)
+    if request.GET.get("format") == "progress":  # run.js catches up with this when its socket (re)opens
+        return JsonResponse({"run": run.pk, "done": run.done_cases, "total": run.total_cases, "status": run.status})
     context = {
         "run": run,
         "cases": run.cases.all(),

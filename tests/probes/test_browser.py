@@ -105,6 +105,29 @@ def test_schedule_a_probe_see_its_table_and_the_regression_fire(web, browser, op
     assert ys[0] == 1 and abs(ys[1] - 2 / 3) < 1e-9
     assert page.locator("#needle-table tbody tr").count() == 2
     shots(ops, "profile")
+
+    # A run's page follows it live over the WebSocket (probe.progress events), then shows the result.
+    from dashboard.probes.services import probe_run_create, probe_run_execute
+
+    queued = probe_run_create(engine=engine, spec=profile.spec(), profile=profile)
+    page.goto(f"{web.base}/probes/runs/{queued.pk}/")
+    assert page.inner_text("#run-status-text") == "queued"
+    page.wait_for_timeout(500)  # the socket joins its groups; run.js catches up with ?format=progress anyway
+
+    def work():
+        from django.db import connection
+
+        try:
+            probe_run_execute(run=ProbeRun.objects.get(pk=queued.pk))
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    wait_for_js(page, "document.getElementById('run-status').dataset.live === '0'", timeout=60000)
+    worker.join(30)
+    assert page.inner_text("#run-status-text") == "done" and page.inner_text("#run-progress-text") == "9 / 9 requests"
+    assert page.locator("#probe-result tbody tr").count() == 1
     assert ops.errors == []
     from django.db import connection
 

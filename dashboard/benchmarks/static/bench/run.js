@@ -1,10 +1,12 @@
-// Run page: the progress bar follows "bench.progress" events on the live WebSocket; the
-// page reloads once when the run ends, to show the server-rendered result. No polling.
+// Run page: the progress bar follows "bench.progress" events on the live WebSocket (a probe run's
+// page names "probe.progress" in data-event); the page reloads once when the run ends, to show the
+// server-rendered result. No polling.
 (function () {
   "use strict";
   var box = document.getElementById("run-status");
   if (!box || box.dataset.live !== "1") return;
   var runId = parseInt(box.dataset.run, 10), bar = document.getElementById("run-progress");
+  var eventType = box.dataset.event || "bench.progress";
   var text = document.getElementById("run-progress-text"), status = document.getElementById("run-status-text");
   var retry = 0;
   window.benchProgress = { events: 0 };  // inspected by the browser test
@@ -32,7 +34,7 @@
     ws.onmessage = function (msg) {
       var ev = JSON.parse(msg.data);
       if (ev.type === "live.hello") catchUp();  // subscribed now: fetch what happened before
-      if (ev.type === "bench.progress" && ev.payload && ev.payload.run === runId) apply(ev.payload);
+      if (ev.type === eventType && ev.payload && ev.payload.run === runId) apply(ev.payload);
     };
     ws.onclose = function (ev) {
       if (ev.code === 4401 || ev.code === 4403) return;
