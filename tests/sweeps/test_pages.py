@@ -64,6 +64,15 @@ def test_viewers_read_but_do_not_start(viewer_client, make_engine):
     assert viewer_client.post("/bench/sweeps/new/", _form(engine)).status_code == 403
     assert Sweep.objects.count() == 0
     assert "New sweep" not in viewer_client.get("/bench/").content.decode()
+    spec = RunSpec(engine_name="e", engine_kind="vllm", base_url=engine.base_url, depth=0)
+    sweep = sweep_create(engine=engine, axis="concurrency", values=[1, 2], spec=spec)
+    page = viewer_client.get(f"/bench/sweeps/{sweep.pk}/")
+    assert page.status_code == 200 and "Run again" not in page.content.decode()
+    assert viewer_client.get(f"/bench/sweeps/{sweep.pk}/export.json").status_code == 200
+    assert viewer_client.post(f"/bench/sweeps/{sweep.pk}/attach/").status_code == 403
+    assert viewer_client.post(f"/bench/sweeps/{sweep.pk}/again/").status_code == 403
+    assert viewer_client.post("/bench/rate/new/", {"engine": engine.pk, "rate": 1}).status_code == 403
+    assert Sweep.objects.count() == 1 and Run.objects.count() == 0
 
 
 @pytest.fixture
