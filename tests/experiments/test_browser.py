@@ -27,7 +27,9 @@ def _until(page, predicate, timeout, what):
 def test_start_watch_and_record_an_experiment(sim, make_engine, operator, browser, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
     a = make_engine(sim("vllm", rate=100.0, ttft=0.01).url, name="control")
-    b = make_engine(sim("vllm", rate=110.0, ttft=0.01).url, name="variant")
+    # B half as fast again: this test is the page's flow (the noise band is test_verdict's), and a
+    # browser and uvicorn beside the engines on two cores make a 10 % gap land within noise at times
+    b = make_engine(sim("vllm", rate=150.0, ttft=0.01).url, name="variant")
     web, base = start_web(db_name=connection.settings_dict["NAME"], log_path=tmp_path / "web.log")
     worker, failure = None, []
     try:
@@ -36,7 +38,7 @@ def test_start_watch_and_record_an_experiment(sim, make_engine, operator, browse
         page.goto(base + "/bench/")
         page.click("#experiments-link")
         page.click("text=New experiment")
-        page.fill("#id_name", "ten percent")
+        page.fill("#id_name", "half again")
         page.select_option("#id_engine_a", str(a.pk))
         page.select_option("#id_engine_b", str(b.pk))
         page.fill("#id_flags", "--speculative-config")
@@ -44,7 +46,7 @@ def test_start_watch_and_record_an_experiment(sim, make_engine, operator, browse
         page.fill("#id_output_tokens", "32")
         page.click("#experiment-form button[type=submit]")
         page.wait_for_selector("#exp-status")
-        experiment = Experiment.objects.get(name="ten percent")
+        experiment = Experiment.objects.get(name="half again")
         assert page.locator("#exp-status-text").inner_text() == "queued"
         assert page.locator("#exp-slots tbody tr td:nth-child(2)").all_inner_texts() == ["A", "B"] * 3
 
@@ -70,7 +72,7 @@ def test_start_watch_and_record_an_experiment(sim, make_engine, operator, browse
         assert all(rows.nth(i).locator("td").nth(3).inner_text().startswith("done") for i in range(6))
         decode = page.locator('#exp-verdict tr[data-figure="decode_tokens_per_s"] td')
         assert decode.nth(5).inner_text() == "faster"
-        assert 1.05 < float(decode.nth(3).inner_text()) < 1.15
+        assert 1.35 < float(decode.nth(3).inner_text()) < 1.65
         assert "no configuration snapshot" in page.locator("#exp-warnings").inner_text()
         assert "percentile bootstrap" in page.locator("#exp-method").inner_text()
         ops.shot("experiment-desk")
@@ -85,6 +87,13 @@ def test_start_watch_and_record_an_experiment(sim, make_engine, operator, browse
         page.wait_for_selector("#exp-verdict")
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
         ops.shot("experiment-phone")
+        page.goto(base + "/experiments/")
+        assert "faster" in page.locator("#experiments").inner_text()
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        ops.shot("experiments-phone")
+        page.goto(base + "/experiments/new/")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        ops.shot("experiment-new-phone")
         assert ops.errors == []
     finally:
         if worker is not None:
