@@ -50,16 +50,22 @@ def test_needle_probe_on_a_real_llama_server_misses_and_says_so(llama_server):
     assert result["counted_by"] == "tokenize"  # the engine's tokenizer, not an estimate
     (row,) = result["rows"]
     assert [row["cells"][str(d)]["verdict"] for d in DEPTHS] == ["MISS"] * len(DEPTHS)
-    assert all(row["cells"][str(d)]["counts"] == {"MISS": REPS} for d in DEPTHS), row["cells"]
+    assert all(set(row["cells"][str(d)]["counts"]) == {"MISS"} for d in DEPTHS), row["cells"]
     assert out["passed"] is False and out["headline"] == "MISS MISS MISS"
-    assert result["errors"] == {} and row["seconds_per_case"] > 0
+    assert row["seconds_per_case"] > 0
 
     cases = out["cases"]
     assert len(cases) == len(DEPTHS) * REPS
-    assert {c["verdict"] for c in cases} == {"MISS"}  # never HIT, never DECOY
-    assert any(c["answer"].strip() for c in cases)  # the answers were read (gibberish), not lost
-    for c in cases:
-        assert c["ok"] and c["http_status"] == 200 and c["bucket"] == ""
+    # Random weights can, rarely, answer nothing visible (EOS first, or only bytes of an unfinished
+    # character): that case is in the "empty" bucket, unscored — never a MISS, never a HIT.
+    failed = [c for c in cases if not c["ok"]]
+    assert len(failed) <= 1 and all(c["bucket"] == "empty" and c["verdict"] == "" for c in failed), failed
+    assert result["errors"] == ({"empty": 1} if failed else {})
+    scored = [c for c in cases if c["ok"]]
+    assert {c["verdict"] for c in scored} == {"MISS"}  # never HIT, never DECOY
+    assert any(c["answer"].strip() for c in scored)  # the answers were read (gibberish), not lost
+    for c in scored:
+        assert c["http_status"] == 200 and c["bucket"] == ""
         detail = c["detail"]
         assert detail["needle"] not in c["answer"] and all(d["value"] not in c["answer"] for d in detail["decoys"])
         # The haystack is the target length on the server's tokenizer, and the server was sent all of it.
@@ -75,6 +81,6 @@ def test_needle_probe_on_a_real_llama_server_misses_and_says_so(llama_server):
     after = counters(llama_server.url)
     prompt = after["llamacpp:prompt_tokens_total"] + after["llamacpp:prompt_tokens_cached_total"]
     prompt -= before["llamacpp:prompt_tokens_total"] + before["llamacpp:prompt_tokens_cached_total"]
-    assert prompt >= sum(c["prompt_tokens"] for c in cases)
+    assert prompt >= sum(c["prompt_tokens"] for c in scored)
     generated = after["llamacpp:tokens_predicted_total"] - before["llamacpp:tokens_predicted_total"]
-    assert generated >= sum(c["completion_tokens"] for c in cases)
+    assert generated >= sum(c["completion_tokens"] for c in scored)
