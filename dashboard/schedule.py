@@ -39,6 +39,8 @@ BEAT_SCHEDULE = {
     "bench-release-postponed": _every("bench.release_postponed", BENCH_POSTPONED_S),
     # Fail probe runs left "running" by a worker that died mid-run (a static entry: the bench- prefix).
     "bench-probes-sweep-stale": _every("probe.sweep_stale", BENCH_SWEEP_S),
+    # Fail A/B experiments left "running" by a worker that died between or during their repetitions.
+    "bench-experiments-sweep-stale": _every("experiments.sweep_stale", BENCH_SWEEP_S),
 }
 
 

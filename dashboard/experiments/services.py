@@ -564,3 +564,38 @@ def experiment_record(*, experiment, user=None):
         experiment.entry_id = entry.pk
         experiment.save(update_fields=["entry_id"])
     return entry
+
+
+def experiments_sweep_stale(*, margin_s=None):
+    """Fail experiments left "running" by a worker that died: none of their runs (nor quality
+    probe runs) is queued or running (a dead worker's run is failed by bench.sweep_stale) and
+    none finished for MARGIN_S. What ran is kept, with the verdict of what ran."""
+    from datetime import timedelta
+
+    from django.db.models import Max, Q
+
+    from dashboard.benchmarks.schedule import STALE_MARGIN_S
+
+    cutoff = timezone.now() - timedelta(seconds=STALE_MARGIN_S if margin_s is None else margin_s)
+    busy = [Run.Status.QUEUED, Run.Status.RUNNING]  # a probe run's statuses are the same words
+    active = Q(slots__run__status__in=busy) | Q(probe_run_a__status__in=busy) | Q(probe_run_b__status__in=busy)
+    candidates = (
+        Experiment.objects.filter(status=Experiment.Status.RUNNING)
+        .exclude(active)
+        .annotate(last=Max("slots__run__finished_at"))
+        .filter(Q(last__lt=cutoff) | Q(last__isnull=True, created_at__lt=cutoff))
+    )
+    failed = 0
+    for experiment in candidates:
+        ran = experiment.slots.filter(run__isnull=False).count()
+        reason = f"the worker stopped mid-experiment: {ran} of {2 * experiment.reps} repetitions ran (kept)"
+        if Experiment.objects.filter(pk=experiment.pk, status=Experiment.Status.RUNNING).update(
+            status=Experiment.Status.FAILED, reason=reason, finished_at=timezone.now()
+        ):
+            experiment.refresh_from_db()
+            mark_validity(experiment=experiment)
+            experiment.verdict = experiment_summary(experiment=experiment)
+            experiment.save(update_fields=["verdict"])
+            _publish(experiment)
+            failed += 1
+    return failed

@@ -12,3 +12,10 @@ def experiment_advance_task(experiment_id):
     experiment = Experiment.objects.select_related("engine_a__host", "engine_b").filter(pk=experiment_id).first()
     if experiment is not None:
         experiment_advance(experiment=experiment)
+
+
+@shared_task(name="experiments.sweep_stale", ignore_result=True)
+def experiments_sweep_stale_task():
+    from .services import experiments_sweep_stale
+
+    experiments_sweep_stale()

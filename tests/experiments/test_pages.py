@@ -103,3 +103,30 @@ def test_waiting_page_offers_continue_and_wrong_states_change_nothing(operator_c
         "done": 0,
         "total": 6,
     }
+
+
+def test_an_experiment_whose_worker_died_is_failed_by_the_sweep_keeping_what_ran(fleet):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dashboard.benchmarks.models import Run
+    from dashboard.experiments.services import experiments_sweep_stale
+
+    def running(name, run_status, finished_ago_s):
+        e = experiment_create(name=name, engine_a=fleet["vllm"], engine_b=fleet["llama"], workload={"depth": 0})
+        run = Run.objects.create(engine=fleet["vllm"], params_hash="h", status=run_status)
+        Run.objects.filter(pk=run.pk).update(finished_at=timezone.now() - timedelta(seconds=finished_ago_s))
+        e.slots.filter(order=0).update(run=run)
+        Experiment.objects.filter(pk=e.pk).update(status="running")
+        return e
+
+    dead = running("dead", "failed", 3600)
+    measuring = running("measuring", "running", 3600)
+    just_now = running("between slots", "done", 5)
+    assert experiments_sweep_stale() == 1
+    dead.refresh_from_db()
+    assert dead.status == "failed" and dead.reason.startswith("the worker stopped mid-experiment: 1 of 6")
+    assert [s["status"] for s in dead.verdict["slots"]] == ["failed"] + ["pending"] * 5
+    assert Experiment.objects.get(pk=measuring.pk).status == "running"
+    assert Experiment.objects.get(pk=just_now.pk).status == "running"
