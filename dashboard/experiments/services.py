@@ -137,6 +137,22 @@ def experiment_enqueue(*, experiment):
     transaction.on_commit(lambda: experiment_advance_task.apply_async(args=[experiment.pk], queue=queue))
 
 
+def experiment_continue(*, experiment):
+    """The operator restarted the engine: queue the next slot, once (waiting → queued by a
+    conditional update, so a second press queues nothing and no slot runs without its restart)."""
+    if (
+        Experiment.objects.filter(pk=experiment.pk, status=Experiment.Status.WAITING).update(
+            status=Experiment.Status.QUEUED, reason=""
+        )
+        != 1
+    ):
+        experiment.refresh_from_db()
+        raise ExperimentError(f"Experiment {experiment.pk} is {experiment.status}, not waiting for a restart.")
+    experiment.refresh_from_db()
+    experiment_enqueue(experiment=experiment)
+    return experiment
+
+
 # --- running ------------------------------------------------------------------------------------
 
 

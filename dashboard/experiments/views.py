@@ -11,7 +11,14 @@ from dashboard.roles import role_required
 
 from .forms import ExperimentForm
 from .models import Experiment
-from .services import ExperimentError, experiment_create, experiment_enqueue, experiment_record, experiment_summary
+from .services import (
+    ExperimentError,
+    experiment_continue,
+    experiment_create,
+    experiment_enqueue,
+    experiment_record,
+    experiment_summary,
+)
 from .stats import FIGURES
 
 LIVE = (Experiment.Status.QUEUED, Experiment.Status.RUNNING)
@@ -78,10 +85,11 @@ def detail(request, pk):
 @require_POST
 def resume(request, pk):
     experiment = get_object_or_404(Experiment.objects.select_related("engine_a__host"), pk=pk)
-    if experiment.status != Experiment.Status.WAITING:
-        messages.error(request, f"Experiment {experiment.pk} is {experiment.status}, not waiting for a restart.")
+    try:
+        experiment_continue(experiment=experiment)
+    except ExperimentError as exc:
+        messages.error(request, str(exc))
     else:
-        experiment_enqueue(experiment=experiment)
         messages.success(request, "Continuing: both arms' configurations are read again before the next repetition.")
     return redirect("experiments:detail", pk=experiment.pk)
 

@@ -96,10 +96,16 @@ def test_waiting_page_offers_continue_and_wrong_states_change_nothing(operator_c
     assert 'id="exp-continue"' in page and "Restart vllm-main into arm B" in page
     resp = operator_client.post(reverse("experiments:record", args=[e.pk]), follow=True)
     assert "only a finished one has a verdict" in resp.content.decode()
+    assert operator_client.get(url + "?format=progress").json()["status"] == "waiting"
+    # Continue queues the next slot once: a second press (a double click) queues nothing.
+    resp = operator_client.post(reverse("experiments:continue", args=[e.pk]), follow=True)
+    assert "Continuing" in resp.content.decode()
+    resp = operator_client.post(reverse("experiments:continue", args=[e.pk]), follow=True)
+    assert "is queued, not waiting for a restart" in resp.content.decode()
     assert Entry.objects.count() == 0
     assert operator_client.get(url + "?format=progress").json() == {
         "experiment": e.pk,
-        "status": "waiting",
+        "status": "queued",
         "done": 0,
         "total": 6,
     }
