@@ -366,15 +366,14 @@ class MemoryShareSum(Check):
         ]
 
 
-def argv_differences(kind, running, files):
-    """[(flag, running value, the files' value)] between two argvs of one engine, parsed with its
-    argument model (a flag moved or spelled `--flag=value` is the same flag); "model" for the model."""
+def argv_differences(kind, running, files, origins=None):
+    """[(flag, running value, the files' value, the file that says it)] between two argvs of one
+    engine, parsed with its argument model (a flag moved or spelled `--flag=value` is the same
+    flag); "model" for the model. ORIGINS: the file of each word of FILES."""
     from dashboard.collectors import flags as flagmodel
 
-    if kind not in ("vllm", "llamacpp", "sglang"):
-        return [] if running == files else [("argv", " ".join(running), " ".join(files))]
-    a, b = flagmodel.parse_argv(kind, running), flagmodel.parse_argv(kind, files)
-    out = [("model", a.model or "(none)", b.model or "(none)")] if a.model != b.model else []
+    a, b = flagmodel.parse_argv(kind, running), flagmodel.parse_argv(kind, files, origins=origins)
+    out = [("model", a.model or "(none)", b.model or "(none)", "")] if a.model != b.model else []
     for flag in sorted(set(a.flags) | set(b.flags)):
         if a.flags.get(flag) != b.flags.get(flag):
             out.append(
@@ -382,6 +381,7 @@ def argv_differences(kind, running, files):
                     flag,
                     flagmodel.render(a.flags[flag]) if flag in a.flags else "(unset)",
                     flagmodel.render(b.flags[flag]) if flag in b.flags else "(unset)",
+                    b.origins.get(flag, ""),
                 )
             )
     return out
@@ -397,11 +397,16 @@ class RunsItsUnit(Check):
     )
 
     def engine(self, engine, data, s):
+        from dashboard.collectors.handrun import is_engine_launch
+
         u = _unit(data)
-        running, files = u.get("running_argv"), (u.get("exec_start") or {}).get("argv")
-        if not u or not running or not files:
+        start = u.get("exec_start") or {}
+        running, files = u.get("running_argv"), start.get("argv")
+        if engine.kind not in ("vllm", "llamacpp", "sglang") or not u or not running or not files:
             return None
-        differ = argv_differences(engine.kind, running, files)
+        if not is_engine_launch(running):
+            return None  # a process that renamed itself (setproctitle): its argv says nothing
+        differ = argv_differences(engine.kind, running, files, start.get("origins"))
         stale = u.get("need_daemon_reload")
         if not differ:
             if stale:
@@ -410,10 +415,9 @@ class RunsItsUnit(Check):
                     "flags still match them; an environment or ordering edit waits for a daemon-reload)"
                 )
             return "pass", f"/proc/PID/cmdline is the unit's ExecStart ({len(files)} words)"
-        origins = ((data.get("flags") or {}).get("origins")) or {}
         lines = "; ".join(
-            f"{flag} runs {old}, the files say {new}" + (f" (set in {origins[flag]})" if origins.get(flag) else "")
-            for flag, old, new in differ
+            f"{flag} runs {old}, the files say {new}" + (f" (set in {origin})" if origin else "")
+            for flag, old, new, origin in differ
         )
         why = (
             "NeedDaemonReload=yes: edited without `systemctl daemon-reload`"

@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from dashboard import http
 from dashboard.collectors import flags as flagmodel
-from dashboard.collectors import prom, unitconfig
+from dashboard.collectors import handrun, prom, unitconfig
 from dashboard.models import ConfigSnapshot, KVPoolEntry
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,7 @@ UNIT_LINES = (  # (label in the log, key in data["unit"], the directive that set
     ("Type=", "type", "Type"),
 )
 CACHE_INFO = prom.wanted_names(("vllm:cache_config_info",))
+OLDER_UNIT = "/proc/PID/cmdline (started from an older unit)"
 
 
 class Observer:
@@ -490,6 +491,9 @@ def build_data(engine, unit_cfg, account, *, launch="unit"):
         if start.get("argv")
         else None
     )
+    running = unit.get("running_argv")
+    if parsed is not None and running and running != start.get("argv") and handrun.is_engine_launch(running):
+        parsed = _running_flags(parsed, running, unit_cfg.get("environment", {}) if unit_cfg else {})
     flag_data = None
     if parsed is not None:
         flag_data = parsed.as_dict()
@@ -521,6 +525,18 @@ def build_data(engine, unit_cfg, account, *, launch="unit"):
         "account": account or {},
     }
     return data, {"unit_started_at": started_at}
+
+
+def _running_flags(from_files, running, env):
+    """What runs when the main process was started from an older unit than its files say (edited
+    without daemon-reload, or reloaded and not restarted): the flags of its /proc/PID/cmdline,
+    each credited to the file that gives the same value, else to the process. The log then writes
+    the change when the restart brings it, not when the file was edited."""
+    got = flagmodel.parse_argv(from_files.kind, running, env=env, default_origin=OLDER_UNIT)
+    for flag, value in got.flags.items():
+        if from_files.flags.get(flag) == value and flag in from_files.origins:
+            got.origins[flag] = from_files.origins[flag]
+    return got
 
 
 def _redact_argv(argv, secrets):

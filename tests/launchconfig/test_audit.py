@@ -109,7 +109,7 @@ def test_thresholds_from_the_command_line_are_checked():
     assert audit.parse_overrides(["compile_caps.max_jobs=8"]) == {"compile_caps": {"max_jobs": 8}}
     with pytest.raises(ValueError, match="thresholds: .*compile_caps.max_jobs"):
         audit.parse_overrides(["compile_caps.nope=1"])
-    with pytest.raises(ValueError, match="takes a int"):
+    with pytest.raises(ValueError, match="max_jobs takes a whole number"):
         audit.parse_overrides(["compile_caps.max_jobs=many"])
 
 

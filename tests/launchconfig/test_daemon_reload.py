@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from dashboard.changelog.models import Entry
 from dashboard.services import audit
-from dashboard.services.launchconfig import Observer
+from dashboard.services.launchconfig import Observer, latest_snapshot
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -59,6 +60,11 @@ def test_an_edit_without_daemon_reload_is_named_until_reloaded_and_restarted(box
         "(NeedDaemonReload=yes: edited without `systemctl daemon-reload`)"
     )
     assert "systemctl daemon-reload" in stale.fix
+    # What runs is what the snapshot holds: the log writes no change the restart did not bring.
+    snap = latest_snapshot(engines["nemotron"])
+    assert snap.data["flags"]["flags"]["--max-model-len"] == "131072"
+    assert snap.data["account"]["max_model_len"] == 131072
+    assert not Entry.objects.filter(flags__flag="--max-model-len", flags__new="262144").exists()
     code, text = cli_audit()
     assert code == 1
     assert "FAIL  nemotron" in text and "these flags differ: --max-model-len runs 131072" in text
@@ -77,6 +83,11 @@ def test_an_edit_without_daemon_reload_is_named_until_reloaded_and_restarted(box
     sim_box.wait_ready("nemotron")
     Observer().observe(list(engines.values()))
     assert finding(engines).status == "pass"
+    snap = latest_snapshot(engines["nemotron"])
+    assert snap.data["flags"]["flags"]["--max-model-len"] == "262144"
+    assert snap.data["flags"]["origins"]["--max-model-len"] == "/etc/systemd/system/nemotron.service"
+    entry = Entry.objects.get(pk=snap.logged_entry_id)  # the restart that brought it writes the entry
+    assert [(f.flag, f.old, f.new) for f in entry.flags.all()] == [("--max-model-len", "131072", "262144")]
     code, text = cli_audit("--json")
     import json
 
