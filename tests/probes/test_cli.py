@@ -79,3 +79,11 @@ def test_bad_input_is_refused_and_saves_nothing(sim, make_engine, args, message)
 def test_unknown_engine(db):
     with pytest.raises(CommandError, match="no engine named 'nope'"):
         cli("run", "--engine", "nope", "--kind", "needle")
+
+
+def test_probe_run_needle_text_shows_the_table_with_its_control(sim, make_engine):
+    make_engine(sim("vllm").url, name="sim-vllm")
+    text = cli("run", "--engine", "sim-vllm", "--kind", "needle", "--tokens", "800", "--depths", "50", "--control")
+    assert "HIT HIT" not in text.splitlines()[1]  # one depth: the headline is one verdict
+    rows = [line for line in text.splitlines() if "50%: HIT 3/3" in line]
+    assert len(rows) == 2 and "lighthouse" in rows[0] and "orchard (control)" in rows[1]
