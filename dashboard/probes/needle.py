@@ -184,6 +184,6 @@ def cell(cases) -> dict:
         "counts": dict(verdicts),
         "errors": dict(errors),
         "n": len(cases),
-        "decoy_depths": decoys,
+        "decoy_depths": sorted(set(decoys)),
         "text": f"{verdict} {verdicts.get(verdict, 0)}/{len(cases)}" if verdicts else f"{verdict} ×{len(cases)}",
     }

@@ -39,6 +39,7 @@ def test_needle_decoy_and_miss_by_depth(sim, make_engine):
     eng = sim("vllm", needle_recall="10:1,50:1,90:0", needle_decoy=1.0)
     run = probe(make_engine(eng.url), "needle", tokens=1500, depths=[10, 90], decoys=2)
     assert cells(run) == {"10": "HIT", "90": "DECOY"} and run.passed is False
+    assert run.result["rows"][0]["cells"]["90"]["decoy_depths"] == [56.7]  # the decoy nearest the needle won
     deep = run.cases.filter(label="90%").first()
     assert deep.detail["decoy"]["value"] in deep.text and deep.detail["needle"] not in deep.text
     eng.cfg.needle_decoy = 0.0
@@ -130,3 +131,12 @@ def test_contract_on_llamacpp_clamps_at_n_ctx_and_rejects_a_prompt_over_it(sim, 
     over, alone = run.result["cases"]["prompt+max_tokens"], run.result["cases"]["prompt alone"]
     assert over["behaviour"] == "clamped" and alone["behaviour"] == "rejected"
     assert "exceeds the available context size" in alone["message"]
+
+
+def test_needle_on_an_engine_without_tokenize_counts_through_usage(sim, make_engine):
+    eng = sim("sglang")
+    run = probe(make_engine(eng.url, kind="sglang"), "needle", tokens=900, depths=[50])
+    assert run.status == "done", run.reason
+    assert run.result["counted_by"] == "usage" and cells(run) == {"50": "HIT"}
+    (row,) = run.result["rows"]
+    assert abs(row["tokens"] - 900) <= 32  # the engine's own count of the prompt it was sent
