@@ -154,3 +154,16 @@ def test_llamacpp_has_no_finish_reason_metrics_and_says_so(sim, engines):
     contract = tick(engines)["llamacpp"]["contract"]
     assert contract["metrics"] is False and "finished" not in contract
     assert state("truncated_answers", "ctr-llama") is None
+
+
+def test_the_length_threshold_is_editable_like_every_rules(sim, engines):
+    from django.core.management import call_command
+
+    call_command("alerts", "rule", "truncated_answers", "--engine", "ctr-vllm", "--set", "length_pct=50")
+    tick(engines)
+    sim.traffic("ctr-vllm", 30, finish_reason={"length": 12, "stop": 18})  # 40 %: under the engine's 50 %
+    assert tick(engines)["vllm"]["contract"]["shares"]["length"] == pytest.approx(0.4)
+    assert state("truncated_answers", "ctr-vllm") is None
+    sim.traffic("ctr-vllm", 20, finish_reason="length")  # 32 of 50: 64 %
+    tick(engines)
+    assert state("truncated_answers", "ctr-vllm") == "firing"
