@@ -140,3 +140,18 @@ def test_needle_on_an_engine_without_tokenize_counts_through_usage(sim, make_eng
     assert run.result["counted_by"] == "usage" and cells(run) == {"50": "HIT"}
     (row,) = run.result["rows"]
     assert abs(row["tokens"] - 900) <= 32  # the engine's own count of the prompt it was sent
+
+
+def test_an_engine_answering_html_fails_the_needle_with_its_reason(scripted, make_engine):
+    page = b"<!DOCTYPE html><html><body>502 Bad Gateway</body></html>"
+    server = scripted(lambda body: (502, "text/html", [page], False))
+    run = probe(make_engine(server.url), "needle", tokens=500, depths=[50])
+    assert run.status == "failed" and run.cases.count() == 0
+    assert run.reason.startswith("could not count the haystack's tokens on the engine")
+
+
+def test_a_tool_probe_whose_every_request_fails_is_failed_not_scored(scripted, make_engine):
+    server = scripted(lambda body: (503, "application/json", [b'{"error": "overloaded"}'], False))
+    run = probe(make_engine(server.url), "tool")
+    assert run.status == "failed" and run.passed is None and "overload ×3" in run.reason
+    assert run.cases.filter(bucket="overload").count() == 3
