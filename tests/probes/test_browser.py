@@ -90,7 +90,7 @@ def test_schedule_a_probe_see_its_table_and_the_regression_fire(web, browser, op
     assert bad.regression is True
     page.goto(f"{web.base}/probes/runs/{bad.pk}/")
     cells = page.locator("#probe-result tbody tr").first.locator("td")
-    assert cells.nth(4).inner_text() == "DECOY 3/3"
+    assert cells.nth(4).inner_text() == "DECOY 3/3 decoy at 56.7 %"  # the decoy nearest the needle won
     assert "90%: HIT -> DECOY 3/3" in page.inner_text("#probe-regression")
     shots(ops, "run-regression")
 
