@@ -5,18 +5,35 @@ this reads the protocol, not a distribution, and a case costs a prefill near the
 
 from __future__ import annotations
 
+import json
+import re
+
 from . import haystack
 from .session import case
 
 MARGIN = 64  # the prompt sits this far under the window; max_tokens reaches past it
 OVER_MAX_TOKENS = 256
 CASES = ("prompt+max_tokens", "prompt alone")
+_MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)')
+
+
+def engine_message(error: str) -> str:
+    """The engine's own words from an error text like 'HTTP 400: {"error": {"message": …}}'."""
+    start = error.find("{")
+    try:
+        body = json.loads(error[start:]) if start >= 0 else None
+    except ValueError:  # the client keeps 500 characters: the JSON may be cut short
+        m = _MESSAGE.search(error)
+        return m.group(1).replace('\\"', '"').replace("\\'", "'") + " …" if m else error
+    err = body.get("error", body) if isinstance(body, dict) else None
+    message = (err.get("message") or err.get("detail")) if isinstance(err, dict) else err
+    return message if isinstance(message, str) and message else error
 
 
 def behaviour(result, max_tokens) -> tuple[str, dict]:
     """(what happened, detail): rejected | clamped | accepted | error."""
     if result.status in (400, 413, 422):
-        return "rejected", {"http_status": result.status, "message": result.error}
+        return "rejected", {"http_status": result.status, "message": engine_message(result.error)}
     # The window cut the answer before anything visible (a few byte or reasoning tokens): still a clamp.
     cut = result.bucket == "empty" and result.finish_reason == "length"
     if result.bucket is not None and not cut:
@@ -77,6 +94,12 @@ class ContractProbe:
         out["passed"] = all(c.get("behaviour") != "error" for c in out["cases"].values())
         out["headline"] = f"prompt + max_tokens over: {_said(over)}; prompt alone over: {_said(alone)}"
         return out
+
+
+def ordered(result) -> list[tuple[str, dict]]:
+    """The contract's cases in the order they were sent (a JSON column may reorder the keys)."""
+    cases = (result or {}).get("cases") or {}
+    return [(name, cases[name]) for name in CASES if name in cases]
 
 
 def _said(c):

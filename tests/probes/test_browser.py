@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dashboard.probes.models import ProbeProfile, ProbeRun
+from dashboard.probes.spec import ProbeSpec
 from tests.live.test_browser import SHOTS, Session, browser, wait_for_js  # noqa: F401  (browser: the shared Chromium)
 from tests.live.test_phone_browser import web  # noqa: F401  (web: uvicorn on the test database)
 
@@ -41,6 +42,27 @@ def scheduled(profile):
     thread.join(120)
     assert not thread.is_alive() and not failure, failure
     return ProbeRun.objects.filter(profile=profile).latest("created_at")
+
+
+def closing(fn):
+    """FN for a worker thread: its own DB connection, closed after (the test database is dropped at the end)."""
+
+    def work():
+        from django.db import connection
+
+        try:
+            fn()
+        finally:
+            connection.close()
+
+    return work
+
+
+def run_in_thread(fn):
+    thread = threading.Thread(target=closing(fn), daemon=True)
+    thread.start()
+    thread.join(120)
+    assert not thread.is_alive()
 
 
 def shots(ops, name):
@@ -114,20 +136,24 @@ def test_schedule_a_probe_see_its_table_and_the_regression_fire(web, browser, op
     assert page.inner_text("#run-status-text") == "queued"
     page.wait_for_timeout(500)  # the socket joins its groups; run.js catches up with ?format=progress anyway
 
-    def work():
-        from django.db import connection
-
-        try:
-            probe_run_execute(run=ProbeRun.objects.get(pk=queued.pk))
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=work, daemon=True)
+    worker = threading.Thread(
+        target=closing(lambda: probe_run_execute(run=ProbeRun.objects.get(pk=queued.pk))), daemon=True
+    )
     worker.start()
     wait_for_js(page, "document.getElementById('run-status').dataset.live === '0'", timeout=60000)
     worker.join(30)
     assert page.inner_text("#run-status-text") == "done" and page.inner_text("#run-progress-text") == "9 / 9 requests"
     assert page.locator("#probe-result tbody tr").count() == 1
+
+    # The engine page says what an agent will see over the window, from the newest contract probe.
+    small = make_engine(sim("vllm", max_model_len=2048).url, name="sim-small", window=2048)
+    contract = ProbeSpec(engine_name=small.name, engine_kind="vllm", base_url=small.base_url, kind="contract")
+    run_in_thread(lambda: probe_run_execute(run=probe_run_create(engine=small, spec=contract)))
+    page.goto(f"{web.base}/engines/sim-small/")
+    panel = page.inner_text("#probe-contract")
+    assert panel.index("prompt+max_tokens over") < panel.index("prompt alone over")  # in the order sent
+    assert 'finish_reason "length"' in panel and "HTTP 400" in panel and "maximum context length is 2048" in panel
+    shots(ops, "engine-contract")
     assert ops.errors == []
     from django.db import connection
 

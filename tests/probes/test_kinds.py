@@ -110,7 +110,7 @@ def test_contract_clamp_and_reject(sim, make_engine):
     over, alone = run.result["cases"]["prompt+max_tokens"], run.result["cases"]["prompt alone"]
     assert over["behaviour"] == "clamped" and over["finish_reason"] == "length"
     assert alone["behaviour"] == "rejected" and alone["http_status"] == 400
-    assert "maximum context length is 2048" in alone["message"]
+    assert alone["message"].startswith("This model's maximum context length is 2048")  # the engine's own words
     eng.cfg.over_window = "reject"
     run = probe(engine, "contract")
     assert run.result["cases"]["prompt+max_tokens"]["behaviour"] == "rejected"
