@@ -135,3 +135,17 @@ def test_engine_page_shows_the_contract(viewer_client, fleet):
     )
     html = viewer_client.get(url).content.decode()
     assert 'finish_reason "length" after 48 tokens' in html and "HTTP 400" in html
+
+
+def test_thinking_run_page_lists_the_arms_in_the_order_sent(viewer_client, fleet):
+    arms = {
+        "off": {"reasoning": 0, "content_chars": 300, "n": 3},
+        "off+effort": {"reasoning": 350, "content_chars": 0, "n": 3},
+        "on+low": {"reasoning": 40, "content_chars": 50, "n": 3},
+        "on+high": {"reasoning": 200, "content_chars": 60, "n": 3},
+    }
+    result = {"arms": arms, "verdict": "inverted", "findings": ["inverted"]}
+    run = _run(fleet["vllm"], kind="thinking", result=result, passed=False)
+    html = viewer_client.get(reverse("probes:run", args=[run.pk])).content.decode()
+    positions = [html.index(f"<td>{arm}</td>") for arm in arms]
+    assert positions == sorted(positions) and "<strong>inverted</strong>" in html

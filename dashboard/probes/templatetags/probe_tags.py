@@ -2,6 +2,7 @@ from django import template
 
 from dashboard.probes.contract import ordered
 from dashboard.probes.selectors import engine_contract
+from dashboard.probes.thinking import ARMS
 
 register = template.Library()
 
@@ -16,3 +17,10 @@ def probe_contract(engine):
 @register.filter
 def contract_cases(result):
     return ordered(result)
+
+
+@register.filter
+def thinking_arms(result):
+    """The thinking probe's arms in the order they were sent."""
+    arms = (result or {}).get("arms") or {}
+    return [(arm, arms[arm]) for arm in ARMS if arm in arms]
