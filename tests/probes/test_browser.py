@@ -121,8 +121,14 @@ def test_schedule_a_probe_see_its_table_and_the_regression_fire(web, browser, op
     assert firing.count() == 1 and "probe nightly-needle" in firing.inner_text()
     shots(ops, "alerts")
 
+    from dashboard.changelog.models import Entry
+
+    entry = Entry.objects.create(effective_at=bad.created_at, kind="flag_change", title="--kv-cache-dtype fp8")
+    entry.engines.add(engine)
     page.goto(f"{web.base}/probes/profiles/{profile.pk}/")
     page.wait_for_selector("#probe-trend-chart .main-svg", timeout=10000)
+    marks = page.evaluate("document.getElementById('probe-trend-chart').layout.annotations.map(a => a.hovertext)")
+    assert marks == ["--kv-cache-dtype fp8"]  # the change-log entry as a mark on the trend
     ys = page.evaluate("document.getElementById('probe-trend-chart').data[0].y")
     assert ys[0] == 1 and abs(ys[1] - 2 / 3) < 1e-9
     assert page.locator("#needle-table tbody tr").count() == 2
