@@ -87,3 +87,15 @@ def test_probe_run_needle_text_shows_the_table_with_its_control(sim, make_engine
     assert "HIT HIT" not in text.splitlines()[1]  # one depth: the headline is one verdict
     rows = [line for line in text.splitlines() if "50%: HIT 3/3" in line]
     assert len(rows) == 2 and "lighthouse" in rows[0] and "orchard (control)" in rows[1]
+
+
+def test_probe_run_a_saved_profile(sim, make_engine):
+    engine = make_engine(sim("vllm", max_model_len=2048).url, name="sim-vllm", window=2048)
+    ProbeProfile.objects.create(name="window", engine=engine, kind="contract")
+    text = cli("run", "--profile", "window")
+    assert "prompt alone       rejected: This model's maximum context length is 2048" in text
+    assert "failed requests" not in text  # the 400 is the contract's reading, not a failure
+    (run,) = ProbeRun.objects.all()
+    assert run.profile.name == "window" and run.trigger == "cli"
+    with pytest.raises(CommandError, match="no probe profile named 'nope'"):
+        cli("run", "--profile", "nope")
