@@ -34,6 +34,8 @@ def probe_set_schedule(*, profile, cron, enabled=True):
 
 
 def profile_run_scheduled(*, profile, waited_for=None):
+    from dashboard.benchmarks.models import Run as BenchRun
+
     from .models import ProbeRun
     from .services import _end, probe_run_create, probe_run_execute
 
@@ -48,6 +50,9 @@ def profile_run_scheduled(*, profile, waited_for=None):
     busy = ProbeRun.objects.filter(engine=profile.engine, status=ProbeRun.Status.RUNNING).exclude(pk=run.pk).first()
     if busy is not None:
         return _end(run, ProbeRun.Status.REFUSED, f"another probe (run {busy.pk}) is running on this engine")
+    bench = BenchRun.objects.filter(engine=profile.engine, status=BenchRun.Status.RUNNING).first()
+    if bench is not None:  # both would measure the other's load
+        return _end(run, ProbeRun.Status.REFUSED, f"a benchmark (run {bench.pk}) is running on this engine")
     return probe_run_execute(run=run)
 
 

@@ -137,3 +137,13 @@ def test_a_run_left_running_by_a_dead_worker_is_failed_by_the_sweep(sim, make_en
     fresh.refresh_from_db()
     assert old.status == "failed" and "worker stopped" in old.reason and fresh.status == "running"
     assert BEAT_SCHEDULE["bench-probes-sweep-stale"]["task"] == "probe.sweep_stale"
+
+
+def test_a_scheduled_probe_is_refused_while_a_benchmark_runs_on_its_engine(sim, make_engine):
+    from dashboard.benchmarks.models import Run
+
+    engine = make_engine(sim("vllm").url)
+    bench = Run.objects.create(engine=engine, params_hash="h", status="running")
+    profile = ProbeProfile.objects.create(name="tools", engine=engine, kind="tool")
+    run = scheduled(profile)
+    assert run.status == "refused" and f"a benchmark (run {bench.pk}) is running" in run.reason
