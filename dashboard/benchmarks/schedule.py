@@ -30,25 +30,33 @@ def parse_cron(text):
 
 def profile_set_schedule(*, profile, cron, enabled=True):
     """Create, update or (cron empty) remove the profile's PeriodicTask."""
+    return cron_set_schedule(
+        profile=profile, cron=cron, enabled=enabled, name="bench profile", task="bench.profile_scheduled"
+    )
+
+
+def cron_set_schedule(*, profile, cron, enabled, name, task):
+    """Create, update or (cron empty) remove PROFILE's PeriodicTask (its `schedule` field): TASK
+    called with [profile.pk] on the cron, named "NAME <pk>". Benchmark and probe profiles share it."""
     from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
     if not (cron or "").strip():
         if profile.schedule_id:
-            task = profile.schedule
+            periodic = profile.schedule
             profile.schedule = None
             profile.save(update_fields=["schedule"])
-            task.delete()
+            periodic.delete()
         return None
     fields = parse_cron(cron)
     crontab, _ = CrontabSchedule.objects.get_or_create(**fields, timezone="UTC")
-    task = profile.schedule or PeriodicTask(name=f"bench profile {profile.pk}", task="bench.profile_scheduled")
-    task.crontab, task.interval, task.enabled = crontab, None, enabled
-    task.args, task.expire_seconds = json.dumps([profile.pk]), SCHEDULE_EXPIRES_S
-    task.save()
-    if profile.schedule_id != task.pk:
-        profile.schedule = task
+    periodic = profile.schedule or PeriodicTask(name=f"{name} {profile.pk}", task=task)
+    periodic.crontab, periodic.interval, periodic.enabled = crontab, None, enabled
+    periodic.args, periodic.expire_seconds = json.dumps([profile.pk]), SCHEDULE_EXPIRES_S
+    periodic.save()
+    if profile.schedule_id != periodic.pk:
+        profile.schedule = periodic
         profile.save(update_fields=["schedule"])
-    return task
+    return periodic
 
 
 def profile_cron(profile):

@@ -1,36 +1,19 @@
 """Probe scheduling: each profile's cron in django-celery-beat (PeriodicTask + CrontabSchedule), parsed
 and shown by the benchmarks' helpers; scheduled probes wait while the box is starting, like benchmarks."""
 
-import json
 from datetime import timedelta
 
 from django.utils import timezone
 
 from dashboard.benchmarks.conditions import box_starting  # noqa: F401  (the benchmarks' gate, shared)
-from dashboard.benchmarks.schedule import SCHEDULE_EXPIRES_S, parse_cron, profile_cron  # noqa: F401
+from dashboard.benchmarks.schedule import cron_set_schedule, parse_cron, profile_cron  # noqa: F401
 
 
 def probe_set_schedule(*, profile, cron, enabled=True):
     """Create, update or (cron empty) remove the profile's PeriodicTask."""
-    from django_celery_beat.models import CrontabSchedule, PeriodicTask
-
-    if not (cron or "").strip():
-        if profile.schedule_id:
-            task = profile.schedule
-            profile.schedule = None
-            profile.save(update_fields=["schedule"])
-            task.delete()
-        return None
-    fields = parse_cron(cron)
-    crontab, _ = CrontabSchedule.objects.get_or_create(**fields, timezone="UTC")
-    task = profile.schedule or PeriodicTask(name=f"probe profile {profile.pk}", task="probe.profile_scheduled")
-    task.crontab, task.interval, task.enabled = crontab, None, enabled
-    task.args, task.expire_seconds = json.dumps([profile.pk]), SCHEDULE_EXPIRES_S
-    task.save()
-    if profile.schedule_id != task.pk:
-        profile.schedule = task
-        profile.save(update_fields=["schedule"])
-    return task
+    return cron_set_schedule(
+        profile=profile, cron=cron, enabled=enabled, name="probe profile", task="probe.profile_scheduled"
+    )
 
 
 def profile_run_scheduled(*, profile, waited_for=None):
