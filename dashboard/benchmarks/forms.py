@@ -8,7 +8,33 @@ from .models import PairRun, Profile
 from .schedule import parse_cron
 
 
-class ProfileForm(forms.ModelForm):
+class SamplingCronMixin:
+    """The `sampling_params` (a JSON object as text) and `cron` fields' cleaning, for every form of
+    a profile that sends requests on a schedule (benchmark and probe profiles)."""
+
+    def clean_sampling_params(self):
+        text = (self.cleaned_data.get("sampling_params") or "").strip()
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"Not JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError('Give a JSON object, e.g. {"temperature": 0.6}.')
+        return value
+
+    def clean_cron(self):
+        text = (self.cleaned_data.get("cron") or "").strip()
+        if text:
+            try:
+                parse_cron(text)
+            except ValueError as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return text
+
+
+class ProfileForm(SamplingCronMixin, forms.ModelForm):
     sampling_params = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
@@ -51,27 +77,6 @@ class ProfileForm(forms.ModelForm):
             self.initial["sampling_params"] = (
                 json.dumps(self.instance.sampling_params) if self.instance.sampling_params else ""
             )
-
-    def clean_sampling_params(self):
-        text = (self.cleaned_data.get("sampling_params") or "").strip()
-        if not text:
-            return {}
-        try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise forms.ValidationError(f"Not JSON: {exc}") from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError('Give a JSON object, e.g. {"temperature": 0.6}.')
-        return value
-
-    def clean_cron(self):
-        text = (self.cleaned_data.get("cron") or "").strip()
-        if text:
-            try:
-                parse_cron(text)
-            except ValueError as exc:
-                raise forms.ValidationError(str(exc)) from None
-        return text
 
     def clean(self):
         data = super().clean()

@@ -2,13 +2,13 @@ import json
 
 from django import forms
 
+from dashboard.benchmarks.forms import SamplingCronMixin
 from dashboard.forms.bounds import bound_widgets
 
 from .models import ProbeProfile
-from .schedule import parse_cron
 
 
-class ProbeProfileForm(forms.ModelForm):
+class ProbeProfileForm(SamplingCronMixin, forms.ModelForm):
     sampling_params = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
@@ -48,24 +48,3 @@ class ProbeProfileForm(forms.ModelForm):
         self.fields["schedule_enabled"].initial = schedule_enabled
         if self.instance.pk and self.instance.sampling_params:
             self.initial["sampling_params"] = json.dumps(self.instance.sampling_params)
-
-    def clean_sampling_params(self):
-        text = (self.cleaned_data.get("sampling_params") or "").strip()
-        if not text:
-            return {}
-        try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise forms.ValidationError(f"Not JSON: {exc}") from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError('Give a JSON object, e.g. {"temperature": 0.6}.')
-        return value
-
-    def clean_cron(self):
-        text = (self.cleaned_data.get("cron") or "").strip()
-        if text:
-            try:
-                parse_cron(text)
-            except ValueError as exc:
-                raise forms.ValidationError(str(exc)) from None
-        return text
