@@ -141,14 +141,22 @@ def runs_release_postponed(*, now=None):
 def runs_sweep_stale():
     from .models import Run
 
-    failed = 0
-    for run in Run.objects.filter(status=Run.Status.RUNNING, started_at__isnull=False):
+    def budget(run):
         params = run.config.get("params") or {}
         arrivals = (run.config.get("rate") or {}).get("duration_s", 0)  # a rate run sends for its whole duration
-        budget = params.get("timeout_s", 600) * (params.get("reps", 3) + 3) + arrivals + STALE_MARGIN_S
-        if run.started_at < timezone.now() - timedelta(seconds=budget):
-            failed += Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
-                status=Run.Status.FAILED,
+        return params.get("timeout_s", 600) * (params.get("reps", 3) + 3) + arrivals
+
+    return fail_overdue(Run, budget)
+
+
+def fail_overdue(model, budget_s):
+    """MODEL's rows left "running" past BUDGET_S(row) + STALE_MARGIN_S seconds by a worker that died:
+    failed with the reason, by a conditional UPDATE. Returns how many. Benchmark and probe runs share it."""
+    failed = 0
+    for run in model.objects.filter(status=model.Status.RUNNING, started_at__isnull=False):
+        if run.started_at < timezone.now() - timedelta(seconds=budget_s(run) + STALE_MARGIN_S):
+            failed += model.objects.filter(pk=run.pk, status=model.Status.RUNNING).update(
+                status=model.Status.FAILED,
                 finished_at=timezone.now(),
                 reason="the worker stopped mid-run (no result within the run's time budget)",
             )

@@ -1,12 +1,8 @@
 """Probe scheduling: each profile's cron in django-celery-beat (PeriodicTask + CrontabSchedule), parsed
 and shown by the benchmarks' helpers; scheduled probes wait while the box is starting, like benchmarks."""
 
-from datetime import timedelta
-
-from django.utils import timezone
-
 from dashboard.benchmarks.conditions import box_starting  # noqa: F401  (the benchmarks' gate, shared)
-from dashboard.benchmarks.schedule import cron_set_schedule, parse_cron, profile_cron  # noqa: F401
+from dashboard.benchmarks.schedule import cron_set_schedule, fail_overdue, parse_cron, profile_cron  # noqa: F401
 
 
 def probe_set_schedule(*, profile, cron, enabled=True):
@@ -43,23 +39,14 @@ def conditions_still(profile):
     return bool(box_starting(profile.engine))
 
 
-STALE_MARGIN_S = 600
-
-
 def probe_runs_sweep_stale():
     """Runs left "running" past their time budget (every case timing out, plus a margin) by a worker that
     died: failed with the reason, by a conditional UPDATE. Returns how many."""
     from .models import ProbeRun
 
-    failed = 0
-    for run in ProbeRun.objects.filter(status=ProbeRun.Status.RUNNING, started_at__isnull=False):
+    def budget(run):
         params = run.config.get("params") or {}
         cases = max(run.total_cases, 2 * len(params.get("depths") or [1]) * params.get("reps", 3), 8)
-        budget = params.get("timeout_s", 600) * (cases + 2) + STALE_MARGIN_S
-        if run.started_at < timezone.now() - timedelta(seconds=budget):
-            failed += ProbeRun.objects.filter(pk=run.pk, status=ProbeRun.Status.RUNNING).update(
-                status=ProbeRun.Status.FAILED,
-                finished_at=timezone.now(),
-                reason="the worker stopped mid-run (no result within the run's time budget)",
-            )
-    return failed
+        return params.get("timeout_s", 600) * (cases + 2)
+
+    return fail_overdue(ProbeRun, budget)
