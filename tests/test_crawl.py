@@ -410,8 +410,136 @@ def build_world(user=None):
     for kind in Entry.Kind.values:
         entry_create(effective_at=now - timedelta(days=400), title=f"old {kind}", kind=kind)
 
+    new = build_measured(spark, user)
     _stop_watching(gone)
-    return {"entry": entry, "alert_ref": alert_ref, "done_run": done}
+    return {"entry": entry, "alert_ref": alert_ref, "done_run": done, **new}
+
+
+def build_measured(spark, user=None):
+    """What the probes, sweeps, rate runs, experiments and the planner show, measured for real: two simulated
+    vLLM engines (dashboard/simulator, served from a loop thread) run through the apps' own services, so each
+    page reads the shapes the code writes. Then the simulators stop (the pages read the database only)."""
+    from dashboard.benchmarks.models import Run
+    from dashboard.benchmarks.rate import rate_create, rate_execute
+    from dashboard.benchmarks.spec import RunSpec
+    from dashboard.benchmarks.sweep import sweep_create, sweep_execute
+    from dashboard.experiments.services import experiment_advance, experiment_create, experiment_record
+    from dashboard.models import Engine
+    from dashboard.planner.models import BoxSetting
+    from dashboard.probes.models import ProbeProfile, ProbeRun
+    from dashboard.probes.schedule import probe_set_schedule
+    from dashboard.probes.services import probe_run_create, probe_run_execute
+    from dashboard.services import audit
+    from dashboard.simulator.core import EngineConfig
+    from dashboard.simulator.engine import create_engine
+    from tests.bench.conftest import LoopThread
+
+    BoxSetting.objects.create(host=spark, headroom_gib=20.0)
+    key, field, default, _bounds = next(t for t in audit.thresholds() if isinstance(t[2], int) and t[2] > 1)
+    audit.thresholds_save(host=spark, values={(key, field): default + 1}, user=user)
+
+    loop = LoopThread()
+    sims = []
+    try:
+        for over_window, recall in (("reject", "10:1,50:0,90:1"), ("clamp", "1")):
+            config = EngineConfig(
+                kind="vllm",
+                load_seconds=0.0,
+                ttft=0.002,
+                rate=3000.0,
+                prefill_rate=400000.0,
+                needle_recall=recall,
+                needle_decoy=1.0,
+                over_window=over_window,
+                tool_calls="strings",
+                degenerate_after=300,
+                reasoning_tokens=32,
+                reasoning_effort="inverted",
+            )
+            sims.append(loop.run(create_engine(config)))
+        engines = [
+            Engine.objects.create(
+                name=name, kind="vllm", url=s.url, host=spark, status="up", latest={**READING, "window": 32768}
+            )
+            for name, s in zip(("sim-a", "sim-b"), sims)
+        ]
+        sim_a, sim_b = engines
+        probes = {}
+        for kind, tokens in (("needle", 1500), ("soak", 600), ("tool", 4096), ("thinking", 4096), ("contract", 4096)):
+            profile = ProbeProfile.objects.create(
+                name=f"sim-{kind}",
+                engine=sim_a,
+                kind=kind,
+                tokens=tokens,
+                timeout_s=30,
+                created_by=user,
+                control=kind == "needle",
+            )
+            if kind == "needle":
+                probe_set_schedule(profile=profile, cron="0 * * * *", enabled=True)
+            run = probe_run_create(engine=sim_a, spec=profile.spec(), profile=profile, user=user)
+            probes[kind] = probe_run_execute(run=run)
+        for status in (ProbeRun.Status.QUEUED, ProbeRun.Status.RUNNING, ProbeRun.Status.FAILED):
+            ProbeRun.objects.create(
+                profile=profile,
+                engine=sim_a,
+                kind=profile.kind,
+                params_hash=profile.params_hash,
+                status=status,
+                reason=f"{status}: because",
+            )
+
+        def spec(engine, **kw):
+            return RunSpec(engine_name=engine.name, engine_kind="vllm", base_url=engine.base_url, **kw)
+
+        sweep = sweep_execute(
+            sweep=sweep_create(
+                engine=sim_a,
+                axis="concurrency",
+                values=[1, 2, 4],
+                spec=spec(sim_a, depth=0, output_tokens=16),
+                user=user,
+            )
+        )
+        sweep_create(engine=sim_b, axis="depth", values=[0, 1024], spec=spec(sim_b, depth=0, output_tokens=16))
+        rate = rate_execute(
+            run=rate_create(
+                engine=sim_b,
+                spec=spec(sim_b, depth=0, output_tokens=16),
+                rate=8.0,
+                duration_s=1.0,
+                arrival="poisson",
+                slo_ttft_ms=500.0,
+                slo_tpot_ms=50.0,
+                user=user,
+            )
+        )
+        workload = {"depth": 0, "output_tokens": 16}
+        experiment = experiment_advance(
+            experiment=experiment_create(
+                name="MTP on codegen",
+                engine_a=sim_a,
+                engine_b=sim_b,
+                workload=workload,
+                flags=["--speculative-config"],
+                probe="tool",
+                user=user,
+            )
+        )
+        experiment_record(experiment=experiment, user=user)
+        waiting = experiment_advance(
+            experiment=experiment_create(name="restart arm", engine_a=sim_b, engine_b=sim_b, workload=workload)
+        )
+        experiment_create(name="queued", engine_a=sim_a, engine_b=sim_b, workload=workload)
+    finally:
+        for s in sims:
+            loop.run(s.close())
+        loop.stop()
+    Engine.objects.filter(pk__in=[e.pk for e in engines]).update(status="down", status_reason="simulator stopped")
+    assert sweep.status == Run.Status.DONE and rate.status == Run.Status.DONE, (sweep.reason, rate.reason)
+    assert experiment.status == "done" and waiting.status == "waiting", (experiment.reason, waiting.reason)
+    assert all(r.status == ProbeRun.Status.DONE for r in probes.values()), {k: r.reason for k, r in probes.items()}
+    return {"sweep": sweep, "rate_run": rate, "experiment": experiment, "waiting": waiting, "probe_runs": probes}
 
 
 def _stop_watching(engine):
@@ -517,9 +645,11 @@ def _argument_values(name, arg, route):
     """Real values and absent ones for one path argument of the pattern NAME."""
     from dashboard.alerts.models import AlertEvent, MaintenanceWindow, NotificationChannel, Silence
     from dashboard.alerts.rules import REGISTRY
-    from dashboard.benchmarks.models import PairRun, Profile, Run
+    from dashboard.benchmarks.models import PairRun, Profile, Run, Sweep
     from dashboard.changelog.models import Entry
+    from dashboard.experiments.models import Experiment
     from dashboard.models import Engine, Host, Incident
+    from dashboard.probes.models import ProbeProfile, ProbeRun
 
     absent_ints = ["0", "424242", HUGE]
     absent_names = ["no-such", "ünï©ødé", "%00", "x" * 300]
@@ -540,12 +670,25 @@ def _argument_values(name, arg, route):
         "bench:profile-run": Profile,
         "bench:run": Run,
         "bench:pair": PairRun,
+        "bench:sweep": Sweep,
+        "bench:sweep-export": Sweep,
+        "bench:sweep-attach": Sweep,
+        "bench:sweep-again": Sweep,
+        "probes:profile": ProbeProfile,
+        "probes:profile-edit": ProbeProfile,
+        "probes:profile-run": ProbeProfile,
+        "probes:run": ProbeRun,
+        "experiments:detail": Experiment,
+        "experiments:continue": Experiment,
+        "experiments:record": Experiment,
     }
+    if name == "bench:sweep-export" and arg == "fmt":
+        return ["md", "csv", "json", "xls"]
     if name in by_view:
         return _real_ids(by_view[name]) + absent_ints
     if arg == "name" and route.startswith(("engines/", "charts/engine/")):
         return list(Engine.objects.values_list("name", flat=True)) + absent_names
-    if arg == "name" and route.startswith(("hosts/", "charts/host/")):
+    if arg == "name" and route.startswith(("hosts/", "charts/host/", "planner/")):
         return list(Host.objects.values_list("name", flat=True)) + absent_names
     if name == "alerts:rule-edit":
         return list(REGISTRY) + absent_names
@@ -572,10 +715,17 @@ def _interesting(model):
     from django.db.models import Q
 
     from dashboard.alerts.models import AlertEvent
+    from dashboard.benchmarks.models import Run
     from dashboard.changelog.models import Entry
+    from dashboard.experiments.models import Experiment
     from dashboard.models import Incident
+    from dashboard.probes.models import ProbeRun
+    from dashboard.probes.spec import KINDS
 
     return {
+        Run: [Q(trigger="rate"), Q(sweep__isnull=False), Q(experiment_slot__isnull=False)],
+        ProbeRun: [Q(kind=kind, status="done") for kind in KINDS] + [Q(status="failed")],
+        Experiment: [Q(status="done"), Q(status="waiting")],
         AlertEvent: [
             Q(engine__isnull=True),
             Q(engine__name="gone"),

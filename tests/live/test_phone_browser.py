@@ -472,6 +472,79 @@ def test_every_page_fits_a_phone_and_each_is_photographed_at_both_sizes(everythi
     assert wide == [], "\n".join(wide)
 
 
+LIVE_CONTRACT = {  # the contract part of a reading, as dashboard/collectors/contract.py stores it
+    "metrics": True,
+    "window_s": 600.0,
+    "span_s": 540.0,
+    "finished": {"stop": 6, "length": 2, "abort": 3, "error": 0, "repetition": 0},
+    "shares": {"stop": 0.55, "length": 0.18, "abort": 0.27, "error": 0.0, "repetition": 0.0},
+    "edge": {"prompts": 11, "over": 8, "bound_tokens": 20000, "of_window": 0.61, "window_tokens": 32768},
+    "e2e_cut": {"requests": 3, "at_s": 600.0, "seen_s": [600.0, 600.01]},
+    "journal": {"http_400": 2, "http_500": 1, "peg_native": 1, "last": {}},
+}
+
+
+def test_the_new_pages_fit_a_phone_with_real_objects_at_both_sizes(everything, web, browser, admin_user):
+    """Planner, probes, sweeps, rate runs, experiments, the audit thresholds and the engine page's two contract
+    panels, each with objects measured against simulated engines (tests/test_crawl.py build_measured): no
+    sideways scroll at 390×844, photographed at 1280×800 and 390×844."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dashboard.models import Engine
+    from tests.test_crawl import READING, build_measured
+
+    host = everything["fleet"]["host"]
+
+    def measured():  # in a thread of its own: Playwright's event loop holds this one, the probes run their own
+        from django.db import connection
+
+        try:
+            return build_measured(host, admin_user)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        made = pool.submit(measured).result()
+    Engine.objects.filter(name="sim-a").update(latest={**READING, "window": 32768, "contract": LIVE_CONTRACT})
+    probe_runs = made["probe_runs"]
+    pages = [
+        f"/planner/{host.name}/",
+        "/probes/",
+        "/probes/profiles/new/",
+        f"/probes/profiles/{probe_runs['needle'].profile_id}/",
+        *(f"/probes/runs/{run.pk}/" for run in probe_runs.values()),
+        "/bench/",
+        f"/bench/sweeps/{made['sweep'].pk}/",
+        "/bench/sweeps/new/",
+        "/bench/rate/new/",
+        f"/bench/runs/{made['rate_run'].pk}/",
+        "/experiments/",
+        f"/experiments/{made['experiment'].pk}/",
+        f"/experiments/{made['waiting'].pk}/",
+        "/experiments/new/",
+        f"/hosts/{host.name}/audit/",
+        "/engines/sim-a/",
+    ]
+    wide = []
+    for size in SIZES:
+        session = SizedSession(browser, web.base, admin_user, size)
+        page = session.page
+        for path in pages:
+            response = page.goto(web.base + path)
+            assert response.status == 200, (path, response.status)
+            if page.locator("#charts .chart, .chart[data-chart], .js-plotly-plot").count():
+                page.wait_for_timeout(800)
+            page.wait_for_load_state("load")
+            page.wait_for_timeout(200)
+            session.shot("new" + _shot_name(path).removeprefix("page"))
+            if not _no_sideways_scroll(page):
+                wide.append(f"{size} {path}: {page.evaluate(OVERFLOWING)}")
+        assert page.locator("#contract-live #contract-finished").count() == 1  # the live panel, with its shares
+        assert not session.errors, session.errors
+        session.context.close()
+    assert wide == [], "\n".join(wide)
+
+
 @pytest.mark.parametrize("size", SIZES)
 def test_charts_break_at_an_outage_read_in_units_and_keep_ratios_0_to_100(web, fleet, browser, viewer, size):
     from datetime import timedelta
