@@ -7,8 +7,7 @@ import json
 
 from django.core.management.base import CommandError
 
-from dashboard.models import Engine
-
+from .cli_args import engine_named
 from .models import Run
 from .rate import RateError, rate_create, rate_execute
 from .services import run_summary
@@ -31,9 +30,7 @@ def add_arguments(parser):
 
 
 def handle(command, **opts):
-    engine = Engine.objects.filter(name=opts["engine"]).first()
-    if engine is None:
-        raise CommandError(f"no engine named {opts['engine']!r} (see `sparkops engine list`)")
+    engine = engine_named(opts["engine"])
     if opts["timeout"] <= 0:
         raise CommandError("--timeout must be positive")
     spec = RunSpec(

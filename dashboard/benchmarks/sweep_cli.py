@@ -10,8 +10,7 @@ import json
 
 from django.core.management.base import CommandError
 
-from dashboard.models import Engine
-
+from .cli_args import engine_named
 from .models import Run
 from .spec import RunSpec
 from .sweep import SweepError, parse_values, sweep_create, sweep_execute
@@ -37,9 +36,7 @@ def add_arguments(parser):
 
 
 def handle(command, **opts):
-    engine = Engine.objects.filter(name=opts["engine"]).first()
-    if engine is None:
-        raise CommandError(f"no engine named {opts['engine']!r} (see `sparkops engine list`)")
+    engine = engine_named(opts["engine"])
     if opts["timeout"] <= 0:
         raise CommandError("--timeout must be positive")
     axis = "concurrency" if opts["concurrency"] is not None else "depth"

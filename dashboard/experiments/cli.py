@@ -8,8 +8,8 @@ import json
 
 from django.core.management.base import CommandError
 
+from dashboard.benchmarks.cli_args import engine_named
 from dashboard.benchmarks.models import Run
-from dashboard.models import Engine
 
 from .models import MIN_REPS, Experiment
 from .services import ExperimentError, experiment_advance, experiment_create
@@ -40,15 +40,8 @@ def add_arguments(parser):
     parser.add_argument("--json", action="store_true")
 
 
-def _engine(name, arm):
-    engine = Engine.objects.select_related("host").filter(name=name).first()
-    if engine is None:
-        raise CommandError(f"--{arm.lower()}: no engine named {name!r} (see `sparkops engine list`)")
-    return engine
-
-
 def handle(command, **opts):
-    a, b = _engine(opts["a"], "A"), _engine(opts["b"], "B")
+    a, b = engine_named(opts["a"], flag="--a"), engine_named(opts["b"], flag="--b")
     if a.pk == b.pk:
         raise CommandError(
             "--a and --b name the same engine: the restart mode (one engine, restarted between arms) "

@@ -4,11 +4,11 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.benchmarks import rate_cli, sweep_cli
 from dashboard.benchmarks.bounds import spec_problems
+from dashboard.benchmarks.cli_args import engine_named
 from dashboard.benchmarks.models import Profile, Run
 from dashboard.benchmarks.services import run_create, run_execute, run_summary
 from dashboard.benchmarks.spec import RunSpec
 from dashboard.experiments import cli as experiment_cli
-from dashboard.models import Engine
 
 FIGURES = (
     "ttft_ms",
@@ -76,9 +76,7 @@ class Command(BaseCommand):
             if profile is None:
                 raise CommandError(f"no profile named {opts['profile']!r} (see `sparkops bench list`)")
             return profile.engine, profile.spec(), profile
-        engine = Engine.objects.filter(name=opts["engine"]).first()
-        if engine is None:
-            raise CommandError(f"no engine named {opts['engine']!r} (see `sparkops engine list`)")
+        engine = engine_named(opts["engine"])
         spec = RunSpec(
             engine_name=engine.name,
             engine_kind=engine.kind,

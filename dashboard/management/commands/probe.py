@@ -3,7 +3,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.models import Engine
+from dashboard.benchmarks.cli_args import engine_named
 from dashboard.probes.models import ProbeProfile, ProbeRun
 from dashboard.probes.services import probe_run_create, probe_run_execute, probe_summary
 from dashboard.probes.spec import KINDS, ProbeSpec, parse_depths
@@ -55,9 +55,7 @@ class Command(BaseCommand):
             return profile.engine, profile.spec(), profile
         if not opts["kind"]:
             raise CommandError("--kind is required with --engine (needle, soak, tool, thinking or contract)")
-        engine = Engine.objects.filter(name=opts["engine"]).first()
-        if engine is None:
-            raise CommandError(f"no engine named {opts['engine']!r} (see `sparkops engine list`)")
+        engine = engine_named(opts["engine"])
         spec = ProbeSpec(
             engine_name=engine.name,
             engine_kind=engine.kind,
