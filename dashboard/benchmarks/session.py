@@ -12,6 +12,18 @@ from .client import stream_chat
 from .spec import RunSpec, depth_tolerance, new_salt
 
 PROBE_TIMEOUT = 10.0
+
+
+def tokenize_count(data):
+    """The token count of a /tokenize answer: {"count": n} or {"tokens": [...]} (vLLM and llama.cpp
+    both say one or the other), else None."""
+    if isinstance(data, dict) and isinstance(data.get("count"), int):
+        return data["count"]
+    if isinstance(data, dict) and isinstance(data.get("tokens"), list):
+        return len(data["tokens"])
+    return None
+
+
 CALIBRATION_STEPS = 6
 
 
@@ -80,11 +92,7 @@ class BenchSession:
             data = (await http.apost(self.client, url, json=payload, timeout=PROBE_TIMEOUT)).json()
         except http.HttpError:
             return None
-        if isinstance(data, dict) and isinstance(data.get("count"), int):
-            return data["count"]
-        if isinstance(data, dict) and isinstance(data.get("tokens"), list):
-            return len(data["tokens"])
-        return None
+        return tokenize_count(data)
 
     async def calibrate(self):
         """Find the filler length whose prompt lands on the asked depth (secant steps)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dashboard import http
 from dashboard.benchmarks.client import stream_chat
-from dashboard.benchmarks.session import PROBE_TIMEOUT, BenchSession
+from dashboard.benchmarks.session import PROBE_TIMEOUT, BenchSession, tokenize_count
 
 from .spec import ProbeSpec
 
@@ -67,11 +67,7 @@ class ProbeSession:
             data = resp.json()
         except (http.HttpError, ValueError):
             return None
-        if isinstance(data, dict) and isinstance(data.get("count"), int):
-            return data["count"]
-        if isinstance(data, dict) and isinstance(data.get("tokens"), list):
-            return len(data["tokens"])
-        return None
+        return tokenize_count(data)
 
     async def send(self, messages, *, max_tokens, extra=None):
         """One streamed request with the profile's sampling and thinking (never pinned), read whole."""
