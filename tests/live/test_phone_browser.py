@@ -507,36 +507,36 @@ def test_the_new_pages_fit_a_phone_with_real_objects_at_both_sizes(everything, w
         made = pool.submit(measured).result()
     Engine.objects.filter(name="sim-a").update(latest={**READING, "window": 32768, "contract": LIVE_CONTRACT})
     probe_runs = made["probe_runs"]
-    pages = [
-        f"/planner/{host.name}/",
-        "/probes/",
-        "/probes/profiles/new/",
-        f"/probes/profiles/{probe_runs['needle'].profile_id}/",
-        *(f"/probes/runs/{run.pk}/" for run in probe_runs.values()),
-        "/bench/",
-        f"/bench/sweeps/{made['sweep'].pk}/",
-        "/bench/sweeps/new/",
-        "/bench/rate/new/",
-        f"/bench/runs/{made['rate_run'].pk}/",
-        "/experiments/",
-        f"/experiments/{made['experiment'].pk}/",
-        f"/experiments/{made['waiting'].pk}/",
-        "/experiments/new/",
-        f"/hosts/{host.name}/audit/",
-        "/engines/sim-a/",
-    ]
+    pages = {  # screenshot name: path (names stable whatever ids the rows got)
+        "planner": f"/planner/{host.name}/",
+        "probes": "/probes/",
+        "probe-new": "/probes/profiles/new/",
+        "probe-profile-needle": f"/probes/profiles/{probe_runs['needle'].profile_id}/",
+        **{f"probe-run-{kind}": f"/probes/runs/{run.pk}/" for kind, run in probe_runs.items()},
+        "bench-with-sweeps": "/bench/",
+        "sweep": f"/bench/sweeps/{made['sweep'].pk}/",
+        "sweep-new": "/bench/sweeps/new/",
+        "rate-new": "/bench/rate/new/",
+        "rate-run": f"/bench/runs/{made['rate_run'].pk}/",
+        "experiments": "/experiments/",
+        "experiment-done": f"/experiments/{made['experiment'].pk}/",
+        "experiment-waiting": f"/experiments/{made['waiting'].pk}/",
+        "experiment-new": "/experiments/new/",
+        "host-audit-thresholds": f"/hosts/{host.name}/audit/",
+        "engine-contract-panels": "/engines/sim-a/",
+    }
     wide = []
     for size in SIZES:
         session = SizedSession(browser, web.base, admin_user, size)
         page = session.page
-        for path in pages:
+        for name, path in pages.items():
             response = page.goto(web.base + path)
             assert response.status == 200, (path, response.status)
             if page.locator("#charts .chart, .chart[data-chart], .js-plotly-plot").count():
                 page.wait_for_timeout(800)
             page.wait_for_load_state("load")
             page.wait_for_timeout(200)
-            session.shot("new" + _shot_name(path).removeprefix("page"))
+            session.shot(f"new-{name}")
             if not _no_sideways_scroll(page):
                 wide.append(f"{size} {path}: {page.evaluate(OVERFLOWING)}")
         assert page.locator("#contract-live #contract-finished").count() == 1  # the live panel, with its shares
