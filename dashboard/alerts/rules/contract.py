@@ -211,9 +211,9 @@ class TimeoutCut(Rule):
         if not c.get("metrics"):
             return []
         cut = c.get("e2e_cut")
-        active = bool(cut) and cut["requests"] >= settings["count"]
         if not cut:
             return [Finding(subject=engine.name, engine=engine, active=False)]
+        active = cut["requests"] >= settings["count"]
         low, high = cut["seen_s"]
         message = (
             f"{engine.name}: {cut['requests']:.0f} requests ended at {cut['at_s']:g} s ({low:g}–{high:g} s): "
