@@ -1,8 +1,8 @@
 """Probe scheduling: each profile's cron in django-celery-beat (PeriodicTask + CrontabSchedule), parsed
 and shown by the benchmarks' helpers; scheduled probes wait while the box is starting, like benchmarks."""
 
-from dashboard.benchmarks.conditions import box_starting  # noqa: F401  (the benchmarks' gate, shared)
-from dashboard.benchmarks.schedule import cron_set_schedule, fail_overdue, parse_cron, profile_cron  # noqa: F401
+from dashboard.benchmarks.conditions import box_starting  # the benchmarks' gate, shared
+from dashboard.benchmarks.schedule import cron_set_schedule, fail_overdue, profile_cron  # noqa: F401 (profile_cron: shared)
 
 
 def probe_set_schedule(*, profile, cron, enabled=True):
@@ -24,7 +24,7 @@ def profile_run_scheduled(*, profile, waited_for=None):
     if waited_for:
         run.config["waited"] = {"reason": waited_for}
         run.save(update_fields=["config"])
-    if waited_for and conditions_still(profile):
+    if waited_for and box_starting(profile.engine):  # still starting after the task's hour of retries
         return _end(run, ProbeRun.Status.REFUSED, f"skipped: the box was still starting after an hour ({waited_for})")
     busy = ProbeRun.objects.filter(engine=profile.engine, status=ProbeRun.Status.RUNNING).exclude(pk=run.pk).first()
     if busy is not None:
@@ -33,10 +33,6 @@ def profile_run_scheduled(*, profile, waited_for=None):
     if bench is not None:  # both would measure the other's load
         return _end(run, ProbeRun.Status.REFUSED, f"a benchmark (run {bench.pk}) is running on this engine")
     return probe_run_execute(run=run)
-
-
-def conditions_still(profile):
-    return bool(box_starting(profile.engine))
 
 
 def probe_runs_sweep_stale():

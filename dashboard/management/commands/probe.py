@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.benchmarks.cli_args import engine_named
 from dashboard.probes.models import ProbeProfile, ProbeRun
+from dashboard.probes.schedule import profile_cron
 from dashboard.probes.services import probe_run_create, probe_run_execute, probe_summary
 from dashboard.probes.spec import KINDS, ProbeSpec, parse_depths
 
@@ -122,7 +123,7 @@ class Command(BaseCommand):
                     "decoys": p.decoys,
                     "reps": p.reps,
                     "hash": p.params_hash,
-                    "schedule": _cron(p),
+                    "schedule": profile_cron(p),
                     "last_run": None
                     if last is None
                     else {
@@ -145,12 +146,6 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"{r['profile']:<24} {r['engine']:<16} {r['kind']:<9} {r['schedule'] or 'manual':<14} {tail}"
             )
-
-
-def _cron(profile):
-    from dashboard.probes.schedule import profile_cron
-
-    return profile_cron(profile)
 
 
 def _dumps(data):
