@@ -108,6 +108,11 @@ def test_up_demo_serves_polled_engines_and_stops_every_child(tmp_path):
         assert engine["latest"]["up"] is True and engine["latest"]["models"]
         page = client.get("/")
         assert page.status_code == 200, page.text[-2000:]
+        # The demo's needle probe is on the Probes page, hourly; the fresh start fires nothing.
+        probes = client.get("/probes/")
+        assert probes.status_code == 200 and "demo-needle" in probes.text and "0 * * * *" in probes.text
+        firing = client.get("/live/alerts/")
+        assert firing.status_code == 200 and "Nothing firing." in firing.text, firing.text[-2000:]
         children = _children(proc.pid)
         names = " ".join(_cmdline(c) for c in children)
         for part in ("uvicorn", "worker", "beat", "simulate", "redis-server"):
@@ -125,6 +130,7 @@ def test_up_demo_serves_polled_engines_and_stops_every_child(tmp_path):
     assert not alive, f"still running after stop: {alive}"
     assert took < 5.0, f"stopping took {took:.1f} s:\n{output[-1500:]}"
     assert "stopped web" in output and "stopped redis-server" in output and "killed" not in output
+    assert "demo probe demo-needle on demo-vllm, hourly (0 * * * *)" in output
 
 
 def test_sigkilled_up_leaves_no_child_and_a_second_up_is_refused(tmp_path):

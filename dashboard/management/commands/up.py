@@ -141,8 +141,10 @@ class Command(BaseCommand):
             if spec.get("hand_run"):  # outside any unit: the worker finds it by itself (hand-run-PORT)
                 self.stdout.write(f"demo hand-run engine ({spec['kind']}, no unit) at {spec['url']}\n")
                 continue
-            _register_demo_engine(spec)
+            engine = _register_demo_engine(spec)
             self.stdout.write(f"demo engine {spec['name']} ({spec['kind']}) at {spec['url']}\n")
+            if spec["kind"] == "vllm" and _seed_demo_probe(engine):
+                self.stdout.write(f"demo probe {DEMO_PROBE['name']} on {engine.name}, hourly ({DEMO_PROBE_CRON})\n")
         return {
             "SPARKOPS_SIM_STATE_DIR": str(state_dir),
             "SPARKOPS_SYSTEMCTL": str(SIM_BIN / "sim-systemctl"),
@@ -214,7 +216,7 @@ def _register_demo_engine(spec):
     from dashboard.models import Engine
     from dashboard.services.fleet import host_get_or_create
 
-    Engine.objects.update_or_create(
+    engine, _ = Engine.objects.update_or_create(
         name=spec["name"],
         defaults={
             "kind": spec["kind"],
@@ -225,3 +227,25 @@ def _register_demo_engine(spec):
             "expected_up": True,
         },
     )  # watched again if retired
+    return engine
+
+
+# A small needle probe on the demo's vLLM engine, so the Probes page has a result after its first (hourly) run:
+# nine 1,500-token requests to a simulated engine an hour, nothing the 2-core box notices.
+DEMO_PROBE = {"name": "demo-needle", "kind": "needle", "tokens": 1500, "depths": "10,50,90", "decoys": 2, "reps": 3}
+DEMO_PROBE_CRON = "0 * * * *"
+
+
+def _seed_demo_probe(engine):
+    """Create the demo's needle probe once, scheduled hourly; True when created. An existing one (edited,
+    unscheduled, moved by the operator) is left as it is, so a restarted demo changes nothing."""
+    from dashboard.probes.models import ProbeProfile
+    from dashboard.probes.schedule import probe_set_schedule
+
+    fields = {k: v for k, v in DEMO_PROBE.items() if k != "name"}
+    profile, created = ProbeProfile.objects.get_or_create(
+        name=DEMO_PROBE["name"], defaults={"engine": engine, **fields}
+    )
+    if created:
+        probe_set_schedule(profile=profile, cron=DEMO_PROBE_CRON, enabled=True)
+    return created
