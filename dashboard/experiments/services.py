@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from dashboard.benchmarks.cells import cell_figures
 from dashboard.benchmarks.hashing import HASH_FIELDS, PROMPT_VERSION, stable_hash
-from dashboard.benchmarks.models import MAX_DEPTH, MAX_OUTPUT, MAX_TIMEOUT_S, Run
+from dashboard.benchmarks.models import MAX_CONCURRENCY, MAX_DEPTH, MAX_OUTPUT, MAX_TIMEOUT_S, Run
 from dashboard.benchmarks.services import run_create, run_execute
 from dashboard.benchmarks.spec import RunSpec
 from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
@@ -65,8 +65,8 @@ def _check_workload(workload):
         raise ExperimentError(f"output tokens must be 2–{MAX_OUTPUT:,} (decode needs two), got {w['output_tokens']}")
     if w["mode"] not in ("cold", "follow_up"):
         raise ExperimentError(f"mode is cold or follow_up, got {w['mode']!r}")
-    if not 1 <= w["concurrency"] <= 256:
-        raise ExperimentError(f"concurrency must be 1–256, got {w['concurrency']}")
+    if not 1 <= w["concurrency"] <= MAX_CONCURRENCY:
+        raise ExperimentError(f"concurrency must be 1–{MAX_CONCURRENCY}, got {w['concurrency']}")
     if w["depth"] > 0 and w["concurrency"] > 1 and not w.get("force"):
         raise ExperimentError("depth > 0 with concurrency > 1 needs force (it deadlocked an engine once)")
     if not 0 < float(w["timeout_s"]) <= MAX_TIMEOUT_S:
