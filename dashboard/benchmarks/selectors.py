@@ -25,7 +25,7 @@ def profile_trend(*, profile):
             stat = (run.stats or {}).get(metric) or {}
             for key in ("median", "min", "max"):
                 series[metric][key].append(stat.get(key))
-    series["annotations"] = _annotations(profile, runs)
+    series["annotations"] = trend_annotations(profile, runs)
     return series
 
 
@@ -46,13 +46,13 @@ def _noise_band(runs, metric):
     return {"low": base - threshold, "high": base + threshold, "runs": [r.pk for r in comparable[:BASELINE_RUNS]]}
 
 
-def _annotations(profile, runs):
+def trend_annotations(profile, runs):
+    """The change-log marks of PROFILE's engine over RUNS (oldest first), a day either side; for
+    the benchmark and probe trends."""
     if not runs:
         return []
-    try:
-        from dashboard.changelog.selectors import chart_annotations
-    except ImportError:  # change log not installed
-        return []
+    from dashboard.changelog.selectors import chart_annotations
+
     start = runs[0].created_at - timedelta(days=1)
     end = runs[-1].created_at + timedelta(days=1)
     return chart_annotations(engine=profile.engine, start=start, end=end)

@@ -1,7 +1,7 @@
 """Read side: a profile's trend (a score per run, with change-log marks), the needle table over runs,
 and the latest contract reading of an engine (its page shows it)."""
 
-from datetime import timedelta
+from dashboard.benchmarks.selectors import trend_annotations
 
 from .models import ProbeRun
 
@@ -36,17 +36,8 @@ def profile_trend(*, profile):
         series["headline"].append(run.headline)
         series["tainted"].append(run.tainted)
         series["regression"].append(run.regression)
-    series["annotations"] = _annotations(profile, runs)
+    series["annotations"] = trend_annotations(profile, runs)
     return series
-
-
-def _annotations(profile, runs):
-    if not runs:
-        return []
-    from dashboard.changelog.selectors import chart_annotations
-
-    start, end = runs[0].created_at - timedelta(days=1), runs[-1].created_at + timedelta(days=1)
-    return chart_annotations(engine=profile.engine, start=start, end=end)
 
 
 def needle_table(*, profile, limit=20):
