@@ -6,7 +6,6 @@ from django import forms
 from django.contrib import messages
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.template.loader import render_to_string
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
@@ -99,10 +98,6 @@ def rows_for(sweep):
             stopped = sweep.status not in (Run.Status.QUEUED, Run.Status.RUNNING)
             rows.append({"value": value, "state": "not run" if stopped else "waiting"})
     return rows
-
-
-def render_row(sweep, row):
-    return render_to_string("bench/_sweep_row.html", {"sweep": sweep, "r": row})
 
 
 def sweep_detail(request, pk):
