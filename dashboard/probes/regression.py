@@ -8,11 +8,8 @@ not alert."""
 
 from __future__ import annotations
 
-import logging
-
 from .models import ProbeRun
 
-log = logging.getLogger(__name__)
 RULE = "quality_regression"
 SILENT_KINDS = ("contract",)
 
