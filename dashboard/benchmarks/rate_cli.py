@@ -12,6 +12,7 @@ from .models import Run
 from .rate import RateError, rate_create, rate_execute
 from .services import run_summary
 from .spec import RunSpec
+from .sweep_export import number
 
 
 def add_arguments(parser):
@@ -83,4 +84,4 @@ def _print(command, run, s):
 
 
 def _ms(value, digits=1):
-    return "—" if value is None else f"{value:,.{digits}f} ms"
+    return "—" if value is None else f"{number(value, digits)} ms"

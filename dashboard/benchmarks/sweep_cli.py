@@ -14,7 +14,7 @@ from .cli_args import engine_named
 from .models import Run
 from .spec import RunSpec
 from .sweep import SweepError, parse_values, sweep_create, sweep_execute
-from .sweep_export import sweep_markdown, sweep_summary
+from .sweep_export import number, sweep_markdown, sweep_summary
 
 
 def add_arguments(parser):
@@ -76,12 +76,9 @@ def handle(command, **opts):
 
 
 def _cell_line(axis, row):
-    def n(value, digits=1):
-        return "—" if value is None else f"{value:,.{digits}f}"
-
     errors = ", ".join(f"{k} ×{v}" for k, v in row["errors"].items())
     return (
-        f"  {axis} {row['value']:,}: {row['status']} — aggregate {n(row['aggregate_decode_tokens_per_s'])} tok/s, "
-        f"per-stream {n(row['per_stream_decode_tokens_per_s'])}, TTFT {n(row['ttft_ms'])} ms, "
+        f"  {axis} {row['value']:,}: {row['status']} — aggregate {number(row['aggregate_decode_tokens_per_s'])} tok/s, "
+        f"per-stream {number(row['per_stream_decode_tokens_per_s'])}, TTFT {number(row['ttft_ms'])} ms, "
         f"{row['ok']}/{row['requests']} ok{' (' + errors + ')' if errors else ''}"
     )

@@ -63,12 +63,13 @@ def sweep_csv(sweep):
     return csv_text(columns, rows)
 
 
-def _rate(value, digits=1):
+def number(value, digits=1):
+    """VALUE with thousands commas and DIGITS decimals, or a dash when there is none (tables, CLI lines)."""
     return "—" if value is None else f"{value:,.{digits}f}"
 
 
 def _with_sd(value, sd):
-    return _rate(value) if sd is None or value is None else f"{value:,.1f} ± {sd:,.1f}"
+    return number(value) if sd is None or value is None else f"{value:,.1f} ± {sd:,.1f}"
 
 
 def _time(ms):
@@ -120,8 +121,8 @@ def _md_cells(axis, row, width):
         return [
             value,
             _with_sd(row["aggregate_decode_tokens_per_s"], row["aggregate_decode_tokens_per_s_sd"]) + tail,
-            _rate(row["per_stream_decode_tokens_per_s"]),
-            _rate(row["aggregate_prefill_tokens_per_s"], 0),
+            number(row["per_stream_decode_tokens_per_s"]),
+            number(row["aggregate_prefill_tokens_per_s"], 0),
             _time(row["ttft_ms"]),
         ]
     return [
