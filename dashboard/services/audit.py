@@ -427,11 +427,6 @@ class RunsItsUnit(Check):
         return "fail", f"the running engine was started from an older unit: these flags differ: {lines} ({why})"
 
 
-def settings_for(key, overrides=None):
-    check = CHECKS[key]
-    return {**check.DEFAULTS, **((overrides or {}).get(key) or {})}
-
-
 # --- thresholds: defaults, a box's stored values, one run's --set -------------------------------
 
 STRING_MAX = 200
