@@ -3,6 +3,8 @@ import time
 import pytest
 from django.conf import settings as django_settings
 
+from tests.simbox import point_collectors_at
+
 WINDOW_S = 6.0  # long enough for a few polls on a busy 2-core box, short enough to wait out
 
 
@@ -15,12 +17,7 @@ def sim(tmp_path, settings, monkeypatch):
 
     engines = ["vllm:ctr-vllm,max_model_len=32768", "llamacpp:ctr-llama,max_model_len=4096"]
     with Simulation(engines=engines, state_dir=tmp_path / "sim") as s:
-        monkeypatch.setenv("SPARKOPS_SIM_STATE_DIR", str(s.state_dir))
-        settings.SPARKOPS_SYSTEMCTL = str(s.bin_dir / "sim-systemctl")
-        settings.SPARKOPS_JOURNALCTL = str(s.bin_dir / "sim-journalctl")
-        settings.SPARKOPS_NVIDIA_SMI = str(s.bin_dir / "sim-nvidia-smi")
-        settings.SPARKOPS_GPU_BACKEND = "nvidia-smi"
-        settings.SPARKOPS_PROC_ROOT = str(s.state_dir / "proc")
+        point_collectors_at(s, settings, monkeypatch, host_root=False)
         settings.SPARKOPS_CONTRACT_WINDOW_S = WINDOW_S
         settings.SPARKOPS_CONTRACT_CUT_WINDOW_S = WINDOW_S
         monkeypatch.setattr(hostread, "JOURNAL_EVERY_S", 0.0)  # read the journal on every poll here

@@ -5,6 +5,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from tests.bench.conftest import host, loop_thread, make_engine, sim  # noqa: F401  (shared fixtures)
+from tests.simbox import point_collectors_at
 
 
 @pytest.fixture
@@ -15,11 +16,7 @@ def ab_box(tmp_path, settings, monkeypatch, db):
 
     specs = ["vllm:arm-a,rate=50,ttft=0.01", "vllm:arm-b,rate=55,ttft=0.01"]
     with Simulation(engines=specs, state_dir=tmp_path / "sim") as s:
-        monkeypatch.setenv("SPARKOPS_SIM_STATE_DIR", str(s.state_dir))
-        settings.SPARKOPS_SYSTEMCTL = str(s.bin_dir / "sim-systemctl")
-        settings.SPARKOPS_JOURNALCTL = str(s.bin_dir / "sim-journalctl")
-        settings.SPARKOPS_PROC_ROOT = str(s.state_dir / "proc")
-        settings.SPARKOPS_HOST_ROOT = str(s.root)
+        point_collectors_at(s, settings, monkeypatch, gpu=False)
         box = Host.objects.create(name=django_settings.SPARKOPS_HOST_NAME)
         engines = {
             name: Engine.objects.create(

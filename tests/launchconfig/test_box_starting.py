@@ -5,6 +5,8 @@ import time
 
 import pytest
 
+from tests.simbox import point_collectors_at
+
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 
@@ -17,12 +19,7 @@ def cold_box(tmp_path, settings, monkeypatch, db):
 
     engines = ["vllm:nemotron,cold_seconds=6", "llamacpp:lla"]
     with Simulation(engines=engines, state_dir=tmp_path / "sim", ready_timeout=30) as sim:
-        monkeypatch.setenv("SPARKOPS_SIM_STATE_DIR", str(sim.state_dir))
-        settings.SPARKOPS_SYSTEMCTL = str(sim.bin_dir / "sim-systemctl")
-        settings.SPARKOPS_JOURNALCTL = str(sim.bin_dir / "sim-journalctl")
-        settings.SPARKOPS_NVIDIA_SMI = str(sim.bin_dir / "sim-nvidia-smi")
-        settings.SPARKOPS_GPU_BACKEND, settings.SPARKOPS_PROC_ROOT = "nvidia-smi", str(sim.state_dir / "proc")
-        settings.SPARKOPS_HOST_ROOT = str(sim.root)
+        point_collectors_at(sim, settings, monkeypatch)
         host = Host.objects.create(name=django_settings.SPARKOPS_HOST_NAME)
         made = {
             name: Engine.objects.create(name=name, kind=kind, url=sim.url(name), host=host, unit=sim.unit(name))

@@ -8,6 +8,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from dashboard.models import Engine, Host, KVPoolEntry
+from tests.simbox import point_collectors_at
 
 from .conftest import plan_json
 
@@ -24,13 +25,7 @@ def sim_box(tmp_path, settings, monkeypatch):
     from dashboard.simulator.client import Simulation
 
     with Simulation(engines=["vllm:nemotron,max_model_len=65536,memory_share=0.25"], state_dir=tmp_path / "sim") as s:
-        monkeypatch.setenv("SPARKOPS_SIM_STATE_DIR", str(s.state_dir))
-        settings.SPARKOPS_SYSTEMCTL = str(s.bin_dir / "sim-systemctl")
-        settings.SPARKOPS_JOURNALCTL = str(s.bin_dir / "sim-journalctl")
-        settings.SPARKOPS_NVIDIA_SMI = str(s.bin_dir / "sim-nvidia-smi")
-        settings.SPARKOPS_GPU_BACKEND = "nvidia-smi"
-        settings.SPARKOPS_PROC_ROOT = str(s.state_dir / "proc")
-        settings.SPARKOPS_HOST_ROOT = str(s.root)
+        point_collectors_at(s, settings, monkeypatch)
         yield s
 
 
