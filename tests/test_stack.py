@@ -2,6 +2,7 @@
 
 import fcntl
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -43,16 +44,33 @@ def _login(base):
     return client
 
 
-def _polled_demo_engine(client, timeout):
+def _polled_demo_engine(client, timeout, name=None):
     deadline = time.monotonic() + timeout
     engines = []
     while time.monotonic() < deadline:
         engines = client.get("/api/engines/").json()["engines"]
-        polled = [e for e in engines if e["name"].startswith("demo-") and e["last_poll_at"] and e["status"] == "up"]
+        polled = [
+            e
+            for e in engines
+            if (e["name"] == name if name else e["name"].startswith("demo-"))
+            and e["last_poll_at"]
+            and e["status"] == "up"
+        ]
         if polled:
             return polled[0]
         time.sleep(0.25)
     raise AssertionError(f"no demo engine polled up within {timeout} s: {engines}")
+
+
+def _probe_finished(client, url, timeout):
+    deadline = time.monotonic() + timeout
+    progress = {}
+    while time.monotonic() < deadline:
+        progress = client.get(url, params={"format": "progress"}).json()
+        if progress["status"] not in ("queued", "running"):
+            return progress
+        time.sleep(0.5)
+    raise AssertionError(f"the probe run did not finish within {timeout} s: {progress}")
 
 
 def _children(pid):
@@ -113,6 +131,23 @@ def test_up_demo_serves_polled_engines_and_stops_every_child(tmp_path):
         assert probes.status_code == 200 and "demo-needle" in probes.text and "0 * * * *" in probes.text
         firing = client.get("/live/alerts/")
         assert firing.status_code == 200 and "Nothing firing." in firing.text, firing.text[-2000:]
+        # Its first run (pressed once demo-vllm is up, rather than at the hour: its first start is a cold one) goes
+        # through the worker and reads HIT at each depth.
+        _polled_demo_engine(client, timeout=60, name="demo-vllm")
+        profile = re.search(r'href="/probes/profiles/(\d+)/">demo-needle<', probes.text).group(1)
+        queued = client.post(
+            f"/probes/profiles/{profile}/run/",
+            data={"csrfmiddlewaretoken": client.cookies["csrftoken"]},
+            headers={"Referer": base + "/probes/"},
+        )
+        assert queued.status_code == 302, queued.text[-2000:]
+        progress = _probe_finished(client, queued.headers["location"], timeout=90)
+        run_page = client.get(queued.headers["location"]).text
+        reason = (re.search(r"<p class=\"reason\">(.*?)</p>", run_page) or [None, None])[1]
+        assert progress["status"] == "done" and progress["done"] == progress["total"] == 9, (progress, reason)
+        assert "HIT HIT HIT" in run_page, run_page[-3000:]
+        firing = client.get("/live/alerts/")
+        assert "Nothing firing." in firing.text, firing.text[-2000:]
         children = _children(proc.pid)
         names = " ".join(_cmdline(c) for c in children)
         for part in ("uvicorn", "worker", "beat", "simulate", "redis-server"):

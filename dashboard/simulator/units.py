@@ -248,8 +248,9 @@ def hand_run_launch(spec):
         "VIRTUAL_ENV": "/home/op/venv-smoke",
         "SHELL": "/bin/bash",
     }
-    return {
-        "exec_start": {"argv": argv.get(spec.kind, argv["vllm"]), "origins": [], "file": ""},
+    words = argv.get(spec.kind, argv["vllm"])
+    return {  # no file set any word (origins pair with the argv: an empty list would drop every flag)
+        "exec_start": {"argv": words, "origins": [""] * len(words), "file": ""},
         "environment": env,
         "environment_origins": {},
         "exec_start_post": [],
