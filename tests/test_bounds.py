@@ -146,6 +146,8 @@ def test_an_entry_dated_before_2000_is_refused(operator_client, fleet):
         (["--timeout", "0"], "--timeout: Ensure this value is greater than or equal to 1"),
         (["--reps", "4"], "--reps: Use an odd number of repetitions"),
         (["--depth", "10000000"], "--depth: Ensure this value is less than or equal to 1048576"),
+        (["--reps", "x"], "argument --reps: 'x' is not a whole number"),
+        (["--output-tokens", "-3"], "argument --output-tokens: '-3' must not be negative"),
     ],
 )
 def test_an_ad_hoc_cli_run_is_held_to_the_profile_bounds(fleet, args, message):

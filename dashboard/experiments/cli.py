@@ -8,21 +8,11 @@ import json
 
 from django.core.management.base import CommandError
 
-from dashboard.benchmarks.cli_args import engine_named
+from dashboard.benchmarks.cli_args import engine_named, whole
 from dashboard.benchmarks.models import Run
 
 from .models import MIN_REPS, Experiment
 from .services import ExperimentError, experiment_advance, experiment_create
-
-
-def _whole(value):
-    try:
-        number = int(value)
-    except ValueError:
-        raise ValueError(f"{value!r} is not a whole number") from None
-    if number < 0:
-        raise ValueError(f"{value!r} must not be negative")
-    return number
 
 
 def add_arguments(parser):
@@ -30,10 +20,10 @@ def add_arguments(parser):
     parser.add_argument("--b", required=True, metavar="ENGINE", help="arm B (the variant)")
     parser.add_argument("--flags", default="", help="comma-separated launch flags the arms are meant to differ by")
     parser.add_argument("--name", default="", help="what the experiment decides (default: 'A vs B')")
-    parser.add_argument("--output-tokens", type=_whole, default=512, help="pinned output tokens (default 512)")
-    parser.add_argument("--depth", type=_whole, default=1024, help="prompt tokens (default 1024)")
+    parser.add_argument("--output-tokens", type=whole, default=512, help="pinned output tokens (default 512)")
+    parser.add_argument("--depth", type=whole, default=1024, help="prompt tokens (default 1024)")
     parser.add_argument(
-        "--reps", type=_whole, default=MIN_REPS, help=f"repetitions per arm (default and least {MIN_REPS})"
+        "--reps", type=whole, default=MIN_REPS, help=f"repetitions per arm (default and least {MIN_REPS})"
     )
     parser.add_argument("--probe", default="", help="a quality probe run on each arm after its last repetition")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per request")

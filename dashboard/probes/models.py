@@ -10,7 +10,7 @@ from django.db import models
 
 from dashboard.models.fleet import NAME_VALIDATOR
 
-from .spec import KINDS, MAX_DECOYS, MAX_REPS, MAX_TOKENS, ProbeSpec, parse_depths
+from .spec import KINDS, MAX_DECOYS, MAX_REPS, MAX_TIMEOUT_S, MAX_TOKENS, ProbeSpec, parse_depths
 
 
 class ProbeProfile(models.Model):
@@ -49,7 +49,7 @@ class ProbeProfile(models.Model):
         validators=[MinValueValidator(3), MaxValueValidator(MAX_REPS)],
         help_text="Per case, odd, at least 3",
     )
-    timeout_s = models.PositiveIntegerField(default=600, validators=[MinValueValidator(1), MaxValueValidator(86_400)])
+    timeout_s = models.PositiveIntegerField(default=600, validators=[MinValueValidator(1), MaxValueValidator(MAX_TIMEOUT_S)])
     schedule = models.OneToOneField(
         "django_celery_beat.PeriodicTask",
         null=True,

@@ -12,6 +12,7 @@ from dashboard.benchmarks.spec import RunSpec
 KINDS = ("needle", "soak", "tool", "thinking", "contract")
 PROBE_VERSION = 1  # bump when a probe's prompts or scoring change: earlier runs stop being compared
 MAX_TOKENS, MAX_DECOYS, MAX_REPS, MAX_DEPTHS = 1_048_576, 8, 51, 9
+MAX_TIMEOUT_S = 86_400
 DEFAULT_TOKENS = {"needle": 4096, "soak": 4096, "tool": 512, "thinking": 1024, "contract": 64}
 
 
@@ -97,6 +98,8 @@ class ProbeSpec:
             out.append(f"--tokens must be between 64 and {MAX_TOKENS:,}")
         if not 0 <= self.decoys <= MAX_DECOYS:
             out.append(f"--decoys must be between 0 and {MAX_DECOYS}")
+        if not 1 <= self.timeout_s <= MAX_TIMEOUT_S:  # the profile's bounds (ProbeProfile.timeout_s)
+            out.append(f"--timeout must be between 1 and {MAX_TIMEOUT_S:,} s")
         return out
 
     def bench(self) -> RunSpec:

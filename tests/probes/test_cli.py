@@ -64,6 +64,9 @@ def test_probe_run_text_and_list(sim, make_engine):
         (["--kind", "needle", "--depths", "10,500"], "between 0 and 100"),
         (["--kind", "needle", "--decoys", "40"], "--decoys must be between 0 and 8"),
         (["--kind", "soak", "--tokens", "10"], "--tokens must be between 64"),
+        (["--kind", "needle", "--timeout", "0"], "--timeout must be between 1 and 86,400 s"),
+        (["--kind", "needle", "--timeout", "-5"], "--timeout must be between 1 and 86,400 s"),
+        (["--kind", "needle", "--reps", "x"], "argument --reps: 'x' is not a whole number"),
         ([], "--kind is required"),
     ],
 )

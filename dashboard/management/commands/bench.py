@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.benchmarks import rate_cli, sweep_cli
 from dashboard.benchmarks.bounds import spec_problems
-from dashboard.benchmarks.cli_args import engine_named
+from dashboard.benchmarks.cli_args import engine_named, whole
 from dashboard.benchmarks.models import Profile, Run
 from dashboard.benchmarks.services import run_create, run_execute, run_summary
 from dashboard.benchmarks.spec import RunSpec
@@ -22,16 +22,6 @@ FIGURES = (
 )
 
 
-def _positive(value):
-    try:
-        number = int(value)
-    except ValueError:
-        raise ValueError(f"{value!r} is not a whole number") from None
-    if number < 0:
-        raise ValueError(f"{value!r} must not be negative")
-    return number
-
-
 class Command(BaseCommand):
     help = "Run a benchmark against an engine now, or list profiles and recent runs."
 
@@ -41,10 +31,10 @@ class Command(BaseCommand):
         target = run.add_mutually_exclusive_group(required=True)
         target.add_argument("--engine", help="engine name (ad-hoc parameters below)")
         target.add_argument("--profile", help="run a saved profile instead")
-        run.add_argument("--depth", type=_positive, default=1024, help="prompt tokens (default 1024)")
-        run.add_argument("--output-tokens", type=_positive, default=512, help="pinned output tokens (default 512)")
-        run.add_argument("--reps", type=_positive, default=3, help="repetitions, odd (default 3)")
-        run.add_argument("--concurrency", type=_positive, default=1)
+        run.add_argument("--depth", type=whole, default=1024, help="prompt tokens (default 1024)")
+        run.add_argument("--output-tokens", type=whole, default=512, help="pinned output tokens (default 512)")
+        run.add_argument("--reps", type=whole, default=3, help="repetitions, odd (default 3)")
+        run.add_argument("--concurrency", type=whole, default=1)
         run.add_argument("--force", action="store_true", help="allow depth > 0 with concurrency > 1")
         run.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
         mode = run.add_mutually_exclusive_group()

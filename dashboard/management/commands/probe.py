@@ -3,18 +3,11 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.benchmarks.cli_args import engine_named
+from dashboard.benchmarks.cli_args import engine_named, whole
 from dashboard.probes.models import ProbeProfile, ProbeRun
 from dashboard.probes.schedule import profile_cron
 from dashboard.probes.services import probe_run_create, probe_run_execute, probe_summary
 from dashboard.probes.spec import KINDS, ProbeSpec, parse_depths
-
-
-def _whole(value):
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
 
 
 def _depths(value):
@@ -34,12 +27,12 @@ class Command(BaseCommand):
         target.add_argument("--engine", help="engine name (ad-hoc parameters below)")
         target.add_argument("--profile", help="run a saved probe profile instead")
         run.add_argument("--kind", choices=KINDS, help="needle | soak | tool | thinking | contract")
-        run.add_argument("--tokens", type=_whole, default=0, help="needle: haystack tokens; soak: tokens to generate")
+        run.add_argument("--tokens", type=whole, default=0, help="needle: haystack tokens; soak: tokens to generate")
         run.add_argument("--depths", type=_depths, default=[10, 50, 90], help="needle: depths in percent (10,50,90)")
-        run.add_argument("--decoys", type=_whole, default=2, help="needle: decoys sharing the anchor phrase (2)")
+        run.add_argument("--decoys", type=whole, default=2, help="needle: decoys sharing the anchor phrase (2)")
         run.add_argument("--corpus", default="lighthouse", help="needle: shipped corpus name or a text file")
         run.add_argument("--control", action="store_true", help="needle: also run the control corpus")
-        run.add_argument("--reps", type=_whole, default=3, help="repetitions per case, odd, >= 3 (3)")
+        run.add_argument("--reps", type=whole, default=3, help="repetitions per case, odd, >= 3 (3)")
         run.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
         run.add_argument("--json", action="store_true")
         lst = sub.add_parser("list", help="probe profiles and their latest runs")
