@@ -164,6 +164,23 @@ def box_starting(engine, *, now=None) -> str | None:
     return None
 
 
+def engine_busy(engine, *, asking) -> str | None:
+    """Why a scheduled benchmark or probe run (ASKING) should not start on ENGINE now: a benchmark or a
+    probe already running there (each would measure the other's load), or None. Both kinds of scheduled
+    run ask this one question; the asking run's own kind is named first ("another benchmark …")."""
+    kinds = [(apps.get_model("bench", "Run"), "benchmark"), (apps.get_model("probes", "ProbeRun"), "probe")]
+    kinds.sort(key=lambda kind: not isinstance(asking, kind[0]))
+    for model, what in kinds:
+        rows = model.objects.filter(engine=engine, status=model.Status.RUNNING)
+        if isinstance(asking, model):
+            rows = rows.exclude(pk=asking.pk)
+        busy = rows.order_by("pk").first()
+        if busy is not None:
+            article = "another" if isinstance(asking, model) else "a"
+            return f"{article} {what} (run {busy.pk}) is running on this engine"
+    return None
+
+
 def _timeout_s(snap):
     from dashboard.collectors.unitconfig import timespan_s
 

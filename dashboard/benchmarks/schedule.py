@@ -83,58 +83,78 @@ def profile_run_scheduled(*, profile):
 
 
 def _run_now(run):
-    from .models import Run
+    from .conditions import engine_busy
     from .services import run_execute, run_refuse
 
-    busy = Run.objects.filter(engine=run.engine, status=Run.Status.RUNNING).exclude(pk=run.pk).first()
-    if busy is not None:
-        return run_refuse(run=run, reason=f"another benchmark (run {busy.pk}) is running on this engine")
+    busy = engine_busy(run.engine, asking=run)
+    if busy:
+        return run_refuse(run=run, reason=busy)
     return run_execute(run=run)
 
 
 def run_postpone(*, run, why):
-    """Keep RUN queued, saying why it waits; the first reason and time stay in `config["waited"]`."""
     from .services import _progress
 
+    return postpone(run, why, progress=_progress)
+
+
+def postpone(run, why, *, progress):
+    """Keep RUN (a benchmark or probe run) queued, saying why it waits; the first reason and time stay in
+    `config["waited"]`. PROGRESS(run) tells the run's page."""
     waited = run.config.get("waited") or {"since": timezone.now().isoformat(), "first_reason": why}
     run.config = {**run.config, "waited": {**waited, "reason": why}}
     run.reason = f"{POSTPONED}{why}; scheduled runs wait until the box's engines have started"
     run.save(update_fields=["config", "reason"])
-    _progress(run)
+    progress(run)
     return run
 
 
 def runs_release_postponed(*, now=None):
-    """Every postponed scheduled run: released to its box's worker when its box is no longer
-    starting (claimed by a conditional UPDATE, so two sweeps release it once), postponed again
-    with the current reason, or refused once it has waited SCHEDULE_EXPIRES_S. Returns the
-    number released."""
-    from .conditions import box_starting
+    """The postponed scheduled benchmark runs (see `release_postponed`). Returns the number released."""
     from .models import Run
-    from .services import run_refuse
+    from .services import _progress, run_refuse
     from .tasks import bench_run_execute
+
+    return release_postponed(
+        Run,
+        execute=bench_run_execute,
+        refuse=lambda run, reason: run_refuse(run=run, reason=reason),
+        progress=_progress,
+        now=now,
+    )
+
+
+def release_postponed(model, *, execute, refuse, progress, now=None):
+    """Every postponed scheduled run of MODEL (benchmark and probe runs share this): released to its
+    box's worker (EXECUTE, a Celery task taking the run's id) when its box is no longer starting,
+    claimed by a conditional UPDATE so two sweeps release it once; postponed again with the current
+    reason; refused (REFUSE(run, reason)) once it has waited SCHEDULE_EXPIRES_S, or when a benchmark or
+    probe runs on its engine at release (`conditions.engine_busy`). Returns the number released."""
+    from .conditions import box_starting, engine_busy
 
     now = now or timezone.now()
     released = 0
-    rows = Run.objects.filter(status=Run.Status.QUEUED, trigger=Run.Trigger.SCHEDULED, reason__startswith=POSTPONED)
+    rows = model.objects.filter(
+        status=model.Status.QUEUED, trigger=model.Trigger.SCHEDULED, reason__startswith=POSTPONED
+    )
     for run in rows.select_related("engine__host"):
         why = box_starting(run.engine, now=now)
         if why and (now - run.created_at).total_seconds() > SCHEDULE_EXPIRES_S:
-            run_refuse(
-                run=run, reason=f"skipped: the box was still starting after {SCHEDULE_EXPIRES_S // 60} min ({why})"
-            )
+            refuse(run, f"skipped: the box was still starting after {SCHEDULE_EXPIRES_S // 60} min ({why})")
         elif why:
             if why != (run.config.get("waited") or {}).get("reason"):
-                run_postpone(run=run, why=why)
+                postpone(run, why, progress=progress)
+        elif busy := engine_busy(run.engine, asking=run):
+            refuse(run, busy)
         else:
             waited = {**(run.config.get("waited") or {}), "until": now.isoformat()}
-            claimed = Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED, reason=run.reason).update(
+            claimed = model.objects.filter(pk=run.pk, status=model.Status.QUEUED, reason=run.reason).update(
                 reason="", config={**run.config, "waited": waited}
             )
             if claimed == 1:
                 released += 1
                 queue = run.engine.host.queue
-                transaction.on_commit(lambda pk=run.pk, q=queue: bench_run_execute.apply_async(args=[pk], queue=q))
+                transaction.on_commit(lambda pk=run.pk, q=queue: execute.apply_async(args=[pk], queue=q))
     return released
 
 

@@ -1,8 +1,15 @@
 """Probe scheduling: each profile's cron in django-celery-beat (PeriodicTask + CrontabSchedule), parsed
-and shown by the benchmarks' helpers; scheduled probes wait while the box is starting, like benchmarks."""
+and shown by the benchmarks' helpers. A scheduled probe waits like a scheduled benchmark: a run row at
+once, queued with the reason while an engine of its box is starting, released by the beat sweep."""
 
-from dashboard.benchmarks.conditions import box_starting  # the benchmarks' gate, shared
-from dashboard.benchmarks.schedule import cron_set_schedule, fail_overdue, profile_cron  # noqa: F401 (profile_cron: shared)
+from dashboard.benchmarks.conditions import box_starting, engine_busy  # the benchmarks' gates, shared
+from dashboard.benchmarks.schedule import (  # noqa: F401 (profile_cron: shared)
+    cron_set_schedule,
+    fail_overdue,
+    postpone,
+    profile_cron,
+    release_postponed,
+)
 
 
 def probe_set_schedule(*, profile, cron, enabled=True):
@@ -12,27 +19,37 @@ def probe_set_schedule(*, profile, cron, enabled=True):
     )
 
 
-def profile_run_scheduled(*, profile, waited_for=None):
-    from dashboard.benchmarks.models import Run as BenchRun
-
+def profile_run_scheduled(*, profile):
+    """One scheduled run of PROFILE, here and now, or postponed (queued, saying why) while an engine of
+    its box is inside its start; `probe_runs_release_postponed` releases or refuses it."""
     from .models import ProbeRun
-    from .services import _end, probe_run_create, probe_run_execute
+    from .services import _end, _progress, probe_run_create, probe_run_execute
 
     run = probe_run_create(
         engine=profile.engine, spec=profile.spec(), profile=profile, trigger=ProbeRun.Trigger.SCHEDULED
     )
-    if waited_for:
-        run.config["waited"] = {"reason": waited_for}
-        run.save(update_fields=["config"])
-    if waited_for and box_starting(profile.engine):  # still starting after the task's hour of retries
-        return _end(run, ProbeRun.Status.REFUSED, f"skipped: the box was still starting after an hour ({waited_for})")
-    busy = ProbeRun.objects.filter(engine=profile.engine, status=ProbeRun.Status.RUNNING).exclude(pk=run.pk).first()
-    if busy is not None:
-        return _end(run, ProbeRun.Status.REFUSED, f"another probe (run {busy.pk}) is running on this engine")
-    bench = BenchRun.objects.filter(engine=profile.engine, status=BenchRun.Status.RUNNING).first()
-    if bench is not None:  # both would measure the other's load
-        return _end(run, ProbeRun.Status.REFUSED, f"a benchmark (run {bench.pk}) is running on this engine")
+    why = box_starting(profile.engine)
+    if why:
+        return postpone(run, why, progress=_progress)
+    busy = engine_busy(profile.engine, asking=run)
+    if busy:
+        return _end(run, ProbeRun.Status.REFUSED, busy)
     return probe_run_execute(run=run)
+
+
+def probe_runs_release_postponed(*, now=None):
+    """The postponed scheduled probe runs (the benchmarks' `release_postponed`). Returns the number released."""
+    from .models import ProbeRun
+    from .services import _end, _progress
+    from .tasks import probe_run_execute_task
+
+    return release_postponed(
+        ProbeRun,
+        execute=probe_run_execute_task,
+        refuse=lambda run, reason: _end(run, ProbeRun.Status.REFUSED, reason),
+        progress=_progress,
+        now=now,
+    )
 
 
 def probe_runs_sweep_stale():

@@ -1,12 +1,9 @@
-"""Thin Celery tasks: load by id, call a service. A scheduled probe waits (retries later) while an
-engine of its box is inside its start; otherwise no retries: a failed probe is a result to keep."""
+"""Thin Celery tasks: load by id, call a service. No retries: a failed probe is a result to keep, and a
+scheduled probe that meets a starting box waits as a queued run row (see schedule.py), not a retry."""
 
 from celery import shared_task
 
 from .models import ProbeProfile, ProbeRun
-
-START_WAIT_S = 60
-SCHEDULE_WAIT_MAX_S = 3600  # then the run is kept as refused, saying the box was still starting
 
 
 @shared_task(name="probe.run_execute", ignore_result=True)
@@ -18,18 +15,23 @@ def probe_run_execute_task(run_id):
         probe_run_execute(run=run)
 
 
-@shared_task(name="probe.profile_scheduled", bind=True, ignore_result=True, max_retries=None)
-def probe_profile_scheduled(self, profile_id):
-    """Beat (the profile's PeriodicTask) -> one scheduled run here and now, or later while the box starts."""
-    from .schedule import box_starting, profile_run_scheduled
+@shared_task(name="probe.profile_scheduled", ignore_result=True)
+def probe_profile_scheduled(profile_id):
+    """Beat (the profile's PeriodicTask) -> one scheduled run here and now, or a queued run that waits
+    while the box starts (released by `probe.release_postponed`)."""
+    from .schedule import profile_run_scheduled
 
     profile = ProbeProfile.objects.select_related("engine__host").filter(pk=profile_id).first()
-    if profile is None:
-        return
-    why = box_starting(profile.engine)
-    if why and self.request.retries * START_WAIT_S < SCHEDULE_WAIT_MAX_S:
-        raise self.retry(countdown=START_WAIT_S)
-    profile_run_scheduled(profile=profile, waited_for=why)
+    if profile is not None:
+        profile_run_scheduled(profile=profile)
+
+
+@shared_task(name="probe.release_postponed", ignore_result=True)
+def probe_release_postponed():
+    """Beat: release the scheduled probe runs that waited for their box's engines to start."""
+    from .schedule import probe_runs_release_postponed
+
+    probe_runs_release_postponed()
 
 
 @shared_task(name="probe.sweep_stale", ignore_result=True)

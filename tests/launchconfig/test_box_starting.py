@@ -141,3 +141,81 @@ def test_an_engine_active_but_silent_past_its_timeout_is_not_a_start(cold_box):
     units = (lla.host.latest or {}).get("units") or {}
     if units["nemotron.service"]["ActiveState"] == "active":
         assert box_starting(lla, now=timezone.now() + timedelta(minutes=20)) is None
+
+
+def test_a_scheduled_probe_waits_as_a_queued_run_then_is_released_once_and_runs(
+    cold_box, django_capture_on_commit_callbacks, client, viewer
+):
+    from dashboard.benchmarks.conditions import box_starting
+    from dashboard.probes import schedule
+    from dashboard.probes.models import ProbeProfile, ProbeRun
+    from dashboard.probes.tasks import probe_profile_scheduled
+    from sparkops.celery import app
+
+    sim, engines = cold_box
+    poller = _poller(engines)
+    poller.metrics_tick()
+    profile = ProbeProfile.objects.create(name="lla-tools", engine=engines["lla"], kind="tool", timeout_s=30)
+    sim.cold("nemotron")
+    sim.restart("nemotron")
+    poller.metrics_tick()
+    why = box_starting(_fresh(engines["lla"]))
+    assert why and why.startswith("nemotron is starting")
+
+    probe_profile_scheduled(profile.pk)  # what beat sends; it returns at once, leaving a row that says why it waits
+    (run,) = ProbeRun.objects.filter(profile=profile)
+    assert run.status == ProbeRun.Status.QUEUED and run.trigger == ProbeRun.Trigger.SCHEDULED
+    assert run.reason.startswith("postponed: nemotron is starting") and run.started_at is None
+    assert run.config["waited"]["first_reason"] == why and run.cases.count() == 0
+    client.force_login(viewer)
+    assert "postponed: nemotron is starting" in client.get(f"/probes/runs/{run.pk}/").content.decode()
+    probe_runs_release_postponed = schedule.probe_runs_release_postponed  # the beat sweep's probe half
+    assert probe_runs_release_postponed() == 0  # still starting: it stays queued
+    assert ProbeRun.objects.get(pk=run.pk).status == ProbeRun.Status.QUEUED
+
+    deadline = time.monotonic() + 30
+    while box_starting(_fresh(engines["lla"])) is not None:
+        assert time.monotonic() < deadline, "nemotron never finished its start"
+        poller.metrics_tick()
+        time.sleep(0.3)
+    app.conf.task_always_eager = True  # the released run executes here, as the box's worker would
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            assert probe_runs_release_postponed() == 1
+        with django_capture_on_commit_callbacks(execute=True):
+            assert probe_runs_release_postponed() == 0  # released once
+    finally:
+        app.conf.task_always_eager = False
+    run.refresh_from_db()
+    assert run.status == ProbeRun.Status.DONE, run.reason
+    assert run.reason == "" and run.cases.filter(ok=True).count() == run.total_cases > 0
+    assert run.config["waited"]["first_reason"] == why and run.config["waited"]["until"]
+    page = client.get(f"/probes/runs/{run.pk}/").content.decode()
+    assert 'id="run-waited"' in page and "Waited for its box from" in page and why in page
+
+
+def test_a_scheduled_probe_still_waiting_after_the_hour_is_kept_refused_with_why(cold_box):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dashboard.benchmarks.schedule import SCHEDULE_EXPIRES_S
+    from dashboard.probes.models import ProbeProfile, ProbeRun
+    from dashboard.probes.schedule import probe_runs_release_postponed
+    from dashboard.probes.tasks import probe_profile_scheduled
+
+    sim, engines = cold_box
+    poller = _poller(engines)
+    poller.metrics_tick()
+    profile = ProbeProfile.objects.create(name="lla-tools", engine=engines["lla"], kind="tool")
+    sim.cold("nemotron")
+    sim.restart("nemotron")
+    poller.metrics_tick()
+    probe_profile_scheduled(profile.pk)
+    (run,) = ProbeRun.objects.filter(profile=profile)
+    assert run.status == ProbeRun.Status.QUEUED
+    ProbeRun.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(seconds=SCHEDULE_EXPIRES_S + 1))
+    assert probe_runs_release_postponed() == 0
+    run.refresh_from_db()
+    assert run.status == ProbeRun.Status.REFUSED and run.finished_at is not None and run.cases.count() == 0
+    assert run.reason.startswith("skipped: the box was still starting after 60 min (nemotron is starting")

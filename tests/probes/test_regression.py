@@ -81,27 +81,94 @@ def test_bad_cron_is_refused(sim, make_engine):
     assert profile.schedule is None
 
 
-def test_a_scheduled_probe_waits_while_the_box_is_starting(sim, make_engine, host):
+def _starting(host, engine, state):
     from django.utils import timezone
 
-    eng = sim("vllm")
-    engine = make_engine(eng.url, name="sim-vllm")
     engine.unit = "vllm-main.service"
     engine.save(update_fields=["unit"])
-    host.latest = {"units": {"vllm-main.service": {"ActiveState": "activating", "SubState": "start"}}}
+    sub = "start" if state == "activating" else "running"
+    host.latest = {"units": {"vllm-main.service": {"ActiveState": state, "SubState": sub}}}
     host.last_report_at = timezone.now()
     host.save(update_fields=["latest", "last_report_at"])
+
+
+def test_a_scheduled_probe_waits_while_the_box_is_starting(sim, make_engine, host, django_capture_on_commit_callbacks):
+    from dashboard.probes.schedule import probe_runs_release_postponed
+    from dashboard.schedule import BEAT_SCHEDULE
+    from sparkops.celery import app
+
+    engine = make_engine(sim("vllm").url, name="sim-vllm")
+    _starting(host, engine, "activating")
     profile = ProbeProfile.objects.create(name="tools", engine=engine, kind="tool")
-    # Eager: each retry runs at once; after an hour's worth of retries the run is kept, refused, saying why.
-    result = probe_profile_scheduled.apply(args=[profile.pk])
+    result = probe_profile_scheduled.apply(args=[profile.pk])  # returns at once: no retry, a row that waits
     assert result.successful(), result.traceback
     (run,) = ProbeRun.objects.filter(profile=profile)
-    assert run.status == "refused" and run.cases.count() == 0
-    assert "still starting" in run.reason and "sim-vllm is starting" in run.reason
+    assert run.status == "queued" and run.cases.count() == 0
+    assert run.reason.startswith("postponed: sim-vllm is starting")
+    assert probe_runs_release_postponed() == 0 and ProbeRun.objects.get(pk=run.pk).status == "queued"
 
-    host.latest = {"units": {"vllm-main.service": {"ActiveState": "active", "SubState": "running"}}}
-    host.save(update_fields=["latest"])
-    assert scheduled(profile).status == "done"
+    _starting(host, engine, "active")
+    app.conf.task_always_eager = True
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            assert probe_runs_release_postponed() == 1
+    finally:
+        app.conf.task_always_eager = False
+    run.refresh_from_db()
+    assert run.status == "done" and run.config["waited"]["first_reason"].startswith("sim-vllm is starting")
+    assert BEAT_SCHEDULE["bench-probes-release-postponed"]["task"] == "probe.release_postponed"
+
+
+def _running_bench(engine):
+    from dashboard.benchmarks.models import Run
+
+    return Run.objects.create(engine=engine, params_hash="h", status="running")  # a worker's benchmark mid-run
+
+
+def test_scheduled_benchmarks_and_probes_refuse_to_start_while_the_other_runs_on_their_engine(sim, make_engine):
+    from dashboard.benchmarks.models import Profile, Run
+    from dashboard.benchmarks.tasks import bench_profile_scheduled
+
+    engine = make_engine(sim("vllm").url)
+    probe = ProbeProfile.objects.create(name="tools", engine=engine, kind="tool")
+    bench = Profile.objects.create(name="short", engine=engine, depth=0, output_tokens=8, reps=1)
+
+    busy_probe = ProbeRun.objects.create(engine=engine, kind="tool", params_hash="h", status="running")
+    bench_profile_scheduled(bench.pk)
+    refused = Run.objects.filter(profile=bench).get()
+    assert refused.status == "refused" and refused.repetitions.count() == 0
+    assert refused.reason == f"a probe (run {busy_probe.pk}) is running on this engine"
+    assert scheduled(probe).reason == f"another probe (run {busy_probe.pk}) is running on this engine"
+
+    ProbeRun.objects.filter(pk=busy_probe.pk).update(status="done")
+    busy_bench = _running_bench(engine)
+    assert scheduled(probe).reason == f"a benchmark (run {busy_bench.pk}) is running on this engine"
+    bench_profile_scheduled(bench.pk)
+    again = Run.objects.filter(profile=bench).latest("created_at")
+    assert (
+        again.status == "refused"
+        and again.reason == f"another benchmark (run {busy_bench.pk}) is running on this engine"
+    )
+
+    Run.objects.filter(pk=busy_bench.pk).update(status="done")
+    assert scheduled(probe).status == "done"  # nothing running: each goes ahead
+    bench_profile_scheduled(bench.pk)
+    assert Run.objects.filter(profile=bench).latest("created_at").status == "done"
+
+
+def test_a_postponed_probe_released_while_a_benchmark_runs_is_refused_with_why(sim, make_engine, host):
+    from dashboard.probes.schedule import probe_runs_release_postponed
+
+    engine = make_engine(sim("vllm").url, name="sim-vllm")
+    _starting(host, engine, "activating")
+    profile = ProbeProfile.objects.create(name="tools", engine=engine, kind="tool")
+    run = scheduled(profile)
+    assert run.status == "queued"
+    _starting(host, engine, "active")
+    busy = _running_bench(engine)
+    assert probe_runs_release_postponed() == 0
+    run.refresh_from_db()
+    assert run.status == "refused" and run.reason == f"a benchmark (run {busy.pk}) is running on this engine"
 
 
 def test_a_run_left_running_by_a_dead_worker_is_failed_by_the_sweep(sim, make_engine):
