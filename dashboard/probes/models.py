@@ -49,7 +49,9 @@ class ProbeProfile(models.Model):
         validators=[MinValueValidator(3), MaxValueValidator(MAX_REPS)],
         help_text="Per case, odd, at least 3",
     )
-    timeout_s = models.PositiveIntegerField(default=600, validators=[MinValueValidator(1), MaxValueValidator(MAX_TIMEOUT_S)])
+    timeout_s = models.PositiveIntegerField(
+        default=600, validators=[MinValueValidator(1), MaxValueValidator(MAX_TIMEOUT_S)]
+    )
     schedule = models.OneToOneField(
         "django_celery_beat.PeriodicTask",
         null=True,
