@@ -19,9 +19,10 @@ import statistics
 from django.db import transaction
 from django.utils import timezone
 
+from dashboard.benchmarks.bounds import spec_problems
 from dashboard.benchmarks.cells import cell_figures
 from dashboard.benchmarks.hashing import HASH_FIELDS, PROMPT_VERSION, stable_hash
-from dashboard.benchmarks.models import MAX_CONCURRENCY, MAX_DEPTH, MAX_OUTPUT, MAX_TIMEOUT_S, Run
+from dashboard.benchmarks.models import Run
 from dashboard.benchmarks.services import run_create, run_execute
 from dashboard.benchmarks.spec import RunSpec
 from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
@@ -59,18 +60,12 @@ def _check_workload(workload):
     unknown = sorted(set(workload) - set(RunSpec.__dataclass_fields__) - {"reps"})
     if unknown:
         raise ExperimentError(f"unknown workload field(s): {', '.join(unknown)}")
-    if not 0 <= w["depth"] <= MAX_DEPTH:
-        raise ExperimentError(f"depth must be 0–{MAX_DEPTH:,} tokens, got {w['depth']}")
-    if not 2 <= w["output_tokens"] <= MAX_OUTPUT:
-        raise ExperimentError(f"output tokens must be 2–{MAX_OUTPUT:,} (decode needs two), got {w['output_tokens']}")
-    if w["mode"] not in ("cold", "follow_up"):
-        raise ExperimentError(f"mode is cold or follow_up, got {w['mode']!r}")
-    if not 1 <= w["concurrency"] <= MAX_CONCURRENCY:
-        raise ExperimentError(f"concurrency must be 1–{MAX_CONCURRENCY}, got {w['concurrency']}")
+    # The profile's own bounds (one rule for bench run, sweeps, rate runs and experiments).
+    problems = spec_problems(RunSpec(engine_name="", engine_kind="", base_url="", **{**_spec_fields(w), "reps": 1}))
+    if problems:
+        raise ExperimentError("; ".join(problems))
     if w["depth"] > 0 and w["concurrency"] > 1 and not w.get("force"):
         raise ExperimentError("depth > 0 with concurrency > 1 needs force (it deadlocked an engine once)")
-    if not 0 < float(w["timeout_s"]) <= MAX_TIMEOUT_S:
-        raise ExperimentError(f"timeout must be 1–{MAX_TIMEOUT_S} s, got {w['timeout_s']}")
     w["reps"] = 1
     return w
 

@@ -45,8 +45,12 @@ def test_bench_ab_json(sim, make_engine):
         (["--a", "ctl", "--b", "nope"], "--b: no engine named 'nope'"),
         (["--a", "ctl", "--b", "var", "--reps", "2"], "at least three"),
         (["--a", "ctl", "--b", "ctl"], "same engine"),
-        (["--a", "ctl", "--b", "var", "--output-tokens", "1"], "output tokens must be 2"),
+        (["--a", "ctl", "--b", "var", "--output-tokens", "1"], "--output-tokens: Pin at least 2 output tokens"),
         (["--a", "ctl", "--b", "var", "--flags", "speculative"], "is not a launch flag"),
+        (
+            ["--a", "ctl", "--b", "var", "--timeout", "0.5"],
+            "--timeout: Ensure this value is greater than or equal to 1",
+        ),
     ],
 )
 def test_bench_ab_refuses_bad_input(make_engine, args, message):
