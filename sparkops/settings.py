@@ -128,6 +128,30 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # One bounded connection pool per process (psycopg_pool through Django's "pool" option),
+    # not persistent connections (CONN_MAX_AGE): under ASGI every request runs in a thread of
+    # its own, and each thread kept its own connection for CONN_MAX_AGE, so 20 users opened
+    # more than PostgreSQL's 100 (issue 31). CONN_MAX_AGE=0 alone would bound nothing either
+    # (a connection per request in flight). With the pool a request borrows a connection for
+    # its length and gives it back; past SPARKOPS_DB_POOL_MAX it waits up to
+    # SPARKOPS_DB_POOL_TIMEOUT_S for one instead of opening another. The stack (web, worker,
+    # beat) opens at most 3 × SPARKOPS_DB_POOL_MAX, plus one per CLI command being run.
+    # Chosen over PgBouncer: no further daemon to run and watch on a single box, and the
+    # bound holds whatever PostgreSQL the operator points DATABASE_URL at.
+    _pool_max = env_number("SPARKOPS_DB_POOL_MAX", 10, minimum=1)
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django refuses persistent connections with a pool
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": min(2, _pool_max),
+        "max_size": _pool_max,
+        "timeout": env_number("SPARKOPS_DB_POOL_TIMEOUT_S", 10.0, cast=float, minimum=0.1),
+        # Idle connections above min_size close after a minute: a burst does not leave them open.
+        "max_idle": 60.0,
+    }
+    # Django passes ConnectionPool.check_connection to the pool for this: a connection handed
+    # out is checked first (one round trip), so after a PostgreSQL restart no request gets a
+    # dead one from the pool.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 # Lets several test runs share one PostgreSQL server without clashing on "test_<name>".
 if env_str("SPARKOPS_TEST_DB_NAME"):
