@@ -426,6 +426,11 @@ def apply_import(plan, *, author=None, author_name="import"):
         )
         for p in plan.new_entries
     ]
+    # An observed entry is locked from its insert: it takes its parts while its fingerprint is
+    # still empty (dashboard/changelog/dbguard.py), and the fingerprint written last closes it.
+    observed = [(row, row.fingerprint) for row in rows if row.is_observed]
+    for row, _ in observed:
+        row.fingerprint = ""
     Entry.objects.bulk_create(rows)
     created = {id(p): row for p, row in zip(plan.new_entries, rows)}
     links, flags, claims, evidence = [], [], {}, []
@@ -438,6 +443,11 @@ def apply_import(plan, *, author=None, author_name="import"):
     Entry.engines.through.objects.bulk_create(links)
     FlagChange.objects.bulk_create(flags)
     Claim.objects.bulk_create(list(claims.values()))
+    EvidenceLink.objects.bulk_create(evidence)
+    evidence = []
+    for row, fingerprint in observed:
+        row.fingerprint = fingerprint
+        row.save(update_fields=["fingerprint"])
     targets = {t.pk for t, _ in plan.new_corrections if isinstance(t, Entry)}
     claims.update({(c.entry_id, c.position): c for c in Claim.objects.filter(entry_id__in=targets)})
     corrections = []

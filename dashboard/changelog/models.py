@@ -8,8 +8,11 @@ of it the database refuses too: triggers (migration 0003, PostgreSQL and SQLite)
 UPDATE or DELETE of a locked entry, of its flags, claims, evidence and engine links, and of
 its corrections, whatever path the statement came by (managers, cascades, raw SQL).
 
-"Locked" is one column, Entry.locked_at (written once: created_at + the grace period in force
-when the entry was written), so the database can judge it without Django's settings."""
+"Locked" is one column, Entry.locked_at (written at creation: created_at + the grace period in
+force then), so the database can judge it without Django's settings. It only ever moves
+earlier: to the moment anything points at the entry (a correction of it, an experiment whose
+verdict it records), and to created_at itself for an entry SparkOps wrote from an observed
+configuration change — the database sets both (dbguard.py), whatever path wrote the row."""
 
 import hashlib
 import json
@@ -20,6 +23,11 @@ from django.db import models
 from django.utils import timezone
 
 GRACE_DEFAULT_S = 15 * 60
+# What marks an entry SparkOps wrote from an observed configuration change
+# (dashboard/services/launchconfig.py writes them): its author, or — after an export and an
+# import, whose author is the importer — the first words of its body. The triggers read the same.
+OBSERVED_AUTHOR = "SparkOps"
+OBSERVED_MARK = "Observed by SparkOps"
 
 
 class AppendOnlyError(Exception):
@@ -107,17 +115,59 @@ class Entry(models.Model):
     def is_locked(self):
         return timezone.now() >= self.editable_until
 
+    @property
+    def is_observed(self):
+        """Written by SparkOps from an observed configuration change: locked from the start."""
+        return (self.author_id is None and self.author_name == OBSERVED_AUTHOR) or (self.body_md or "").startswith(
+            OBSERVED_MARK
+        )
+
+    @property
+    def assembling(self):
+        """An observed entry between its insert and the write of its fingerprint (entry_create
+        and the import write its flags, claims, evidence and engine links in that window, in
+        the same transaction): it takes those parts although locked, and nothing else."""
+        return self.is_observed and not self.fingerprint
+
+    @property
+    def lock_reason(self):
+        """Why the entry can no longer be edited, in words for the page; None while it can."""
+        if not self.is_locked:
+            return None
+        if self.is_observed:
+            return "SparkOps wrote it from an observed configuration change"
+        if self.pk and self.corrections.exists():
+            return "a correction points at it"
+        experiment = self.pk and _verdict_experiment(self.pk)
+        if experiment:
+            return f"the verdict of experiment {experiment} points at it"
+        from .grammar import format_when
+
+        return f"its grace period ended {format_when(self.locked_at)}"
+
+    @property
+    def locked_why(self):
+        return f"locked: {self.lock_reason}; write a correction instead"
+
     def save(self, *args, **kwargs):
         if self.locked_at is None:
             self.locked_at = self.created_at + grace_period()
         if self.pk and not self._state.adding:
-            stored = Entry.objects.filter(pk=self.pk).values_list("created_at", "locked_at").first()
-            if stored is not None and timezone.now() >= stored[1]:
-                raise AppendOnlyError("This entry is past its grace period; it can only be corrected.")
+            stored = Entry.objects.filter(pk=self.pk).values_list("created_at", "locked_at", "fingerprint").first()
+            if stored is not None and timezone.now() >= stored[1] and not self._completes(stored[2], kwargs):
+                raise AppendOnlyError(f"This entry is {Entry.objects.get(pk=self.pk).locked_why}.")
             if stored is not None:
                 # created_at and locked_at never move, so the grace cannot be extended
-                self.created_at, self.locked_at = stored
+                self.created_at, self.locked_at = stored[:2]
+        if self.is_observed:  # the triggers do the same, on every path
+            self.locked_at = min(self.locked_at, self.created_at)
         super().save(*args, **kwargs)
+
+    def _completes(self, stored_fingerprint, kwargs):
+        """The one write a locked entry takes: an assembling observed entry's fingerprint."""
+        return (
+            stored_fingerprint == "" and self.is_observed and list(kwargs.get("update_fields") or ()) == ["fingerprint"]
+        )
 
     def delete(self, *args, **kwargs):
         raise AppendOnlyError("Change-log entries are never deleted; write a correction.")
@@ -128,10 +178,20 @@ class Entry(models.Model):
         return reverse("changelog:entry", args=[self.pk])
 
 
-def _guard_child(entry):
+def _verdict_experiment(entry_id):
+    """The experiment whose verdict ENTRY_ID records, if any (its id)."""
+    from django.apps import apps
+
+    if not apps.is_installed("dashboard.experiments"):
+        return None
+    model = apps.get_model("experiments", "Experiment")
+    return model.objects.filter(entry_id=entry_id).values_list("pk", flat=True).first()
+
+
+def _guard_child(entry, adding=False):
     """Flags, claims and evidence belong to the entry's text: frozen with it."""
-    if entry is not None and entry.pk and entry.is_locked:
-        raise AppendOnlyError(f"{entry} is past its grace period; write a correction instead.")
+    if entry is not None and entry.pk and entry.is_locked and not (adding and entry.assembling):
+        raise AppendOnlyError(f"{entry} is {entry.locked_why}.")
 
 
 class FlagChange(models.Model):
@@ -150,7 +210,7 @@ class FlagChange(models.Model):
         return f"{self.flag}: {self.old} → {self.new}"
 
     def save(self, *args, **kwargs):
-        _guard_child(self.entry)
+        _guard_child(self.entry, adding=self._state.adding)
         super().save(*args, **kwargs)
 
     def delete(self, *args, **kwargs):
@@ -189,7 +249,7 @@ class Claim(models.Model):
         return bool(self.metric) and self.predicted is not None
 
     def save(self, *args, **kwargs):
-        _guard_child(self.entry)
+        _guard_child(self.entry, adding=self._state.adding)
         super().save(*args, **kwargs)
 
     def delete(self, *args, **kwargs):
@@ -290,7 +350,7 @@ class EvidenceLink(models.Model):
     def save(self, *args, **kwargs):
         if self.correction_id and self.pk and not self._state.adding:
             raise AppendOnlyError("A correction's evidence is never edited.")
-        _guard_child(self.entry if self.entry_id else None)
+        _guard_child(self.entry if self.entry_id else None, adding=self._state.adding)
         super().save(*args, **kwargs)
 
 

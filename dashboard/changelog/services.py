@@ -178,7 +178,7 @@ def entry_edit(
     """Fix a typo inside the grace period; what it said before is kept as an EntryRevision."""
     entry = Entry.objects.select_for_update().get(pk=entry.pk)
     if entry.is_locked:
-        raise AppendOnlyError("This entry is past its grace period; it can only be corrected.")
+        raise AppendOnlyError(f"This entry is {entry.locked_why}.")
     EntryRevision.objects.create(entry=entry, revised_by=user, snapshot=entry_snapshot(entry))
     entry.effective_at, entry.title, entry.kind, entry.units = effective_at, _one_line(title), kind, _units(units)
     entry.body_md, entry.reason, entry.expected_effect = _body(body_md), _one_line(reason), _one_line(expected_effect)

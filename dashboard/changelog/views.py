@@ -16,7 +16,6 @@ from dashboard.roles import role_required
 
 from . import markdown as log_markdown
 from .forms import ClaimFormSet, CorrectionForm, EntryForm, claims_from
-from .grammar import format_when
 from .models import AppendOnlyError, Claim, DuplicateError, Entry
 from .selectors import claim_measurement, claims_overview, entry_timeline, measure_claims
 from .services import correction_create, entry_create, entry_edit
@@ -119,10 +118,7 @@ def _edit_initial(entry):
 def entry_edit_view(request, pk):
     entry = get_object_or_404(Entry, pk=pk)
     if entry.is_locked:
-        messages.error(
-            request,
-            f"The grace period for edits ended {format_when(entry.editable_until)}; write a correction instead.",
-        )
+        messages.error(request, f"Nothing can be edited: this entry is {entry.locked_why}.")
         return redirect(entry)
     form = EntryForm(request.POST or None, initial=_edit_initial(entry))
     form.fields.pop("evidence")

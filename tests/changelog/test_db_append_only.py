@@ -55,6 +55,7 @@ def locked(pair, django_user_model):
         evidence=[parse_evidence("https://example.test/run")],
         body_md="original body",
     )
+    entry = _lock(entry)  # before its correction: the correction locks it too, at its own moment
     correction = correction_create(
         entry=entry,
         author=author,
@@ -63,7 +64,6 @@ def locked(pair, django_user_model):
         mark="superseded",
         evidence=[parse_evidence("run:12")],
     )
-    entry = _lock(entry)
     return {"entry": entry, "correction": correction, "author": author, **pair}
 
 
@@ -94,6 +94,7 @@ def test_the_triggers_are_installed(db):
             names = {row[0] for row in cur.fetchall()}
             assert {"changelog_entry_guard", "changelog_correction_guard"} <= names
             assert {f"{t}_guard" for t in dbguard.CHILD_TABLES} <= names
+            assert {f"{t}_locks_entry" for t in dbguard.POINTER_TABLES} <= names
 
 
 def test_orm_save_and_delete_refused_below_the_model_guard(locked):
