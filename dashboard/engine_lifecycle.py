@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from dashboard.alerts.lifecycle import alerts_resolve_engine
 from dashboard.forms import EngineForm
 from dashboard.models import Engine, Host
 
@@ -68,6 +69,9 @@ def engine_retire(*, name):
         raise ValidationError(f"engine {name!r} is already retired (since {engine.retired_at:%Y-%m-%d %H:%M} UTC)")
     engine.retired_at, engine.expected_up = timezone.now(), False
     engine.save(update_fields=["retired_at", "expected_up"])
+    # Nothing polls it any more, so nothing would resolve its alerts: they close now, and no
+    # rule fires for it again (dashboard/alerts/lifecycle.alert_observe).
+    alerts_resolve_engine(engine=engine, reason="retired", now=engine.retired_at)
     return engine
 
 

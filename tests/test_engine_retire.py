@@ -118,3 +118,64 @@ def test_history_protects_an_engine_from_deletion(history):
         with pytest.raises(ProtectedError), transaction.atomic():
             Engine.objects.get(name=name).delete()
     assert Engine.objects.count() == 2 and AlertEvent.objects.count() == 1
+
+
+# --- issue 31, item 3: a retired engine's alerts close, and nothing fires or offers it again ---
+
+
+def _open(rule, subject):
+    return AlertEvent.objects.filter(rule=rule, subject=subject, state__in=AlertEvent.OPEN_STATES).first()
+
+
+def test_retiring_resolves_its_open_alerts_with_reason_retired(fleet):
+    from dashboard.alerts.evaluate import evaluate
+    from dashboard.alerts.models import AlertNote
+
+    vllm = fleet["vllm"]
+    evaluate("engine_liveness", engine=vllm, up=False, reason="connection refused", rechecked=True)
+    firing = _open("engine_down", "vllm-main")
+    assert firing is not None and firing.state == "firing" and firing.incident_id
+    run("engine", "remove", "vllm-main")
+    firing.refresh_from_db()
+    assert firing.state == "resolved" and firing.resolved_at is not None
+    assert firing.details.get("resolved_reason") == "retired"
+    note = AlertNote.objects.filter(event=firing, kind="resolved").get()
+    assert "retired" in note.text
+    assert Delivery.objects.filter(event=firing, transition="resolved").exists()  # the page is closed too
+    assert not AlertEvent.objects.filter(engine=vllm, state__in=AlertEvent.OPEN_STATES).exists()
+    assert _open("engine_down", "llama-side") is None  # another engine's alerts are not touched
+
+
+def test_no_rule_fires_for_a_retired_engine_seen_by_a_poller_that_read_it_before(fleet):
+    """The poller read its engine list before the retirement (its Engine object still says
+    watched, expected up); its next probe finds the port closed. Nothing opens."""
+    from dashboard.alerts.evaluate import evaluate
+
+    stale = Engine.objects.get(name="vllm-main")
+    run("engine", "remove", "vllm-main")
+    assert stale.retired_at is None and stale.expected_up  # what the poller holds
+    evaluate("engine_liveness", engine=stale, up=False, reason="connection refused", rechecked=False)
+    evaluate("engine_liveness", engine=stale, up=False, reason="connection refused", rechecked=True)
+    evaluate("engine_polled", engine=stale, reading={"kv_cache_usage": 0.99, "requests_waiting": 50})
+    assert not AlertEvent.objects.filter(engine__name="vllm-main").exists()
+
+
+def test_the_planner_does_not_list_a_retired_engine(history, viewer_client):
+    from django.urls import reverse
+
+    run("engine", "remove", "llama-side")
+    page = viewer_client.get(reverse("planner:host", args=[history["host"].name]))
+    assert page.status_code == 200
+    assert "llama-side" not in [e["engine"] for e in page.context["data"]["engines"]]
+    assert "llama-side" not in [e.name for e in page.context["plan"]["engines"]]
+
+
+def test_the_benchmark_profile_form_offers_no_retired_engine(fleet, operator_client):
+    from django.urls import reverse
+
+    run("engine", "remove", "llama-side")
+    page = operator_client.get(reverse("bench:profile-new"))
+    assert page.status_code == 200
+    offered = {e.name for e in page.context["form"].fields["engine"].queryset}
+    assert offered == {"vllm-main"}
+    assert 'value="{}"'.format(fleet["llama"].pk) not in page.content.decode()

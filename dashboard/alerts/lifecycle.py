@@ -7,7 +7,7 @@ the notifications leave only after it commits."""
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from dashboard.models import Incident
@@ -45,10 +45,30 @@ def _open_event(rule, subject):
     )
 
 
+def _engine_retired(engine):
+    """Whether ENGINE is retired in the database (not as the caller's copy says: a poller may hold
+    one read before). On PostgreSQL the row is held FOR KEY SHARE until the commit: a retirement
+    (which takes it FOR UPDATE) waits for this observation and then resolves what it opened, or
+    this waits for the retirement and sees it. Plain status updates of the row are not blocked."""
+    if engine is None or engine.pk is None:
+        return False
+    from dashboard.models import Engine
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT retired_at FROM {Engine._meta.db_table} WHERE id = %s FOR KEY SHARE", [engine.pk])
+            row = cursor.fetchone()
+        return row is None or row[0] is not None
+    return not Engine.objects.filter(pk=engine.pk, retired_at__isnull=True).exists()
+
+
 @transaction.atomic
 def alert_observe(*, rule, finding, severity, for_s=0.0, now=None):
-    """Apply one finding; returns the open or just-resolved event (None when nothing is open)."""
+    """Apply one finding; returns the open or just-resolved event (None when nothing is open).
+    No rule fires for a retired engine: its active findings are dropped (issue 31)."""
     now = now or timezone.now()
+    if finding.active and _engine_retired(finding.engine):
+        return None
     event = _open_event(rule, finding.subject)
     if not finding.active:
         return _resolve(event, now) if event else None
@@ -123,21 +143,35 @@ def _fire(event, now):
     alert_changed(event)
 
 
-def _resolve(event, now):
+def _resolve(event, now, reason=""):
     if event.state == AlertEvent.State.PENDING:
         # Never confirmed: a blip that resolved inside its pending duration leaves no trace.
         event.delete()
         return None
     event.state = AlertEvent.State.RESOLVED
     event.resolved_at = now
-    event.save(update_fields=["state", "resolved_at"])
+    fields = ["state", "resolved_at"]
+    if reason:
+        event.details = {**(event.details or {}), "resolved_reason": reason}
+        fields.append("details")
+    event.save(update_fields=fields)
     lasted = _duration_text(now - (event.fired_at or event.started_at))
-    note_add(event, "resolved", f"resolved after {lasted}", at=now)
+    note_add(event, "resolved", f"resolved ({reason}) after {lasted}" if reason else f"resolved after {lasted}", at=now)
     if event.incident_id and not event.incident.peak:
         Incident.objects.filter(pk=event.incident_id).update(peak=f"lasted {lasted}")
     outbox.notify(event=event, transition="resolved", now=now)
     alert_changed(event)
     return event
+
+
+@transaction.atomic
+def alerts_resolve_engine(*, engine, reason, now=None):
+    """Resolve every open event of ENGINE (any rule) with REASON, e.g. "retired": nothing will
+    poll it again, so nothing else would. Firing ones notify their resolution as usual;
+    pending ones (never confirmed) go. Returns the resolved events."""
+    now = now or timezone.now()
+    events = AlertEvent.objects.select_for_update().filter(engine=engine, state__in=AlertEvent.OPEN_STATES)
+    return [e for e in (_resolve(event, now, reason) for event in events.order_by("pk")) if e is not None]
 
 
 def _duration_text(delta):

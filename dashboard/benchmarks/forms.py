@@ -3,6 +3,7 @@ import json
 from django import forms
 
 from dashboard.forms.bounds import bound_widgets
+from dashboard.models import Engine
 
 from .models import PairRun, Profile
 from .schedule import parse_cron
@@ -71,6 +72,10 @@ class ProfileForm(SamplingCronMixin, forms.ModelForm):
     def __init__(self, *args, cron="", schedule_enabled=True, **kwargs):
         super().__init__(*args, **kwargs)
         bound_widgets(self)
+        # A retired engine is not offered: nothing runs on it (issue 31).
+        engine_field = self.fields["engine"]
+        assert isinstance(engine_field, forms.ModelChoiceField)
+        engine_field.queryset = Engine.objects.filter(retired_at__isnull=True).order_by("name")
         self.fields["cron"].initial = cron
         self.fields["schedule_enabled"].initial = schedule_enabled
         if self.instance.pk:

@@ -98,7 +98,7 @@ def record_claim(request, name):
         messages.error(request, f"Nothing was recorded: {errors}")
         return redirect("planner:host", name=host.name)
     d = form.cleaned_data
-    engine = Engine.objects.filter(host=host, name=d["engine"]).first()
+    engine = Engine.objects.filter(host=host, name=d["engine"], retired_at__isnull=True).first()
     if engine is None:
         messages.error(request, f"Nothing was recorded: {d['engine']!r} is not an engine of {host.name}.")
         return redirect("planner:host", name=host.name)

@@ -60,8 +60,8 @@ def _same_numbers_as_the_model(page, host):
     from dashboard.planner.model import PlanError
     from dashboard.planner.services import box_of, engine_model
 
-    checked = 0
-    for engine in host.engines.all():
+    checked, watched = 0, host.engines.filter(retired_at__isnull=True)  # a retired one is not planned (issue 31)
+    for engine in watched:
         model = engine_model(engine, box_of(host)["memory_gib"])
         for share in GRID.get(engine.name, ()):
             for window in (65536, 131072, 262144, 524288):
@@ -82,7 +82,7 @@ def _same_numbers_as_the_model(page, host):
                 assert [r["id"] for r in js["basis"]] == [r["id"] for r in py["basis"]]
                 assert js["raise_basis"] == py["raise_basis"] and js["method"] == py["method"]
                 checked += 1
-    assert checked == 4 * sum(len(v) for v in GRID.values())  # every share predicts at every window
+    assert checked == 4 * sum(len(GRID[e.name]) for e in watched)  # every share predicts at every window
 
 
 @pytest.fixture

@@ -25,7 +25,8 @@ def test_page_embeds_the_models_and_loads_its_script(spark, viewer_client):
     html = r.content.decode()
     assert r.status_code == 200
     data = _data(html)
-    assert [e["engine"] for e in data["engines"]] == ["nemotron", "q38", "qwen3-next-80b"]
+    # qwen3-next-80b is known from the ledger only (a retired record): not planned for (issue 31)
+    assert [e["engine"] for e in data["engines"]] == ["nemotron", "q38"]
     nemotron = data["engines"][0]
     assert nemotron["current_window"] == 131072 and nemotron["current_util"] == 0.25
     assert len(nemotron["windows"]["131072"]["line_rows"]) == 3 and nemotron["raise"]["tokens_per_doubling"] is None
