@@ -3,11 +3,16 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# `make up PORT=8123` serves on another port.
+PORT   ?= 8000
+# Test workers (pytest-xdist), each with its own test database and Redis database: `auto` is one
+# per core; `make test PYTEST_WORKERS=0` runs in one process.
+PYTEST_WORKERS ?= auto
 
-.PHONY: up install test lint redis-server check clean
+.PHONY: up install test lint redis-server chromium check clean
 
 up: install redis-server
-	$(VENV)/bin/sparkops up --demo
+	$(VENV)/bin/sparkops up --demo --port $(PORT)
 
 install: $(STAMP)
 
@@ -29,8 +34,20 @@ redis-server:
 	  fi; \
 	fi
 
-test: install redis-server
-	$(PY) -m sparkops.redisproc -- $(PY) -m pytest $(PYTEST_ARGS)
+# Browser tests drive Debian's Chromium; like redis-server it is installed when missing and run
+# as root, else they are skipped with one line that says how to get them.
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "chromium is missing: installing Debian's chromium package (for the browser tests)"; \
+	    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; \
+	  else \
+	    echo "chromium is missing: the browser tests will be skipped (install it with 'sudo apt-get install chromium')"; \
+	  fi; \
+	fi
+
+test: install redis-server chromium
+	$(PY) -m sparkops.redisproc -- $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # What CI checks before the tests: ruff's lint and format, mypy (their scope is in pyproject.toml).
 lint: install
