@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib import admin
 
+from .forms import ids
 from .models import AuditThreshold, ConfigSnapshot, Engine, EngineStart, Host, Incident, KVPoolEntry
 
 
@@ -56,6 +57,7 @@ class EngineStartAdmin(admin.ModelAdmin):
 class AuditThresholdForm(forms.ModelForm):
     class Meta:
         model = AuditThreshold
+        formfield_callback = ids.formfield  # its foreign keys' ids are checked before any query
         fields = ("host", "check_key", "name", "value")
 
     def clean(self):

@@ -6,4 +6,10 @@ class DashboardConfig(AppConfig):
     verbose_name = "SparkOps"
 
     def ready(self):
+        from django.urls import register_converter
+
         from sparkops import checks  # noqa: F401  (registers system checks)
+
+        from .forms.ids import IdConverter
+
+        register_converter(IdConverter, "id")  # `<id:pk>` in every URL pattern that takes a row id

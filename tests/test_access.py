@@ -11,7 +11,14 @@ from django.urls import URLPattern, URLResolver, get_resolver
 PUBLIC = {"login", "healthz", "livez", "web-manifest"}
 # For scrapers: no login page, 401 without an API token (tests/test_metrics_tokens.py).
 TOKEN_ONLY = {"metrics"}
-SAMPLE_ARGS = {"int": "1", "str": "x", "slug": "x", "uuid": "00000000-0000-0000-0000-000000000000", "path": "x"}
+SAMPLE_ARGS = {
+    "int": "1",
+    "id": "1",
+    "str": "x",
+    "slug": "x",
+    "uuid": "00000000-0000-0000-0000-000000000000",
+    "path": "x",
+}
 
 
 def _walk(patterns, prefix="", namespace=None):

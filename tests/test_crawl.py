@@ -699,7 +699,7 @@ def _argument_values(name, arg, route):
     # A pattern this file does not know yet still gets crawled: with the first ids (most tables have them)
     # and absent values. Add it above to give it its real rows.
     UNMAPPED.add(name)
-    return ["1", "2", "3", *absent_ints] if route_converter(route, arg) == "int" else ["x", *absent_names]
+    return ["1", "2", "3", *absent_ints] if route_converter(route, arg) in ("int", "id") else ["x", *absent_names]
 
 
 UNMAPPED = set()

@@ -2,6 +2,7 @@ import json
 
 from django import forms
 
+from dashboard.forms import ids
 from dashboard.forms.bounds import bound_widgets
 from dashboard.models import Engine
 
@@ -51,6 +52,7 @@ class ProfileForm(SamplingCronMixin, forms.ModelForm):
 
     class Meta:
         model = Profile
+        formfield_callback = ids.formfield  # its foreign keys' ids are checked before any query
         fields = [
             "name",
             "engine",
@@ -98,6 +100,7 @@ class ProfileForm(SamplingCronMixin, forms.ModelForm):
 class PairForm(forms.ModelForm):
     class Meta:
         model = PairRun
+        formfield_callback = ids.formfield  # its foreign keys' ids are checked before any query
         fields = ["profile_a", "profile_b"]
 
     def clean(self):

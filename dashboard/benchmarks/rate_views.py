@@ -5,6 +5,7 @@ from django.contrib import messages
 from django.db import transaction
 from django.shortcuts import redirect, render
 
+from dashboard.forms.ids import IdChoiceField
 from dashboard.models import Engine
 from dashboard.roles import role_required
 
@@ -14,7 +15,7 @@ from .spec import RunSpec
 
 
 class RateForm(forms.Form):
-    engine = forms.ModelChoiceField(queryset=Engine.objects.filter(retired_at__isnull=True).order_by("name"))
+    engine = IdChoiceField(queryset=Engine.objects.filter(retired_at__isnull=True).order_by("name"))
     rate = forms.FloatField(min_value=0.01, max_value=MAX_RATE, initial=2.0, help_text="Requests per second")
     duration_s = forms.FloatField(min_value=0.1, max_value=MAX_DURATION_S, initial=60, label="Duration (s)")
     arrival = forms.ChoiceField(choices=[(a, a) for a in ARRIVALS], initial="poisson")

@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from dashboard.changelog.models import Entry
+from dashboard.forms.ids import IdChoiceField
 from dashboard.models import Engine
 from dashboard.roles import role_required
 
@@ -21,7 +22,7 @@ from .sweep_log import AttachError, sweep_attach
 
 
 class SweepForm(forms.Form):
-    engine = forms.ModelChoiceField(queryset=Engine.objects.filter(retired_at__isnull=True).order_by("name"))
+    engine = IdChoiceField(queryset=Engine.objects.filter(retired_at__isnull=True).order_by("name"))
     axis = forms.ChoiceField(choices=Sweep.Axis.choices, initial="concurrency")
     values = forms.CharField(max_length=200, initial="1,2,4,8", help_text="Rising, comma-separated, e.g. 1,2,4,8")
     depth = forms.IntegerField(

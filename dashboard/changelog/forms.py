@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 from django import forms
 from django.utils import timezone
 
+from dashboard.forms import ids
+from dashboard.forms.ids import IdChoiceField, IdMultipleChoiceField
 from dashboard.models import Engine, KVPoolEntry
 from dashboard.models.ledgers import GIB
 
@@ -55,9 +57,7 @@ class EntryForm(forms.Form):
     )
     kind = forms.ChoiceField(choices=Entry.Kind.choices)
     title = forms.CharField(max_length=200)
-    engines = forms.ModelMultipleChoiceField(
-        queryset=Engine.objects.all(), required=False, widget=forms.CheckboxSelectMultiple
-    )
+    engines = IdMultipleChoiceField(queryset=Engine.objects.all(), required=False, widget=forms.CheckboxSelectMultiple)
     units = forms.CharField(required=False, help_text="systemd units, comma-separated")
     flags = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}), help_text=FLAG_HELP)
     body_md = forms.CharField(label="Body (Markdown)", required=False, widget=forms.Textarea(attrs={"rows": 8}))
@@ -105,7 +105,7 @@ class ClaimForm(forms.Form):
     metric = forms.ChoiceField(choices=[("", "no prediction"), *Claim.Metric.choices], required=False)
     predicted = forms.FloatField(required=False, label="Predicted value")
     window = forms.IntegerField(required=False, min_value=1, max_value=MAX_WINDOW, label="At window")
-    engine = forms.ModelChoiceField(queryset=Engine.objects.all(), required=False)
+    engine = IdChoiceField(queryset=Engine.objects.all(), required=False)
 
     def clean(self):
         data = super().clean()
@@ -188,6 +188,7 @@ class KVPoolEntryForm(forms.ModelForm):
 
     class Meta:
         model = KVPoolEntry
+        formfield_callback = ids.formfield  # its foreign keys' ids are checked before any query
         fields = ["recorded_at", "engine", "memory_share", "pool_tokens", "window", "concurrency", "note"]
         widgets = {"recorded_at": DATETIME_WIDGET, "note": forms.TextInput()}
 
@@ -225,7 +226,7 @@ class KVPoolEntryForm(forms.ModelForm):
 class IncidentCloseForm(forms.Form):
     closed_at = forms.DateTimeField(widget=DATETIME_WIDGET, input_formats=DT_FORMATS, initial=timezone.now)
     fix_that_held = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}))
-    entries = forms.ModelMultipleChoiceField(
+    entries = IdMultipleChoiceField(
         queryset=Entry.objects.none(), required=False, label="Change-log entries that fixed it"
     )
 

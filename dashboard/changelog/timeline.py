@@ -6,6 +6,7 @@ from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.utils import timezone
 
+from dashboard.forms.ids import IdChoiceField
 from dashboard.models import Engine
 
 from .models import Entry
@@ -19,7 +20,7 @@ SEARCHABLE_DAYS = [
 
 
 class TimelineFilter(forms.Form):
-    engine = forms.ModelChoiceField(
+    engine = IdChoiceField(
         queryset=Engine.objects.all(), to_field_name="name", required=False, empty_label="all engines"
     )
     kind = forms.ChoiceField(choices=[("", "all kinds"), *Entry.Kind.choices], required=False)
@@ -57,7 +58,7 @@ class TimelineFilter(forms.Form):
 
 
 class ClaimFilter(forms.Form):
-    engine = forms.ModelChoiceField(
+    engine = IdChoiceField(
         queryset=Engine.objects.all(), to_field_name="name", required=False, empty_label="all engines"
     )
     state = forms.ChoiceField(

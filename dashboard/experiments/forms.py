@@ -1,6 +1,7 @@
 from django import forms
 
 from dashboard.benchmarks.models import MAX_DEPTH, MAX_OUTPUT
+from dashboard.forms.ids import IdChoiceField
 from dashboard.models import Engine
 
 from .models import MAX_REPS, MIN_REPS, PROBE_KINDS
@@ -8,8 +9,8 @@ from .models import MAX_REPS, MIN_REPS, PROBE_KINDS
 
 class ExperimentForm(forms.Form):
     name = forms.CharField(max_length=120, help_text="What it decides, e.g. 'MTP on codegen'")
-    engine_a = forms.ModelChoiceField(Engine.objects.filter(retired_at__isnull=True), label="Arm A (control)")
-    engine_b = forms.ModelChoiceField(
+    engine_a = IdChoiceField(Engine.objects.filter(retired_at__isnull=True), label="Arm A (control)")
+    engine_b = IdChoiceField(
         Engine.objects.filter(retired_at__isnull=True),
         label="Arm B (variant)",
         help_text="The same engine as A: one engine, restarted by you between repetitions when the page asks",

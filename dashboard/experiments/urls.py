@@ -6,7 +6,7 @@ app_name = "experiments"
 urlpatterns = [
     path("", views.index, name="index"),
     path("new/", views.create, name="new"),
-    path("<int:pk>/", views.detail, name="detail"),
-    path("<int:pk>/continue/", views.resume, name="continue"),
-    path("<int:pk>/record/", views.record, name="record"),
+    path("<id:pk>/", views.detail, name="detail"),
+    path("<id:pk>/continue/", views.resume, name="continue"),
+    path("<id:pk>/record/", views.record, name="record"),
 ]

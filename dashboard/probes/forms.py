@@ -3,6 +3,7 @@ import json
 from django import forms
 
 from dashboard.benchmarks.forms import SamplingCronMixin
+from dashboard.forms import ids
 from dashboard.forms.bounds import bound_widgets
 
 from .models import ProbeProfile
@@ -24,6 +25,7 @@ class ProbeProfileForm(SamplingCronMixin, forms.ModelForm):
 
     class Meta:
         model = ProbeProfile
+        formfield_callback = ids.formfield  # its foreign keys' ids are checked before any query
         fields = [
             "name",
             "engine",
