@@ -16,10 +16,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard.roles import require_role
+from dashboard.services.audit import RESTART_DROPIN
 
 log = logging.getLogger(__name__)
-DROPIN = "50-sparkops-restart.conf"
-DROPIN_TEXT = "[Unit]\nStartLimitIntervalSec=600\nStartLimitBurst=5\n\n[Service]\nRestart=always\nRestartSec=5\n"
+# The drop-in the launch audit's restart_always_bounded check suggests: one text, on the card and the audit page.
+DROPIN = RESTART_DROPIN.name
+DROPIN_TEXT = RESTART_DROPIN.text
 RESTART_TIMEOUT_S = 120
 
 

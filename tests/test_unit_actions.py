@@ -1,6 +1,8 @@
 """A down card's fix: the unit's commands, and the admin's Restart through the box's own worker."""
 
+import html
 import json
+import re
 import subprocess
 import sys
 
@@ -60,6 +62,31 @@ def test_a_down_card_shows_the_commands_and_restart_only_where_the_box_allows_it
     engine.refresh_from_db()
     assert "unit-restart" in engine_card_html(engine)
     assert "sudo systemctl" not in engine_card_html(fleet["vllm"])  # an up card has no fix
+
+
+def _settings(text):
+    """{directive: value} of the restart drop-in's four settings, wherever TEXT says them."""
+    return dict(re.findall(r"\b(StartLimitIntervalSec|StartLimitBurst|Restart|RestartSec)=(\w+)", text))
+
+
+def test_the_cards_drop_in_is_the_audits_fix(down):
+    """One fix, one text (issue 25, item 6): the down card's drop-in writes what the audit's fix says."""
+    from types import SimpleNamespace
+
+    from dashboard.services import audit
+
+    engine, _ = down
+    card = html.unescape(engine_card_html(engine))
+    command = next(line for line in card.splitlines() if "50-sparkops-restart.conf" in line and "printf" in line)
+    printf = re.search(r"printf '[^']*'", command).group(0)
+    written = subprocess.run(["sh", "-c", printf], capture_output=True, text=True).stdout
+    check = audit.CHECKS["restart_always_bounded"]
+    data = {"unit": {"unit": engine.unit, "restart": "on-failure", "start_limit_burst": 5}}
+    (result,) = check.run([(SimpleNamespace(name=engine.name, kind=engine.kind), data)], settings=check.DEFAULTS)
+    assert result.status == "fail" and _settings(written) == _settings(result.fix)
+    assert _settings(written) == _settings(audit.RESTART_DROPIN.text) and audit.RESTART_DROPIN.name in result.fix
+    assert set(_settings(written)) == {"StartLimitIntervalSec", "StartLimitBurst", "Restart", "RestartSec"}
+    assert written == DROPIN_TEXT == audit.RESTART_DROPIN.text
 
 
 @pytest.mark.parametrize("who", ["viewer_client", "operator_client"])

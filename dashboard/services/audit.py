@@ -84,15 +84,50 @@ def _file(data, directive):
     return f" ({path})" if path else ""
 
 
+@dataclass(frozen=True)
+class DropIn:
+    """A systemd drop-in a check's fix suggests: its file name and its settings, section by section. The
+    one source of that text: the audit's fix says it in a line, the down card's command writes the file."""
+
+    name: str
+    sections: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+
+    @property
+    def text(self):
+        """The file, as written under UNIT.d/."""
+        return "\n".join(
+            f"[{section}]\n" + "".join(f"{key}={value}\n" for key, value in settings)
+            for section, settings in self.sections
+        )
+
+    def inline(self):
+        """The file in one line: "[Unit] A=1, B=2; [Service] C=3"."""
+        return "; ".join(
+            f"[{section}] " + ", ".join(f"{key}={value}" for key, value in settings)
+            for section, settings in self.sections
+        )
+
+
+# The field reports' bound: a crash loop ends `failed` after 3 starts in an hour, visible, instead of looping.
+RESTART_DROPIN = DropIn(
+    "50-sparkops-restart.conf",
+    (
+        ("Unit", (("StartLimitIntervalSec", "3600"), ("StartLimitBurst", "3"))),
+        ("Service", (("Restart", "always"), ("RestartSec", "10"))),
+    ),
+)
+
+
 @register
 class RestartBounded(Check):
     key = "restart_always_bounded"
     title = "Restart=always, bounded by StartLimitBurst"
     DEFAULTS = {"max_burst": 5}
     BOUNDS = {"max_burst": (1, 100)}
+    dropin = RESTART_DROPIN
     fix = (
-        "An engine can die fatally and hand systemd a clean exit (Restart=on-failure never fires): add a drop-in "
-        "[Service] Restart=always, RestartSec=10, and [Unit] StartLimitBurst=3, StartLimitIntervalSec=3600"
+        "An engine can die fatally and hand systemd a clean exit (Restart=on-failure never fires): add the drop-in "
+        f"{RESTART_DROPIN.name}: {RESTART_DROPIN.inline()}"
     )
 
     def engine(self, engine, data, s):
