@@ -1,5 +1,6 @@
 """Strict environment parsers: a bad value stops start-up with a message naming the variable."""
 
+import math
 import os
 
 from django.core.exceptions import ImproperlyConfigured
@@ -32,7 +33,10 @@ def env_bool(name, default=False):
     raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
 
 
-def env_number(name, default, cast=int, minimum=None):
+def env_number(name, default, cast=int, minimum=None, maximum=None):
+    """A number from NAME (DEFAULT when unset or blank): a finite CAST within [MINIMUM, MAXIMUM], or
+    ImproperlyConfigured naming the variable. "nan" and "inf" are floats, but no interval, limit or
+    timeout: a poll interval of nan is never due again."""
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -40,8 +44,12 @@ def env_number(name, default, cast=int, minimum=None):
         value = cast(raw.strip())
     except ValueError:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a valid {cast.__name__}") from None
+    if not math.isfinite(value):
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a finite number")
     if minimum is not None and value < minimum:
         raise ImproperlyConfigured(f"{name}={raw!r} must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be at most {maximum}")
     return value
 
 

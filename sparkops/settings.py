@@ -10,6 +10,8 @@ from django.core.exceptions import ImproperlyConfigured
 from . import logformat as _logformat
 from .env import env_bool, env_list, env_number, env_str, generated_secret_key
 
+_day = 86400  # a day in seconds: the upper bounds of the interval settings below
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The project's templates/ and static/: at the top of a checkout, inside the sparkops package
@@ -139,12 +141,12 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # beat) opens at most 3 × SPARKOPS_DB_POOL_MAX, plus one per CLI command being run.
     # Chosen over PgBouncer: no further daemon to run and watch on a single box, and the
     # bound holds whatever PostgreSQL the operator points DATABASE_URL at.
-    _pool_max = env_number("SPARKOPS_DB_POOL_MAX", 10, minimum=1)
+    _pool_max = env_number("SPARKOPS_DB_POOL_MAX", 10, minimum=1, maximum=1000)
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django refuses persistent connections with a pool
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": min(2, _pool_max),
         "max_size": _pool_max,
-        "timeout": env_number("SPARKOPS_DB_POOL_TIMEOUT_S", 10.0, cast=float, minimum=0.1),
+        "timeout": env_number("SPARKOPS_DB_POOL_TIMEOUT_S", 10.0, cast=float, minimum=0.1, maximum=3600),
         # Idle connections above min_size close after a minute: a burst does not leave them open.
         "max_idle": 60.0,
     }
@@ -205,8 +207,8 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # refuses a locked-out pair before any password check
     "django.contrib.auth.backends.ModelBackend",
 ]
-AXES_FAILURE_LIMIT = env_number("SPARKOPS_LOGIN_FAILURE_LIMIT", 5, minimum=1)
-AXES_COOLOFF_TIME = timedelta(seconds=env_number("SPARKOPS_LOGIN_COOLOFF_S", 900, minimum=1))
+AXES_FAILURE_LIMIT = env_number("SPARKOPS_LOGIN_FAILURE_LIMIT", 5, minimum=1, maximum=1000)
+AXES_COOLOFF_TIME = timedelta(seconds=env_number("SPARKOPS_LOGIN_COOLOFF_S", 900, minimum=1, maximum=_day * 365))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True  # a good login forgets that pair's earlier failures
 AXES_LOCKOUT_CALLABLE = "dashboard.views.lockout.lockout_response"
@@ -237,43 +239,61 @@ STATIC_ROOT = env_str("STATIC_ROOT") or None
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
+# Alert delivery (dashboard/alerts/conf.py reads these): parsed here with the rest, so a bad value
+# stops start-up naming the variable instead of failing inside a delivery.
+SPARKOPS_ALERT_RETRY_BASE_S = env_number("SPARKOPS_ALERT_RETRY_BASE_S", 2.0, cast=float, minimum=0.1, maximum=3600)
+SPARKOPS_ALERT_RETRY_CAP_S = env_number("SPARKOPS_ALERT_RETRY_CAP_S", 600.0, cast=float, minimum=1, maximum=_day)
+SPARKOPS_ALERT_RETRY_FOR_S = env_number(
+    "SPARKOPS_ALERT_RETRY_FOR_S", 26 * 3600.0, cast=float, minimum=1, maximum=_day * 30
+)
+SPARKOPS_ALERT_CLAIM_LEASE_S = env_number("SPARKOPS_ALERT_CLAIM_LEASE_S", 30.0, cast=float, minimum=1, maximum=_day)
+SPARKOPS_ALERT_RENOTIFY_S = env_number("SPARKOPS_ALERT_RENOTIFY_S", 3600.0, cast=float, minimum=10, maximum=_day * 7)
+SPARKOPS_ALERT_SWEEP_S = env_number("SPARKOPS_ALERT_SWEEP_S", 5.0, cast=float, minimum=0.2, maximum=3600)
+SPARKOPS_ALERT_HTTP_TIMEOUT_S = env_number("SPARKOPS_ALERT_HTTP_TIMEOUT_S", 5.0, cast=float, minimum=0.1, maximum=600)
+
 # Mail (alerts); Django's SMTP backend.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1")
-EMAIL_PORT = env_number("EMAIL_PORT", 25, minimum=1)
+EMAIL_PORT = env_number("EMAIL_PORT", 25, minimum=1, maximum=65535)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
-EMAIL_TIMEOUT = env_number("EMAIL_TIMEOUT", 10, minimum=1)
+EMAIL_TIMEOUT = env_number("EMAIL_TIMEOUT", 10, minimum=1, maximum=3600)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "sparkops@localhost")
 
 # Polling
-SPARKOPS_POLL_INTERVAL = env_number("SPARKOPS_POLL_INTERVAL", 2.0, cast=float, minimum=0.5)
+SPARKOPS_POLL_INTERVAL = env_number("SPARKOPS_POLL_INTERVAL", 2.0, cast=float, minimum=0.5, maximum=3600)
 # What one engine's /metrics may hold, as Prometheus bounds a scrape (dashboard/collectors/prom.py).
-SPARKOPS_SCRAPE_SAMPLE_LIMIT = env_number("SPARKOPS_SCRAPE_SAMPLE_LIMIT", 20000, cast=int, minimum=1)
-SPARKOPS_SCRAPE_LABEL_LIMIT = env_number("SPARKOPS_SCRAPE_LABEL_LIMIT", 64, cast=int, minimum=1)
+SPARKOPS_SCRAPE_SAMPLE_LIMIT = env_number(
+    "SPARKOPS_SCRAPE_SAMPLE_LIMIT", 20000, cast=int, minimum=1, maximum=10_000_000
+)
+SPARKOPS_SCRAPE_LABEL_LIMIT = env_number("SPARKOPS_SCRAPE_LABEL_LIMIT", 64, cast=int, minimum=1, maximum=10_000)
 SPARKOPS_SCRAPE_LABEL_NAME_LENGTH_LIMIT = env_number(
-    "SPARKOPS_SCRAPE_LABEL_NAME_LENGTH_LIMIT", 128, cast=int, minimum=1
+    "SPARKOPS_SCRAPE_LABEL_NAME_LENGTH_LIMIT", 128, cast=int, minimum=1, maximum=65_536
 )
 SPARKOPS_SCRAPE_LABEL_VALUE_LENGTH_LIMIT = env_number(
-    "SPARKOPS_SCRAPE_LABEL_VALUE_LENGTH_LIMIT", 2048, cast=int, minimum=1
+    "SPARKOPS_SCRAPE_LABEL_VALUE_LENGTH_LIMIT", 2048, cast=int, minimum=1, maximum=1_048_576
 )
-SPARKOPS_SCRAPE_PARSE_TIME_LIMIT_S = env_number("SPARKOPS_SCRAPE_PARSE_TIME_LIMIT_S", 1.0, cast=float, minimum=0.01)
-SPARKOPS_LIVENESS_INTERVAL = env_number("SPARKOPS_LIVENESS_INTERVAL", 1.0, cast=float, minimum=0.2)
+SPARKOPS_SCRAPE_PARSE_TIME_LIMIT_S = env_number(
+    "SPARKOPS_SCRAPE_PARSE_TIME_LIMIT_S", 1.0, cast=float, minimum=0.01, maximum=60
+)
+SPARKOPS_LIVENESS_INTERVAL = env_number("SPARKOPS_LIVENESS_INTERVAL", 1.0, cast=float, minimum=0.2, maximum=3600)
 # The request contract on live traffic (dashboard/collectors/contract.py): finish-reason shares,
 # prompts at the window's edge and journal 400/500/peg-native counts over this trailing window;
 # requests cut at one round duration over the second.
-SPARKOPS_CONTRACT_WINDOW_S = env_number("SPARKOPS_CONTRACT_WINDOW_S", 600.0, cast=float, minimum=1.0)
-SPARKOPS_CONTRACT_CUT_WINDOW_S = env_number("SPARKOPS_CONTRACT_CUT_WINDOW_S", 3600.0, cast=float, minimum=1.0)
+SPARKOPS_CONTRACT_WINDOW_S = env_number("SPARKOPS_CONTRACT_WINDOW_S", 600.0, cast=float, minimum=1.0, maximum=_day * 7)
+SPARKOPS_CONTRACT_CUT_WINDOW_S = env_number(
+    "SPARKOPS_CONTRACT_CUT_WINDOW_S", 3600.0, cast=float, minimum=1.0, maximum=_day * 7
+)
 # A resident poller keeps its readings in memory and stores them every this many seconds
 # (0: every tick), as Telegraf's flush_interval does; the live view and the alerts see every
 # tick at once. A crash loses at most this much history; a status change is stored at once.
-SPARKOPS_FLUSH_INTERVAL = env_number("SPARKOPS_FLUSH_INTERVAL", 10.0, cast=float, minimum=0.0)
+SPARKOPS_FLUSH_INTERVAL = env_number("SPARKOPS_FLUSH_INTERVAL", 10.0, cast=float, minimum=0.0, maximum=3600)
 # Live view: an open socket keeps its presence key this long (refreshed every third of it);
 # the poller asks whether anyone watches at most this often before rendering cards.
-SPARKOPS_LIVE_PRESENCE_TTL = env_number("SPARKOPS_LIVE_PRESENCE_TTL", 60.0, cast=float, minimum=3)
-SPARKOPS_LIVE_PRESENCE_CACHE = env_number("SPARKOPS_LIVE_PRESENCE_CACHE", 2.0, cast=float, minimum=0)
+SPARKOPS_LIVE_PRESENCE_TTL = env_number("SPARKOPS_LIVE_PRESENCE_TTL", 60.0, cast=float, minimum=3, maximum=_day)
+SPARKOPS_LIVE_PRESENCE_CACHE = env_number("SPARKOPS_LIVE_PRESENCE_CACHE", 2.0, cast=float, minimum=0, maximum=3600)
 SPARKOPS_HOST_NAME = env_str("SPARKOPS_HOST_NAME", "") or __import__("socket").gethostname()
 # Commands and paths the host collectors read; overridable for --user units, odd
 # installs, or the simulator (which ships systemctl/journalctl/nvidia-smi work-alikes).
@@ -295,7 +315,7 @@ SPARKOPS_GPU_BACKEND = env_str("SPARKOPS_GPU_BACKEND", "auto")  # auto | nvml | 
 SPARKOPS_HEARTBEAT_URL = env_str("SPARKOPS_HEARTBEAT_URL", "").strip()
 SPARKOPS_HEARTBEAT_FAIL_URL = env_str("SPARKOPS_HEARTBEAT_FAIL_URL", "").strip()
 SPARKOPS_HEARTBEAT_METHOD = env_str("SPARKOPS_HEARTBEAT_METHOD", "GET").strip().upper()
-SPARKOPS_HEARTBEAT_INTERVAL_S = env_number("SPARKOPS_HEARTBEAT_INTERVAL_S", 60.0, cast=float, minimum=1)
+SPARKOPS_HEARTBEAT_INTERVAL_S = env_number("SPARKOPS_HEARTBEAT_INTERVAL_S", 60.0, cast=float, minimum=1, maximum=_day)
 for _name in ("SPARKOPS_HEARTBEAT_URL", "SPARKOPS_HEARTBEAT_FAIL_URL"):
     if globals()[_name] and not globals()[_name].startswith(("http://", "https://")):
         raise ImproperlyConfigured(f"{_name}={globals()[_name]!r} is not an http:// or https:// URL")
@@ -306,7 +326,7 @@ if SPARKOPS_HEARTBEAT_METHOD not in ("GET", "POST"):
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
-SECURE_HSTS_SECONDS = env_number("SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_SECONDS = env_number("SECURE_HSTS_SECONDS", 0, minimum=0, maximum=_day * 365 * 10)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True

@@ -33,6 +33,21 @@ def test_env_number_refuses_garbage_and_too_small(monkeypatch):
     assert env_number("X_NUM", 2.0, cast=float) == 3.0
 
 
+@pytest.mark.parametrize("raw", ["nan", "NaN", "inf", "-inf", "Infinity", "1e400"])
+def test_env_number_refuses_what_is_not_finite(monkeypatch, raw):
+    monkeypatch.setenv("X_NUM", raw)
+    with pytest.raises(ImproperlyConfigured, match=f"X_NUM='{raw}' is not a finite number"):
+        env_number("X_NUM", 2.0, cast=float, minimum=0.5)
+
+
+def test_env_number_refuses_too_large(monkeypatch):
+    monkeypatch.setenv("X_NUM", "70000")
+    with pytest.raises(ImproperlyConfigured, match="X_NUM='70000' must be at most 65535"):
+        env_number("X_NUM", 25, minimum=1, maximum=65535)
+    monkeypatch.setenv("X_NUM", "65535")
+    assert env_number("X_NUM", 25, minimum=1, maximum=65535) == 65535
+
+
 def test_env_list_and_file_secrets(monkeypatch, tmp_path):
     monkeypatch.setenv("X_LIST", "a, b,,c")
     assert env_list("X_LIST") == ["a", "b", "c"]
@@ -66,6 +81,41 @@ def test_bad_setting_stops_startup_with_the_variable_named():
     )
     assert proc.returncode != 0
     assert "SPARKOPS_POLL_INTERVAL='fast' is not a valid float" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "name,raw,message",
+    [
+        ("SPARKOPS_POLL_INTERVAL", "nan", "is not a finite number"),
+        ("SPARKOPS_POLL_INTERVAL", "inf", "is not a finite number"),
+        ("SPARKOPS_FLUSH_INTERVAL", "-inf", "is not a finite number"),
+        ("SPARKOPS_POLL_INTERVAL", "1e9", "must be at most 3600"),
+        ("SPARKOPS_LOGIN_COOLOFF_S", "99999999999999999999", "must be at most 31536000"),
+        ("EMAIL_PORT", "70000", "must be at most 65535"),
+        ("SPARKOPS_ALERT_RETRY_BASE_S", "fast", "is not a valid float"),
+        ("SPARKOPS_ALERT_RENOTIFY_S", "nan", "is not a finite number"),
+        ("SPARKOPS_ALERT_HTTP_TIMEOUT_S", "0", "must be at least 0.1"),
+    ],
+)
+def test_every_numeric_setting_is_finite_and_bounded_at_startup(name, raw, message):
+    """Issue 25, item 5: `manage.py check` (start-up) stops, naming the variable, on a number that is not
+    finite or out of its bounds, the alert settings too (parsed with the rest, not at the first delivery)."""
+    proc = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        env={**{k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}, name: raw},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode != 0, proc.stdout
+    assert f"{name}={raw!r} {message}" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_alert_settings_are_the_parsed_values(settings):
+    from dashboard.alerts import conf
+
+    settings.SPARKOPS_ALERT_RENOTIFY_S = 120.0
+    assert conf.renotify_s() == 120.0 and conf.http_timeout_s() == settings.SPARKOPS_ALERT_HTTP_TIMEOUT_S
 
 
 def test_secret_key_check_refuses_debug_off_without_a_key():
