@@ -278,6 +278,9 @@ SPARKOPS_SCRAPE_LABEL_VALUE_LENGTH_LIMIT = env_number(
 SPARKOPS_SCRAPE_PARSE_TIME_LIMIT_S = env_number(
     "SPARKOPS_SCRAPE_PARSE_TIME_LIMIT_S", 1.0, cast=float, minimum=0.01, maximum=60
 )
+# A worker whose clock is off the database's by more than this says so (its host's clock_skew
+# alert, /healthz); times other processes compare come from the database's clock anyway.
+SPARKOPS_CLOCK_SKEW_MAX_S = env_number("SPARKOPS_CLOCK_SKEW_MAX_S", 5.0, cast=float, minimum=0.1)
 SPARKOPS_LIVENESS_INTERVAL = env_number("SPARKOPS_LIVENESS_INTERVAL", 1.0, cast=float, minimum=0.2, maximum=3600)
 # The request contract on live traffic (dashboard/collectors/contract.py): finish-reason shares,
 # prompts at the window's edge and journal 400/500/peg-native counts over this trailing window;

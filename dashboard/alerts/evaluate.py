@@ -13,7 +13,8 @@ import marshal
 import time
 
 from django.db.models import Exists, OuterRef, Q
-from django.utils import timezone
+
+from dashboard.clock import shared_now
 
 from .lifecycle import Finding, alert_observe
 from .models import AlertEvent, AlertRule, AlertRuleOverride, RuleState
@@ -307,7 +308,7 @@ def _observing_changes_nothing(event, finding, for_s):
     return (
         event.state == AlertEvent.State.PENDING
         and not finding.fire_now
-        and (timezone.now() - event.started_at).total_seconds() < wait
+        and (shared_now() - event.started_at).total_seconds() < wait  # started_at is the database's time
     )
 
 

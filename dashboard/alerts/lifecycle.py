@@ -10,6 +10,7 @@ from datetime import timedelta
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from dashboard.clock import db_now
 from dashboard.models import Incident
 
 from . import outbox
@@ -65,8 +66,9 @@ def _engine_retired(engine):
 @transaction.atomic
 def alert_observe(*, rule, finding, severity, for_s=0.0, now=None):
     """Apply one finding; returns the open or just-resolved event (None when nothing is open).
-    No rule fires for a retired engine: its active findings are dropped (issue 31)."""
-    now = now or timezone.now()
+    No rule fires for a retired engine: its active findings are dropped (issue 31).
+    Its times are the database's clock (dashboard/clock.py), not this process's."""
+    now = now or db_now()
     if finding.active and _engine_retired(finding.engine):
         return None
     event = _open_event(rule, finding.subject)
@@ -169,7 +171,7 @@ def alerts_resolve_engine(*, engine, reason, now=None):
     """Resolve every open event of ENGINE (any rule) with REASON, e.g. "retired": nothing will
     poll it again, so nothing else would. Firing ones notify their resolution as usual;
     pending ones (never confirmed) go. Returns the resolved events."""
-    now = now or timezone.now()
+    now = now or db_now()
     events = AlertEvent.objects.select_for_update().filter(engine=engine, state__in=AlertEvent.OPEN_STATES)
     return [e for e in (_resolve(event, now, reason) for event in events.order_by("pk")) if e is not None]
 
@@ -198,7 +200,7 @@ def alert_acknowledge(*, event, user, now=None):
 
 def renotify_due(*, now=None):
     """Re-notify firing, unacknowledged critical alerts whose last notification is older than their interval."""
-    now = now or timezone.now()
+    now = now or db_now()
     interval_s = renotify_interval_s()
     count = 0
     for event in AlertEvent.objects.filter(**_RENOTIFIABLE):

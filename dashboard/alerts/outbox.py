@@ -17,7 +17,8 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, Value
 from django.db.models.functions import Coalesce
-from django.utils import timezone
+
+from dashboard.clock import db_now
 
 from . import conf
 from .models import AlertEvent, Delivery, DeliveryAttempt, MaintenanceWindow, NotificationChannel, Silence
@@ -53,7 +54,7 @@ def channels_for(event):
 
 def notify(*, event, transition, now=None):
     """Write the deliveries of one transition (inside the caller's transaction); send after commit."""
-    now = now or timezone.now()
+    now = now or db_now()
     if transition == "resolved":
         # Tell exactly the channels that heard it fire, whatever the routes or silences say now.
         channels = list(
@@ -122,7 +123,7 @@ def _behind_an_earlier():
 def claim(pk, *, now=None):
     """Take delivery PK for sending; False when someone else has it, it is not due, or it
     waits for an earlier delivery of its event to its channel."""
-    now = now or timezone.now()
+    now = now or db_now()
     lease = now + timedelta(seconds=conf.claim_lease_s())
     return (
         Delivery.objects.filter(pk=pk, status="pending", next_attempt_at__lte=now)
@@ -167,7 +168,7 @@ def delivery_send(*, delivery_id):
 
 
 def _record_success(delivery, ms):
-    now = timezone.now()
+    now = db_now()  # the database's clock: other processes compare these times
     with transaction.atomic():
         DeliveryAttempt.objects.create(delivery=delivery, at=now, ok=True, duration_ms=ms)
         Delivery.objects.filter(pk=delivery.pk).update(
@@ -186,7 +187,7 @@ def _record_success(delivery, ms):
 
 
 def _record_failure(delivery, exc, ms):
-    now = timezone.now()
+    now = db_now()  # the database's clock: other processes compare these times
     attempts = delivery.attempts + 1
     give_up = exc.permanent or (now - delivery.created_at).total_seconds() >= conf.retry_for_s()
     fields = {"attempts": attempts, "last_error": str(exc)[:2000], "duration_ms": ms, "claimed_until": None}
@@ -221,7 +222,7 @@ def channel_mark_failing(*, channel, error, now):
 def sweep(*, now=None):
     """Re-queue what was lost: lapsed claims back to pending, then enqueue every due pending
     row that is not waiting for an earlier one (that one is queued when the earlier settles)."""
-    now = now or timezone.now()
+    now = now or db_now()
     lapsed = Q(status="sending", claimed_until__lt=now)
     if not Delivery.objects.filter(lapsed | Q(status="pending", next_attempt_at__lte=now)).exists():
         return []  # the usual case, every few seconds: one indexed query

@@ -16,9 +16,10 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
-from dashboard import http
+from dashboard import clock, http
 from dashboard.collectors import collector_for, contract, runner, store
 from dashboard.collectors.base import Snapshot, describe
 from dashboard.collectors.derive import SAMPLE_METRICS, derive, kv_changed
@@ -174,6 +175,9 @@ class PendingWrites:
         )
         if host.last_report_at is None:
             self.urgent = True  # its first report: the host is being watched, say so now
+        # The clock offset measured at the last store stays in the reading until the next one.
+        if isinstance(collected.reading, dict) and isinstance(host.latest, dict) and "clock_offset_s" in host.latest:
+            collected.reading.setdefault("clock_offset_s", host.latest["clock_offset_s"])
         host.latest, host.last_report_at = collected.reading, collected.at
         self.hosts[host.pk] = host
 
@@ -202,8 +206,15 @@ class PendingWrites:
             self.batch.flush()
             if self.engines:
                 Engine.objects.bulk_update(list(self.engines.values()), ENGINE_FIELDS)
+            if self.hosts:
+                # The report's time is the database's (Now()), not this worker's clock: others
+                # judge it by the database's (collector-stale, /healthz, adoption). How far this
+                # worker's clock is off goes into the reading (the clock_skew rule, /healthz).
+                offset = clock.offset_s()
             for host in self.hosts.values():
-                Host.objects.filter(pk=host.pk).update(latest=host.latest, last_report_at=host.last_report_at)
+                if isinstance(host.latest, dict):
+                    host.latest["clock_offset_s"] = offset
+                Host.objects.filter(pk=host.pk).update(latest=host.latest, last_report_at=Now())
         self.engines, self.hosts, self.urgent = {}, {}, False
 
 

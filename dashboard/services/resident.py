@@ -47,6 +47,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.alerts.evaluate import Memory, evaluate_host, evaluate_liveness, evaluate_polled
+from dashboard.clock import db_now
 from dashboard.collectors import runner, store
 from dashboard.live.publish import LivePublisher
 from dashboard.models import Engine, Host
@@ -65,8 +66,9 @@ FETCH_WAIT = 0.4
 
 
 def fleet_hosts():
-    """Every host with its last report: (the rows, when they were read)."""
-    return list(Host.objects.only("pk", "name", "last_report_at")), timezone.now()
+    """Every host with its last report: (the rows, when they were read, by the database's clock:
+    the reports are stamped with it)."""
+    return list(Host.objects.only("pk", "name", "last_report_at")), db_now()
 
 
 def fleet_roles(*, host, hosts=None):

@@ -7,9 +7,9 @@ from django.contrib.auth.decorators import login_not_required
 from django.db import connection
 from django.db.models import Max
 from django.http import HttpResponse, JsonResponse
-from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from dashboard.clock import db_now, skew_text
 from dashboard.models import Engine, Host
 from dashboard.services.fleet import report_lag_s
 
@@ -38,14 +38,18 @@ def _latest_poll():
     return max(times) if times else None
 
 
-def _stale_hosts(limit):
-    """Hosts whose own worker has not reported within LIMIT (the collector-stale condition)."""
-    now = timezone.now()
-    for name, reported in Host.objects.values_list("name", "last_report_at"):
+def _stale_hosts(limit, now):
+    """Hosts whose own worker has not reported within LIMIT (the collector-stale condition), and
+    live ones whose clock is off the database's (what they measured when they last stored)."""
+    for name, reported, latest in Host.objects.values_list("name", "last_report_at", "latest"):
         if reported is None:
             yield f"host {name}: its worker has never reported"
         elif now - reported > limit:
             yield f"host {name}: its worker has not reported for {int((now - reported).total_seconds())} s"
+        else:
+            skew = skew_text(f"host {name}", latest.get("clock_offset_s") if isinstance(latest, dict) else None)
+            if skew:
+                yield f"clock: {skew}"
 
 
 @login_not_required
@@ -79,11 +83,12 @@ def health_report():
     limit = timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * STALE_AFTER_INTERVALS + report_lag_s())
     body["latest_poll"] = latest.isoformat() if latest else None
     if body["database"] == "ok":
+        now = db_now()  # the workers' reports are stamped with the database's clock
         if latest is None:
             problems.append("poll: no poll has completed yet")
-        elif timezone.now() - latest > limit:
-            problems.append(f"poll: the latest poll is {int((timezone.now() - latest).total_seconds())} s old")
-        problems.extend(_stale_hosts(limit))
+        elif now - latest > limit:
+            problems.append(f"poll: the latest poll is {int((now - latest).total_seconds())} s old")
+        problems.extend(_stale_hosts(limit, now))
     body["status"] = "ok" if not problems else "unhealthy"
     body["problems"] = problems
     return body

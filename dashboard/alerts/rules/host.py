@@ -5,7 +5,6 @@ import time
 from datetime import timedelta
 
 from django.conf import settings as django_settings
-from django.utils import timezone
 
 from ..lifecycle import Finding
 from . import register
@@ -225,10 +224,11 @@ class CollectorStale(Rule):
     )
 
     def evaluate(self, *, settings, **_):
+        from dashboard.clock import db_now
         from dashboard.models import Host
-
-        now = timezone.now()
         from dashboard.services.fleet import report_lag_s
+
+        now = db_now()  # the reports are stamped with the database's clock: judge them by it
 
         # A live worker stores its report every SPARKOPS_FLUSH_INTERVAL: allow that much on top.
         limit = timedelta(seconds=django_settings.SPARKOPS_POLL_INTERVAL * settings["intervals"] + report_lag_s())
@@ -246,3 +246,34 @@ class CollectorStale(Rule):
                 )
             )
         return findings
+
+
+@register
+class ClockSkew(Rule):
+    key = "clock_skew"
+    title = "Clock skew"
+    severity = "warning"
+    signal = "host_polled"
+    help = (
+        "The host's worker's clock is off the database's by more than SPARKOPS_CLOCK_SKEW_MAX_S (measured each time "
+        "it stores its report). The times others compare come from the database's clock anyway; its own stamps "
+        "(sample times) and timers are off by as much."
+    )
+
+    def evaluate(self, *, settings, host, reading, **_):
+        from dashboard.clock import skew_text
+
+        offset = reading.get("clock_offset_s") if isinstance(reading, dict) else None
+        if offset is None:
+            return []
+        text = skew_text(f"host {host.name}", offset)
+        return [
+            Finding(
+                subject=f"{host.name}/clock",
+                host=host,
+                active=bool(text),
+                cause="clock_skew",
+                message=(text[0].upper() + text[1:] + ".") if text else "",
+                fire_now=True,
+            )
+        ]

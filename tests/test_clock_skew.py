@@ -1,0 +1,114 @@
+"""A worker's clock does not decide what others believe (issue 31, item 2).
+
+The process's clock is shifted in the test (django.utils.timezone.now, which everything here
+reads "now" from: a libfaketime of this process), the database's is not. Times that other
+processes compare — a host's last report, the collector-stale check, /healthz, alert and
+delivery stamps — come from the database; a worker off by more than SPARKOPS_CLOCK_SKEW_MAX_S
+says so (its host's reading, the clock_skew rule, /healthz)."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from dashboard.alerts.evaluate import evaluate
+from dashboard.alerts.models import AlertEvent, Delivery
+from dashboard.clock import db_now
+from dashboard.collectors.store import SeriesIds
+from dashboard.models import Host
+from dashboard.services.polling import HostCollected, PendingWrites
+
+pytestmark = pytest.mark.django_db
+
+HOUR = 3600.0
+
+
+@pytest.fixture
+def shift(monkeypatch):
+    """shift(S): this process's clock reads S seconds ahead of the real one (negative: behind)."""
+    real = timezone.now
+
+    def to(seconds):
+        monkeypatch.setattr(timezone, "now", lambda: real() + timedelta(seconds=seconds))
+
+    yield to
+    monkeypatch.setattr(timezone, "now", real)
+
+
+def _report(host):
+    """What a worker's resident poller does with its host reading: hold it, then store it."""
+    pending = PendingWrites(SeriesIds())
+    pending.add_host(host, HostCollected(timezone.now(), {"host": {}}, {}, {}, {}))
+    pending.flush()
+
+
+def _open(rule, subject):
+    return AlertEvent.objects.filter(rule=rule, subject=subject, state__in=AlertEvent.OPEN_STATES).first()
+
+
+def test_a_worker_an_hour_ahead_stores_its_report_at_the_databases_time_and_says_it_is_off(fleet, shift):
+    host = fleet["host"]
+    shift(HOUR)
+    _report(host)
+    host.refresh_from_db()
+    assert abs((host.last_report_at - db_now()).total_seconds()) < 5, host.last_report_at
+    assert host.latest["clock_offset_s"] == pytest.approx(HOUR, abs=5)
+    evaluate("host_polled", host=host, reading=host.latest)
+    skew = _open("clock_skew", f"{host.name}/clock")
+    assert skew is not None and skew.state == "firing" and "ahead of the database" in skew.message
+
+
+def test_a_worker_on_time_raises_no_clock_finding(fleet):
+    host = fleet["host"]
+    _report(host)
+    host.refresh_from_db()
+    assert abs(host.latest["clock_offset_s"]) < 2
+    evaluate("host_polled", host=host, reading=host.latest)
+    assert _open("clock_skew", f"{host.name}/clock") is None
+
+
+def test_a_dead_worker_is_paged_by_a_leader_ten_minutes_behind(fleet, shift):
+    """Its worker last reported 60 s ago (database time): dead. The leader's clock is 10 min
+    behind; it must still page, and the alert's times are the database's."""
+    host = fleet["host"]
+    Host.objects.filter(pk=host.pk).update(last_report_at=db_now() - timedelta(seconds=60))
+    shift(-600)
+    evaluate("beat")
+    stale = _open("collector_stale", f"{host.name}/collector")
+    assert stale is not None and stale.state == "firing"
+    assert abs((stale.started_at - db_now()).total_seconds()) < 5
+    assert Delivery.objects.filter(event=stale).exists()
+    for delivery in Delivery.objects.filter(event=stale):
+        assert abs((delivery.next_attempt_at - db_now()).total_seconds()) < 5  # due now, not in 10 min
+
+
+def test_a_leader_ten_minutes_behind_does_not_resolve_a_live_alert(fleet, shift):
+    host = fleet["host"]
+    Host.objects.filter(pk=host.pk).update(last_report_at=db_now() - timedelta(seconds=60))
+    evaluate("beat")
+    assert _open("collector_stale", f"{host.name}/collector") is not None
+    shift(-600)
+    evaluate("beat")  # its own clock would call the 60 s old report 9 minutes in the future: fresh
+    stale = _open("collector_stale", f"{host.name}/collector")
+    assert stale is not None, "a leader's slow clock resolved a dead worker's alert"
+
+
+def test_healthz_on_a_web_ten_minutes_behind_still_lists_a_dead_worker(client, fleet, shift):
+    host = fleet["host"]
+    Host.objects.filter(pk=host.pk).update(last_report_at=db_now() - timedelta(seconds=120))
+    shift(-600)
+    body = client.get("/healthz").json()
+    assert any(p.startswith(f"host {host.name}: its worker has not reported for") for p in body["problems"]), body
+
+
+def test_healthz_says_which_workers_clock_is_off(client, fleet):
+    host = fleet["host"]
+    now = db_now()
+    Host.objects.filter(pk=host.pk).update(last_report_at=now, latest={"host": {}, "clock_offset_s": HOUR})
+    from dashboard.models import Engine
+
+    Engine.objects.filter(pk=fleet["vllm"].pk).update(last_poll_at=now)
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    problems = " ".join(response.json()["problems"])
+    assert f"the clock of host {host.name} is 3600.0 s ahead of the database's" in problems
