@@ -20,6 +20,15 @@ def _close_the_main_threads_http_client():
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _fast_password_hashing():
+    """Passwords hashed at one PBKDF2 iteration in the test process (tests/hashers.py)."""
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["tests.hashers.OneIterationPBKDF2"]):
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _empty_the_sqlite_test_database_past_its_triggers():
     """How a transactional test's database is emptied after it, on SQLite.
 

@@ -850,7 +850,21 @@ class Crawl:
 
 
 @pytest.fixture
-def crawl(django_user_model, recording, settings):
+def uninstrumented_templates():
+    """Templates rendered as in production. Django's test environment wraps every render to send
+    `template_rendered`, and its test client keeps a copy of the context of each render (each
+    include in each loop too) for `response.context`; the crawl reads only status codes, and those
+    copies were most of its time."""
+    from django.template import Template
+
+    instrumented = Template._render
+    Template._render = Template._original_render
+    yield
+    Template._render = instrumented
+
+
+@pytest.fixture
+def crawl(django_user_model, recording, settings, uninstrumented_templates):
     settings.DEBUG_PROPAGATE_EXCEPTIONS = False
     return Crawl(django_user_model)
 
