@@ -112,3 +112,41 @@ def test_healthz_says_which_workers_clock_is_off(client, fleet):
     assert response.status_code == 503
     problems = " ".join(response.json()["problems"])
     assert f"the clock of host {host.name} is 3600.0 s ahead of the database's" in problems
+
+
+def _fire_stale(host):
+    """A dead worker's collector_stale alert (critical), fired on the right clock."""
+    Host.objects.filter(pk=host.pk).update(last_report_at=db_now() - timedelta(seconds=60))
+    evaluate("beat")
+    event = _open("collector_stale", f"{host.name}/collector")
+    assert event is not None and event.state == "firing"
+    return event
+
+
+def test_a_worker_an_hour_ahead_stamps_a_delivery_sent_at_the_databases_time(fleet, shift):
+    from dashboard.alerts import outbox
+    from tests.alerts.servers import WebhookReceiver
+
+    receiver = WebhookReceiver()
+    try:
+        hook = fleet["webhook"]
+        hook.config = {"url": receiver.url, "format": "sparkops"}
+        hook.save()
+        event = _fire_stale(fleet["host"])
+        shift(HOUR)  # the worker that sends it
+        for delivery in Delivery.objects.filter(event=event, channel=hook):
+            assert outbox.delivery_send(delivery_id=delivery.pk) == "sent"
+            delivery.refresh_from_db()
+            assert abs((delivery.sent_at - db_now()).total_seconds()) < 5, delivery.sent_at
+    finally:
+        receiver.close()
+
+
+def test_a_worker_an_hour_ahead_does_not_renotify_early(fleet, shift):
+    from dashboard.alerts.lifecycle import renotify_due
+
+    event = _fire_stale(fleet["host"])
+    before = Delivery.objects.filter(event=event).count()
+    shift(HOUR + 60)  # past the default renotify interval (1 h) by its own clock only
+    assert renotify_due() == 0
+    assert Delivery.objects.filter(event=event).count() == before
