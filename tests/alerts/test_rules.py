@@ -124,20 +124,25 @@ def test_restart_loop_per_engine_override(fleet):
 
 
 def test_prefix_cache_drop_against_own_baseline(fleet):
-    import time
+    import time_machine
 
     vllm = fleet["vllm"]
     rule_update(key="prefix_cache_drop", params={"window_s": 1, "min_queries": 100, "for_s": 0})
     q = h = 0
-    for _ in range(4):  # a healthy 92 % window sets the baseline
-        q, h = q + 1000, h + 920
-        evaluate("engine_polled", engine=vllm, reading={"prefix_cache_queries_total": q, "prefix_cache_hits_total": h})
-        time.sleep(0.55)
-    assert open_event("prefix_cache_drop", "vllm-main") is None
-    for _ in range(3):  # 40 %: 52 points down
-        q, h = q + 1000, h + 400
-        evaluate("engine_polled", engine=vllm, reading={"prefix_cache_queries_total": q, "prefix_cache_hits_total": h})
-        time.sleep(0.55)
+    with time_machine.travel(timezone.now(), tick=False) as clock:  # polls 0.55 s apart, on a clock
+        for _ in range(4):  # a healthy 92 % window sets the baseline
+            q, h = q + 1000, h + 920
+            evaluate(
+                "engine_polled", engine=vllm, reading={"prefix_cache_queries_total": q, "prefix_cache_hits_total": h}
+            )
+            clock.shift(0.55)
+        assert open_event("prefix_cache_drop", "vllm-main") is None
+        for _ in range(3):  # 40 %: 52 points down
+            q, h = q + 1000, h + 400
+            evaluate(
+                "engine_polled", engine=vllm, reading={"prefix_cache_queries_total": q, "prefix_cache_hits_total": h}
+            )
+            clock.shift(0.55)
     event = open_event("prefix_cache_drop", "vllm-main")
     assert event and event.state == "firing" and "below its baseline 92%" in event.message
 
