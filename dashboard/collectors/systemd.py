@@ -156,7 +156,17 @@ def classify(entry):
 
 
 def entry_unit(entry):
-    return entry.get("_SYSTEMD_UNIT") or entry.get("UNIT") or entry.get("_SYSTEMD_USER_UNIT") or entry.get("USER_UNIT")
+    """The unit an entry is about: the one a manager's own message names (UNIT=, or USER_UNIT= from
+    a user manager), else the unit whose process wrote it. A --user unit's process lines carry
+    both `_SYSTEMD_USER_UNIT=eng.service` and `_SYSTEMD_UNIT=user@UID.service` (the user manager's
+    service that holds it), and a manager's message its own `_SYSTEMD_UNIT=init.scope` (or
+    `_SYSTEMD_USER_UNIT=init.scope`): the user unit and the named unit come first (real systemd
+    252; the simulator once wrote `_SYSTEMD_UNIT=` for user units too, so every user unit's line
+    was credited to user@0.service)."""
+    for key in ("UNIT", "USER_UNIT", "_SYSTEMD_USER_UNIT", "_SYSTEMD_UNIT"):
+        if entry.get(key):
+            return entry[key]
+    return None
 
 
 def fatal_line(entry, signature):

@@ -146,7 +146,7 @@ class UserManager:
             return ""
 
     def _tree_pids(self) -> set[int]:
-        pids = set()
+        pids: set[int] = set()
         for top in self.cgroups:
             if not top.exists():
                 continue

@@ -88,3 +88,27 @@ def test_a_later_drop_in_that_resets_exec_start_is_the_flags_origin(box, engine_
     shown(box, "dro", LoadState="loaded")
     config = unitconfig.read_units([engine])[engine.pk]
     assert config["need_daemon_reload"], config
+
+
+def test_journal_lines_of_a_user_unit_are_credited_to_it(box, engine_of):
+    """A --user unit's lines name the user manager's service in _SYSTEMD_UNIT (user@0.service):
+    the collectors credit them to the engine's unit, fatal lines and boot facts alike."""
+    from dashboard.collectors import hostread
+
+    box.add("jrn")
+    engine = engine_of(box, "jrn")
+    box.fault("jrn", "exit0")
+    shown(box, "jrn", ActiveState="inactive")
+    entries, _ = journal_read(user_units=[box.unit("jrn")], first_lines=500)
+    assert entries and {systemd_entry_unit(e) for e in entries} == {box.unit("jrn")}
+    new_state, fatal = {"contract": {}}, {}
+    hostread._journal_source("units", [engine], {}, new_state, fatal)
+    assert set(fatal) == {box.unit("jrn")}, fatal
+    assert any("illegal instruction" in line["message"] for line in fatal[box.unit("jrn")])
+    assert new_state["boot"][box.unit("jrn")]["pool_tokens"] > 0
+
+
+def systemd_entry_unit(entry):
+    from dashboard.collectors.systemd import entry_unit
+
+    return entry_unit(entry)

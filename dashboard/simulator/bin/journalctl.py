@@ -16,14 +16,31 @@ from . import state_dir, unit_name
 def entries(args) -> list[dict]:
     jdir = state_dir() / "journal"
     if args.dmesg:
-        files = [jdir / "kernel.jsonl"]
+        files = [(jdir / "kernel.jsonl", False)]
     elif args.unit or args.user_unit:
-        files = [jdir / f"{unit_name(u)}.jsonl" for u in args.unit + args.user_unit]
+        files = [(jdir / f"{unit_name(u)}.jsonl", False) for u in args.unit]
+        files += [(jdir / f"{unit_name(u)}.jsonl", True) for u in args.user_unit]
     else:
-        files = sorted(jdir.glob("*.jsonl"))
-    out = [e for f in files for e in read_entries(f)]
+        files = [(f, False) for f in sorted(jdir.glob("*.jsonl"))]
+    out = [as_user_unit(e) if user else e for f, user in files for e in read_entries(f)]
     out.sort(key=lambda e: cursor_seq(e["__CURSOR"]))
     return out
+
+
+def as_user_unit(e: dict) -> dict:
+    """An entry of a unit read with --user-unit, as journald records a user manager's unit (systemd
+    252): the unit's own lines carry `_SYSTEMD_USER_UNIT=<unit>` and `_SYSTEMD_UNIT=user@UID.service`
+    (the service holding the user manager); the manager's messages about it `USER_UNIT=<unit>`
+    (not UNIT=) and the manager's own `_SYSTEMD_USER_UNIT=init.scope`."""
+    e = dict(e)
+    manager = f"user@{e.get('_UID', 0)}.service"
+    if "UNIT" in e:
+        e["USER_UNIT"] = e.pop("UNIT")
+        e.update(_SYSTEMD_UNIT=manager, _SYSTEMD_USER_UNIT="init.scope")
+    elif "_SYSTEMD_UNIT" in e:
+        e["_SYSTEMD_USER_UNIT"] = e["_SYSTEMD_UNIT"]
+        e["_SYSTEMD_UNIT"] = manager
+    return e
 
 
 def short(e: dict) -> str:
