@@ -857,8 +857,11 @@ def uninstrumented_templates():
     copies were most of its time."""
     from django.template import Template
 
+    def render(self, context):  # django.template.base.Template._render, as the test environment found it
+        return self.nodelist.render(context)
+
     instrumented = Template._render
-    Template._render = Template._original_render
+    Template._render = render
     yield
     Template._render = instrumented
 

@@ -22,7 +22,9 @@ def test_pair_runs_solo_then_both(sim, make_engine):
     assert phases == [("fast", "both"), ("fast", "solo"), ("slow", "both"), ("slow", "solo")]
     rows = {row["engine"]: row for row in pair.table["rows"]}
     assert rows["fast"]["solo_decode"] == pytest.approx(800, rel=0.1)
-    assert rows["slow"]["both_decode"] == pytest.approx(200, rel=0.1)
+    # the slow engine's 40 tokens span 0.2 s: a first token late by a loaded machine's scheduling
+    # (the simulator then catches up on its schedule) moves its rate by up to a fifth
+    assert rows["slow"]["both_decode"] == pytest.approx(200, rel=0.25)
     assert pair.table["combined_both_decode"] == pytest.approx(
         rows["fast"]["both_decode"] + rows["slow"]["both_decode"]
     )
