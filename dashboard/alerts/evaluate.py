@@ -16,7 +16,7 @@ from django.db.models import Exists, OuterRef, Q
 
 from dashboard.clock import shared_now
 
-from .lifecycle import Finding, alert_observe
+from .lifecycle import Finding, alert_observe, newest
 from .models import AlertEvent, AlertRule, AlertRuleOverride, RuleState
 from .rule_config import rule_settings
 from .rules import rules_for
@@ -296,11 +296,13 @@ def _deep_copy(data):
 def _observing_changes_nothing(event, finding, for_s):
     """Whether alert_observe would leave this open EVENT as it is (it would only lock and read it again):
     nothing new to say and, while pending, not yet due to fire. Mirrors lifecycle._refresh and its firing test."""
-    if (
-        (finding.cause and finding.cause != event.cause)
-        or (finding.message and finding.message != event.message)
-        or finding.details != event.details
-    ):
+    if event.state == AlertEvent.State.FIRING:  # it keeps what it fired with; the newest finding goes beside it
+        cause, message, details = newest(event)
+    else:
+        cause, message, details = event.cause, event.message, event.details
+    if (finding.cause and finding.cause != cause) or (finding.message and finding.message != message):
+        return False
+    if finding.details != details:
         return False
     if event.state == AlertEvent.State.FIRING:
         return True

@@ -36,6 +36,29 @@ class Finding:
     fire_now: bool = False  # the rule itself decided the condition is confirmed
     # A definitive cause (systemd will not bring it back) learned after firing is worth a second page, once.
     renotify_on_cause: bool = False
+    # An inactive finding may say how the condition ended: RESOLUTION what happened ("up again"),
+    # RESOLVED_BY who or what did it ("restarted by systemd (NRestarts 0 → 1)").
+    resolution: str = ""
+    resolved_by: str = ""
+
+
+# What an event's details hold besides the fired finding's own: the newest explanation while
+# firing, and how it ended.
+LATEST, RESOLUTION = "latest", "resolution"
+
+
+def fired_details(event):
+    """The details the event fired (or, while pending, was last seen) with."""
+    return {k: v for k, v in (event.details or {}).items() if k not in (LATEST, RESOLUTION, "resolved_reason")}
+
+
+def newest(event):
+    """(cause, message, details) of the newest finding of EVENT: once it fires, its own cause and
+    message stay the ones it fired with, and later findings are kept beside them as details["latest"]."""
+    latest = (event.details or {}).get(LATEST)
+    if latest:
+        return latest.get("cause", ""), latest.get("message", ""), latest.get("details") or {}
+    return event.cause, event.message, fired_details(event)
 
 
 def _open_event(rule, subject):
@@ -73,7 +96,7 @@ def alert_observe(*, rule, finding, severity, for_s=0.0, now=None):
         return None
     event = _open_event(rule, finding.subject)
     if not finding.active:
-        return _resolve(event, now) if event else None
+        return _resolve(event, now, resolution=finding.resolution, resolved_by=finding.resolved_by) if event else None
     if event is None:
         event = _create(rule, finding, finding.severity or severity, now)
         if event is None:  # another worker opened it between our read and insert
@@ -109,8 +132,13 @@ def _create(rule, finding, severity, now):
 
 
 def _refresh(event, finding):
-    """Keep the newest explanation; a cause learned later (e.g. the unit state arrived) goes on the timeline."""
-    changed, was_definitive = [], bool(event.details.get("definitive"))
+    """Keep the newest explanation. While pending it is the event's own; once firing, the cause and
+    message it fired with stay (the history and the resolved notification say what happened), and
+    the newest finding goes beside them as details["latest"]; a cause learned later (e.g. the unit
+    state arrived) goes on the timeline either way."""
+    if event.state == AlertEvent.State.FIRING:
+        return _refresh_firing(event, finding)
+    changed = []
     if finding.cause and finding.cause != event.cause:
         note_add(event, "cause", f"cause now {finding.cause}: {finding.message}")
         event.cause = finding.cause
@@ -123,10 +151,25 @@ def _refresh(event, finding):
         changed.append("details")
     if changed:
         event.save(update_fields=changed)
-        if event.state == AlertEvent.State.FIRING and "cause" in changed:
-            if finding.renotify_on_cause and not was_definitive:
-                outbox.notify(event=event, transition="renotify")
-            alert_changed(event)
+
+
+def _refresh_firing(event, finding):
+    cause, message, details = newest(event)
+    was_definitive = bool(details.get("definitive"))
+    new_cause = finding.cause or cause
+    latest = {"cause": new_cause, "message": finding.message or message, "details": finding.details}
+    if (latest["cause"], latest["message"], latest["details"]) == (cause, message, details):
+        return
+    if (latest["cause"], latest["message"], latest["details"]) == (event.cause, event.message, fired_details(event)):
+        event.details = fired_details(event)  # back to what it fired with
+    else:
+        event.details = {**fired_details(event), LATEST: latest}
+    event.save(update_fields=["details"])
+    if new_cause != cause:
+        note_add(event, "cause", f"cause now {new_cause}: {latest['message']}")
+        if finding.renotify_on_cause and not was_definitive:
+            outbox.notify(event=event, transition="renotify")
+        alert_changed(event)
 
 
 def _fire(event, now):
@@ -145,25 +188,38 @@ def _fire(event, now):
     alert_changed(event)
 
 
-def _resolve(event, now, reason=""):
+def _resolve(event, now, reason="", *, resolution="", resolved_by=""):
+    """Close EVENT. Its cause and message stay the ones it fired with; details["resolution"] says
+    how it ended, e.g. "up again after 1 min 57 s, restarted by systemd (NRestarts 0 → 1)"."""
     if event.state == AlertEvent.State.PENDING:
         # Never confirmed: a blip that resolved inside its pending duration leaves no trace.
         event.delete()
         return None
+    lasted = _duration_text(now - (event.fired_at or event.started_at))
+    resolved_by = _restarted_by_person(event) or resolved_by
+    sentence = f"{resolution or 'cleared'} after {lasted}" + (f", {resolved_by}" if resolved_by else "")
     event.state = AlertEvent.State.RESOLVED
     event.resolved_at = now
-    fields = ["state", "resolved_at"]
+    event.details = {**(event.details or {}), RESOLUTION: sentence}
     if reason:
-        event.details = {**(event.details or {}), "resolved_reason": reason}
-        fields.append("details")
-    event.save(update_fields=fields)
-    lasted = _duration_text(now - (event.fired_at or event.started_at))
-    note_add(event, "resolved", f"resolved ({reason}) after {lasted}" if reason else f"resolved after {lasted}", at=now)
+        event.details["resolved_reason"] = reason
+    event.save(update_fields=["state", "resolved_at", "details"])
+    note_add(event, "resolved", f"resolved: {sentence}", at=now)
     if event.incident_id and not event.incident.peak:
         Incident.objects.filter(pk=event.incident_id).update(peak=f"lasted {lasted}")
     outbox.notify(event=event, transition="resolved", now=now)
     alert_changed(event)
     return event
+
+
+def _restarted_by_person(event):
+    """ "restarted by NAME (the Restart button)" when a person's restart of the unit, asked for on
+    this alert, was done (dashboard/unit_actions.py writes both on its timeline); else ""."""
+    notes = list(event.notes.filter(kind="unit_action").select_related("user").order_by("at", "id"))
+    for i, note in enumerate(notes):
+        if note.user is not None and any(later.text.endswith(": done") for later in notes[i + 1 :]):
+            return f"restarted by {note.user.get_username()} (the Restart button)"
+    return ""
 
 
 @transaction.atomic
@@ -173,15 +229,18 @@ def alerts_resolve_engine(*, engine, reason, now=None):
     pending ones (never confirmed) go. Returns the resolved events."""
     now = now or db_now()
     events = AlertEvent.objects.select_for_update().filter(engine=engine, state__in=AlertEvent.OPEN_STATES)
-    return [e for e in (_resolve(event, now, reason) for event in events.order_by("pk")) if e is not None]
+    how = {"retired": "the engine was retired: nothing polls it any more"}.get(reason, reason)
+    resolved = (_resolve(event, now, reason, resolution="closed", resolved_by=how) for event in events.order_by("pk"))
+    return [e for e in resolved if e is not None]
 
 
 def _duration_text(delta):
-    seconds = int(delta.total_seconds())
-    if seconds < 120:
+    """ "57 s", "1 min 57 s", "2 h 5 min"."""
+    seconds = max(0, int(delta.total_seconds()))
+    if seconds < 60:
         return f"{seconds} s"
-    if seconds < 7200:
-        return f"{seconds // 60} min"
+    if seconds < 3600:
+        return f"{seconds // 60} min" + (f" {seconds % 60} s" if seconds % 60 else "")
     return f"{seconds // 3600} h {seconds % 3600 // 60} min"
 
 

@@ -12,6 +12,13 @@ def _iso(value):
     return value.isoformat() if value else None
 
 
+def _latest(event):
+    latest = (event.details or {}).get("latest")
+    if not latest or (latest.get("cause"), latest.get("message")) == (event.cause, event.message):
+        return None
+    return {"cause": latest.get("cause") or "", "message": latest.get("message") or ""}
+
+
 def event_payload(event, *, transition, now):
     return {
         "id": event.pk,
@@ -22,8 +29,13 @@ def event_payload(event, *, transition, now):
         "subject": event.subject,
         "engine": event.engine.name if event.engine_id else None,
         "host": event.host.name if event.host_id else (event.engine.host.name if event.engine_id else None),
+        # What it fired with, always (a resolution does not rewrite it).
         "cause": event.cause,
         "message": event.message,
+        # The newest finding while firing, when it says something else (e.g. "the unit is starting").
+        "latest": _latest(event) if event.state != "resolved" else None,
+        # How it ended, on a resolution: "up again after 1 min 57 s, restarted by systemd (NRestarts 0 → 1)".
+        "resolution": (event.details or {}).get("resolution") if event.state == "resolved" else None,
         "started_at": _iso(event.fired_at or event.started_at),
         "resolved_at": _iso(event.resolved_at),
         "sent_at": _iso(now),
@@ -43,6 +55,8 @@ def test_payload(*, channel, now):
         "host": None,
         "cause": "test",
         "message": f"Test notification from SparkOps to channel {channel.name}.",
+        "latest": None,
+        "resolution": None,
         "started_at": now.isoformat(),
         "resolved_at": None,
         "sent_at": now.isoformat(),
@@ -60,7 +74,12 @@ def alertmanager_body(payload):
     alert = {
         "status": status,
         "labels": labels,
-        "annotations": {"summary": payload["message"], "cause": payload["cause"] or ""},
+        "annotations": {
+            "summary": payload["message"],
+            "cause": payload["cause"] or "",
+            **({"resolution": payload["resolution"]} if payload.get("resolution") else {}),
+            **({"latest": payload["latest"]["message"]} if payload.get("latest") else {}),
+        },
         "startsAt": payload["started_at"],
         "endsAt": payload["resolved_at"] or "0001-01-01T00:00:00Z",
         "generatorURL": payload["link"],

@@ -8,6 +8,7 @@ import time
 import pytest
 from django.conf import settings as django_settings
 
+from dashboard.alerts.lifecycle import newest
 from dashboard.alerts.models import AlertEvent, Delivery, MaintenanceWindow
 from dashboard.models import Engine, Host
 from tests.waiting import wait_for
@@ -94,17 +95,21 @@ def test_exit0_death_pages_within_two_seconds_and_says_why(sim, watched, receive
     assert first["rule"] == "engine_down" and first["severity"] == "critical" and first["subject"] == "sim-vllm"
     assert "Restart=on-failure" in first["message"] and "will not restart it" in first["message"]
     assert "illegal instruction" in first["message"]
-    # Once the unit has exited 0 the alert says so; no second page, the first already said it will not come back.
+    # Once the unit has exited 0 the alert says so beside what it fired with; no second page, the
+    # first already said it will not come back.
     sim.wait_for_unit("sim-vllm", ActiveState="inactive")
-    assert probe_until(watched, lambda: AlertEvent.objects.filter(cause="exit0_no_restart").exists(), timeout=5)
+    assert probe_until(watched, lambda: newest(AlertEvent.objects.get(rule="engine_down"))[0] == "exit0_no_restart")
     event = AlertEvent.objects.get(rule="engine_down")
-    assert event.state == "firing" and event.incident is not None
-    assert "exited with status 0 while the unit has Restart=on-failure" in event.message
-    # It does not come back by itself; an operator starts it; the resolve notification follows.
+    assert event.state == "firing" and event.incident is not None and event.message == first["message"]
+    assert "exited with status 0 while the unit has Restart=on-failure" in newest(event)[1]
+    # It does not come back by itself; an operator starts it; the resolve notification follows,
+    # with the message it fired with and how it ended (issue 25, item 4).
     sim.start("sim-vllm")
     sim.wait_ready("sim-vllm")
     assert probe_until(watched, lambda: any(b["transition"] == "resolved" for b in bodies(receiver)), timeout=5)
     assert AlertEvent.objects.get(pk=event.pk).state == "resolved"
+    (resolved,) = [b for b in bodies(receiver) if b["transition"] == "resolved"]
+    assert resolved["message"] == first["message"] and resolved["resolution"].startswith("up again after ")
     assert len({key for key, _ in receiver.accepted()}) == len(receiver.accepted())  # no duplicates
     assert any("RESOLVED" in m["data"].decode() for m in smtp.messages)
 

@@ -183,9 +183,10 @@ def test_unchanged_pending_alert_still_fires_when_due(engines, django_assert_num
     AlertEvent.objects.filter(rule="kv_saturated").update(started_at=timezone.now() - timedelta(seconds=11))
     evaluate("engine_polled", engine=vllm, reading={"kv_cache_usage": 0.99})
     assert open_events() == {("kv_saturated", "vllm-main"): "firing"}
-    # A new explanation still reaches the open event.
+    # A new explanation still reaches the open event, beside the message it fired with (issue 25, item 4).
     evaluate("engine_polled", engine=vllm, reading={"kv_cache_usage": 0.99, "requests_waiting": 7})
-    assert "7 waiting" in AlertEvent.objects.get(rule="kv_saturated").message
+    event = AlertEvent.objects.get(rule="kv_saturated")
+    assert "7 waiting" in event.details["latest"]["message"] and "0 waiting" in event.message
 
 
 def test_a_finding_sees_what_an_earlier_subject_of_the_batch_opened(fleet):

@@ -25,11 +25,25 @@ class EngineDown(Rule):
     def evaluate(self, *, settings, engine, up, reason="", rechecked=False, state, **_):
         if up or not engine.expected_up:
             state["failures"] = 0
-            return [Finding(subject=engine.name, engine=engine, active=False)]
+            down_nrestarts = state.pop("down_nrestarts", None)
+            state.pop("activating_since", None)
+            if not up:  # no longer expected up: someone stopped it on purpose
+                return [Finding(subject=engine.name, engine=engine, active=False, resolution="no longer expected up")]
+            return [
+                Finding(
+                    subject=engine.name,
+                    engine=engine,
+                    active=False,
+                    resolution="up again",
+                    resolved_by=_restarted_by(engine, down_nrestarts) if down_nrestarts is not None else "",
+                )
+            ]
         state["failures"] = state.get("failures", 0) + (2 if rechecked else 1)
         if state["failures"] < settings["failures"]:
             return []
         unit = unit_state_now(engine) or unit_of(engine)
+        if unit and "down_nrestarts" not in state:
+            state["down_nrestarts"] = _int(unit.get("NRestarts"))
         fatal = fatal_line_now(engine) or _last_fatal(engine)
         activating_for = _activating_for(state, unit)
         cause = classify(
@@ -62,6 +76,19 @@ class EngineDown(Rule):
                 renotify_on_cause=cause.key in DEFINITIVE,
             )
         ]
+
+
+def _restarted_by(engine, down_nrestarts):
+    """Who brought ENGINE back, as far as systemd tells: its NRestarts counts only the restarts
+    systemd made itself (Restart=), not `systemctl restart` by a person. '' when it cannot tell
+    (a person's Restart button, read from the alert's timeline by the lifecycle, comes first)."""
+    unit = unit_state_now(engine) or unit_of(engine)
+    now = _int((unit or {}).get("NRestarts"))
+    if down_nrestarts is None or now is None:
+        return ""
+    if now > down_nrestarts:
+        return f"restarted by systemd (NRestarts {down_nrestarts} → {now})"
+    return f"started again outside SparkOps, by hand or another tool (NRestarts {now}, unchanged: not systemd's own restart)"
 
 
 def _activating_for(state, unit):

@@ -44,6 +44,10 @@ def title_and_body(payload):
     word = {"resolved": "RESOLVED", "test": "TEST"}.get(payload["transition"], payload["severity"].upper())
     title = f"[SparkOps {word}] {payload['rule']} on {payload['subject']}"[:250]
     lines = [payload["message"]]
+    if payload.get("resolution"):
+        lines.append(f"Resolution: {payload['resolution']}")
+    if payload.get("latest"):
+        lines.append(f"Now: {payload['latest']['message']}")
     if payload.get("cause"):
         lines.append(f"Cause: {payload['cause']}")
     lines.append(f"Started: {payload['started_at']}")
