@@ -61,6 +61,34 @@ def _empty_the_sqlite_test_database_past_its_triggers():
     DatabaseOperations.execute_sql_flush = original
 
 
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """One headless Chromium (Debian's) for a test module: launching one per test cost a second or
+    two of a core each time. Playwright's sync API holds an event loop in this thread while it
+    runs, so the module's database calls are allowed beside it (DJANGO_ALLOW_ASYNC_UNSAFE, as each
+    browser test used to set)."""
+    import os
+
+    from playwright.sync_api import sync_playwright
+
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
+    finally:
+        if before is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
+
+
 def _user(django_user_model, name, role):
     user = django_user_model.objects.create_user(username=name, password=f"{name}-password-123")
     set_role(user, role)

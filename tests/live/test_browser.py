@@ -69,13 +69,11 @@ def stack(tmp_path, settings, monkeypatch, viewer, operator):
 
 
 @pytest.fixture
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
+def browser(chromium):
+    """The module's Chromium (tests/conftest.py), each test's contexts closed after it."""
+    yield chromium
+    for context in list(chromium.contexts):
+        context.close()
 
 
 class Session:
