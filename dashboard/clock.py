@@ -56,6 +56,12 @@ def shared_now():
     return timezone.now() - timedelta(seconds=_measured_offset_s)
 
 
+def to_shared(moment):
+    """MOMENT, read from this process's clock, on the database's clock (less the offset last
+    measured): e.g. when a reading was taken, written later as an alert's start."""
+    return moment - timedelta(seconds=_measured_offset_s)
+
+
 def skew_limit_s():
     return float(settings.SPARKOPS_CLOCK_SKEW_MAX_S)
 

@@ -293,6 +293,10 @@ SPARKOPS_CONTRACT_CUT_WINDOW_S = env_number(
 # (0: every tick), as Telegraf's flush_interval does; the live view and the alerts see every
 # tick at once. A crash loses at most this much history; a status change is stored at once.
 SPARKOPS_FLUSH_INTERVAL = env_number("SPARKOPS_FLUSH_INTERVAL", 10.0, cast=float, minimum=0.0, maximum=3600)
+# What a poller holds when a store fails (the database refused, or is gone) stays held for the
+# next store, at most this many samples (~200 bytes each in memory); past it the oldest are
+# dropped first, and the log says how many (issue 31, item 4).
+SPARKOPS_FLUSH_HOLD_MAX = env_number("SPARKOPS_FLUSH_HOLD_MAX", 200_000, minimum=1000, maximum=10_000_000)
 # Live view: an open socket keeps its presence key this long (refreshed every third of it);
 # the poller asks whether anyone watches at most this often before rendering cards.
 SPARKOPS_LIVE_PRESENCE_TTL = env_number("SPARKOPS_LIVE_PRESENCE_TTL", 60.0, cast=float, minimum=3, maximum=_day)

@@ -58,6 +58,9 @@ class Memory:
         self.open: dict[tuple[str, str], AlertEvent] | None = None
         self.open_read_at = float("-inf")
         self.last_up: dict[int, bool] = {}  # engine pk -> the liveness last evaluated
+        # engine pk -> (up, since when probes have found it so): kept whether or not the
+        # evaluation could be written, so a death seen during a database outage starts then.
+        self.seen_since: dict[int, tuple[bool, object]] = {}
         self.steady_at: dict[int, float] = {}  # engine pk -> when a steady "up" was last evaluated
 
     def open_events(self, now):
@@ -131,6 +134,7 @@ class _Subject:
         context = dict(subject)
         self.engine = context.pop("engine", None)
         self.host = context.pop("host", None)
+        self.observed_at = context.pop("observed_at", None)  # when its reading was taken
         self.context = context
         self.name = self.engine.name if self.engine is not None else self.host.name if self.host is not None else "*"
 
@@ -273,6 +277,8 @@ def _evaluate_rule(rule, snap, subject):
     for_s = float(settings.params.get("for_s", 0))
     events = []
     for finding in findings:
+        if finding.observed_at is None:
+            finding.observed_at = subject.observed_at
         event = snap.open.get((rule.key, finding.subject))
         if event is None and not finding.active:
             continue
@@ -337,20 +343,36 @@ def evaluate_polled(polled, *, memory=None):
     """The rules of a metrics tick (trigger "engine_polled") for all its engines in one batch:
     the same few queries for 1 engine as for 150. POLLED: (Engine, reading) pairs."""
     return evaluate_many(
-        "engine_polled", [{"engine": engine, "reading": reading or {}} for engine, reading in polled], memory=memory
+        "engine_polled",
+        [
+            {"engine": engine, "reading": reading or {}, "observed_at": engine.last_poll_at}
+            for engine, reading in polled
+        ],
+        memory=memory,
     )
 
 
-def evaluate_host(host, reading, *, memory=None):
-    return evaluate("host_polled", host=host, reading=reading or {}, memory=memory)
+def evaluate_host(host, reading, *, memory=None, observed_at=None):
+    """OBSERVED_AT: when READING was taken (its alerts start then)."""
+    return evaluate("host_polled", host=host, reading=reading or {}, memory=memory, observed_at=observed_at)
 
 
 def evaluate_liveness(finding, *, memory):
     """A probe's rules, run in the probing worker so a confirmed death is an outbox row at once
     and a webhook the moment its transaction commits. FINDING: a `polling.Liveness`."""
     engine = finding.engine
+    seen = memory.seen_since.get(engine.pk)
+    if seen is None or seen[0] != finding.up:
+        seen = memory.seen_since[engine.pk] = (finding.up, finding.checked_at)
     if memory.worth_evaluating(engine, finding.up, finding.changed):
-        evaluate("engine_liveness", engine=engine, up=finding.up, reason=finding.reason, rechecked=finding.rechecked)
+        evaluate(
+            "engine_liveness",
+            engine=engine,
+            up=finding.up,
+            reason=finding.reason,
+            rechecked=finding.rechecked,
+            observed_at=seen[1],
+        )
     memory.last_up[engine.pk] = (
         finding.up
     )  # only once evaluated: a failed evaluation of a recovery is retried next probe

@@ -5,12 +5,12 @@ critical alerts, outbox rows and a live event. Every change happens in one trans
 the notifications leave only after it commits."""
 
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from dashboard.clock import db_now
+from dashboard.clock import db_now, to_shared
 from dashboard.models import Incident
 
 from . import outbox
@@ -36,6 +36,10 @@ class Finding:
     fire_now: bool = False  # the rule itself decided the condition is confirmed
     # A definitive cause (systemd will not bring it back) learned after firing is worth a second page, once.
     renotify_on_cause: bool = False
+    # When the condition was seen (this process's clock): the reading's time, or the first of an
+    # unbroken run of failed probes. A new event starts then, not when it could be written
+    # (a database outage in between: issue 31, item 4). None: now.
+    observed_at: datetime | None = None
     # An inactive finding may say how the condition ended: RESOLUTION what happened ("up again"),
     # RESOLVED_BY who or what did it ("restarted by systemd (NRestarts 0 → 1)").
     resolution: str = ""
@@ -111,7 +115,16 @@ def alert_observe(*, rule, finding, severity, for_s=0.0, now=None):
     return event
 
 
+def _started_at(finding, now):
+    """When FINDING's condition started, by the database's clock: when it was seen (converted
+    from the observer's clock), never later than NOW."""
+    if finding.observed_at is None:
+        return now
+    return min(now, to_shared(finding.observed_at))
+
+
 def _create(rule, finding, severity, now):
+    started = _started_at(finding, now)
     try:
         with transaction.atomic():
             event = AlertEvent.objects.create(
@@ -123,11 +136,11 @@ def _create(rule, finding, severity, now):
                 cause=finding.cause,
                 message=finding.message,
                 details=finding.details,
-                started_at=now,
+                started_at=started,
             )
     except IntegrityError:
         return None
-    note_add(event, "pending", finding.message, at=now)
+    note_add(event, "pending", finding.message, at=started)
     return event
 
 

@@ -7,7 +7,7 @@ workers gives the same rows."""
 import math
 from datetime import timedelta
 
-from django.db import connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import Avg, Count, Max, Min
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
@@ -53,12 +53,14 @@ def _create_series(*, metric, engine_id, host_id):
 class WriteBatch:
     """Samples and collector states gathered from several stores (a tick's host and engines,
     or several ticks') and written with one COPY (PostgreSQL; one INSERT elsewhere) and one
-    upsert; `flush()` inside the caller's transaction. `samples`: (series id, ts, value) rows;
-    `states`: {CollectorState key: data}."""
+    upsert; `flush()` inside the caller's transaction (a caller whose transaction failed puts
+    the rows back: `PendingWrites.flush`). `samples`: (series id, ts, value) rows; `states`: {CollectorState key: data}."""
 
     def __init__(self, series: SeriesIds):
         self.series = series
-        self.samples: list[tuple[int, object, float]] = []
+        # A row's first item is its series id, or (engine id, host id, metric) while the
+        # database could not be asked for it (an outage): `resolve()` looks it up at the store.
+        self.samples: list[tuple[int | tuple, object, float]] = []
         self.states: dict[str, dict] = {}
 
     def add_samples(self, *, ts, values, engine=None, host=None):
@@ -68,8 +70,31 @@ class WriteBatch:
                 value = float(value)
             # None (not measured), NaN: absent, never a fake zero
             if isinstance(value, (int, float)) and math.isfinite(value):
-                sid = self.series.get(metric=metric, engine_id=engine_id, host_id=host_id)
+                sid: int | tuple
+                try:
+                    sid = self.series.get(metric=metric, engine_id=engine_id, host_id=host_id)
+                except DatabaseError:  # a new series while the database refuses: held all the same
+                    sid = (engine_id, host_id, metric)
                 self.samples.append((sid, ts, float(value)))
+
+    def resolve(self):
+        """Give the samples held without their series id (see `samples`) their id, outside any
+        transaction; those whose engine or host was deleted meanwhile are left out."""
+        if not any(isinstance(row[0], tuple) for row in self.samples):
+            return
+        rows, gone = [], set()
+        for sid, ts, value in self.samples:
+            if isinstance(sid, tuple):
+                if sid in gone:
+                    continue
+                engine_id, host_id, metric = sid
+                try:
+                    sid = self.series.get(metric=metric, engine_id=engine_id, host_id=host_id)
+                except IntegrityError:
+                    gone.add(sid)
+                    continue
+            rows.append((sid, ts, value))
+        self.samples = rows
 
     def put_states(self, states):
         self.states.update(states)
@@ -80,6 +105,13 @@ class WriteBatch:
         if self.states:
             states_put(self.states)
         self.samples, self.states = [], {}
+
+    def drop_oldest(self, keep):
+        """Keep the newest KEEP samples (they are held in the order they were read); how many went."""
+        dropped = max(0, len(self.samples) - keep)
+        if dropped:
+            del self.samples[:dropped]
+        return dropped
 
 
 def samples_insert(rows):
@@ -92,7 +124,8 @@ def samples_insert(rows):
         return
     meta = Sample._meta
     columns = ", ".join(connection.ops.quote_name(meta.get_field(f).column) for f in ("series", "ts", "value"))
-    with connection.cursor() as cursor:
+    # The raw psycopg cursor's errors become Django's (DatabaseError), as the ORM's do.
+    with connection.cursor() as cursor, connection.wrap_database_errors:
         with cursor.cursor.copy(f"COPY {connection.ops.quote_name(meta.db_table)} ({columns}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)

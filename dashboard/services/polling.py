@@ -197,11 +197,23 @@ class PendingWrites:
         return reading
 
     def flush(self):
+        self.batch.resolve()  # series that could not be looked up when read (an outage)
         if self.batch.samples:  # an engine removed meanwhile took its series along: keep the others' samples
             alive = set(
                 Series.objects.filter(pk__in={row[0] for row in self.batch.samples}).values_list("pk", flat=True)
             )
             self.batch.samples = [row for row in self.batch.samples if row[0] in alive]
+        # What is held goes back when the store fails (the database refused, or is gone): the
+        # next store writes it (issue 31, item 4).
+        samples, states = list(self.batch.samples), dict(self.batch.states)
+        try:
+            self._store()
+        except BaseException:
+            self.batch.samples, self.batch.states = samples, states
+            raise
+        self.engines, self.hosts, self.urgent = {}, {}, False
+
+    def _store(self):
         with transaction.atomic(savepoint=False):
             self.batch.flush()
             if self.engines:
@@ -215,7 +227,18 @@ class PendingWrites:
                 if isinstance(host.latest, dict):
                     host.latest["clock_offset_s"] = offset
                 Host.objects.filter(pk=host.pk).update(latest=host.latest, last_report_at=Now())
-        self.engines, self.hosts, self.urgent = {}, {}, False
+
+    def hold(self, newer: "PendingWrites", *, max_samples: int) -> int:
+        """Take back what NEWER gathered after this one failed to store: the samples in the
+        order they were read, the newest engine, host and collector state rows. At most
+        MAX_SAMPLES samples are kept, the oldest dropped first; returns how many were dropped."""
+        self.batch.samples.extend(newer.batch.samples)
+        self.batch.states.update(newer.batch.states)
+        self.engines.update(newer.engines)
+        self.hosts.update(newer.hosts)
+        self.urgent = self.urgent or newer.urgent
+        self.batch.series = newer.batch.series
+        return self.batch.drop_oldest(max_samples)
 
 
 def _carry_static(snapshot, state, slow):

@@ -301,7 +301,9 @@ class ResidentPoller:
         except Exception:
             self.cycles["failed"] += 1
             if duty == "metrics":
-                self.forget()  # re-read it all: the host may have been deleted and recreated
+                # Re-read it all (the host may have been deleted and recreated), but keep the
+                # readings held for the next store: they were read, and a failed tick loses none.
+                self.forget(keep_held=True)
                 self.host = None
             log.exception("resident poller (%s): %s failed; the next tick proceeds", self.host_name, duty)
             try:
@@ -311,27 +313,70 @@ class ResidentPoller:
         finally:
             close_old_connections()  # honours CONN_MAX_AGE and drops connections left unusable
 
-    def forget(self):
-        """Drop what is kept between ticks (and what was not stored yet): read it all again.
-        The series ids go too: a rolled-back store may have taken new series with it."""
+    def forget(self, keep_held=False):
+        """Drop what is kept between ticks: read it all again. The series ids go too: a
+        rolled-back store may have taken new series with it. What was not stored yet goes
+        too, unless KEEP_HELD (a failed tick: the readings are real, the next store writes
+        them; a sample whose series is gone by then is left out by the store)."""
         self.states: polling.States = {}
         self.roles_at = None  # when the engine list and roles were read
+        held = self.pending if keep_held and getattr(self, "pending", None) else None
         self.pending = polling.PendingWrites(store.SeriesIds())
+        if held is not None:
+            self.pending = self._hold(held, self.pending)
         self.inflight = polling.InFlight()  # fetches a tick left running (on the metrics thread's loop)
         self.flushed_at = float("-inf")  # the first tick is stored at once
 
     def flush(self):
-        """Store the readings gathered since the last flush (one transaction)."""
+        """Store the readings gathered since the last flush (one transaction). When the store
+        fails (the database refused, or is gone), what it held is held again, before anything
+        read since, for the next flush; bounded by SPARKOPS_FLUSH_HOLD_MAX samples, the oldest
+        dropped first (said in the log); the error is raised."""
         pending, self.pending = self.pending, polling.PendingWrites(self.pending.batch.series)
         self.flushed_at = time.monotonic()
         if pending:
-            pending.flush()
+            try:
+                pending.flush()
+            except BaseException:
+                self.pending = self._hold(pending, self.pending)
+                raise
+
+    def _hold(self, older, newer):
+        dropped = older.hold(newer, max_samples=settings.SPARKOPS_FLUSH_HOLD_MAX)
+        if dropped:
+            log.warning(
+                "resident poller (%s): %d oldest samples dropped unstored: the database has refused "
+                "the stores for a while and at most SPARKOPS_FLUSH_HOLD_MAX=%d are held",
+                self.host_name,
+                dropped,
+                settings.SPARKOPS_FLUSH_HOLD_MAX,
+            )
+        return older
+
+    def _flush_or_hold(self):
+        """`flush()`; whether it stored. A failure is logged, and what was read stays held."""
+        try:
+            self.flush()
+        except Exception as exc:
+            log.warning(
+                "resident poller (%s): storing the readings failed (%s); %d samples held for the next store",
+                self.host_name,
+                str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+                len(self.pending.batch.samples),
+            )
+            return False
+        return True
 
     def _read_roles_if_due(self):
         if self.host is None:
             self.host, _ = Host.objects.get_or_create(name=self.host_name)
         if self.roles_at is None or time.monotonic() - self.roles_at >= ROLES_REFRESH_S:
-            self.flush()  # the fresh rows must not be older than the ones held here
+            # The fresh rows must not be older than the ones held here: store first. When the
+            # store fails, keep the roles and engines read before (their rows in the database
+            # are older than these) and poll on, holding the readings; try again next refresh.
+            if not self._flush_or_hold() and self.roles_at is not None:
+                self.roles_at = time.monotonic()
+                return
             self.engines, self.leader = fleet_roles(host=self.host, hosts=fleet_hosts())
             self.roles_at = time.monotonic()
 
@@ -372,9 +417,9 @@ class ResidentPoller:
         finally:
             self._metrics_idle.set()
         if self.pending.urgent or time.monotonic() - self.flushed_at >= self.flush_interval - self.poll_interval / 2:
-            self.flush()
+            self._flush_or_hold()  # a failure holds the readings; the alerts and live view go on
         # 3. Alerts, then 4. the live view: each failure is logged, never costs the other.
-        self._guard("alert rules", evaluate_host, host, collected.reading, memory=self.alerts)
+        self._guard("alert rules", evaluate_host, host, collected.reading, memory=self.alerts, observed_at=collected.at)
         self._guard("alert rules", evaluate_polled, polled, memory=self.alerts)
         self._guard("live push", self.live.host_polled, host, collected.reading)
         self._guard("live push", self.live.engines_polled, polled)
