@@ -5,9 +5,10 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 # `make up PORT=8123` serves on another port.
 PORT   ?= 8000
-# Test workers (pytest-xdist), each with its own test database and Redis database: `auto` is one
-# per core; `make test PYTEST_WORKERS=0` runs in one process.
-PYTEST_WORKERS ?= auto
+# Test workers (pytest-xdist), each with its own test database and Redis database: one more than
+# the cores (much of a test's time is waiting on a server it started), at most 8;
+# `make test PYTEST_WORKERS=0` runs in one process.
+PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); n=$$((n + 1)); [ $$n -gt 8 ] && n=8; echo $$n)
 
 .PHONY: up install test lint redis-server chromium check clean
 
