@@ -16,3 +16,6 @@ urlpatterns = [
     path("api/", include("dashboard.api_urls")),
     path("", include("dashboard.urls")),
 ]
+
+# A database that refuses (disk full, read-only, gone) answers 503 with its reason, not a bare 500.
+handler500 = "dashboard.views.errors.server_error"

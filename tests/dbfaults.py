@@ -61,3 +61,27 @@ def refusing(*tables):
     finally:
         other.rollback()
         other.close()
+
+
+@contextmanager
+def read_only():
+    """While inside, the database refuses every write of this process's (Django default)
+    connection and answers its reads: what a full disk or a database switched to read-only
+    does to SparkOps. SQLite: PRAGMA query_only ("attempt to write a readonly database").
+    PostgreSQL: the session's default_transaction_read_only ("cannot execute INSERT in a
+    read-only transaction"). Real refusals by the database itself, on this one connection
+    only (nothing server-wide; a root-only tmpfs mount would be the only way to fill a disk
+    for real, and chmod does not stop root), and deterministic: no timing involved."""
+    connection.ensure_connection()
+    on, off = (
+        ("PRAGMA query_only = ON", "PRAGMA query_only = OFF")
+        if connection.vendor == "sqlite"
+        else ("SET default_transaction_read_only = on", "RESET default_transaction_read_only")
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(on)
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(off)

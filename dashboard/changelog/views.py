@@ -5,12 +5,14 @@ import hashlib
 
 from django.contrib import messages
 from django.core.paginator import Paginator
+from django.db import DatabaseError
 from django.db.models import Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
+from dashboard.dbfail import unavailable
 from dashboard.models import Engine
 from dashboard.roles import role_required
 
@@ -67,7 +69,7 @@ def entry_detail(request, pk):
 def entry_new(request):
     form = EntryForm(request.POST or None, initial={"effective_at": _now_minute()})
     claims = ClaimFormSet(request.POST or None, prefix="claims")
-    duplicate = None
+    duplicate, status = None, 200
     if request.method == "POST" and form.is_valid() and claims.is_valid():
         d = form.cleaned_data
         try:
@@ -87,12 +89,26 @@ def entry_new(request):
             )
         except DuplicateError as exc:
             duplicate = str(exc)
+        except DatabaseError as exc:
+            status = _refused_write(form, exc)
         else:
             messages.success(request, f"Logged “{entry.title}”.")
             return redirect(entry)
     if request.method == "POST":
         messages.error(request, duplicate or "Nothing was saved: fix the fields marked below.")
-    return render(request, "changelog/entry_form.html", {"form": form, "claims": claims, "editing": None})
+    context = {"form": form, "claims": claims, "editing": None}
+    return render(request, "changelog/entry_form.html", context, status=status)
+
+
+def _refused_write(form, exc):
+    """A write the database refused for a reason of its own (full, read-only, gone: issue 31,
+    item 6) is an error on the form, which keeps what was typed; the answer is 503. Anything
+    else is raised."""
+    reason = unavailable(exc)
+    if reason is None:
+        raise exc
+    form.add_error(None, f"Nothing was saved: {reason}. What you wrote is still in the form; try again later.")
+    return 503
 
 
 def _now_minute():
@@ -127,6 +143,7 @@ def entry_edit_view(request, pk):
         for c in entry.claims.all()
     ]
     claims = ClaimFormSet(request.POST or None, prefix="claims", initial=claim_initial)
+    status = 200
     if request.method == "POST" and form.is_valid() and claims.is_valid():
         d = form.cleaned_data
         try:
@@ -147,11 +164,15 @@ def entry_edit_view(request, pk):
         except AppendOnlyError as exc:
             messages.error(request, f"Nothing was saved: {exc}")
             return redirect(entry)
-        messages.success(request, "Edit saved; the previous text is kept in the edit history.")
-        return redirect(entry)
+        except DatabaseError as exc:
+            status = _refused_write(form, exc)
+        else:
+            messages.success(request, "Edit saved; the previous text is kept in the edit history.")
+            return redirect(entry)
     if request.method == "POST":
         messages.error(request, "Nothing was saved: fix the fields marked below.")
-    return render(request, "changelog/entry_form.html", {"form": form, "claims": claims, "editing": entry})
+    context = {"form": form, "claims": claims, "editing": entry}
+    return render(request, "changelog/entry_form.html", context, status=status)
 
 
 @role_required("operator")

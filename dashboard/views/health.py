@@ -4,21 +4,31 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Max
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 
 from dashboard.clock import db_now, skew_text
+from dashboard.collectors.store import states_put
+from dashboard.dbfail import unavailable
 from dashboard.models import Engine, Host
 from dashboard.services.fleet import report_lag_s
 
 STALE_AFTER_INTERVALS = 3
+WRITE_CHECK_KEY = "healthz:write"  # the CollectorState row the write check upserts
 
 
 def _check_database():
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
+    # A SELECT answers on a full disk or a read-only database, where every poll, alert and
+    # login fails: the check writes, one committed row (issue 31, item 6).
+    try:
+        with transaction.atomic():
+            states_put({WRITE_CHECK_KEY: {}})
+    except DatabaseError as exc:
+        raise DatabaseError(f"cannot be written: {unavailable(exc) or exc}") from exc
 
 
 def _check_redis():
