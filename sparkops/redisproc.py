@@ -36,17 +36,19 @@ def _wait_ready(port, proc, timeout=10.0):
 
 
 class PrivateRedis:
-    """`with PrivateRedis() as url:` — an unpersisted redis-server bound to 127.0.0.1."""
+    """`with PrivateRedis() as url:` — an unpersisted redis-server bound to 127.0.0.1, on PORT
+    (default: a free one; a test restarts a server on the port of the one it stopped)."""
 
-    def __init__(self, binary=None):
+    def __init__(self, binary=None, port=None):
         self.binary = binary or shutil.which("redis-server")
+        self.port = port
         self.proc = None
         self.url = None
 
     def start(self):
         if not self.binary:
             raise RuntimeError(INSTALL_HINT)
-        port = free_port()
+        port = self.port or free_port()
         self._dir = tempfile.mkdtemp(prefix="sparkops-redis-")
         self.proc = subprocess.Popen(
             [

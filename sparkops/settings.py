@@ -184,12 +184,23 @@ CELERY_BEAT_SCHEDULER = "dashboard.beat:SparkOpsScheduler"
 
 # Namespace of this install's keys in Redis (channel layer, live presence, poller leases).
 SPARKOPS_CHANNEL_PREFIX = env_str("SPARKOPS_CHANNEL_PREFIX", "sparkops")
+from redis.exceptions import ConnectionError as _RedisConnectionError  # noqa: E402
+
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         # redis-py 8 reads with a 5 s socket timeout by default, which races channels_redis'
         # 5 s blocking pop and drops every idle WebSocket (django/channels_redis#422).
-        "CONFIG": {"hosts": [{"address": _redis, "socket_timeout": None}], "prefix": SPARKOPS_CHANNEL_PREFIX},
+        # A pooled connection to a Redis that went away and came back fails its first command
+        # ("Connection closed by server"): retry a command once, on a new connection, on a
+        # connection error (issue 31, item 5: the first WebSocket connect after Redis returned
+        # was a 500, the worker's first live publishes failed). Never on a timeout: a command
+        # that may have run is not sent twice. (redis-py's synchronous clients, presence and
+        # the poller lease, already retry connection errors by default.)
+        "CONFIG": {
+            "hosts": [{"address": _redis, "socket_timeout": None, "retry_on_error": [_RedisConnectionError]}],
+            "prefix": SPARKOPS_CHANNEL_PREFIX,
+        },
     }
 }
 
