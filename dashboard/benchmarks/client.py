@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from dashboard import http
+from dashboard.collectors import own
 
 BUCKETS = ("capacity", "overload", "server_error", "timeout", "disconnect", "malformed", "truncated", "empty")
 # Message shapes of "prompt + output over the window" in vLLM 0.9–0.33 and llama.cpp (engine-sources §1.9, §2.6).
@@ -194,7 +195,10 @@ async def stream_chat(client, url, body, *, timeout=600.0, idle_timeout=120.0, k
         result.status = exc.status or result.status
         result.fail(*_bucket_of(exc, idle_timeout))
     result.t_end = time.monotonic()
-    return finish_checks(result)
+    finish_checks(result)
+    # Counted for the live request contract, which judges the operator's traffic only.
+    own.record(url, result.finish_reason if result.status == 200 else None)
+    return result
 
 
 def _bucket_of(exc, idle_timeout):

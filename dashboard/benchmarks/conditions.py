@@ -104,7 +104,15 @@ def firing_alerts_during(*, engine, start, end):
     overlap = Q(started_at__lte=end) & (Q(resolved_at__isnull=True) | Q(resolved_at__gte=start))
     rows = AlertEvent.objects.filter(subject, overlap).exclude(state="pending").exclude(rule=REGRESSION_RULE)
     rows = rows.exclude(severity="info")
-    return [f"alert {getattr(a, 'rule', '?')} ({getattr(a, 'severity', '?')}) was firing" for a in rows[:10]]
+    return [f"alert {getattr(a, 'rule', '?')} ({getattr(a, 'severity', '?')}) was firing{_whose(a)}" for a in rows[:10]]
+
+
+def _whose(alert):
+    """A request-contract alert judges the operator's traffic only: the taint says so."""
+    excluded = (getattr(alert, "details", None) or {}).get("own_excluded")
+    if excluded is None:
+        return ""
+    return f" (operator's traffic only, {excluded:.0f} of SparkOps's own requests excluded)"
 
 
 def taint_reasons(*, engine, before, after, start, end):

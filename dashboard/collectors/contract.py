@@ -38,6 +38,11 @@ CUT_TOLERANCE_S = 0.25  # durations this close are one duration
 ROUND_TO_S = 10.0  # timeouts are round numbers: within CUT_TOLERANCE_S of a multiple of this
 KEEP_CUTS = 200
 KEEP_EVENTS = 500
+# SparkOps's own requests in the ring (dashboard/collectors/own.py): "_own:<reason>".
+OWN_PREFIX = "_own:"
+OWN_ERROR = "_error"
+# Own requests counted a few milliseconds after the engine counted them may straddle a poll.
+OWN_SLACK = 2.0
 
 
 def window_s():
@@ -86,23 +91,36 @@ def _cumulative(metrics, window):
     return cum, edge
 
 
-def derive(metrics, state, *, now, window, journal=None):
+def derive(metrics, state, *, now, window, journal=None, own=None):
     """(reading["contract"], new collector state) for one poll. METRICS: `vllm_metrics` of
     this scrape ({} when the engine publishes none or is down); STATE: the last poll's;
-    WINDOW: the engine's max_model_len; JOURNAL: the host reader's `journal_summary`."""
+    WINDOW: the engine's max_model_len; JOURNAL: the host reader's `journal_summary`;
+    OWN: SparkOps's own requests to this engine (`dashboard.collectors.own.counts`,
+    cumulative), subtracted over the window so the figures are the operator's traffic
+    (None: not known here, nothing subtracted)."""
     reading = {"window_s": window_s(), "metrics": bool(metrics), "journal": journal}
     if not metrics:
         return reading, state
     cum, edge = _cumulative(metrics, window)
+    own_error = (own or {}).get(OWN_ERROR)
+    if own is not None and not own_error:
+        cum.update({OWN_PREFIX + r: float(own.get(r, 0.0)) for r in FINISH_REASONS})
     ring = list(state.get("ring") or [])
-    if ring and any(cum.get(k, 0.0) < v for k, v in ring[-1][1].items()):
-        ring, state = [], {}  # a counter went down: the engine restarted, its window starts over
+    if ring and any(cum.get(k, 0.0) < v for k, v in ring[-1][1].items() if k in cum or not k.startswith(OWN_PREFIX)):
+        ring, state = (
+            [],
+            {},
+        )  # a counter went down: the engine restarted (or SparkOps's own count), the window starts over
+    if ring and OWN_PREFIX + "stop" in cum and OWN_PREFIX + "stop" not in ring[0][1]:
+        ring = []  # its own requests were not counted at the window's start: the window starts over
     ring = [entry for entry in ring if now - entry[0] <= window_s()]
     if not ring or now - ring[-1][0] >= min(RING_STEP_S, window_s() / 20):
         ring.append([now, cum])
     base_t, base = ring[0]
     delta = {k: max(0.0, v - base.get(k, 0.0)) for k, v in cum.items()}
     finished = {k: v for k, v in delta.items() if not k.startswith("_")}
+    if own is not None:
+        finished, reading["own"] = _operators(finished, delta, own_error)
     requests = sum(finished.values())
     reading.update(
         span_s=round(now - base_t, 1),
@@ -122,6 +140,37 @@ def derive(metrics, state, *, now, window, journal=None):
         },
     }
     return reading, new_state
+
+
+def _operators(finished, delta, own_error):
+    """(the operator's finished requests per reason, reading["own"]): the engine's counts over
+    the window less SparkOps's own. "judged" is False where it cannot tell whose requests they
+    were: its own requests cannot be read, or the engine's counters moved less than its own
+    requests explain (another engine behind the same address, a counter that missed them);
+    the contract rules then say so and do not fire."""
+    mine = {r: delta.get(OWN_PREFIX + r, 0.0) for r in FINISH_REASONS}
+    excluded = sum(mine.values())
+    info = {"excluded": excluded, "finished": {r: n for r, n in mine.items() if n}, "judged": True, "why": ""}
+    if own_error:
+        info.update(judged=False, why=own_error)
+        return finished, info
+    short = {r: n - finished.get(r, 0.0) for r, n in mine.items() if n - finished.get(r, 0.0) > OWN_SLACK}
+    if short:
+        said = ", ".join(f"{mine[r]:.0f} {r} of its own against {finished.get(r, 0.0):.0f}" for r in short)
+        info.update(
+            judged=False,
+            why=f"the engine's counters moved less than SparkOps's own requests explain ({said}): "
+            "whose requests they were cannot be told",
+        )
+        return finished, info
+    return {k: max(0.0, v - mine.get(k, 0.0)) for k, v in finished.items()}, info
+
+
+def judged_text(own):
+    """ "operator's traffic only (N of SparkOps's own requests excluded)", or '' where own requests are not tracked."""
+    if not isinstance(own, dict):
+        return ""
+    return f"operator's traffic only ({own.get('excluded') or 0:.0f} of SparkOps's own requests excluded)"
 
 
 def _edge(delta, edge, window):

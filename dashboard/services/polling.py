@@ -20,7 +20,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from dashboard import clock, http
-from dashboard.collectors import collector_for, contract, runner, store
+from dashboard.collectors import collector_for, contract, own, runner, store
 from dashboard.collectors.base import Snapshot, describe
 from dashboard.collectors.derive import SAMPLE_METRICS, derive, kv_changed
 from dashboard.collectors.hostread import host_read
@@ -275,12 +275,14 @@ def _engine_reading(engine, snapshot, fetched_at, now, states) -> EngineReading:
     static = _carry_static(snapshot, state, collector_for(engine.kind).slow) if snapshot.up else {}
     reading, new_state = derive(snapshot, state, now=fetched_at, name=engine.name, kind=engine.kind)
     reading["unit"], reading["fatal_lines"] = unit_info.get("unit"), unit_info.get("fatal_lines") or []
+    metrics = snapshot.contract if snapshot.up else {}
     reading["contract"], new_state["contract"] = contract.derive(
-        snapshot.contract if snapshot.up else {},
+        metrics,
         state.get("contract") or {},
         now=fetched_at,
         window=snapshot.kv.get("window"),
         journal=unit_info.get("contract"),
+        own=own.counts(engine.url) if metrics else None,  # the operator's traffic is judged, not SparkOps's
     )
     kv = {**(unit_info.get("boot") or {}), **{k: v for k, v in snapshot.kv.items() if v is not None}}
     if reading["kv_pool_tokens"] is None and kv.get("pool_tokens"):

@@ -5,6 +5,8 @@ from datetime import UTC, datetime
 
 from django import template
 
+from dashboard.collectors.contract import judged_text
+
 register = template.Library()
 
 REASONS = ("stop", "length", "abort", "error", "repetition")
@@ -27,6 +29,9 @@ def contract_panel(engine):
         "peg": {**peg, "at": datetime.fromtimestamp(peg["at"], tz=UTC)} if isinstance(peg, dict) else None,
         "window_min": (c.get("window_s") or 0) / 60,
         "edge": _edge(c.get("edge")),
+        # SparkOps's own requests are subtracted: whose traffic the figures are (dashboard/collectors/own.py).
+        "own": c.get("own") if isinstance(c.get("own"), dict) else None,
+        "whose": judged_text(c.get("own")),
     }
 
 

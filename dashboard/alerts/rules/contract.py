@@ -1,8 +1,11 @@
-"""The request contract on live traffic: truncated answers, requests ending in error or
+"""The request contract on live traffic (the operator's: SparkOps's own requests are subtracted,
+dashboard/collectors/own.py): truncated answers, requests ending in error or
 repetition, prompts at the window's edge, HTTP 400/500s and llama.cpp's peg-native
 failures in the journal, and requests cut by a timeout layer. Inputs: the reading's
 "contract" part (dashboard/collectors/contract.py), over its trailing window; each
 finding clears once the window holds no more of what raised it."""
+
+from dashboard.collectors.contract import judged_text
 
 from ..lifecycle import Finding
 from . import register
@@ -11,6 +14,24 @@ from .base import Rule
 
 def _contract(reading):
     return (reading or {}).get("contract") or {}
+
+
+def _cannot_tell(c):
+    """Whether whose requests the window's figures are cannot be told (reading["own"]): then
+    the finish-reason rules neither fire nor resolve, and the engine page says why."""
+    own = c.get("own")
+    return isinstance(own, dict) and not own.get("judged", True)
+
+
+def _whose(c):
+    """' — operator's traffic only (N of SparkOps's own requests excluded)' where SparkOps counts its own."""
+    text = judged_text(c.get("own"))
+    return f" — {text}" if text else ""
+
+
+def _own_details(c):
+    own = c.get("own")
+    return {"own_excluded": own.get("excluded") or 0} if isinstance(own, dict) else {}
 
 
 def _minutes(seconds):
@@ -33,7 +54,7 @@ class TruncatedAnswers(Rule):
 
     def evaluate(self, *, settings, engine, reading, **_):
         c = _contract(reading)
-        if not c.get("metrics"):
+        if not c.get("metrics") or _cannot_tell(c):
             return []
         requests, length = c.get("requests") or 0, (c.get("finished") or {}).get("length", 0)
         share = length / requests if requests else 0.0
@@ -41,7 +62,7 @@ class TruncatedAnswers(Rule):
         message = (
             f"{engine.name}: {share:.0%} of {requests:.0f} requests in the last {_minutes(c.get('window_s') or 0)} "
             f"ended with finish_reason length ({length:.0f}): truncated answers. Check max_tokens, and prompt + "
-            "max_tokens against the window (vLLM >= 0.32 clamps it without an error)."
+            f"max_tokens against the window (vLLM >= 0.32 clamps it without an error){_whose(c)}."
         )
         return [
             Finding(
@@ -50,7 +71,7 @@ class TruncatedAnswers(Rule):
                 active=active,
                 cause="length",
                 message=message,
-                details={"share": round(share, 4), "length": length, "requests": requests},
+                details={"share": round(share, 4), "length": length, "requests": requests, **_own_details(c)},
             )
         ]
 
@@ -69,7 +90,7 @@ class FinishedInError(Rule):
 
     def evaluate(self, *, settings, engine, reading, **_):
         c = _contract(reading)
-        if not c.get("metrics"):
+        if not c.get("metrics") or _cannot_tell(c):
             return []
         finished = c.get("finished") or {}
         error, repetition = finished.get("error", 0), finished.get("repetition", 0)
@@ -77,7 +98,7 @@ class FinishedInError(Rule):
         cause = "error" if error >= repetition else "repetition"
         message = (
             f"{engine.name}: in the last {_minutes(c.get('window_s') or 0)}, {error:.0f} requests finished with "
-            f"error and {repetition:.0f} with repetition (of {c.get('requests') or 0:.0f})."
+            f"error and {repetition:.0f} with repetition (of {c.get('requests') or 0:.0f}){_whose(c)}."
         )
         return [
             Finding(
@@ -86,7 +107,7 @@ class FinishedInError(Rule):
                 active=active,
                 cause=cause,
                 message=message,
-                details={"error": error, "repetition": repetition},
+                details={"error": error, "repetition": repetition, **_own_details(c)},
             )
         ]
 
