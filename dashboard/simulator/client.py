@@ -41,7 +41,9 @@ class Simulation:
         state_dir=None,
         control_port=0,
         ready_timeout: float = 20.0,
+        wait_ready: bool = True,
     ):
+        self.wait = wait_ready  # False: return once the supervisor is up, its engines maybe still loading
         self.specs = [spec_string(e) for e in engines]
         self._tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="sparkops-sim-")
         self.state_dir = Path(state_dir or self._tmp.name)
@@ -91,7 +93,7 @@ class Simulation:
             info = json.loads(line)
             self.engines[info["name"]] = info
             self.control = info["control"]
-        for name in self.engines:
+        for name in self.engines if self.wait else ():
             self.wait_ready(name, deadline - time.monotonic())
 
     def stop(self) -> None:

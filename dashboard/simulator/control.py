@@ -1,7 +1,7 @@
 """The supervisor's loopback control API:
 
 GET  /_sim/units                         [{name, kind, url, unit, port, pid, state, ...}]
-POST /_sim/units/<name>/start|stop|restart
+POST /_sim/units/<name>/start|stop|restart|reset-failed   (start/restart: 409 past the start limit)
 POST /_sim/units/<name>/fault  {"kind": K, ...}   forwarded to the engine
 POST /_sim/units/<name>/traffic {"count": N, "finish_reason": ..., "e2e_s": ..., "status": ..., ...}
                                finished requests in the engine's metrics and log (simulator/traffic.py)
@@ -86,12 +86,17 @@ class ControlAPI:
         return value
 
     async def unit_action(self, unit, action, req):
-        if action == "start":
-            await self.sup.start_unit(unit)
+        from .supervisor import STARTED_TOO_OFTEN, StartLimitHit
+
+        if action in ("start", "restart"):
+            try:
+                await (self.sup.start_unit(unit) if action == "start" else self.sup.restart_unit(unit))
+            except StartLimitHit:
+                return json_response({"error": STARTED_TOO_OFTEN, **unit.info()}, 409)
         elif action == "stop":
             await self.sup.stop_unit(unit)
-        elif action == "restart":
-            await self.sup.restart_unit(unit)
+        elif action == "reset-failed":
+            self.sup.reset_failed(unit)
         elif action == "fault":
             return await self.fault(unit, self.body(req))
         elif action == "traffic":
@@ -114,7 +119,10 @@ class ControlAPI:
                 unit.write()
         else:
             return json_response(
-                {"error": f"unknown action {action!r}; use start, stop, restart, fault, traffic, cold or dropin"}, 404
+                {
+                    "error": f"unknown action {action!r}; use start, stop, restart, reset-failed, fault, traffic, cold or dropin"
+                },
+                404,
             )
         return json_response(unit.info())
 

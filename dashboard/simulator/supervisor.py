@@ -134,7 +134,7 @@ class Unit:
             "ExecMainPID": "0",
             "ExecMainCode": "0",
             "ExecMainStatus": "0",
-            "ControlGroup": f"/system.slice/{self.id}",
+            "ControlGroup": "",
             "MemoryCurrent": "[not set]",
             "Id": self.id,
             "Names": self.id,
@@ -235,6 +235,15 @@ class Unit:
         self.p.update(ActiveState=active, SubState=sub, **{k: str(v) for k, v in props.items()})
         self.write()
 
+    def collect(self) -> None:
+        """systemd's garbage collection of a unit left inactive/dead with no job pending (CollectMode=
+        inactive): it is unloaded, and the next `systemctl show` loads it afresh from its files, so
+        every runtime property reads as never started (real systemd 252: ExecMain* 0 or empty, no
+        timestamps, InvocationID and ControlGroup empty, NRestarts 0, Result success). A failed unit
+        is kept until `systemctl reset-failed`."""
+        self.p.update(RUNTIME_RESET)
+        self.write()
+
     def write(self) -> None:
         if self.spec.hand_run:  # no unit: systemd knows nothing of it
             return
@@ -275,6 +284,33 @@ class Unit:
             "n_restarts": int(self.p["NRestarts"]),
             "restart": self.spec.restart,
         }
+
+
+RUNTIME_RESET = {
+    "MainPID": "0",
+    "ControlPID": "0",
+    "Result": "success",
+    "NRestarts": "0",
+    "ExecMainStartTimestamp": "",
+    "ExecMainExitTimestamp": "",
+    "ExecMainPID": "0",
+    "ExecMainCode": "0",
+    "ExecMainStatus": "0",
+    "ControlGroup": "",
+    "ActiveState": "inactive",
+    "SubState": "dead",
+    "StateChangeTimestamp": "",
+    "InactiveExitTimestamp": "",
+    "ActiveEnterTimestamp": "",
+    "ActiveExitTimestamp": "",
+    "InactiveEnterTimestamp": "",
+    "InvocationID": "",
+}
+STARTED_TOO_OFTEN = "start of the service was attempted too often"
+
+
+class StartLimitHit(Exception):
+    """A start refused by the unit's start limit (StartLimitIntervalSec=/StartLimitBurst=)."""
 
 
 def d_timeout(eff: dict):
@@ -377,9 +413,13 @@ class Supervisor:
             return
         if unit.restart_task and manual:
             unit.restart_task.cancel()
+            unit.restart_task = None
+        window = time.monotonic() - unit.spec.start_limit_interval
+        if sum(1 for t in unit.start_times if t > window) >= unit.spec.start_limit_burst:
+            self._start_limit_hit(unit)
+            raise StartLimitHit(unit.id)
         if manual:
             unit.p["NRestarts"] = "0"
-            unit.start_times = []
         unit.stop_requested = False
         unit.fail_result = None
         self.journal.manager(unit.id, f"Starting {unit.description}...", JOB_TYPE="start")
@@ -419,6 +459,7 @@ class Supervisor:
             ExecMainExitTimestamp="",
             Result="success",
             InvocationID=uuid.uuid4().hex,
+            ControlGroup=f"/system.slice/{unit.id}",
         )
         if not posts:
             self._started(unit)
@@ -555,14 +596,15 @@ class Supervisor:
             result, unit.fail_result = unit.fail_result, None
         if unit.control_proc is not None and unit.control_proc.returncode is None:
             unit.control_proc.kill()  # the helper of a start whose main process died
-        self.journal.manager(
-            unit.id,
-            f"Main process exited, code={code}, status={status}/{name}",
-            priority=7 if clean else 5,
-            MESSAGE_ID=sd.MSG_PROCESS_EXIT,
-            EXIT_CODE=code,
-            EXIT_STATUS=status,
-        )
+        if not clean:  # a clean exit is logged at debug level, which the manager (LogLevel=info) drops
+            self.journal.manager(
+                unit.id,
+                f"{unit.id}: Main process exited, code={code}, status={status}/{name}",
+                priority=5,
+                MESSAGE_ID=sd.MSG_PROCESS_EXIT,
+                EXIT_CODE=code,
+                EXIT_STATUS=status,
+            )
         exit_props = dict(
             MainPID=0,
             ExecMainCode=1 if code == "exited" else 2,
@@ -572,11 +614,15 @@ class Supervisor:
         )
         if result == "success":
             unit.set_state("inactive", "dead", **exit_props)
-            self.journal.manager(unit.id, "Deactivated successfully.", MESSAGE_ID=sd.MSG_SUCCESS)
+            self.journal.manager(unit.id, f"{unit.id}: Deactivated successfully.", MESSAGE_ID=sd.MSG_SUCCESS)
         else:
             unit.set_state("failed", "failed", **exit_props)
             self.journal.manager(
-                unit.id, f"Failed with result '{result}'.", priority=4, MESSAGE_ID=sd.MSG_FAILURE, UNIT_RESULT=result
+                unit.id,
+                f"{unit.id}: Failed with result '{result}'.",
+                priority=4,
+                MESSAGE_ID=sd.MSG_FAILURE,
+                UNIT_RESULT=result,
             )
         if unit.stop_requested:
             self.journal.manager(
@@ -585,31 +631,53 @@ class Supervisor:
         elif shall_restart(unit.spec.restart, result, code, status):
             unit.set_state("activating", "auto-restart")
             unit.restart_task = asyncio.create_task(self._auto_restart(unit, result))
+            return
+        if result == "success":
+            unit.collect()
 
     async def _auto_restart(self, unit: Unit, result: str) -> None:
         await asyncio.sleep(unit.spec.restart_sec)
-        window = time.monotonic() - unit.spec.start_limit_interval
-        if sum(1 for t in unit.start_times if t > window) >= unit.spec.start_limit_burst:
-            unit.set_state("failed", "failed", Result="start-limit-hit")
-            self.journal.manager(unit.id, "Start request repeated too quickly.", priority=3)
-            self.journal.manager(
-                unit.id,
-                "Failed with result 'start-limit-hit'.",
-                priority=4,
-                MESSAGE_ID=sd.MSG_FAILURE,
-                UNIT_RESULT="start-limit-hit",
-            )
-            return
         n = int(unit.p["NRestarts"]) + 1
         unit.p["NRestarts"] = str(n)
         self.journal.manager(
-            unit.id, f"Scheduled restart job, restart counter is at {n}.", MESSAGE_ID=sd.MSG_RESTART, N_RESTARTS=n
+            unit.id,
+            f"{unit.id}: Scheduled restart job, restart counter is at {n}.",
+            MESSAGE_ID=sd.MSG_RESTART,
+            N_RESTARTS=n,
         )
         self.journal.manager(
             unit.id, f"Stopped {unit.description}.", MESSAGE_ID=sd.MSG_STOPPED, JOB_TYPE="restart", JOB_RESULT="done"
         )
         unit.restart_task = None
-        await self.start_unit(unit, manual=False)
+        try:
+            await self.start_unit(unit, manual=False)
+        except StartLimitHit:
+            pass
+
+    def _start_limit_hit(self, unit: Unit) -> None:
+        """As systemd 252's service_start → unit_test_start_limit → service_enter_dead: the unit
+        fails, and its Result becomes start-limit-hit only when the run before ended well (a
+        crash loop keeps Result=exit-code; the journal says "Start request repeated too quickly")."""
+        result = "start-limit-hit" if unit.p["Result"] == "success" else unit.p["Result"]
+        unit.set_state("failed", "failed", Result=result)
+        self.journal.manager(unit.id, f"{unit.id}: Start request repeated too quickly.", priority=4)
+        self.journal.manager(
+            unit.id,
+            f"{unit.id}: Failed with result '{result}'.",
+            priority=4,
+            MESSAGE_ID=sd.MSG_FAILURE,
+            UNIT_RESULT=result,
+        )
+        self.journal.manager(
+            unit.id, f"Failed to start {unit.description}.", priority=3, MESSAGE_ID=sd.MSG_START_FAILED
+        )
+
+    def reset_failed(self, unit: Unit) -> None:
+        """`systemctl reset-failed`: the start limit's count is forgotten, and a failed unit (no
+        longer kept for its failure) is collected."""
+        unit.start_times = []
+        if unit.proc is None and unit.restart_task is None and unit.p["ActiveState"] in ("failed", "inactive"):
+            unit.collect()
 
     async def stop_unit(self, unit: Unit) -> None:
         if unit.control_proc is not None and unit.control_proc.returncode is None:
@@ -619,6 +687,7 @@ class Supervisor:
             unit.restart_task = None
             if unit.proc is None:
                 unit.set_state("inactive", "dead")
+                unit.collect()
         proc = unit.proc
         if proc is None:
             return

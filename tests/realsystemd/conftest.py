@@ -124,6 +124,14 @@ class RealBox:
     def fragment(self, name):
         return str(self.m.unit_dir / self.units[name])
 
+    def helper(self, name, budget, *, extra="", service=""):
+        """A drop-in replacing ExecStartPost= with the readiness helper (dashboard/simulator/waitready.py)."""
+        cmd = f"{sys.executable} -m dashboard.simulator.waitready {self.ports[name]} {budget} {extra}".strip()
+        return self.dropin(name, "60-ready.conf", f"[Service]\nExecStartPost=\nExecStartPost={cmd}\n{service}")
+
+    def restart(self, name):
+        self.m.systemctl("restart", "--no-block", self.units[name])
+
     def close(self):
         units = list(self.units.values())
         if units:
@@ -152,10 +160,13 @@ class SimBox:
         assert not service and not unit_section, "the simulator takes unit options in its spec"
         opts = {**(unit_opts or {}), **opts}
         spec = ",".join([f"vllm:{name}", f"restart={restart}", *(f"{k}={v}" for k, v in opts.items())])
-        sim = Simulation(engines=[spec], state_dir=self.tmp / f"sim-{name}", ready_timeout=WAIT_S).__enter__()
+        sim = Simulation(
+            engines=[spec], state_dir=self.tmp / f"sim-{name}", ready_timeout=WAIT_S, wait_ready=start
+        ).__enter__()
         self.sims[name] = sim
         point_collectors_at(sim, self.settings, self.monkeypatch, gpu=False)
-        sim.wait_ready(name, timeout=WAIT_S)
+        if start:
+            sim.wait_ready(name, timeout=WAIT_S)
         return sim.unit(name)
 
     def unit(self, name):
@@ -179,6 +190,16 @@ class SimBox:
 
     def fragment(self, name):
         return self.show(name)["FragmentPath"]
+
+    def helper(self, name, budget, *, extra="", service=""):
+        from dashboard.simulator.units import HELPER
+
+        port = self.url(name).rsplit(":", 1)[1]
+        cmd = f"{HELPER} {port} {budget} {extra}".strip()
+        return self.dropin(name, "60-ready.conf", f"[Service]\nExecStartPost=\nExecStartPost={cmd}\n{service}")
+
+    def restart(self, name):
+        self.sims[name].restart(name)
 
     def close(self):
         for sim in self.sims.values():

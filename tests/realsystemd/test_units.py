@@ -2,6 +2,9 @@
 product's own code: the collectors (`systemctl --user show`, `journalctl --user-unit`), the
 engine_down rule's causes, launch observation (`read_units`), the Restart action."""
 
+import shlex
+import subprocess
+
 import pytest
 
 from dashboard.alerts.evaluate import evaluate
@@ -112,3 +115,127 @@ def systemd_entry_unit(entry):
     from dashboard.collectors.systemd import entry_unit
 
     return entry_unit(entry)
+
+
+def test_start_limit_hit_then_the_restart_action_brings_it_back(box, engine_of, settings):
+    """Restart=always, StartLimitBurst=2: the third start inside StartLimitIntervalSec= is refused —
+    "Start request repeated too quickly", failed with Result=start-limit-hit (the runs before it ended
+    well); the card gives `reset-failed`, and the Restart action (reset-failed, then restart, by the
+    real `systemctl --user`) brings it back."""
+    from dashboard.changelog.models import Entry
+    from dashboard.unit_actions import fix_commands, unit_restart
+
+    box.add(
+        "slh", restart="always", unit_opts={"restart_sec": 0.1, "start_limit_burst": 2, "start_limit_interval": 300}
+    )
+    engine = engine_of(box, "slh")
+    box.fault("slh", "exit0")
+    shown(box, "slh", ActiveState="active", NRestarts=1)
+    box.wait_ready("slh")
+    box.fault("slh", "exit0")
+    props = shown(box, "slh", ActiveState="failed")
+    assert props["Result"] == "start-limit-hit" and props["SubState"] == "failed" and props["NRestarts"] == 2, props
+    entries, _ = journal_read(user_units=[box.unit("slh")], first_lines=500)
+    texts = [str(e.get("MESSAGE")) for e in entries]
+    assert f"{box.unit('slh')}: Start request repeated too quickly." in texts, texts
+    assert f"{box.unit('slh')}: Failed with result 'start-limit-hit'." in texts, texts
+    event = down_event(engine)
+    assert event.cause == "start_limit_hit", event.message
+    assert (
+        "After “start request repeated too quickly” (start limit hit)",
+        f"systemctl --user reset-failed {box.unit('slh')}",
+    ) in fix_commands(engine)
+    plain = subprocess.run(
+        [*shlex.split(settings.SPARKOPS_SYSTEMCTL), "--user", "restart", box.unit("slh")],
+        capture_output=True,
+        text=True,
+    )  # refused while the limit holds
+    assert plain.returncode == 1 and "start of the service was attempted too often" in plain.stderr, plain.stderr
+    settings.SPARKOPS_UNIT_ACTIONS = True
+    unit_restart(engine.pk, event.pk, None)
+    note = Entry.objects.filter(kind="incident_note").order_by("-pk").first()
+    assert note is not None and note.title == f"systemctl restart {box.unit('slh')} on {engine.host.name}: done", note
+    again = shown(box, "slh", ActiveState="active", SubState="running")
+    assert again["NRestarts"] == 0 and again["Result"] == "success" and again["MainPID"] not in (0, "0")
+    box.wait_ready("slh")
+
+
+def test_a_crash_loop_past_the_start_limit_keeps_result_exit_code(box, engine_of):
+    """The same limit hit by a crash loop: systemd keeps the first failure's Result (exit-code), and only
+    the journal says the start limit was hit."""
+    box.add(
+        "slc", restart="on-failure", unit_opts={"restart_sec": 0.1, "start_limit_burst": 2, "start_limit_interval": 300}
+    )
+    box.fault("slc", "crash")
+    shown(box, "slc", ActiveState="active", NRestarts=1)
+    box.wait_ready("slc")
+    box.fault("slc", "crash")
+    props = shown(box, "slc", ActiveState="failed")
+    assert props["Result"] == "exit-code" and props["ExecMainStatus"] == 1 and props["NRestarts"] == 2, props
+    entries, _ = journal_read(user_units=[box.unit("slc")], first_lines=500)
+    texts = [str(e.get("MESSAGE")) for e in entries]
+    assert f"{box.unit('slc')}: Start request repeated too quickly." in texts, texts
+    assert texts.count(f"{box.unit('slc')}: Failed with result 'exit-code'.") == 3, texts
+
+
+def _down_cause(engine, reason="HTTP 503"):
+    """Evaluate a failed probe of ENGINE once more; its firing engine_down event, or None."""
+    evaluate("engine_liveness", engine=engine, up=False, reason=reason, rechecked=True)
+    return AlertEvent.objects.filter(rule="engine_down", subject=engine.name, state="firing").first()
+
+
+def test_a_readiness_helper_that_waits_holds_the_unit_activating_too_long(box, engine_of):
+    """ExecStartPost= runs the readiness helper while the engine loads for ever: the unit sits in
+    activating/start-post; past the rule's activating budget the alert says "activating too long"."""
+    from dashboard.alerts.services import rule_update
+
+    box.add("act", restart="no", start=False, load_seconds=900)
+    engine = engine_of(box, "act")
+    box.helper("act", 900, service="TimeoutStartSec=1000\n")
+    box.restart("act")
+    props = shown(box, "act", ActiveState="activating", SubState="start-post")
+    assert box.show("act")["ControlPID"] != "0" and props["MainPID"] not in (0, "0"), props  # the helper runs
+    rule_update(key="engine_down", params={"activating_budget_s": 1})
+    evaluate("engine_liveness", engine=engine, up=False, reason="HTTP 503", rechecked=False)
+    event = _down_cause(engine)
+    assert event is None  # starting: systemd is still bringing it up, within the budget
+    from dashboard.alerts.lifecycle import newest
+
+    latest: list = [None]
+
+    def too_long():
+        event = _down_cause(engine)  # fires (as "starting") once the budget is spent, then learns the cause
+        latest[0] = event and newest(event)
+        return bool(latest[0]) and latest[0][0] == "activating_too_long"
+
+    assert wait_for(too_long, timeout=WAIT_S), latest[0]
+    assert "activating for" in latest[0][1], latest[0]
+    assert shown(box, "act", ActiveState="activating")["SubState"] == "start-post"
+
+
+def test_a_helper_that_exits_0_on_timeout_leaves_an_active_unit_that_does_not_answer(box, engine_of):
+    box.add("lie", restart="no", start=False, load_seconds=900)
+    engine = engine_of(box, "lie")
+    box.helper("lie", 1, extra="--exit-0-on-timeout")
+    box.restart("lie")
+    props = shown(box, "lie", ActiveState="active", SubState="running")
+    assert props["Result"] == "success" and props["MainPID"] not in (0, "0"), props
+    assert box.show("lie")["ControlPID"] == "0"  # the helper is done
+    event = down_event(engine)
+    assert event.cause == "active_not_answering", event.message
+    assert "readiness lied" in event.message
+
+
+def test_timeout_start_sec_reached_fails_the_start_with_result_timeout(box, engine_of):
+    box.add("tmo", restart="no", start=False, load_seconds=900)
+    engine = engine_of(box, "tmo")
+    box.helper("tmo", 900, service="TimeoutStartSec=2\n")
+    box.restart("tmo")
+    props = shown(box, "tmo", ActiveState="failed")
+    assert props["Result"] == "timeout" and props["MainPID"] == 0 and box.show("tmo")["ControlPID"] == "0", props
+    entries, _ = journal_read(user_units=[box.unit("tmo")], first_lines=500)
+    texts = [str(e.get("MESSAGE")) for e in entries]
+    assert f"{box.unit('tmo')}: start-post operation timed out. Terminating." in texts, texts
+    assert f"{box.unit('tmo')}: Failed with result 'timeout'." in texts, texts
+    event = down_event(engine)
+    assert event.cause == "unit_failed" and "Result=timeout" in event.message, event.message

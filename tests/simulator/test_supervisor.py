@@ -59,8 +59,8 @@ def test_crash_restarts_and_counts(sim):
     assert before not in [e["__CURSOR"] for e in newer]
     msgs = [e["MESSAGE"] for e in newer]
     assert "CUDA error: an illegal instruction was encountered" in msgs
-    assert "Main process exited, code=exited, status=1/FAILURE" in msgs
-    assert "Scheduled restart job, restart counter is at 1." in msgs
+    assert "l.service: Main process exited, code=exited, status=1/FAILURE" in msgs
+    assert "l.service: Scheduled restart job, restart counter is at 1." in msgs
     full = journal(sim, "-u", "l")
     after = journal(sim, "-u", "l", "--after-cursor", full[-3]["__CURSOR"])
     assert after[:2] == full[-2:]  # exactly the newer entries (more may have arrived since)
@@ -72,10 +72,12 @@ def test_crash_restarts_and_counts(sim):
 def test_exit0_is_not_restarted_under_on_failure(sim):
     sim.fault("v", "exit0")
     props = sim.wait_for_unit("v", ActiveState="inactive")
-    assert props["Result"] == "success" and props["ExecMainStatus"] == "0" and props["ExecMainCode"] == "1"
+    # collected, as systemd 252 does a unit left inactive/dead: its runtime state reads as never started
+    assert props["Result"] == "success" and props["ExecMainStatus"] == "0" and props["ExecMainCode"] == "0"
     assert props["SubState"] == "dead" and props["MainPID"] == "0" and props["NRestarts"] == "0"
+    assert props["ExecMainPID"] == "0" and props["InvocationID"] == props["ActiveEnterTimestamp"] == ""
     msgs = [e["MESSAGE"] for e in journal(sim, "-u", "v")]
-    assert msgs[-2:] == ["Main process exited, code=exited, status=0/SUCCESS", "Deactivated successfully."]
+    assert msgs[-1] == "v.service: Deactivated successfully."  # the clean exit itself is a debug line: not logged
     with pytest.raises(httpx.ConnectError):
         httpx.get(sim.url("v") + "/health")
     sim.start("v")

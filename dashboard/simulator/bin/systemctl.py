@@ -1,4 +1,5 @@
-"""`systemctl show UNIT... [-p A,B]... [--value] [--all] [--user]`, `cat UNIT...`, `is-active` and `daemon-reload` over the
+"""`systemctl show UNIT... [-p A,B]... [--value] [--all] [--user]`, `cat UNIT...`, `is-active`, `daemon-reload`, and
+`start`/`stop`/`restart`/`reset-failed UNIT...` (through the supervisor's control API) over the
 simulator's state dir. Output is systemctl's: KEY=VALUE per line, units separated by a
 blank line, empty values suppressed unless requested with -p or --all, unknown units
 shown as the LoadState=not-found stub. `--user` reads the same units. `cat` prints each unit's
@@ -50,6 +51,53 @@ def daemon_reload() -> int:
         return 1
 
 
+def unit_action(verb: str, units: list[str]) -> int:
+    """start/stop/restart/reset-failed through the supervisor's control API, failing as systemctl does."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    try:
+        control = (state_dir() / "control").read_text().strip()
+    except OSError as exc:
+        print(f"Failed to connect to bus: {exc}", file=sys.stderr)
+        return 1
+    names = {f"{u['name']}.service": u["name"] for u in _units(control)}
+    for unit in units:
+        if unit not in names:
+            if verb == "reset-failed":
+                print(f"Failed to reset failed state of unit {unit}: Unit {unit} not loaded.", file=sys.stderr)
+            else:
+                print(f"Failed to {verb} {unit}: Unit {unit} not found.", file=sys.stderr)
+            return 1 if verb == "reset-failed" else 5
+        req = urllib.request.Request(f"{control}/_sim/units/{names[unit]}/{verb}", data=b"{}", method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=60):
+                pass
+        except urllib.error.HTTPError as exc:
+            try:
+                why = json.loads(exc.read()).get("error", "")
+            except ValueError:
+                why = ""
+            print(
+                f"Job for {unit} failed because {why or 'the control process exited with error code'}.", file=sys.stderr
+            )
+            print(f'See "systemctl status {unit}" and "journalctl -xeu {unit}" for details.', file=sys.stderr)
+            return 1
+        except OSError as exc:
+            print(f"Failed to {verb} {unit}: {exc}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def _units(control: str) -> list[dict]:
+    import json
+    import urllib.request
+
+    with urllib.request.urlopen(control + "/_sim/units", timeout=10) as resp:
+        return json.loads(resp.read())
+
+
 def show_text(props: dict, wanted: list[str] | None, all_: bool, value_only: bool) -> str:
     order = list(SHOW_KEYS) + [k for k in props if k not in SHOW_KEYS]
     keys = [k for k in order if k in props and (wanted is None or k in wanted)]
@@ -96,7 +144,10 @@ def cat(units: list[str]) -> int:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="systemctl")
-    p.add_argument("verb", choices=["show", "cat", "is-active", "status", "daemon-reload"])
+    p.add_argument(
+        "verb",
+        choices=["show", "cat", "is-active", "status", "daemon-reload", "start", "stop", "restart", "reset-failed"],
+    )
     p.add_argument("units", nargs="*")
     p.add_argument("-p", "--property", action="append", default=[])
     p.add_argument("-P", dest="value_property", action="append", default=[])
@@ -116,6 +167,8 @@ def main(argv=None) -> int:
         return cat(units)
     if args.verb == "daemon-reload":
         return daemon_reload()
+    if args.verb in ("start", "stop", "restart", "reset-failed"):
+        return unit_action(args.verb, units)
     if args.verb == "status":
         print("sim-systemctl supports 'show' and 'is-active' only", file=sys.stderr)
         return 1
