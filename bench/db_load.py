@@ -16,12 +16,16 @@ SQLite under a temp dir unless BENCH_DATABASE_URL names a PostgreSQL database (c
 missing, migrated; the bench's users and engine are added to it). Uses REDIS_URL if set,
 else `sparkops up` starts a private Redis.
 
-Measured 2026-12-01 on this 2-core VM while other test runs shared it (load average 5-11),
-PostgreSQL 15 (max_connections 100), defaults (pool max 10 per process), 50 clients × 20 s:
-2,403 requests, 0 × 5xx, p50 371 ms, p99 960 ms, /healthz 20 of 20 answered 200, at most 19
-connections to the database at once (web, worker, beat: bound 30). Before the pool (CONN_MAX_AGE
-60) 20 clients × 2 min had 3,031 of 8,104 requests answer 500 (issue 31). The full 50 × 120 s
-run and the SQLite figures at 50 clients are still to be taken on a quiet machine."""
+Measured 2026-12-01 on this 2-core VM (load average 2-4 from the stack itself), defaults (pool
+max 10 per process), 50 clients × 120 s:
+- PostgreSQL 15 (max_connections 100): 14,729 requests (122/s), 0 × 5xx, 0 other errors, p50
+  390 ms, p99 613 ms, max 1.69 s; /healthz 119 of 119 answered 200; at most 19 connections at
+  once (web, worker, beat: bound 30), 17 held 12 s after (the pools' floors and idle ones not yet
+  past max_idle); 58 samples stored, gaps median 2.00 s, max 2.49 s (the 2 s cadence held).
+- SQLite: 14,454 requests (120/s), 0 × 5xx, p50 398 ms, p99 628 ms, max 2.70 s; /healthz 120 of
+  120; 58 samples, gaps median 2.00 s, max 2.15 s.
+Before the pool (CONN_MAX_AGE 60) 20 clients × 2 min on PostgreSQL had 3,031 of 8,104 requests
+answer 500 (issue 31)."""
 
 import argparse
 import asyncio
