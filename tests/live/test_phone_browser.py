@@ -294,6 +294,17 @@ OVERFLOWING = """() => Array.from(document.querySelectorAll('body *')).filter(e 
       ? '.' + String(e.className).split(' ').join('.') : '') + ' ' + Math.round(e.getBoundingClientRect().right))"""
 
 
+SETTLED = (
+    "() => document.fonts.ready.then(() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r))))"
+)
+
+
+def _settled(page):
+    """The page's fonts loaded and two frames laid out since: what the eye (and the width check) sees."""
+    page.wait_for_load_state("load")
+    page.evaluate(SETTLED)
+
+
 def _no_sideways_scroll(page):
     """True when the page fits its viewport's width; else the first elements that stick out (for the message)."""
     if page.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1"):
@@ -449,8 +460,7 @@ def test_every_page_fits_a_phone_and_each_is_photographed_at_both_sizes(everythi
             assert response.status == 200, (path, response.status)
             if page.locator("#charts, .chart").count():
                 page.wait_for_selector(".main-svg", timeout=15000)
-            page.wait_for_load_state("load")
-            page.wait_for_timeout(200)
+            _settled(page)
             session.shot(_shot_name(path))
             if path == "/alerts/rules/":
                 print(f"rules page at {size}: {page.evaluate('document.documentElement.scrollHeight')} px tall")
@@ -534,8 +544,7 @@ def test_the_new_pages_fit_a_phone_with_real_objects_at_both_sizes(everything, w
             assert response.status == 200, (path, response.status)
             if page.locator("#charts .chart, .chart[data-chart], .js-plotly-plot").count():
                 page.wait_for_timeout(800)
-            page.wait_for_load_state("load")
-            page.wait_for_timeout(200)
+            _settled(page)
             session.shot(f"new-{name}")
             if not _no_sideways_scroll(page):
                 wide.append(f"{size} {path}: {page.evaluate(OVERFLOWING)}")
