@@ -159,6 +159,9 @@ def read_env_file(path, root=None):
     return out
 
 
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def parse_env_text(text):
     out, pending = [], ""
     for raw in text.splitlines():
@@ -169,11 +172,9 @@ def parse_env_text(text):
             pending += line[:-1]
             continue
         line, pending = pending + line, ""
-        if line.startswith("export "):
-            line = line[7:].lstrip()
         key, sep, value = line.partition("=")
-        if not sep or not key.strip():
-            continue
+        if not sep or not ENV_NAME.fullmatch(key.strip()):
+            continue  # systemd 252: "Ignoring invalid environment assignment 'export A=1'" (no shell `export`)
         value = value.strip()
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
             value = value[1:-1]

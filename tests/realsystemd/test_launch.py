@@ -8,6 +8,9 @@ import pytest
 
 from dashboard.services import audit as launch_audit
 from dashboard.services.launchconfig import Observer, latest_snapshot
+from tests.waiting import wait_for
+
+from .conftest import WAIT_S
 
 pytestmark = [pytest.mark.xdist_group("realsystemd"), pytest.mark.django_db]
 
@@ -58,3 +61,149 @@ def test_after_a_disabled_unit_and_a_missing_unit_fails_the_audit(box, engine_of
     assert f"{off}: loaded/disabled" in result.evidence, result.evidence
     assert f"{gone}: not-found/not installed" in result.evidence, result.evidence
     assert path in result.evidence, result.evidence
+
+
+def env_file(box, name, text):
+    """Write an EnvironmentFile for BOX's engine NAME; the path as its unit names it."""
+    if box.kind == "sim":
+        rel = f"etc/default/{name}-caps"
+        (box.sims[name].root / rel).write_text(text)
+        return "/" + rel
+    path = box.m.root / f"{name}-{uuid.uuid4().hex[:6]}.env"
+    path.write_text(text)
+    box.files.append(path)
+    return str(path)
+
+
+def proc_environ(pid):
+    """The environment process PID runs with ($SPARKOPS_PROC_ROOT/PID/environ: the kernel's, or the
+    simulator's copy of it)."""
+    from django.conf import settings
+
+    raw = open(f"{settings.SPARKOPS_PROC_ROOT}/{pid}/environ", "rb").read()
+    return dict(w.decode().partition("=")[::2] for w in raw.split(b"\0") if b"=" in w)
+
+
+def test_environment_and_environment_files_in_the_effective_environment(box, engine_of):
+    """Environment= lines in order, then EnvironmentFile= files over them (whatever the order of the
+    lines): the observed environment names the file that set each variable, and is what the manager
+    gave the engine's process. A shell's `export NAME=…` line in an EnvironmentFile is ignored by
+    systemd 252 ("Ignoring invalid environment assignment"), so the Environment= value stays."""
+    from tests.realsystemd.test_units import shown
+
+    box.add("env", start=False)
+    engine = engine_of(box, "env")
+    caps = env_file(box, "env", "# compile caps\nTORCHINDUCTOR_COMPILE_THREADS=16\nexport NVCC_THREADS='1'\n")
+    path = box.dropin(
+        "env",
+        "40-env.conf",
+        "[Service]\n"
+        f"EnvironmentFile={caps}\n"
+        'Environment="PATH=/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin" CUDA_HOME=/usr/local/cuda\n'
+        "Environment=MAX_JOBS=4 NVCC_THREADS=2 TORCHINDUCTOR_COMPILE_THREADS=4 FLASHINFER_NVCC_THREADS=1\n"
+        "EnvironmentFile=-/nonexistent/sparkops-optional.env\n",
+    )
+    box.restart("env")
+    box.wait_ready("env")
+    pid = shown(box, "env", ActiveState="active")["MainPID"]
+    data = observed(engine)
+    env, origins = data["environment"], data["environment_origins"]
+    want = {
+        "PATH": ("/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin", path),
+        "CUDA_HOME": ("/usr/local/cuda", path),
+        "MAX_JOBS": ("4", path),
+        "FLASHINFER_NVCC_THREADS": ("1", path),
+        "TORCHINDUCTOR_COMPILE_THREADS": ("16", caps),  # the file wins over the later Environment=
+        "NVCC_THREADS": ("2", path),  # systemd ignores the file's `export NVCC_THREADS=1` line
+    }
+    assert {k: (env.get(k), origins.get(k)) for k in want} == want, (env, origins)
+    files = {f["path"]: f for f in data["unit"]["environment_files"]}
+    assert files[caps]["readable"] and not files[caps]["optional"], files
+    assert files["/nonexistent/sparkops-optional.env"]["optional"], files
+    assert not files["/nonexistent/sparkops-optional.env"]["readable"], files
+    running = proc_environ(pid)
+    assert {k: running.get(k) for k in want} == {k: v for k, (v, _) in want.items()}, running
+    caps_result = audit_result(engine, "compile_caps")
+    assert caps_result.status == "fail" and caps_result.evidence == (
+        "NVCC_THREADS=2 (cap 1); TORCHINDUCTOR_COMPILE_THREADS=16 (cap 4)"
+    ), caps_result
+    cuda = audit_result(engine, "cuda_on_path")
+    assert cuda.status == "pass" and cuda.evidence == "PATH has /usr/local/cuda/bin, CUDA_HOME=/usr/local/cuda", cuda
+
+
+def cold_on_first_start(box, name, seconds):
+    """BOX's engine NAME (not yet started) starts cold once: a JIT compile of SECONDS with compilers
+    in its unit's cgroup (the simulator's cold_seconds; for the real manager an ExecStart that, while a
+    marker file is there, runs a `ninja` — /bin/sleep by that name — beside a slower load)."""
+    if box.kind == "sim":  # its units start at boot: stopped, and the JIT cache emptied again
+        sim = box.sims[name]
+        sim.stop_unit(name)
+        assert wait_for(lambda: box.show(name)["ActiveState"] == "inactive", timeout=WAIT_S)
+        sim.cold(name)
+        return
+    bin_dir = box.m.root / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    ninja = bin_dir / "ninja"
+    if not ninja.exists():
+        ninja.symlink_to("/bin/sleep")
+    marker = box.m.root / f"{name}-jit-cold"
+    marker.touch()
+    box.files.append(marker)
+    script = (
+        f"if [ -e {marker} ]; then rm -f {marker}; {ninja} {seconds} & L={seconds}; else L=0.2; fi; "
+        f"exec {box.engine_argv(name)} --load-seconds $$L"
+    )
+    box.dropin(name, "50-jit.conf", f"[Service]\nExecStart=\nExecStart=/bin/sh -c '{script}'\n")
+
+
+def test_the_restart_budget_from_the_managers_timestamps_cold_then_warm(box, engine_of):
+    """The poller's StartTracker fed the product's own `systemctl --user show` and compiler scan, and
+    the engine's answers: each start stored from the manager's ExecMainStartTimestamp and
+    ActiveEnterTimestamp to the first healthy answer, cold (compilers seen in the unit) then warm."""
+    from django.utils import timezone
+
+    from dashboard.collectors.processes import read_compilers
+    from dashboard.collectors.systemd import units_show
+    from dashboard.models import EngineStart
+    from dashboard.services.launchconfig import StartTracker, parse_timestamp, restart_budget
+    from tests.realsystemd.conftest import _healthy
+
+    box.add("bud", start=False, **({"cold_seconds": 3} if box.kind == "sim" else {}))
+    cold_on_first_start(box, "bud", 3)
+    box.dropin("bud", "55-no-helper.conf", "[Service]\nExecStartPost=\n")  # active as soon as it runs, in both
+    engine = engine_of(box, "bud")
+    engine.status, engine.last_ok_at = "down", None
+    engine.save()
+    tracker, seen = StartTracker(), {}
+
+    def tick(count):
+        props = units_show([engine.unit], scope="user")
+        seen.update(props[engine.unit])
+        if _healthy(engine.url):
+            engine.status, engine.last_ok_at = "up", timezone.now()
+        else:
+            engine.status = "down"
+        tracker.track([engine], props, read_compilers())
+        return EngineStart.objects.filter(engine=engine).count() >= count
+
+    tick(1)
+    box.restart("bud")
+    assert wait_for(lambda: tick(1), timeout=WAIT_S, step=0.2), seen
+    cold = EngineStart.objects.get(engine=engine)
+    raw = box.show("bud")
+    assert cold.kind == "cold" and cold.compilers_max >= 1, (cold.kind, cold.compilers_max)
+    assert cold.started_at == parse_timestamp(raw["ExecMainStartTimestamp"]), raw
+    assert cold.active_at == parse_timestamp(raw["ActiveEnterTimestamp"]), raw
+    assert parse_timestamp(raw["InactiveExitTimestamp"]) <= cold.started_at <= cold.active_at <= cold.healthy_at
+    assert 2 <= cold.duration_s < WAIT_S, cold.duration_s
+    box.restart("bud")
+    assert wait_for(lambda: tick(2), timeout=WAIT_S, step=0.2), seen
+    warm = EngineStart.objects.filter(engine=engine).order_by("-started_at", "-pk").first()
+    raw = box.show("bud")
+    assert warm.kind == "warm" and warm.compilers_max == 0, (warm.kind, warm.compilers_max)
+    assert warm.started_at == parse_timestamp(raw["ExecMainStartTimestamp"]) >= cold.started_at, raw
+    assert warm.active_at == parse_timestamp(raw["ActiveEnterTimestamp"]), raw
+    assert parse_timestamp(raw["InactiveExitTimestamp"]) <= warm.started_at <= warm.active_at <= warm.healthy_at
+    assert warm.duration_s < cold.duration_s, (warm.duration_s, cold.duration_s)
+    budget = restart_budget(engine)["classes"]
+    assert budget["cold"]["n"] == budget["warm"]["n"] == 1, budget
