@@ -6,6 +6,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from redis.exceptions import ConnectionError as _RedisConnectionError
 
 from . import logformat as _logformat
 from .env import env_bool, env_list, env_number, env_str, generated_secret_key
@@ -184,8 +185,6 @@ CELERY_BEAT_SCHEDULER = "dashboard.beat:SparkOpsScheduler"
 
 # Namespace of this install's keys in Redis (channel layer, live presence, poller leases).
 SPARKOPS_CHANNEL_PREFIX = env_str("SPARKOPS_CHANNEL_PREFIX", "sparkops")
-from redis.exceptions import ConnectionError as _RedisConnectionError  # noqa: E402
-
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -291,7 +290,7 @@ SPARKOPS_SCRAPE_PARSE_TIME_LIMIT_S = env_number(
 )
 # A worker whose clock is off the database's by more than this says so (its host's clock_skew
 # alert, /healthz); times other processes compare come from the database's clock anyway.
-SPARKOPS_CLOCK_SKEW_MAX_S = env_number("SPARKOPS_CLOCK_SKEW_MAX_S", 5.0, cast=float, minimum=0.1)
+SPARKOPS_CLOCK_SKEW_MAX_S = env_number("SPARKOPS_CLOCK_SKEW_MAX_S", 5.0, cast=float, minimum=0.1, maximum=3600)
 SPARKOPS_LIVENESS_INTERVAL = env_number("SPARKOPS_LIVENESS_INTERVAL", 1.0, cast=float, minimum=0.2, maximum=3600)
 # The request contract on live traffic (dashboard/collectors/contract.py): finish-reason shares,
 # prompts at the window's edge and journal 400/500/peg-native counts over this trailing window;
