@@ -24,6 +24,7 @@ PROPERTIES = (
     "Restart",
     "ActiveEnterTimestamp",
     "InactiveEnterTimestamp",
+    "InactiveExitTimestamp",
     "ExecMainStartTimestamp",
     "ExecMainExitTimestamp",
     "ControlGroup",

@@ -236,7 +236,8 @@ def parse_timestamp(text):
 
 
 class StartTracker:
-    """Every start of every unit, from its ExecMainStartTimestamp to the first answer the poller
+    """Every start of every unit, from its InactiveExitTimestamp (noticed by a new
+    ExecMainStartTimestamp) to the first answer the poller
     had from the new process (a time check and a dict per tick; one row when a start ends)."""
 
     def __init__(self):
@@ -254,6 +255,7 @@ class StartTracker:
                 if not first or (e.status != "up" and props.get("ActiveState") in ("active", "activating")):
                     self.pending[e.pk] = {
                         "stamp": stamp,
+                        "inactive_exit": props.get("InactiveExitTimestamp"),
                         "active": props.get("ActiveEnterTimestamp"),
                         "compilers": 0,
                         "ok_before": self.last_ok.get(e.pk) if not first else e.last_ok_at,
@@ -279,6 +281,11 @@ def record_start(engine, pending):
     started = parse_timestamp(pending["stamp"])
     if started is None:
         return None
+    # The start began when the unit left inactive (InactiveExitTimestamp), before its ExecStartPre=
+    # ran: systemd 252 updates it on every start, automatic restarts included.
+    began = parse_timestamp(pending.get("inactive_exit"))
+    if began is not None and began <= started:
+        started = began
     active = parse_timestamp(pending["active"])
     snap = latest_snapshot(engine)
     unit = ((snap.data if snap else {}) or {}).get("unit") or {}

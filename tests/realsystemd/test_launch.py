@@ -158,7 +158,7 @@ def cold_on_first_start(box, name, seconds):
 
 def test_the_restart_budget_from_the_managers_timestamps_cold_then_warm(box, engine_of):
     """The poller's StartTracker fed the product's own `systemctl --user show` and compiler scan, and
-    the engine's answers: each start stored from the manager's ExecMainStartTimestamp and
+    the engine's answers: each start stored from the manager's InactiveExitTimestamp and
     ActiveEnterTimestamp to the first healthy answer, cold (compilers seen in the unit) then warm."""
     from django.utils import timezone
 
@@ -192,18 +192,54 @@ def test_the_restart_budget_from_the_managers_timestamps_cold_then_warm(box, eng
     cold = EngineStart.objects.get(engine=engine)
     raw = box.show("bud")
     assert cold.kind == "cold" and cold.compilers_max >= 1, (cold.kind, cold.compilers_max)
-    assert cold.started_at == parse_timestamp(raw["ExecMainStartTimestamp"]), raw
+    assert cold.started_at == parse_timestamp(raw["InactiveExitTimestamp"]), raw
     assert cold.active_at == parse_timestamp(raw["ActiveEnterTimestamp"]), raw
-    assert parse_timestamp(raw["InactiveExitTimestamp"]) <= cold.started_at <= cold.active_at <= cold.healthy_at
+    assert cold.started_at <= parse_timestamp(raw["ExecMainStartTimestamp"]) <= cold.active_at <= cold.healthy_at
     assert 2 <= cold.duration_s < WAIT_S, cold.duration_s
     box.restart("bud")
     assert wait_for(lambda: tick(2), timeout=WAIT_S, step=0.2), seen
     warm = EngineStart.objects.filter(engine=engine).order_by("-started_at", "-pk").first()
     raw = box.show("bud")
     assert warm.kind == "warm" and warm.compilers_max == 0, (warm.kind, warm.compilers_max)
-    assert warm.started_at == parse_timestamp(raw["ExecMainStartTimestamp"]) >= cold.started_at, raw
+    assert warm.started_at == parse_timestamp(raw["InactiveExitTimestamp"]) >= cold.started_at, raw
     assert warm.active_at == parse_timestamp(raw["ActiveEnterTimestamp"]), raw
-    assert parse_timestamp(raw["InactiveExitTimestamp"]) <= warm.started_at <= warm.active_at <= warm.healthy_at
+    assert warm.started_at <= parse_timestamp(raw["ExecMainStartTimestamp"]) <= warm.active_at <= warm.healthy_at
     assert warm.duration_s < cold.duration_s, (warm.duration_s, cold.duration_s)
     budget = restart_budget(engine)["classes"]
     assert budget["cold"]["n"] == budget["warm"]["n"] == 1, budget
+
+
+def test_a_start_is_measured_from_inactive_exit_before_exec_start_pre(real_box, engine_of):
+    """An ExecStartPre= that takes 2 s (a model fetch, a cache check): the real manager leaves inactive
+    (InactiveExitTimestamp) 2 s before ExecMainStartTimestamp, and the start is measured from the first.
+    Real only: the simulator runs no ExecStartPre=."""
+    from django.utils import timezone
+
+    from dashboard.collectors.systemd import units_show
+    from dashboard.models import EngineStart
+    from dashboard.services.launchconfig import StartTracker, parse_timestamp
+    from tests.realsystemd.conftest import _healthy
+
+    box = real_box
+    box.add("pre", start=False)
+    box.dropin("pre", "20-pre.conf", "[Service]\nExecStartPre=/bin/sleep 2\n")
+    engine = engine_of(box, "pre")
+    engine.status, engine.last_ok_at = "down", None
+    engine.save()
+    tracker = StartTracker()
+
+    def tick():
+        props = units_show([engine.unit], scope="user")
+        if _healthy(engine.url):
+            engine.status, engine.last_ok_at = "up", timezone.now()
+        tracker.track([engine], props, {})
+        return EngineStart.objects.filter(engine=engine).exists()
+
+    tick()
+    box.restart("pre")
+    assert wait_for(tick, timeout=WAIT_S, step=0.2)
+    start, raw = EngineStart.objects.get(engine=engine), box.show("pre")
+    began, main = parse_timestamp(raw["InactiveExitTimestamp"]), parse_timestamp(raw["ExecMainStartTimestamp"])
+    assert start.started_at == began and (main - began).total_seconds() >= 1, raw
+    assert start.active_at == parse_timestamp(raw["ActiveEnterTimestamp"]) >= main, raw
+    assert start.duration_s >= 2, start.duration_s

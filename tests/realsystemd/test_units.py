@@ -30,6 +30,20 @@ def shown(box, name, **want):
     return seen
 
 
+def journal_texts(box, name, *want):
+    """The MESSAGEs of NAME's unit in the journal, once every line of WANT is there (journald writes
+    the manager's lines a moment after `systemctl show` has the state they tell of)."""
+    texts: list = []
+
+    def read():
+        entries, _ = journal_read(user_units=[box.unit(name)], first_lines=500)
+        texts[:] = [str(e.get("MESSAGE")) for e in entries]
+        return all(w in texts for w in want)
+
+    assert wait_for(read, timeout=WAIT_S), (want, texts)
+    return texts
+
+
 def down_event(engine):
     evaluate("engine_liveness", engine=engine, up=False, reason="connection refused", rechecked=False)
     evaluate("engine_liveness", engine=engine, up=False, reason="connection refused", rechecked=True)
@@ -138,8 +152,12 @@ def test_start_limit_hit_then_the_restart_action_brings_it_back(box, engine_of, 
     box.fault("slh", "exit0")
     props = shown(box, "slh", ActiveState="failed")
     assert props["Result"] == "start-limit-hit" and props["SubState"] == "failed" and props["NRestarts"] == 2, props
-    entries, _ = journal_read(user_units=[box.unit("slh")], first_lines=500)
-    texts = [str(e.get("MESSAGE")) for e in entries]
+    texts = journal_texts(
+        box,
+        "slh",
+        f"{box.unit('slh')}: Start request repeated too quickly.",
+        f"{box.unit('slh')}: Failed with result 'start-limit-hit'.",
+    )
     assert f"{box.unit('slh')}: Start request repeated too quickly." in texts, texts
     assert f"{box.unit('slh')}: Failed with result 'start-limit-hit'." in texts, texts
     event = down_event(engine)
@@ -175,8 +193,7 @@ def test_a_crash_loop_past_the_start_limit_keeps_result_exit_code(box, engine_of
     box.fault("slc", "crash")
     props = shown(box, "slc", ActiveState="failed")
     assert props["Result"] == "exit-code" and props["ExecMainStatus"] == 1 and props["NRestarts"] == 2, props
-    entries, _ = journal_read(user_units=[box.unit("slc")], first_lines=500)
-    texts = [str(e.get("MESSAGE")) for e in entries]
+    texts = journal_texts(box, "slc", f"{box.unit('slc')}: Start request repeated too quickly.")
     assert f"{box.unit('slc')}: Start request repeated too quickly." in texts, texts
     assert texts.count(f"{box.unit('slc')}: Failed with result 'exit-code'.") == 3, texts
 
@@ -236,8 +253,7 @@ def test_timeout_start_sec_reached_fails_the_start_with_result_timeout(box, engi
     box.restart("tmo")
     props = shown(box, "tmo", ActiveState="failed")
     assert props["Result"] == "timeout" and props["MainPID"] == 0 and box.show("tmo")["ControlPID"] == "0", props
-    entries, _ = journal_read(user_units=[box.unit("tmo")], first_lines=500)
-    texts = [str(e.get("MESSAGE")) for e in entries]
+    texts = journal_texts(box, "tmo", f"{box.unit('tmo')}: Failed with result 'timeout'.")
     assert f"{box.unit('tmo')}: start-post operation timed out. Terminating." in texts, texts
     assert f"{box.unit('tmo')}: Failed with result 'timeout'." in texts, texts
     event = down_event(engine)
