@@ -21,10 +21,13 @@ def _no_persistent_connections():
 @pytest.fixture(autouse=True)
 def _no_viewer_yet():
     """Each test starts with no viewer anywhere: no presence key in Redis (under this run's
-    channel prefix). Nothing in this process remembers an answer: each publisher has its own."""
-    from dashboard.live.presence import presence_key
+    channel prefix). Nothing in this process remembers an answer: each publisher has its own,
+    and this process's sockets forget when they last set the key (else the first socket of the
+    next test, within half a refresh period, skips setting the key this fixture deleted)."""
+    from dashboard.live.presence import presence_key, sockets
 
     def clear():
+        sockets._marked_at = float("-inf")
         client, key = presence_key()
         if client is not None:
             try:
