@@ -84,16 +84,27 @@ class _Publisher:
     def __init__(self):
         self._loop = None
         self._lock = threading.Lock()
+        self._in_order = None  # an asyncio.Lock of the loop: one group_send at a time
 
     def _ensure_loop(self):
         with self._lock:
             if self._loop is None or self._loop.is_closed():
                 self._loop = asyncio.new_event_loop()
+                self._in_order = asyncio.Lock()
                 threading.Thread(target=self._loop.run_forever, name="live-publisher", daemon=True).start()
             return self._loop
 
+    @staticmethod
+    async def _send(in_order, send):
+        # group_send awaits Redis several times: two sent side by side could arrive out of order
+        # (a sweep's "cell 2 done" after "cell 4 running"). The coroutines start in submission
+        # order and asyncio.Lock wakes its waiters first come, first served, so they go in order.
+        async with in_order:
+            await send
+
     def submit(self, layer, group, message):
-        future = asyncio.run_coroutine_threadsafe(layer.group_send(group, message), self._ensure_loop())
+        loop = self._ensure_loop()
+        future = asyncio.run_coroutine_threadsafe(self._send(self._in_order, layer.group_send(group, message)), loop)
         future.add_done_callback(partial(_log_failure, group))
         return future
 
