@@ -6,6 +6,7 @@ import asyncio
 import time
 
 import pytest
+import redis
 from channels.db import database_sync_to_async
 from django.conf import settings as django_settings
 from django.utils import timezone
@@ -91,8 +92,9 @@ async def test_pushes_stop_once_the_last_socket_closed_and_the_ttl_passed(open_s
     await comm.disconnect()
     await database_sync_to_async(poll_everything)(fleet)  # the key outlives the socket by up to the TTL
     assert len(samples(sent)) == 2 * 3 + 2
+    watcher = redis.Redis.from_url(django_settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]["address"])
     deadline = time.monotonic() + 15
-    while client.exists(key):  # the TTL passes (seen, so a loaded machine is only slower)
+    while watcher.exists(key):  # the TTL passes (seen, so a loaded machine is only slower)
         assert time.monotonic() < deadline, "the closed socket's presence key never expired"
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.3)  # and the presence cache (0.2 s) has aged
@@ -108,8 +110,11 @@ async def test_an_open_socket_keeps_its_presence_alive(open_socket, viewer, flee
     async def until(predicate, timeout=15.0):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if predicate():
-                return True
+            try:
+                if predicate():
+                    return True
+            except redis.exceptions.TimeoutError:  # the presence client's short read timeout, at load
+                pass
             await asyncio.sleep(0.02)
         return False
 
