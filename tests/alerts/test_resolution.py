@@ -15,19 +15,10 @@ from dashboard.alerts.models import AlertEvent, Delivery
 from dashboard.alerts.notes import note_add
 from dashboard.alerts.payloads import alertmanager_body
 from dashboard.clock import db_now
+from tests.alerts.test_rules import EXIT0  # the unit of an engine that exited 0 under Restart=on-failure
 
 pytestmark = pytest.mark.django_db
 
-EXIT0 = {
-    "ActiveState": "inactive",
-    "SubState": "dead",
-    "Result": "success",
-    "ExecMainStatus": "0",
-    "ExecMainCode": "1",
-    "MainPID": "0",
-    "NRestarts": "0",
-    "Restart": "on-failure",
-}
 STARTING = {**EXIT0, "ActiveState": "activating", "SubState": "start", "MainPID": "4242"}
 ACTIVE = {**EXIT0, "ActiveState": "active", "SubState": "running", "MainPID": "4242"}
 
