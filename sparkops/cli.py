@@ -14,12 +14,36 @@ def main(argv=None):
         print(f"sparkops {__version__}")
         return 0
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sparkops.settings")
+    if argv[1:] in ([], ["--help"], ["-h"], ["help"]):
+        print(main_help())
+        return 0
     # Under `sparkops up` (the worker, the simulator): never outlive it by more than a few seconds.
     watch_parent()
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(["sparkops", *argv[1:]])
     return 0
+
+
+def main_help():
+    """`sparkops --help`: SparkOps's own commands first, each with the first line of its help,
+    then Django's (whose own listing names every command of every app, without a word on any)."""
+    import django
+    from django.core.management import get_commands, load_command_class
+
+    django.setup()
+    ours, theirs = [], {}
+    for name, app in sorted(get_commands().items()):
+        if app.startswith("dashboard"):
+            help_text = load_command_class(app, name).help.strip().splitlines() or [""]
+            ours.append(f"  {name:<11} {help_text[0]}")
+        else:
+            theirs.setdefault(app.rpartition(".")[2], []).append(name)
+    lines = ["usage: sparkops COMMAND [options]   (sparkops COMMAND --help for one command's options)", ""]
+    lines += ["SparkOps commands:", *ours, "", "  --version   the installed version", ""]
+    lines.append("Django's commands and its add-ons' (sparkops help COMMAND describes one):")
+    lines += [f"  [{app}] " + ", ".join(names) for app, names in sorted(theirs.items())]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

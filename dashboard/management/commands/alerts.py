@@ -56,6 +56,8 @@ class Command(BaseCommand):
         if json:
             self.stdout.write(_dumps(rows))
             return
+        if not rows:
+            self.stdout.write(_no_alerts_line(state=state, rule=rule, engine=engine))
         for r in rows:
             self.stdout.write(
                 f"{r['id']:>6} {r['state']:<8} {r['severity']:<8} {r['rule']:<20} {r['subject']:<24} {r['message'][:80]}"
@@ -92,6 +94,12 @@ def _engine(name):
     if engine is None:
         raise CommandError(f"no engine named {name!r}")
     return engine
+
+
+def _no_alerts_line(*, state, rule, engine):
+    """What an empty list says: which alerts there are none of (`--state ''` for every state)."""
+    named = ", ".join(f"{key} {value}" for key, value in (("rule", rule), ("engine", engine)) if value)
+    return f"no {state + ' ' if state else ''}alerts" + (f" with {named}" if named else "")
 
 
 def _dumps(data):

@@ -57,6 +57,10 @@ class Command(BaseCommand):
         if json:
             self.stdout.write(_dump(channels))
             return
+        if not channels:
+            self.stdout.write(
+                "no notification channels (add one: sparkops channel add NAME --email|--webhook|--apprise …)"
+            )
         for c in channels:
             self.stdout.write(f"{c['name']:<20} {c['kind']:<8} {c['health']:<8} {c['target']}")
 

@@ -1,11 +1,17 @@
 import json
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from dashboard.clock import db_now
 from dashboard.engine_lifecycle import engine_add, engine_retire
 from dashboard.models import Engine
-from dashboard.services.fleet import engine_as_dict
+from dashboard.services.fleet import engine_as_dict, report_lag_s
+
+# A reading older than this many poll intervals (plus the worker's store lag) is stale: no
+# worker is polling the engine (the stack stopped), so its status is only what it last was.
+STALE_AFTER_INTERVALS = 3
 
 
 class Command(BaseCommand):
@@ -46,13 +52,20 @@ class Command(BaseCommand):
         self.stdout.write(f"{verb} {engine.name} ({engine.kind}) at {engine.url} on host {engine.host.name}")
 
     def do_list(self, *, json: bool, **_):
-        engines = [_as_dict(e) for e in Engine.objects.select_related("host")]
+        now = db_now()  # last_poll_at is stamped with the database's clock
+        engines = [_as_dict(e, now) for e in Engine.objects.select_related("host")]
         if json:
             self.stdout.write(_json_dump(engines))
             return
+        if not engines:
+            self.stdout.write("no engines (add one: sparkops engine add NAME --kind KIND --url URL)")
+            return
+        self.stdout.write(f"{'NAME':<20} {'KIND':<9} {'STATUS':<12} {'READING':<16} {'URL':<32} {'UNIT':<24} HOST")
         for e in engines:
+            status = f"stale ({e['status']})" if e["stale"] else e["status"]
             self.stdout.write(
-                f"{e['name']:<20} {e['kind']:<9} {e['status']:<8} {e['url']:<32} {e['unit'] or '-':<24} {e['host']}"
+                f"{e['name']:<20} {e['kind']:<9} {status:<12} {_age_text(e['reading_age_s']):<16} "
+                f"{e['url']:<32} {e['unit'] or '-':<24} {e['host']}"
             )
 
     def do_remove(self, *, name, **_):
@@ -63,12 +76,28 @@ class Command(BaseCommand):
         )
 
 
-def _as_dict(engine):
+def _as_dict(engine, now):
     row = engine_as_dict(engine)
     row["retired_at"] = engine.retired_at.isoformat() if engine.retired_at else None
+    age = (now - engine.last_poll_at).total_seconds() if engine.last_poll_at else None
+    row["reading_age_s"] = None if age is None else round(max(age, 0.0), 1)
+    row["stale"] = engine.retired_at is None and age is not None and age > _stale_after_s(engine)
     if engine.retired_at is not None:
         row["status"] = "retired"
     return row
+
+
+def _stale_after_s(engine):
+    return (engine.poll_interval_s or settings.SPARKOPS_POLL_INTERVAL) * STALE_AFTER_INTERVALS + report_lag_s()
+
+
+def _age_text(age_s):
+    if age_s is None:
+        return "never read"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if age_s >= size:
+            return f"{int(age_s // size)} {unit} ago"
+    return f"{int(age_s)} s ago"
 
 
 def _json_dump(data):
