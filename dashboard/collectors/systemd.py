@@ -50,6 +50,11 @@ FATAL = (  # (name, pattern); engine-sources.md §1.11, §4.4, §6.5
 OOM_MESSAGE_ID = "fe6faa94e7774663a0da52717891d8ef"
 KV_SIZE = re.compile(r"(?:[A-Z]+(?: \+ host)?) KV cache size: (?P<tokens>[\d,]+) tokens")
 KV_CONC = re.compile(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>[\d.]+)x")
+# vLLM's worker, once per boot, before the pool line: `"Available KV cache memory: %.2f GiB"` (0.9 … 0.11,
+# vllm/v1/worker/gpu_worker.py) or `"… %s GiB"` with format_gib (later; some builds append a
+# parenthesis such as "(process-scoped)"). The KV memory the pool was sized from.
+KV_MEMORY = re.compile(r"Available KV cache memory: (?P<gib>\d+(?:\.\d+)?) GiB")
+GIB = 1024**3
 
 
 def parse_show(text):
@@ -79,6 +84,26 @@ def _typed(props):
     return out
 
 
+# systemctl's default timestamps are whole seconds; --timestamp=us+utc (systemd 247 and later) keeps
+# the microseconds systemd has, so a start measured from them is not rounded to a second.
+TIMESTAMP_ARG = "--timestamp=us+utc"
+_no_timestamp_arg: set = set()  # systemctl programs that refused it (older than 247)
+
+
+def show_output(argv, *, timeout=CMD_TIMEOUT_S):
+    """stdout of `systemctl … show …` (ARGV without the timestamp style) with timestamps in
+    microseconds and UTC where this systemctl takes --timestamp=, in its default style where not."""
+    if argv[0] not in _no_timestamp_arg:
+        try:
+            return output([*argv, TIMESTAMP_ARG], timeout=timeout)
+        except CommandError as exc:
+            words = str(exc)
+            if "--timestamp" not in words and "unrecognized option" not in words:
+                raise
+            _no_timestamp_arg.add(argv[0])
+    return output(argv, timeout=timeout)
+
+
 def units_show(units, *, scope="system"):
     """{unit: props or {"error": reason}} for the units of one scope, in one process."""
     if not units:
@@ -93,7 +118,7 @@ def units_show(units, *, scope="system"):
         "--no-pager",
     ]
     try:
-        blocks = parse_show(output(argv, timeout=CMD_TIMEOUT_S))
+        blocks = parse_show(show_output(argv))
     except CommandError as exc:
         return {u: {"error": str(exc)} for u in units}
     if len(blocks) != len(units):
@@ -145,6 +170,9 @@ def classify(entry):
     size = KV_SIZE.search(text)
     if size:
         facts["pool_tokens"] = int(size["tokens"].replace(",", ""))
+    memory = KV_MEMORY.search(text)
+    if memory:
+        facts["kv_memory_bytes"] = round(float(memory["gib"]) * GIB)
     conc = KV_CONC.search(text)
     if conc:
         facts.update(window=int(conc["len"].replace(",", "")), concurrency=float(conc["x"]))

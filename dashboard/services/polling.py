@@ -284,7 +284,7 @@ def _engine_reading(engine, snapshot, fetched_at, now, states) -> EngineReading:
         journal=unit_info.get("contract"),
         own=own.counts(engine.url) if metrics else None,  # the operator's traffic is judged, not SparkOps's
     )
-    kv = {**(unit_info.get("boot") or {}), **{k: v for k, v in snapshot.kv.items() if v is not None}}
+    kv = _kv_facts(unit_info.get("boot") or {}, snapshot.kv)
     if reading["kv_pool_tokens"] is None and kv.get("pool_tokens"):
         reading["kv_pool_tokens"] = kv["pool_tokens"]  # from vLLM's boot line when the metric lacks it
     values = {m: reading.get(m) for m in SAMPLE_METRICS} if snapshot.up else {}
@@ -297,6 +297,19 @@ def _engine_reading(engine, snapshot, fetched_at, now, states) -> EngineReading:
         new_state["kv"] = _kv_ledger(engine, kv, (state.get("kv") or {}), now)
         new_state["static"] = static
     return EngineReading(reading, new_state, values)
+
+
+def _kv_facts(boot, metrics):
+    """The KV-pool facts of this boot: the metrics' over the journal's boot lines. The KV memory
+    comes only from the boot lines (vLLM's cache_config_info label is the --kv-cache-memory-bytes
+    flag, "None" unless set), and only when the journal's pool is the pool the metrics show: a
+    line of the previous boot must not be credited to this one."""
+    kv = {**boot, **{k: v for k, v in metrics.items() if v is not None}}
+    if boot.get("kv_memory_bytes") and not metrics.get("kv_memory_bytes"):
+        same = boot.get("pool_tokens") is not None and boot.get("pool_tokens") == kv.get("pool_tokens")
+        if not same:
+            kv.pop("kv_memory_bytes")
+    return kv
 
 
 def _kv_ledger(engine, kv, before, now):
@@ -317,7 +330,20 @@ def _kv_ledger(engine, kv, before, now):
             note=note,
             **{k: v for k, v in facts.items() if v is not None},
         )
+    elif facts["kv_memory_bytes"] and not before.get("kv_memory_bytes"):
+        _kv_memory_late(engine, facts)
     return {**before, **{k: v for k, v in facts.items() if v is not None}}
+
+
+def _kv_memory_late(engine, facts):
+    """The journal's KV memory line read after the row of its boot was written (the journal is
+    read every few seconds, the metrics every poll): complete that row, once."""
+    KVPoolEntry.objects.filter(
+        pk__in=KVPoolEntry.objects.filter(engine=engine).order_by("-recorded_at", "-id").values("pk")[:1],
+        source=KVPoolEntry.Source.COLLECTOR,
+        pool_tokens=facts["pool_tokens"],
+        kv_memory_bytes__isnull=True,
+    ).update(kv_memory_bytes=facts["kv_memory_bytes"])
 
 
 ENGINE_FIELDS = ["latest", "last_poll_at", "last_ok_at", "status", "status_reason", "status_changed_at"]

@@ -242,6 +242,11 @@ class VLLMEngine(OpenAIChatEngine):
             where="gpu_model_runner.py:2602",
             proc="EngineCore",
         )
+        self.vlog(
+            f"Available KV cache memory: {self.cfg.kv_tokens / self.cfg.kv_tokens_per_gib:.2f} GiB",
+            where="gpu_worker.py:298",
+            proc="EngineCore",
+        )
         conc = self.cfg.kv_tokens / self.cfg.max_model_len
         self.vlog(
             f"GPU KV cache size: {self.cfg.kv_tokens:,} tokens, Maximum concurrency for "

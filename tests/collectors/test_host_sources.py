@@ -240,3 +240,27 @@ def test_a_rejected_journal_cursor_is_dropped_once_not_forever(sim_state, fleet)
     # Resumed right after the newest entry: the CUDA line written since is read, once.
     fatal = [line["message"] for line in state["fatal"]["vllm-main.service"]]
     assert len([m for m in fatal if "illegal instruction" in m]) == 1
+
+
+@pytest.mark.parametrize(
+    "message, gib",
+    [
+        # vLLM 0.9 … 0.11 (logger.info "%.2f GiB"), with the engine core's prefix and ANSI colour
+        (
+            "\x1b[36m(EngineCore_DP0 pid=4188)\x1b[0m INFO 11-29 06:13:58 [gpu_worker.py:276] "
+            "Available KV cache memory: 23.38 GiB",
+            23.38,
+        ),
+        # later builds: format_gib's "%s GiB" and a parenthesis after it
+        (
+            "(EngineCore pid=4188) INFO 11-29 06:13:58 [gpu_worker.py:563] Available KV cache memory: 88.1 GiB "
+            "(process-scoped)",
+            88.1,
+        ),
+    ],
+)
+def test_vllm_boot_line_gives_the_kv_memory(message, gib):
+    """Issue 30 §2: the KV memory of the pool comes from vLLM's own boot line, so each ledger row
+    the collector writes carries it and tokens per GiB is learned without a hand entry."""
+    signature, facts = systemd.classify({"MESSAGE": message})
+    assert signature is None and facts == {"kv_memory_bytes": round(gib * 1024**3)}

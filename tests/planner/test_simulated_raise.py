@@ -52,6 +52,12 @@ def test_an_earlier_raise_corrects_the_next_one(sim_box):
     _tick(engine)
     first = KVPoolEntry.objects.get(engine=engine)
     assert (first.window, first.memory_share, first.source) == (65536, 0.25, "collector")
+    # Issue 30 §2: the KV memory comes from the engine's boot line in the journal, no hand entry.
+    printed = round(first.pool_tokens / 31443.0, 2)  # the simulator's kv_tokens_per_gib
+    assert first.kv_memory_bytes == round(printed * 1024**3)
+    learned = plan_json("--engine", "nemotron", "--util", "0.3")
+    assert learned["tokens_per_gib"] == round(first.pool_tokens / printed)
+    assert learned["pool_tokens"] > first.pool_tokens  # a larger share predicts a larger pool
 
     # With no raise of its own in the ledger, a raise is naive plus a range.
     p = plan_json("--engine", "nemotron", "--util", "0.25", "--window", "131072")
@@ -59,6 +65,7 @@ def test_an_earlier_raise_corrects_the_next_one(sim_box):
 
     second = _restart_at(sim_box, engine, 131072)  # the earlier raise, 65,536 → 131,072
     assert second.window == 131072 and second.pool_tokens < first.pool_tokens  # the workspace grew
+    assert second.kv_memory_bytes == round(round(second.pool_tokens / 31443.0, 2) * 1024**3)  # this boot's line
 
     p = plan_json("--engine", "nemotron", "--util", "0.25", "--window", "262144")
     assert p["base_window"] == 131072 and {first.pk, second.pk} <= {r["id"] for r in p["basis"]}

@@ -48,6 +48,10 @@ def test_startup_lines_in_journal(sim):
         "GPU KV cache size: 766,464 tokens, Maximum concurrency for 32,768 tokens per request: 23.39x" in m
         for m in messages
     )
+    # vLLM's worker line before it (issue 30 §2): the KV memory the pool was sized from
+    kv = [i for i, m in enumerate(messages) if "[gpu_worker.py:298] Available KV cache memory: 24.38 GiB" in m]
+    pool = [i for i, m in enumerate(messages) if "GPU KV cache size:" in m]
+    assert kv and pool and kv[0] < pool[0]
 
 
 def test_crash_restarts_and_counts(sim):
