@@ -49,6 +49,17 @@ class PlanError(ValueError):
     """A prediction the ledger cannot make; the message says what is missing."""
 
 
+class NotPredictable(PlanError):
+    """The ledger lacks what any prediction of this engine at this window needs (not a bad input):
+    the page names the engine with what is missing and still counts its share in the box."""
+
+
+NO_SHARE = (
+    "its ledger rows record no memory share: it sizes its KV cache by its window and slots "
+    "(llama.cpp's --ctx-size × --parallel), not by a share of the box, so it is counted at what it uses now"
+)
+
+
 @dataclass(frozen=True)
 class Row:
     id: int
@@ -106,6 +117,7 @@ class WindowModel:
     line_rows: list = field(default_factory=list)
     line_method: str = ""
     measured: list = field(default_factory=list)  # rows at this window with a share and a pool, newest last
+    missing: str = ""  # what a prediction at another share lacks; "" when the line is known
 
     @property
     def tpg_spread_pct(self):
@@ -124,6 +136,7 @@ class WindowModel:
             "line_rows": [r.ref() for r in self.line_rows],
             "line_method": self.line_method,
             "measured": [r.ref() for r in self.measured],
+            "missing": self.missing,
         }
 
     def spread_json(self):
@@ -192,6 +205,17 @@ def _window_model(window, rows, box_gib):
             f"one row at {window:,} and the box's memory ({box_gib:.1f} GiB): each share step moves "
             "KV memory by that much, the rest of the share (weights, workspace) assumed fixed"
         )
+    elif line:
+        wm.missing = (
+            f"its rows at {window:,} with KV memory are all at share {line[-1].share}; it needs a second share, "
+            "or the box's memory (no MemTotal reading yet: set the memory on the planner page)"
+        )
+    else:
+        wm.missing = (
+            f"no ledger row at {window:,} records its KV memory. The collector reads it from vLLM's boot line "
+            "'Available KV cache memory: … GiB' in the unit's journal; for an engine without a unit, "
+            "add it with 'sparkops ledger kv add --kv-gib'"
+        )
     return wm
 
 
@@ -223,9 +247,15 @@ class EngineModel:
             "engine": self.name,
             "current_window": self.current_window,
             "current_util": self.current_share,
+            "missing": self.missing,
             "windows": {str(w): m.as_json() for w, m in self.windows.items()},
             "raise": self.raise_model.as_json(),
         }
+
+    @property
+    def missing(self):
+        """What no prediction of this engine can do without ("" when its rows have a share)."""
+        return NO_SHARE if self.rows and all(r.share is None for r in self.rows) else ""
 
     @property
     def current_share(self):
@@ -245,6 +275,8 @@ class EngineModel:
         """The pool, KV memory and concurrency at SHARE and WINDOW (default: the current window)."""
         if not 0 < share <= 1:
             raise PlanError("--util is a fraction between 0 and 1, e.g. 0.45")
+        if self.missing:
+            raise NotPredictable(f"cannot predict {self.name}: {self.missing}")
         window = window or self.current_window
         if window is None or window <= 0:
             raise PlanError(f"engine {self.name!r} has no ledger row with a window; pass --window")
@@ -269,10 +301,7 @@ class EngineModel:
             method = f"{wm.line_method}; tokens per GiB from {len(wm.tpg_rows)} row(s)"
             basis += wm.line_rows + [r for r in wm.tpg_rows if r not in wm.line_rows]
         else:
-            raise PlanError(
-                f"engine {self.name!r} needs rows with KV memory at {wm.window:,}: two shares, or one share and "
-                "the box's memory (MemTotal from the poller, or the planner's memory setting)"
-            )
+            raise NotPredictable(f"cannot predict {self.name} at util {share}: {wm.missing}")
         out = {
             "engine": self.name,
             "util": share,

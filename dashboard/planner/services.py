@@ -27,13 +27,25 @@ def rows_of(queryset):
     ]
 
 
+USED_NOW = "MemTotal − MemAvailable, the host card's “Memory used”"
+
+
+def used_bytes(reading):
+    """The host's used memory, one definition everywhere (the host card, its chart, the planner):
+    MemTotal − MemAvailable; the collector's mem_used_bytes is the same figure."""
+    total, avail = reading.get("mem_total_bytes"), reading.get("mem_available_bytes")
+    if total is not None and avail is not None:
+        return total - avail
+    return reading.get("mem_used_bytes")
+
+
 def box_of(host):
     """The box: total memory (MemTotal from the poller's last host reading: on unified memory GPU
-    allocations are system RAM, so it is the pool; else the planner's setting), used now, and
-    the operator's headroom. memory_gib None: neither is known."""
+    allocations are system RAM, so it is the pool; else the planner's setting), used now (as the
+    host card shows it), and the operator's headroom. memory_gib None: neither is known."""
     setting = BoxSetting.objects.filter(host=host).first()
     reading = (host.latest or {}).get("host") or {}
-    total, used = reading.get("mem_total_bytes"), reading.get("mem_used_bytes")
+    total, used = reading.get("mem_total_bytes"), used_bytes(reading)
     memory = setting.memory_gib if setting and setting.memory_gib else (total / GIB if total else None)
     source = "planner setting" if setting and setting.memory_gib else ("MemTotal (poller)" if total else "unknown")
     return {
@@ -41,6 +53,7 @@ def box_of(host):
         "memory_gib": memory,
         "memory_source": source,
         "used_now_gib": used / GIB if used else None,
+        "used_now_means": USED_NOW,
         "reading_at": host.last_report_at.isoformat() if host.last_report_at else None,
         "headroom_gib": setting.headroom_gib if setting else 0.0,
     }
@@ -71,9 +84,12 @@ def host_plan(host):
     models = {e.name: engine_model(e, box["memory_gib"], all_rows) for e in engines}
     held = {n: m.current_share for n, m in models.items() if m.current_share and not _retired(engines, n)}
     other = 0.0
+    box["shares_gib"] = sum(held.values()) * box["memory_gib"] if box["memory_gib"] else None
     if box["memory_gib"] and box["used_now_gib"] is not None:
-        other = max(0.0, box["used_now_gib"] - sum(held.values()) * box["memory_gib"])
+        other = max(0.0, box["used_now_gib"] - box["shares_gib"])
     box["other_gib"] = other
+    # engines without a share (llama.cpp): what they use is in the rest of the box, named there
+    box["in_other"] = [n for n, m in models.items() if m.missing]
     box["now"] = (
         box_use(memory_gib=box["memory_gib"], other_gib=other, headroom_gib=box["headroom_gib"], shares=held)
         if box["memory_gib"]

@@ -50,7 +50,12 @@ def host_page(request, name):
         "host": host.name,
         "box": plan["box"],
         "engines": [
-            {**m.as_json(), "retired": e.is_retired, "url": reverse("engine-detail", args=[e.name])}
+            {
+                **m.as_json(),
+                "retired": e.is_retired,
+                "url": reverse("engine-detail", args=[e.name]),
+                "latest": _latest(m),
+            }
             for e in plan["engines"]
             for m in [plan["models"][e.name]]
         ],
@@ -69,6 +74,16 @@ def host_page(request, name):
             "setting_form": BoxSettingForm(instance=setting),
         },
     )
+
+
+def _latest(model):
+    """The engine's newest ledger row, as the page shows it for an engine it does not plan."""
+    if not model.rows:
+        return None
+    row = model.rows[-1]
+    pool = f"{row.pool_tokens:,}" if row.pool_tokens else "?"
+    window = f"{row.window:,}" if row.window else "?"
+    return {"id": row.id, "date": row.date, "pool_tokens": pool, "window": window}
 
 
 @role_required("operator")

@@ -22,8 +22,10 @@
     if (!wm) throw new Error("engine " + m.engine + " has no ledger row with a pool and a window");
     return wm;
   }
+  function notPredictable(text) { var e = new Error(text); e.missing = true; return e; }
 
   function predict(m, share, window) {
+    if (m.missing) throw notPredictable("cannot predict " + m.engine + ": " + m.missing);
     if (!(share > 0 && share <= 1)) throw new Error("the share is a fraction between 0 and 1, e.g. 0.45");
     window = window || m.current_window;
     if (!(window > 0)) throw new Error("the window is a positive number of tokens");
@@ -46,8 +48,7 @@
       basis = basis.concat(wm.line_rows);
       wm.tpg_rows.forEach(function (r) { if (!basis.some(function (b) { return b.id === r.id; })) basis.push(r); });
     } else {
-      throw new Error("engine " + m.engine + " needs rows with KV memory at " + num(wm.window) +
-        ": two shares, or one share and the box's memory");
+      throw notPredictable("cannot predict " + m.engine + " at util " + share + ": " + wm.missing);
     }
     var out = { engine: m.engine, util: share, window: window, base_window: wm.window, method: method,
       tokens_per_gib: tpg ? Math.round(tpg) : null, tokens_per_gib_spread: wm.tokens_per_gib_spread,
@@ -147,20 +148,25 @@
 
   var lastSplit = null;
   function update() {
-    var shares = {};
+    var shares = {}, unpredicted = [];
     forms.forEach(function (form) {
       var m = models[form.dataset.engine], v = inputs(form), p;
+      // The share is what the engine reserves whether or not the ledger can predict its pool:
+      // the box's sum counts it either way (an engine is never dropped from it).
+      if (!m.retired && v.share > 0 && v.share <= 1) shares[m.engine] = v.share;
       try {
         p = predict(m, v.share, v.window);
       } catch (e) {
-        put(form, "error", esc(e.message));
+        put(form, "missing", e.missing ? "Not predicted: " + esc(e.message) : "");
+        put(form, "error", e.missing ? "" : esc(e.message));
+        if (e.missing && !m.retired) unpredicted.push(m.engine);
         ["kv_gib", "pool_tokens", "concurrency", "tokens_per_gib", "raise", "basis"].forEach(function (k) { put(form, k, "—"); });
         form.dataset.ok = "0";
         return;
       }
       form.dataset.ok = "1";
+      put(form, "missing", "");
       put(form, "error", "");
-      if (!m.retired) shares[m.engine] = v.share;
       put(form, "kv_gib", p.kv_gib === null ? "—" : num(p.kv_gib, 2) + " GiB");
       put(form, "pool_tokens", num(p.pool_tokens) + " tokens");
       put(form, "concurrency", p.concurrency.toFixed(2) + "× at " + num(p.window));
@@ -184,6 +190,8 @@
         num(b.engines_gib, 1) + ", rest of the box " + num(b.other_gib, 1) + "), <b>" + num(b.free_gib, 1) + " GiB free</b>" +
         (b.over_headroom_gib > 0 ? ' — <span class="bad">' + num(b.over_headroom_gib, 1) + " GiB into the headroom of " +
           num(b.headroom_gib, 1) + "</span>" : " · headroom " + num(b.headroom_gib, 1) + " GiB kept");
+      if (unpredicted.length) box.innerHTML += '<br><span class="muted small">Counted at their share, not predicted: ' + esc(unpredicted.join(", ")) + ".</span>";
+      if (data.box.in_other.length) box.innerHTML += '<br><span class="muted small">Counted in the rest of the box at what they use now, not planned by share: ' + esc(data.box.in_other.join(", ")) + ".</span>";
     }
     var sug = suggestion(shares), el = document.getElementById("suggestion");
     if (el) el.innerHTML = sug.html;

@@ -129,7 +129,10 @@ def test_plan_refuses_what_the_ledger_cannot_say(spark):
     with pytest.raises(CommandError, match="no ledger row"):
         cli("plan", "--engine", "nemotron", "--util", "0.3")
     feed(SYSTEMD[:1])  # one row and no MemTotal: no line
-    with pytest.raises(CommandError, match="needs rows with KV memory at 131,072: two shares, or one share"):
+    with pytest.raises(
+        CommandError,
+        match="rows at 131,072 with KV memory are all at share 0.25; it needs a second share, or the box's memory",
+    ):
         cli("plan", "--engine", "nemotron", "--util", "0.3")
     with pytest.raises(CommandError, match="between 0 and 1"):
         cli("plan", "--engine", "nemotron", "--util", "1.2")

@@ -1,0 +1,111 @@
+"""Issue 30 §2: the planner out of the box, in real headless Chromium. The demo's box: a vLLM
+engine whose collector rows carry the KV memory from its boot line, a vLLM engine whose rows do
+not (an older row), and a llama.cpp engine (no memory share at all). Every engine is named, none
+is dropped from the box's sum, the llama.cpp one is not a red error, and "used now" is the host
+card's figure. Screenshots at desk and phone sizes in artifacts/screenshots/."""
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from dashboard.models import Engine, Host, KVPoolEntry
+from dashboard.models.ledgers import GIB
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+MEM_TOTAL, MEM_AVAILABLE = round(119.7 * GIB), round((119.7 - 48.3) * GIB)
+
+if not Path("/usr/bin/chromium").exists():
+    pytest.skip("needs Debian's chromium at /usr/bin/chromium", allow_module_level=True)
+
+
+@pytest.fixture
+def demo_box(db):
+    host = Host.objects.create(
+        name="demo-box",
+        # the host card's "Memory used" is MemTotal − MemAvailable: 48.3 GiB; the collector's own
+        # mem_used_bytes is left out, so the page cannot take it from anywhere else
+        latest={"host": {"mem_total_bytes": MEM_TOTAL, "mem_available_bytes": MEM_AVAILABLE}},
+        last_report_at=timezone.now(),
+    )
+    kw = {"host": host, "status": "up"}
+    vllm = Engine.objects.create(name="demo-vllm", kind="vllm", url="http://127.0.0.1:9", unit="v.service", **kw)
+    old = Engine.objects.create(name="old-vllm", kind="vllm", url="http://127.0.0.1:9", unit="o.service", **kw)
+    llama = Engine.objects.create(name="demo-llama", kind="llamacpp", url="http://127.0.0.1:9", **kw)
+    at = timezone.now() - timedelta(hours=1)
+    row = {"recorded_at": at, "source": KVPoolEntry.Source.COLLECTOR}
+    # what the collector now writes after a restart: the KV memory from "Available KV cache memory: 24.38 GiB"
+    KVPoolEntry.objects.create(
+        engine=vllm, memory_share=0.15, window=32768, pool_tokens=766464, kv_memory_bytes=round(24.38 * GIB), **row
+    )
+    KVPoolEntry.objects.create(engine=old, memory_share=0.1, window=32768, pool_tokens=400000, **row)
+    KVPoolEntry.objects.create(engine=llama, window=8192, pool_tokens=32768, **row)
+    return host
+
+
+def _page(chromium, live_server, viewer, viewport):
+    from django.conf import settings
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.sessions.backends.db import SessionStore
+
+    session = SessionStore()
+    session[SESSION_KEY], session[BACKEND_SESSION_KEY] = str(viewer.pk), "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = viewer.get_session_auth_hash()
+    session.save()
+    context = chromium.new_context(viewport=viewport)
+    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session.session_key, "url": live_server.url}])
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    return page
+
+
+def test_every_engine_is_named_and_counted_and_used_now_is_the_host_cards(chromium, live_server, viewer, demo_box):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = _page(chromium, live_server, viewer, {"width": 1280, "height": 800})
+    page.goto(f"{live_server.url}/hosts/{demo_box.name}/")
+    assert "48.3 GiB of 119.7 GiB" in page.inner_text("body")  # the host card
+    page.goto(f"{live_server.url}/planner/{demo_box.name}/")
+    box = page.inner_text("#box")
+    assert "used now 48.3 GiB (MemTotal − MemAvailable, the host card's “Memory used”)" in box
+
+    # the collector's row has KV GiB: tokens per GiB is learned, and 0.7 predicts on the box's memory
+    vllm = page.locator("#plan-demo-vllm")
+    assert vllm.locator('[data-out="tokens_per_gib"]').inner_text().startswith("31,438")  # 766,464 / 24.38
+    vllm.locator("input[name=util]").fill("0.7")
+    page.wait_for_function(
+        "!document.querySelector('#plan-demo-vllm [data-out=pool_tokens]').innerText.startsWith('766')"
+    )
+    assert vllm.locator('[data-out="error"]').inner_text() == "" and "needs" not in vllm.inner_text()
+    assert vllm.locator('[data-out="kv_gib"]').inner_text() == "90.21 GiB"  # 24.38 + (0.7 − 0.15) × 119.7
+
+    # a vLLM engine whose rows lack KV memory: named with what is missing, no red error, share counted
+    old = page.locator("#plan-old-vllm")
+    assert old.locator('[data-out="pool_tokens"]').inner_text() == "400,000 tokens"  # its measured share
+    assert old.locator('[data-out="tokens_per_gib"]').inner_text() == "—"
+    old.locator("input[name=util]").fill("0.2")
+    page.wait_for_function("document.querySelector('#plan-old-vllm [data-out=missing]').innerText !== ''")
+    assert "Not predicted: cannot predict old-vllm at util 0.2: no ledger row at 32,768 records its KV memory" in (
+        old.locator('[data-out="missing"]').inner_text()
+    )
+    assert old.locator('[data-out="error"]').inner_text() == ""
+    # llama.cpp: no share at all; named, not red, and counted in the rest of the box
+    llama = page.locator("#plan-demo-llama")
+    assert "Not predicted: its ledger rows record no memory share" in llama.inner_text()
+    assert llama.locator(".bad").count() == 0 and llama.locator("input").count() == 0
+    plan = page.inner_text("#box-plan")
+    # 0.7 and 0.2 of 119.7 GiB, plus the rest of the box (48.3 − 0.25 × 119.7 = 18.4 GiB)
+    assert plan.startswith("Planned: 126.1 of 119.7 GiB used (engines 107.7, rest of the box 18.4)")
+    assert "Counted at their share, not predicted: old-vllm." in plan
+    assert "not planned by share: demo-llama." in plan
+    page.screenshot(path=str(SHOTS / "planner-out-of-the-box-desk.png"), full_page=True)
+    assert page.errors == []
+
+    phone = _page(chromium, live_server, viewer, {"width": 390, "height": 844})
+    phone.goto(f"{live_server.url}/planner/{demo_box.name}/")
+    phone.wait_for_function("document.querySelector('#box-plan').innerText.startsWith('Planned')")
+    assert phone.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")  # no sideways scroll
+    phone.screenshot(path=str(SHOTS / "planner-out-of-the-box-phone.png"), full_page=True)
+    assert phone.errors == []
