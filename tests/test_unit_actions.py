@@ -40,7 +40,7 @@ def test_commands_name_this_engines_unit(fleet):
     commands = [c for _, c in fix_commands(fleet["llama"])]
     assert commands[0] == "sudo systemctl restart llama-side.service"
     assert commands[1] == "sudo systemctl reset-failed llama-side.service"
-    assert "/etc/systemd/system/llama-side.service.d/50-sparkops-restart.conf" in commands[2]
+    assert "/etc/systemd/system/llama-side.service.d/50-sparkops-restart_always_bounded.conf" in commands[2]
     assert "daemon-reload" in commands[2]
     # The drop-in command, run by a shell, writes exactly the drop-in.
     printf = commands[2].split(" | ")[0].split(" && ")[1]
@@ -50,7 +50,7 @@ def test_commands_name_this_engines_unit(fleet):
     user_unit.unit_scope = "user"
     commands = [c for _, c in fix_commands(user_unit)]
     assert commands[0] == "systemctl --user restart vllm-main.service" and "sudo" not in " ".join(commands)
-    assert "~/.config/systemd/user/vllm-main.service.d/50-sparkops-restart.conf" in commands[2]
+    assert "~/.config/systemd/user/vllm-main.service.d/50-sparkops-restart_always_bounded.conf" in commands[2]
 
 
 def test_a_down_card_shows_the_commands_and_restart_only_where_the_box_allows_it(down, fleet):
@@ -77,7 +77,9 @@ def test_the_cards_drop_in_is_the_audits_fix(down):
 
     engine, _ = down
     card = html.unescape(engine_card_html(engine))
-    command = next(line for line in card.splitlines() if "50-sparkops-restart.conf" in line and "printf" in line)
+    command = next(
+        line for line in card.splitlines() if "50-sparkops-restart_always_bounded.conf" in line and "printf" in line
+    )
     printf = re.search(r"printf '[^']*'", command).group(0)
     written = subprocess.run(["sh", "-c", printf], capture_output=True, text=True).stdout
     check = audit.CHECKS["restart_always_bounded"]

@@ -110,7 +110,7 @@ class DropIn:
 
 # The field reports' bound: a crash loop ends `failed` after 3 starts in an hour, visible, instead of looping.
 RESTART_DROPIN = DropIn(
-    "50-sparkops-restart.conf",
+    "50-sparkops-restart_always_bounded.conf",
     (
         ("Unit", (("StartLimitIntervalSec", "3600"), ("StartLimitBurst", "3"))),
         ("Service", (("Restart", "always"), ("RestartSec", "10"))),

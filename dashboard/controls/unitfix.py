@@ -1,0 +1,527 @@
+"""`sparkops unit fix`: the launch audit's mechanical fixes, each one drop-in, shown before written.
+
+For every check of an engine that is not passing and has a mechanical fix, `plan` builds the
+drop-in it needs (`50-sparkops-<check>.conf`, one file per check) and its unified diff against what
+the file holds now. `apply` writes them into the unit's drop-in directory, runs `daemon-reload`
+(`--user` for user units) and observes the unit again with the launch observer, so the change log
+gets the observed entry naming each setting and the drop-in that set it: the log writes itself.
+
+The unit file itself is never touched. Where no drop-in can be written — no unit, a unit systemd
+does not know, a transient unit (`systemd-run`), one generated or under /run, a directory that
+cannot be written — the whole plan is refused with the reason and nothing is changed.
+
+Where the drop-in goes is asked of systemd (`FragmentPath`, `DropInPaths`, `Transient`), not
+guessed: beside the fragment when it lives in a configuration directory, in the scope's own
+configuration directory (/etc/systemd/system, $XDG_CONFIG_HOME/systemd/user) when the fragment is
+a vendor file under /usr/lib or /lib."""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import shutil
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+
+from dashboard.services import audit
+
+PREFIX = "50-sparkops-"
+LOCATE_PROPERTIES = ("Id", "LoadState", "FragmentPath", "DropInPaths", "Transient")
+VENDOR_DIRS = ("/usr/lib/systemd/", "/lib/systemd/", "/usr/local/lib/systemd/", "/usr/share/systemd/")
+RUNTIME_DIRS = ("/run/", "/var/run/")
+BUDGET_FACTOR = 1.5  # a cold start's budget: the slowest measured cold start and half again
+BUDGET_MIN_S = 60
+BUDGET_UNMEASURED_S = 900  # no start measured yet: systemd's own default TimeoutStartSec is 90 s, far too short
+MEMORY_MAX_SHARE = 0.875  # of the box's memory: 112G on a 128 GiB box, the field report's figure
+CAPS = ("MAX_JOBS", "NVCC_THREADS", "TORCHINDUCTOR_COMPILE_THREADS", "FLASHINFER_NVCC_THREADS")
+NO_FIX = {
+    "memory_share_sum": "lower --gpu-memory-utilization / --mem-fraction-static in the engines' flags (not a drop-in)",
+    "running_matches_unit": "`systemctl daemon-reload` and restart the unit: a drop-in would not change what runs",
+}
+
+
+class Refused(Exception):
+    """No drop-in can be written for this unit; the message says why."""
+
+
+@dataclass
+class Fix:
+    check: str
+    status: str  # the audit's: fail | warn
+    file: str  # 50-sparkops-<check>.conf
+    path: str  # where it goes, as systemd names it
+    settings: list  # [(section, key, value)] in the file's order
+    before: str | None = None  # what the file holds now (None: no such file)
+    note: str = ""
+    applied: bool = False
+
+    @property
+    def text(self):
+        return render(self.check, self.settings, self.note)
+
+    @property
+    def diff(self):
+        return "".join(
+            difflib.unified_diff(
+                (self.before or "").splitlines(keepends=True),
+                self.text.splitlines(keepends=True),
+                fromfile=self.path if self.before is not None else "/dev/null",
+                tofile=self.path,
+            )
+        )
+
+    def as_dict(self):
+        return {
+            "check": self.check,
+            "status": self.status,
+            "file": self.file,
+            "path": self.path,
+            "diff": self.diff,
+            "settings": [{"section": s, "key": k, "value": v} for s, k, v in self.settings],
+            "note": self.note,
+            "applied": self.applied,
+        }
+
+
+@dataclass
+class Plan:
+    engine: str
+    unit: str
+    scope: str
+    dropin_dir: str = ""
+    fixes: list[Fix] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)  # [{check, status, why}]
+    refused: str | None = None
+    applied: bool = False
+    daemon_reload: str | None = None  # "done" or the error
+    entry: dict | None = None  # the observed change-log entry {id, title, url}
+
+    def as_dict(self):
+        out = asdict(self)
+        out["fixes"] = [f.as_dict() for f in self.fixes]
+        return out
+
+
+def render(check, items, note=""):
+    """A drop-in's text: a header saying what wrote it and why, then its sections in order."""
+    title = audit.CHECKS[check].title if check in audit.CHECKS else check
+    lines = [f"# Written by `sparkops unit fix` for the audit check {check}: {title}.", "# Remove this file and"]
+    lines[-1] += " run `systemctl daemon-reload` to undo it."
+    lines += [f"# {n}" for n in note.splitlines() if n]
+    section = None
+    for sect, key, value in items:
+        if sect != section:
+            lines += ["", f"[{sect}]"]
+            section = sect
+        lines.append(f"{key}={value}")
+    return "\n".join(lines) + "\n"
+
+
+def host_path(path):
+    """PATH as this box's process sees it (under SPARKOPS_HOST_ROOT: the simulator's "/")."""
+    return Path(settings.SPARKOPS_HOST_ROOT) / str(path).lstrip("/")
+
+
+# --- where the drop-ins go ----------------------------------------------------------------------
+
+
+def unit_properties(engine):
+    """What systemd says of ENGINE's unit now (this box's `systemctl show`); Refused when it cannot be asked."""
+    from dashboard.collectors.command import CommandError
+    from dashboard.collectors.unitconfig import show
+
+    try:
+        return show([engine.unit], scope=engine.unit_scope, properties=LOCATE_PROPERTIES)[engine.unit]
+    except CommandError as exc:
+        raise Refused(f"systemd could not be asked about {engine.unit}: {exc}") from None
+
+
+def snapshot_properties(data):
+    """The same properties from a stored snapshot (a preview away from the box)."""
+    u = (data or {}).get("unit") or {}
+    return {
+        "Id": u.get("unit", ""),
+        "LoadState": u.get("load_state") or "",
+        "FragmentPath": u.get("fragment_path") or "",
+        "DropInPaths": " ".join(u.get("drop_in_paths") or []),
+        "Transient": "",
+    }
+
+
+def config_dir(scope):
+    """The scope's own configuration directory, where an administrator's drop-ins belong."""
+    if scope == "user":
+        home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+        return os.path.join(home, "systemd", "user")
+    return "/etc/systemd/system"
+
+
+def dropin_dir(unit, scope, props):
+    """The directory for UNIT's drop-ins, from what systemd says (PROPS); Refused with the reason."""
+    load, fragment = props.get("LoadState") or "", props.get("FragmentPath") or ""
+    if load != "loaded":
+        raise Refused(f"{unit} is not a unit systemd knows (LoadState={load or 'not-found'}): no drop-in can apply")
+    if props.get("Transient") == "yes" or "/transient/" in fragment:
+        raise Refused(
+            f"{unit} is a transient unit (made by systemd-run, {fragment or 'no file'}): "
+            "it has no unit file, and a drop-in for it would vanish with it"
+        )
+    if not fragment:
+        raise Refused(f"{unit} has no unit file (FragmentPath is empty): nothing a drop-in could amend")
+    if fragment.startswith(RUNTIME_DIRS):
+        raise Refused(f"{unit} is a runtime or generated unit ({fragment}): drop-ins beside it are gone at reboot")
+    base = config_dir(scope) if fragment.startswith(VENDOR_DIRS) else os.path.dirname(fragment)
+    return os.path.join(base, f"{unit}.d")
+
+
+def writable(directory):
+    """None when this process can create files in DIRECTORY (made if missing); else why not."""
+    path = host_path(directory)
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if probe != path or not path.is_dir():
+        if path.exists() and not path.is_dir():
+            return f"{directory} is not a directory"
+        if not probe.is_dir():
+            return f"{probe} is not a directory"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{probe} cannot be written by this process (uid {os.geteuid()})"
+    return None
+
+
+# --- each check's fix -------------------------------------------------------------------------------
+
+
+def env_value(name, value):
+    """One Environment= assignment, quoted where systemd needs it."""
+    pair = f"{name}={value}"
+    if any(c.isspace() or c in "\"'\\" for c in pair):
+        return '"' + pair.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return pair
+
+
+def sparkops_executable():
+    """The sparkops console script of this installation, by absolute path (a unit's PATH may lack it)."""
+    mine = Path(sys.executable).parent / "sparkops"
+    if mine.exists():
+        return str(mine)
+    found = shutil.which("sparkops")
+    return found or f"{sys.executable} -m sparkops.cli"
+
+
+def readiness_budget_s(engine):
+    """(budget s, how it was found): the slowest measured cold start (else any start) and half again."""
+    from dashboard.services.launchconfig import restart_budget
+
+    classes = restart_budget(engine)["classes"]
+    basis = classes.get("cold") or classes.get("warm")
+    if not basis:
+        return BUDGET_UNMEASURED_S, f"no start of {engine.name} measured yet: {BUDGET_UNMEASURED_S} s"
+    kind = "cold" if classes.get("cold") else "warm (no cold start measured)"
+    budget = max(BUDGET_MIN_S, math.ceil(basis["max"] * BUDGET_FACTOR))
+    return budget, f"slowest {kind} start {basis['max']:.0f} s of {basis['n']} × {BUDGET_FACTOR:g} = {budget} s"
+
+
+def memory_total():
+    """The box's memory in bytes (its /proc/meminfo under SPARKOPS_PROC_ROOT, else psutil)."""
+    try:
+        for line in (Path(settings.SPARKOPS_PROC_ROOT) / "meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    import psutil
+
+    return psutil.virtual_memory().total
+
+
+def _engine_settings(engine, data, check, s):
+    """[(section, key, value)], note for a per-engine check; or (None, why) when none fits."""
+    u = (data or {}).get("unit") or {}
+    env = (data or {}).get("environment") or {}
+    if check == "restart_always_bounded":
+        burst = min(3, s["max_burst"])
+        items = [
+            (sect, k, str(burst) if k == "StartLimitBurst" else v)
+            for sect, kv in audit.RESTART_DROPIN.sections
+            for k, v in kv
+        ]
+        return items, "StartLimit* belong in [Unit]: a crash loop ends failed, visible, instead of looping."
+    if check == "compile_caps":
+        items = []
+        for name in CAPS:
+            cap, value = s[name.lower()], env.get(name)
+            if value is None or not str(value).isdigit() or int(value) > cap:
+                items.append(("Service", "Environment", env_value(name, cap)))
+        return items, "Only the caps unset or above the audit's thresholds; a lower value already set is kept."
+    if check == "cuda_on_path":
+        cuda_bin = s["cuda_bin"].rstrip("/")
+        path = env.get("PATH") or "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"
+        items = []
+        if cuda_bin not in [p.rstrip("/") for p in path.split(":")]:
+            items.append(("Service", "Environment", env_value("PATH", f"{cuda_bin}:{path}")))
+        if not env.get("CUDA_HOME"):
+            home = cuda_bin[: -len("/bin")] if cuda_bin.endswith("/bin") else os.path.dirname(cuda_bin)
+            items.append(("Service", "Environment", env_value("CUDA_HOME", home)))
+        return items, ""
+    if check == "readiness_budget":
+        budget, basis = readiness_budget_s(engine)
+        margin = s["margin_s"]
+        helper = f"{sparkops_executable()} wait-ready --url {engine.url} --kind {engine.kind} --budget {budget}"
+        items = [
+            ("Service", "ExecStartPost", ""),  # resets the helpers before: two would add their waits
+            ("Service", "ExecStartPost", helper),
+            ("Service", "TimeoutStartSec", str(budget + margin)),
+        ]
+        return items, f"Budget: {basis}; TimeoutStartSec = budget + the audit's margin {margin} s."
+    if check == "memory_max_set":
+        total, gib = memory_total(), 1 << 30
+        cap = math.floor(total * MEMORY_MAX_SHARE / gib)
+        high = audit.memory_bytes(u.get("memory_high"))
+        if high is not None:
+            cap = max(cap, math.ceil(high / gib) + 1)
+        cap = min(cap, max(1, math.floor(total / gib)))
+        return [("Service", "MemoryMax", f"{cap}G")], (
+            f"{MEMORY_MAX_SHARE:g} of the box's {total / gib:.0f} GiB: the unit is killed before the box is."
+        )
+    return None, NO_FIX.get(check, "no mechanical fix")
+
+
+def _peers(engine, snaps):
+    """Live engine units ENGINE may order after: same box and scope, loaded and enabled, sorting before
+    it by name (every edge the fixes add goes from a later name to an earlier one: never a cycle), and
+    not already ordered after ENGINE. [(peer engine, its unit)], nearest name first."""
+    mine = ((dict(snaps).get(engine) or {}).get("unit") or {}).get("unit")
+    out = []
+    for peer, data in snaps:
+        u = (data or {}).get("unit") or {}
+        if peer.pk == engine.pk or not u.get("unit") or peer.unit_scope != engine.unit_scope:
+            continue
+        if peer.name >= engine.name or mine in ((u.get("edges") or {}).get("After") or []):
+            continue
+        if u.get("load_state") != "loaded" or (u.get("unit_file_state") or "") not in audit.GOOD_FILE_STATES:
+            continue
+        out.append((peer, u["unit"]))
+    return sorted(out, key=lambda p: p[0].name, reverse=True)
+
+
+def _live(state):
+    return (
+        state.get("LoadState") in ("loaded", None, "") and (state.get("UnitFileState") or "") in audit.GOOD_FILE_STATES
+    )
+
+
+def _ordering_settings(engine, result, snaps):
+    u = (dict(snaps).get(engine) or {}).get("unit") or {}
+    have = set((u.get("edges") or {}).get("After") or [])
+    peers = [p for p in _peers(engine, snaps) if p[1] not in have]
+    if result.check == "after_enabled_units":
+        if not peers:
+            return None, (
+                "no live engine unit to order after (one of the box's, loaded and enabled, that sorts before "
+                f"{engine.name}); remove the stale edge from the file that sets it"
+            )
+        peer, unit = peers[0]
+        files = ", ".join((u.get("edge_files") or {}).get("After") or [])
+        states = u.get("edge_states") or {}
+        stale = [n for n in (u.get("edges") or {}).get("After") or [] if not _live(states.get(n) or {})]
+        return [("Unit", "After", unit)], (
+            f"Orders {engine.unit} after {peer.name}'s live unit {unit}, so their cold starts serialize. "
+            f"The stale edge to {' '.join(stale) or 'the dead unit'} stays where it is set ({files}): "
+            "a drop-in cannot take an After= back."
+        )
+    names = [n.strip() for n in result.subject.split(" + ")]
+    other = next((n for n in names if n != engine.name), None)
+    match = [p for p in peers if p[0].name == other]
+    if not match:
+        return None, (
+            f"the edge goes on {other}'s unit (the later name orders after the earlier): "
+            f"`sparkops unit fix {other} --check cold_starts_serialized`"
+            if other and other > engine.name
+            else f"{other}'s unit is not a live unit of the same scope to order after"
+        )
+    return [
+        ("Unit", "After", match[0][1])
+    ], f"{engine.unit} starts after {other}'s {match[0][1]}: one cold start at a time."
+
+
+def _overridden(data, fix):
+    """Why FIX would not take effect (a later drop-in, or an EnvironmentFile, sets the same), or None."""
+    u = (data or {}).get("unit") or {}
+    env_files = {f.get("path") for f in u.get("environment_files") or []}
+    origins = (data or {}).get("environment_origins") or {}
+    directive_files = u.get("directive_files") or {}
+    for _sect, key, value in fix.settings:
+        if key == "Environment":
+            name = value.strip('"').partition("=")[0]
+            origin = origins.get(name)
+            if origin in env_files:
+                return f"{name} is set in the EnvironmentFile {origin}, which overrides Environment=: change it there"
+            where = origin
+        elif key in ("After", "ExecStartPost"):
+            if key == "ExecStartPost":
+                posts = u.get("exec_start_post") or []
+                where = (posts[-1] or {}).get("file") if posts else None
+            else:
+                continue
+        else:
+            where = directive_files.get(key)
+        if where and os.path.dirname(where).endswith(".d") and os.path.basename(where) > fix.file:
+            return f"{where} sorts after {fix.file} and sets {key}= too: it would still win; change it there"
+    return None
+
+
+# --- the plan ---------------------------------------------------------------------------------------
+
+
+def plan(engine, *, checks=None, overrides=None, live=True):
+    """The drop-ins ENGINE's unit needs for its checks that are not passing (CHECKS: only those keys).
+    LIVE: ask this box's systemd and read the files (on the box); else the stored snapshot (a preview)."""
+    from dashboard.models import Engine
+
+    out = Plan(engine=engine.name, unit=engine.unit or "", scope=engine.unit_scope)
+    wanted = set(checks or ())
+    unknown = wanted - set(audit.CHECKS)
+    if unknown:
+        out.refused = f"no such audit check: {', '.join(sorted(unknown))}; checks: {', '.join(audit.CHECKS)}"
+        return out
+    if not engine.unit:
+        out.refused = (
+            f"{engine.name} runs outside any systemd unit (hand-run): there is no unit to add a drop-in to; "
+            "start it through `sparkops launch`, or under a unit"
+        )
+        return out
+    box = list(Engine.objects.filter(host_id=engine.host_id, retired_at__isnull=True).order_by("name"))
+    if engine not in box:
+        box.append(engine)
+    snaps = audit.snapshots_of(box)
+    data = dict(snaps).get(engine)
+    if data is None or not (data.get("unit") or {}).get("unit"):
+        out.refused = (
+            f"{engine.unit} has not been observed yet: no audit to fix (`sparkops audit --engine {engine.name}`)"
+        )
+        return out
+    try:
+        directory = dropin_dir(
+            engine.unit, engine.unit_scope, unit_properties(engine) if live else snapshot_properties(data)
+        )
+    except Refused as exc:
+        out.refused = str(exc)
+        return out
+    out.dropin_dir = directory
+    why = writable(directory) if live else None
+    if why:
+        out.refused = f"cannot write a drop-in for {engine.unit}: {why}"
+        return out
+    in_force = audit.effective_thresholds(engine.host_id, overrides)
+    for result in audit.audit(box, overrides=overrides, only_engine=engine):
+        if result.status == "pass" or (wanted and result.check not in wanted):
+            continue
+        if result.check in ("after_enabled_units", "cold_starts_serialized"):
+            items, note = _ordering_settings(engine, result, snaps)
+        else:
+            items, note = _engine_settings(engine, data, result.check, in_force[result.check])
+        if not items:
+            out.skipped.append({"check": result.check, "status": result.status, "why": note or "nothing to set"})
+            continue
+        name = f"{PREFIX}{result.check}.conf"
+        fix = Fix(result.check, result.status, name, os.path.join(directory, name), items, note=note)
+        try:
+            fix.before = _read(fix.path) if live else None
+        except Refused as exc:
+            out.refused, out.fixes = str(exc), []
+            return out
+        why = _overridden(data, fix)
+        if why is None and fix.before == fix.text:
+            why = f"{fix.path} already says this; the audit still reads: {result.evidence}"
+        if why:
+            out.skipped.append({"check": result.check, "status": result.status, "why": why})
+            continue
+        if not any(f.check == fix.check for f in out.fixes):
+            out.fixes.append(fix)
+    return out
+
+
+def _read(path):
+    try:
+        return host_path(path).read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise Refused(f"{path} cannot be read: {exc}") from None
+
+
+# --- applying it --------------------------------------------------------------------------------------
+
+
+def apply(engine, the_plan):
+    """Write THE_PLAN's drop-ins, daemon-reload, observe the unit again. Everything or nothing: a
+    refusal or a failed write or reload leaves the files as they were. Returns THE_PLAN, updated."""
+    from django.utils import timezone
+
+    from dashboard.collectors.command import CommandError, run
+    from dashboard.collectors.unitconfig import _systemctl
+
+    if the_plan.refused or not the_plan.fixes:
+        return the_plan
+    why = writable(the_plan.dropin_dir)
+    if why:
+        the_plan.refused = f"cannot write a drop-in for {engine.unit}: {why}"
+        return the_plan
+    written = []
+    began = timezone.now()
+    try:
+        host_path(the_plan.dropin_dir).mkdir(parents=True, exist_ok=True)
+        for fix in the_plan.fixes:
+            _write(host_path(fix.path), fix.text)
+            written.append(fix)
+        run(_systemctl(engine.unit_scope, "daemon-reload"), timeout=60)
+    except (OSError, CommandError) as exc:
+        for fix in written:  # as it was: the earlier text, or no file
+            target = host_path(fix.path)
+            if fix.before is None:
+                target.unlink(missing_ok=True)
+            else:
+                _write(target, fix.before)
+        the_plan.refused = f"not applied, nothing changed: {exc}"
+        the_plan.daemon_reload = str(exc) if isinstance(exc, CommandError) else None
+        return the_plan
+    for fix in the_plan.fixes:
+        fix.applied = True
+    the_plan.applied, the_plan.daemon_reload = True, "done"
+    the_plan.entry = observed_entry(engine, since=began)
+    return the_plan
+
+
+def _write(path, text):
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.chmod(0o644)
+    os.replace(tmp, path)
+
+
+def observed_entry(engine, *, since):
+    """Observe ENGINE's unit now (the launch observer) and return the observed change-log entry that the
+    new configuration wrote, {id, title, url}, or None (the poller may have written it first)."""
+    from dashboard.models import ConfigSnapshot
+    from dashboard.services.launchconfig import observe_now
+
+    observe_now(engine)
+    snap = (
+        ConfigSnapshot.objects.filter(engine=engine, observed_at__gte=since, logged_entry_id__isnull=False)
+        .order_by("-observed_at", "-id")
+        .first()
+    )
+    if snap is None:
+        return None
+    from dashboard.changelog.models import Entry
+
+    entry = Entry.objects.filter(pk=snap.logged_entry_id).first()
+    if entry is None:
+        return None
+    return {"id": entry.pk, "title": entry.title, "url": f"/changelog/{entry.pk}/"}
