@@ -1,6 +1,7 @@
 """SparkOps settings: everything comes from the environment (see .env.example)."""
 
 import os
+import warnings
 from datetime import timedelta
 from pathlib import Path
 
@@ -243,11 +244,24 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [ASSETS_DIR / "static"]
-# Only for `collectstatic` (the Docker image); a checkout serves static/ through the finders.
-STATIC_ROOT = env_str("STATIC_ROOT") or None
-# Serve straight from the finders: no collectstatic step for a single-box install.
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "sparkops.staticstore.PlotlyFinder",  # plotly.min.js from the plotly package, as plotly/plotly.min.js
+]
+# collectstatic (run by `sparkops up`, the migrate unit, the Docker build) writes hashed, Brotli-
+# and gzip-compressed copies here; WhiteNoise serves those for ever (immutable). Until it has run,
+# or after a static file changed, pages name the plain files, served from the finders.
+STATIC_ROOT = Path(env_str("STATIC_ROOT") or VAR_DIR / "static")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "sparkops.staticstore.StaticStorage"},
+}
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
+WHITENOISE_KEEP_ONLY_HASHED_FILES = True  # the plain names come from the finders
+# WhiteNoise warns at each start while STATIC_ROOT is missing, as it is until the first collect.
+warnings.filterwarnings("ignore", message="No directory at: ", category=UserWarning)
 
 # Alert delivery (dashboard/alerts/conf.py reads these): parsed here with the rest, so a bad value
 # stops start-up naming the variable instead of failing inside a delivery.

@@ -75,9 +75,9 @@ def test_the_plotly_style_hashes_match_the_installed_bundle():
     """plotly.js adds empty <style> elements it fills through the CSSOM, and injects one fixed
     stylesheet (maplibre's) at load: the policy allows exactly those by hash. After a plotly
     upgrade this says which hash to put in settings.PLOTLY_MAPLIBRE_STYLE."""
-    from dashboard.views.plotly_js import plotly_bundle
+    from sparkops.staticstore import PLOTLY_DIR, PLOTLY_NAME
 
-    body = plotly_bundle()[0].decode()
+    body = (PLOTLY_DIR / PLOTLY_NAME).read_text()
     assert settings.PLOTLY_EMPTY_STYLE == _sha256("")
     assert 'createElement("style"),n.setAttribute("id",i),n.appendChild(document.createTextNode(""))' in body
     injected = re.findall(r'createElement\("style"\);e\.id="[0-9a-f]+",e\.textContent=\'([^\'\\]*)\'', body)

@@ -130,17 +130,6 @@ def test_coresidency_shades_overlap_and_measures_the_penalty(viewer_client, flee
     assert bad.status_code == 400
 
 
-def test_plotly_is_served_from_the_package_and_cached(viewer_client):
-    import plotly
-
-    response = viewer_client.get(reverse("plotly-js"))
-    assert response.status_code == 200 and response["Content-Type"].startswith("text/javascript")
-    assert f"v{plotly.__version__}".encode() in response.content[:600] or b"plotly.js" in response.content[:600]
-    assert "max-age" in response["Cache-Control"]
-    again = viewer_client.get(reverse("plotly-js"), HTTP_IF_NONE_MATCH=response["ETag"])
-    assert again.status_code == 304
-
-
 def test_an_outage_leaves_a_gap_and_each_panel_names_its_unit(viewer_client, fleet):
     """Issue 19: lines were drawn straight across an outage; decode hid under prompt on a shared axis;
     GPU utilisation and temperature shared one; axes carried no units."""

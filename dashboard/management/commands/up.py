@@ -23,6 +23,7 @@ from django.core.management.base import BaseCommand, CommandError
 from dashboard.roles import set_role
 from dashboard.stack.children import STOP_GRACE_S, Child, Supervisor
 from sparkops.redisproc import PrivateRedis
+from sparkops.staticstore import collect_unless_current
 
 SIM_BIN = Path(__file__).resolve().parents[2] / "simulator" / "bin"
 
@@ -47,6 +48,8 @@ class Command(BaseCommand):
 
     def _up(self, *, port, bind, demo, no_beat):
         call_command("migrate", interactive=False, verbosity=0)
+        if collect_unless_current():  # the web server reads STATIC_ROOT once, when it starts
+            self.stdout.write(f"collected static files (hashed, compressed) in {settings.STATIC_ROOT}\n")
         self._ensure_admin()
         redis = None if settings.REDIS_URL else PrivateRedis()
         try:

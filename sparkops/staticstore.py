@@ -1,0 +1,122 @@
+"""Static files, compressed and cached for good (issue 30 §6).
+
+`collectstatic` (run by `sparkops up`, the systemd migrate unit and the Docker build) writes
+every file under a content-hashed name with Brotli and gzip copies beside it, and a manifest;
+WhiteNoise then serves the hashed names with `Cache-Control: max-age=315360000, public,
+immutable` and the smaller encoding the browser accepts. plotly.js (4.8 MB, 1.2 MB in Brotli)
+is one of those files, found in the installed plotly package by `PlotlyFinder`.
+
+Without a current manifest (a checkout that never ran `up`, the tests, a static file edited
+since the last collect) pages name the plain files, which WhiteNoise serves straight from the
+finders, uncompressed and cached for a minute: never a page naming a file that is not there.
+"""
+
+import logging
+import os
+from pathlib import Path
+
+import brotli
+import plotly
+from django.contrib.staticfiles import finders
+from django.contrib.staticfiles.finders import BaseFinder
+from django.core.files.storage import FileSystemStorage
+from django.core.management import call_command
+from whitenoise.compress import Compressor
+from whitenoise.storage import CompressedManifestStaticFilesStorage
+
+log = logging.getLogger(__name__)
+
+# collectstatic's default ignore patterns: the sources a collect would copy.
+IGNORE_PATTERNS = ["CVS", ".*", "*~"]
+# Brotli's quality 9 makes plotly.js 1.23 MB in about half a second; WhiteNoise's default (11)
+# makes it 1.11 MB in about ten, which every first `sparkops up` in a new var dir would wait for.
+BROTLI_QUALITY = 9
+PLOTLY_DIR = Path(plotly.__file__).parent / "package_data"
+PLOTLY_NAME = "plotly.min.js"
+PLOTLY_PREFIX = "plotly"
+
+
+class PlotlyFinder(BaseFinder):
+    """plotly.min.js from the plotly Python package's own bundle (no CDN; its version pinned
+    with the package), as the static file `plotly/plotly.min.js`. Only that one file: the
+    package's datasets and widget bundle are not SparkOps's to serve."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.storage = FileSystemStorage(location=PLOTLY_DIR)
+        self.storage.prefix = PLOTLY_PREFIX
+
+    def find(self, path, find_all=False, **kwargs):
+        match = self.storage.path(PLOTLY_NAME) if path == f"{PLOTLY_PREFIX}/{PLOTLY_NAME}" else None
+        if find_all or kwargs.get("all"):
+            return [match] if match else []
+        return match
+
+    def list(self, ignore_patterns):
+        yield PLOTLY_NAME, self.storage
+
+
+class _Compressor(Compressor):
+    @staticmethod
+    def compress_brotli(data):
+        return brotli.compress(data, quality=BROTLI_QUALITY)
+
+
+class StaticStorage(CompressedManifestStaticFilesStorage):
+    """WhiteNoise's compressed manifest storage that falls back to the plain names while its
+    manifest is missing or out of date (see the module's docstring)."""
+
+    manifest_strict = False
+
+    def load_manifest(self):
+        paths, manifest_hash = super().load_manifest()
+        if paths and not self._current(paths):
+            log.warning(
+                "static files changed since the last collectstatic: serving them uncompressed "
+                "until `sparkops collectstatic` (or `sparkops up`) runs again"
+            )
+            return {}, ""
+        return paths, manifest_hash
+
+    def stored_name(self, name):
+        if not self.hashed_files:
+            return name
+        try:
+            return super().stored_name(name)
+        except ValueError:  # not in the manifest, nor in STATIC_ROOT: the finders serve it
+            return name
+
+    def create_compressor(self, **kwargs):
+        return _Compressor(**kwargs)
+
+    def _current(self, paths):
+        try:
+            collected_at = os.stat(self.path(self.manifest_name)).st_mtime
+        except OSError:
+            return False
+        for name, path in source_files():
+            hashed = paths.get(name)
+            if hashed is None or os.stat(path).st_mtime > collected_at or not self.exists(hashed):
+                return False
+        return True
+
+
+def source_files():
+    """(name, absolute path) of every file collectstatic would collect, first finder first."""
+    seen = set()
+    for finder in finders.get_finders():
+        for path, storage in finder.list(IGNORE_PATTERNS):
+            prefix = getattr(storage, "prefix", None)
+            name = f"{prefix}/{path}" if prefix else path
+            if name not in seen:
+                seen.add(name)
+                yield name.replace(os.sep, "/"), storage.path(path)
+
+
+def collect_unless_current():
+    """collectstatic when the manifest is missing or out of date (`sparkops up` calls this before
+    it starts the web server, which reads STATIC_ROOT once). True when it collected."""
+    if StaticStorage().hashed_files:  # a fresh instance: the manifest as it is on disk now
+        return False
+    call_command("collectstatic", interactive=False, verbosity=0)
+    return True
