@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .views import account, audit, charts, engines, health, hosts, metrics, overview, pwa
+from .views import account, audit, charts, engines, health, hosts, launchconfig, metrics, overview, plotly_js, pwa
 
 urlpatterns = [
     path("", overview.overview, name="overview"),
@@ -15,11 +15,13 @@ urlpatterns = [
     path("hosts/<str:name>/", hosts.host_detail, name="host-detail"),
     path("hosts/<str:name>/audit/", audit.host_audit, name="host-audit"),
     path("engines/<str:name>/audit/", audit.engine_audit, name="engine-audit"),
+    path("engines/<str:name>/launch/", launchconfig.engine_launch, name="engine-launch"),
     path("coresidency/", hosts.coresidency, name="coresidency"),
     path("live/alerts/", overview.firing_alerts_partial, name="live-alerts"),
     path("charts/engine/<str:name>.json", charts.engine_chart_json, name="chart-engine"),
     path("charts/host/<str:name>.json", charts.host_chart_json, name="chart-host"),
     path("charts/coresidency.json", charts.coresidency_chart_json, name="chart-coresidency"),
     path("charts/overview.json", charts.overview_sparks_json, name="chart-overview"),
+    path("assets/plotly.min.js", plotly_js.plotly_js, name="plotly-js"),
     path("manifest.webmanifest", pwa.manifest, name="web-manifest"),
 ]

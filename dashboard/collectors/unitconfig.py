@@ -76,6 +76,7 @@ LIST_DIRECTIVES = frozenset(
 )
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"  # systemd's PATH for system services
 CMD_TIMEOUT_S = 5
+FILE_TEXT_MAX = 64 * 1024  # a unit file longer than this is a mistake; its head is enough to read
 EXEC_PREFIX = re.compile(r"^[@\-:+!]+")
 VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -447,6 +448,9 @@ def unit_config(unit, scope, props, paths, texts):
         "fragment_path": props.get("FragmentPath", ""),
         "drop_in_paths": (props.get("DropInPaths") or "").split(),
         "files_read": [f.path for f in files],
+        # Each file's text in the order systemd applies them, for the launch configuration page:
+        # kept beside the snapshot (secrets redacted), not in what is hashed.
+        "file_texts": [{"path": f.path, "text": f.text[:FILE_TEXT_MAX]} for f in files],
         "type": props.get("Type"),
         "exec_start": exec_start,
         "exec_start_post": post,

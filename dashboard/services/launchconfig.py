@@ -485,6 +485,7 @@ def build_data(engine, unit_cfg, account, *, launch="unit"):
     "hand-run", the process's argv and environment) and the account."""
     unit = dict(unit_cfg or {})
     started_at = unit.pop("started_at", "")
+    texts = unit.pop("file_texts", None) or []
     env = {k: _redact(k, v) for k, v in (unit.pop("environment", None) or {}).items()}
     env_origins = unit.pop("environment_origins", None) or {}
     start = unit.get("exec_start") or {}
@@ -531,7 +532,32 @@ def build_data(engine, unit_cfg, account, *, launch="unit"):
         "flags": flag_data,
         "account": account or {},
     }
-    return data, {"unit_started_at": started_at}
+    observed = {"unit_started_at": started_at}
+    if texts and launch != "hand-run":
+        secrets = {v for k, v in ((unit_cfg or {}).get("environment") or {}).items() if v and SECRET.search(k)}
+        observed["files"] = [{"path": t["path"], "text": redact_unit_text(t["text"], secrets)} for t in texts]
+    return data, observed
+
+
+# `NAME=value` where NAME looks secret (SECRET): inside quotes (`Environment="HF_TOKEN=a b"`) up to
+# the quote, else up to whitespace (`Environment=HF_TOKEN=x`, `--api-key=K`, `--api-key K`).
+_SECRET_NAME = r"(?<![A-Za-z0-9_])(?P<name>[A-Za-z0-9_]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)[A-Za-z0-9_]*)="
+_SECRET_QUOTED = re.compile(r'"' + _SECRET_NAME + r'[^"]*"', re.I)
+_SECRET_BARE = re.compile(_SECRET_NAME + r"(?:'[^']*'|[^\s\"']+)", re.I)
+_SECRET_FLAG_VALUE = re.compile(
+    r"(?P<flag>" + "|".join(re.escape(f) for f in sorted(SECRET_FLAGS)) + r")(?P<sep>=|[ \t]+)[^\s\"']+"
+)
+
+
+def redact_unit_text(text, secrets=()):
+    """A unit file's TEXT as the launch configuration page may show it: the values of secret-looking
+    assignments (`Environment=HF_TOKEN=…`), of secret flags (`--api-key K`) and every SECRETS value
+    (the effective environment's secret ones, wherever they appear) replaced by "redacted"."""
+    for value in sorted((v for v in secrets if len(v) >= 4), key=len, reverse=True):
+        text = text.replace(value, "redacted")
+    text = _SECRET_QUOTED.sub(lambda m: f'"{m["name"]}=redacted"', text)
+    text = _SECRET_BARE.sub(lambda m: f"{m['name']}=redacted", text)
+    return _SECRET_FLAG_VALUE.sub(lambda m: f"{m['flag']}{m['sep']}redacted", text)
 
 
 def _running_flags(from_files, running, env):
