@@ -4,6 +4,7 @@ tasks: each worker's resident poller runs them on the clock (dashboard/services/
 from celery import shared_task
 
 from dashboard.collectors import store
+from dashboard.controls.unitfix_tasks import unit_fix  # noqa: F401 — registered with the worker
 from dashboard.unit_actions import unit_restart  # noqa: F401 — registered with the worker
 
 

@@ -1,6 +1,19 @@
 from django.urls import path
 
-from .views import account, audit, charts, engines, health, hosts, launchconfig, metrics, overview, plotly_js, pwa
+from .views import (
+    account,
+    audit,
+    charts,
+    engines,
+    health,
+    hosts,
+    launchconfig,
+    metrics,
+    overview,
+    plotly_js,
+    pwa,
+    unitfix,
+)
 
 urlpatterns = [
     path("", overview.overview, name="overview"),
@@ -15,6 +28,7 @@ urlpatterns = [
     path("hosts/<str:name>/", hosts.host_detail, name="host-detail"),
     path("hosts/<str:name>/audit/", audit.host_audit, name="host-audit"),
     path("engines/<str:name>/audit/", audit.engine_audit, name="engine-audit"),
+    path("engines/<str:name>/audit/fix/", unitfix.engine_unit_fix, name="engine-unit-fix"),
     path("engines/<str:name>/launch/", launchconfig.engine_launch, name="engine-launch"),
     path("coresidency/", hosts.coresidency, name="coresidency"),
     path("live/alerts/", overview.firing_alerts_partial, name="live-alerts"),

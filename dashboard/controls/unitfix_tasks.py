@@ -1,0 +1,107 @@
+"""The audit page's fixes, applied by the box's own worker (like the Restart button, dashboard.unit_actions).
+
+The web never writes a unit's files: an admin's request is a Celery task on the queue `host.<name>`,
+so it runs on the box that owns the unit, and that worker refuses it unless its own environment has
+SPARKOPS_UNIT_ACTIONS=1. The request and its outcome are written in the change log as notes of the
+engine ("Unit fix …"); the fix's own effect is the observed entry the launch observer writes, which
+the outcome names."""
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from dashboard.controls import unitfix
+from dashboard.roles import require_role
+from dashboard.services import audit
+
+log = logging.getLogger(__name__)
+TITLE = "Unit fix"  # the first words of every note this module writes: the page lists them by it
+
+
+def _note(engine, title, body, *, user=None):
+    from dashboard.changelog.services import entry_create
+
+    return entry_create(
+        author=user,
+        author_name="" if user else "sparkops",
+        effective_at=timezone.now(),
+        title=title[:200],
+        kind="incident_note",
+        engines=[engine],
+        units=engine.unit,
+        body_md=body,
+    )
+
+
+def fix_request(*, engine, checks, user):
+    """Queue the drop-ins of CHECKS for ENGINE's unit on its box's worker; the request's note."""
+    require_role(user, "admin")
+    checks = [c for c in checks if c]
+    unknown = [c for c in checks if c not in audit.CHECKS]
+    if not checks or unknown:
+        raise ValidationError(
+            f"Name the checks to fix (unknown: {', '.join(unknown)})." if unknown else "No check named."
+        )
+    if not engine.unit:
+        raise ValidationError(f"{engine.name} has no systemd unit: there is nothing to add a drop-in to.")
+    if not (engine.host_id and engine.host.unit_actions):
+        raise ValidationError(
+            f"Unit actions are off on {engine.host.name if engine.host_id else 'its box'}: "
+            "start that box's worker with SPARKOPS_UNIT_ACTIONS=1 to allow them."
+        )
+    files = ", ".join(f"{unitfix.PREFIX}{c}.conf" for c in checks)
+    with transaction.atomic():
+        entry = _note(
+            engine,
+            f"{TITLE} of {engine.unit} requested by {user.username} (through {engine.host.queue}): {files}",
+            f"From the launch audit of {engine.name} on {engine.host.name}: the drop-ins {files}, "
+            f"written by the box's worker into {engine.unit}'s drop-in directory, then `daemon-reload`.",
+            user=user,
+        )
+        args = [engine.pk, checks, user.pk]
+        transaction.on_commit(lambda: unit_fix.apply_async(args=args, queue=engine.host.queue))
+    return entry
+
+
+def outcome_text(engine, plan):
+    """(title, body) of the note that says how a fix went on the box."""
+    box = engine.host.name if engine.host_id else "its box"
+    if plan.refused:
+        return f"{TITLE} of {engine.unit} on {box} refused: {plan.refused}", "Nothing was written."
+    if not plan.applied:
+        skipped = "; ".join(f"{s['check']}: {s['why']}" for s in plan.skipped) or "every check passes"
+        return f"{TITLE} of {engine.unit} on {box}: nothing to write", skipped
+    files = ", ".join(f.path for f in plan.fixes)
+    body = [f"Written on {box}: {files}; `daemon-reload`: {plan.daemon_reload}.", ""]
+    body += [f"```diff\n{f.diff}```" for f in plan.fixes]
+    if plan.entry:
+        body += ["", f"The observed change: [entry {plan.entry['id']}]({plan.entry['url']}) — {plan.entry['title']}."]
+    return f"{TITLE} of {engine.unit} on {box}: wrote {', '.join(f.file for f in plan.fixes)}", "\n".join(body)
+
+
+@shared_task(name="dashboard.unit_fix", ignore_result=True)
+def unit_fix(engine_id, checks, user_id):
+    """On the unit's own box: plan the drop-ins from what systemd says now, write them, reload, observe."""
+    from django.contrib.auth import get_user_model
+
+    from dashboard.models import Engine
+    from dashboard.services.launchconfig import observe_now
+
+    engine = Engine.objects.select_related("host").get(pk=engine_id)
+    user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
+    if not settings.SPARKOPS_UNIT_ACTIONS:
+        return _note(
+            engine,
+            f"{TITLE} of {engine.unit} refused on {engine.host.name}: SPARKOPS_UNIT_ACTIONS is not set on its worker",
+            "Nothing was written.",
+        )
+    for peer in Engine.objects.filter(host_id=engine.host_id, retired_at__isnull=True).exclude(unit=""):
+        observe_now(peer)
+    plan = unitfix.apply(engine, unitfix.plan(engine, checks=checks, live=True))
+    title, body = outcome_text(engine, plan)
+    log.info("unit fix by %s: %s", user, title)
+    return _note(engine, title, body)

@@ -1,0 +1,56 @@
+"""The launch audit's fixes on the page: each drop-in previewed as a diff; an admin applies them through
+the box's own worker (dashboard.controls.unitfix_tasks), behind the box's SPARKOPS_UNIT_ACTIONS switch."""
+
+import re
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods
+
+from dashboard.controls import unitfix
+from dashboard.controls.unitfix_tasks import TITLE, fix_request
+from dashboard.models import Engine
+from dashboard.roles import has_role, require_role
+
+ENTRY_LINK = re.compile(r"\[entry (\d+)\]")
+
+
+def recent_fixes(engine, limit=10):
+    """The engine's unit-fix notes, newest first, each with the observed entry its outcome names."""
+    from dashboard.changelog.models import Entry
+
+    rows = Entry.objects.filter(engines=engine, kind="incident_note", title__startswith=TITLE).order_by(
+        "-effective_at", "-pk"
+    )[:limit]
+    return [{"entry": e, "observed": (ENTRY_LINK.search(e.body_md) or [None, None])[1]} for e in rows]
+
+
+@require_http_methods(["GET", "POST"])
+def engine_unit_fix(request, name):
+    engine = get_object_or_404(Engine.objects.select_related("host"), name=name)
+    if request.method == "POST":
+        require_role(request.user, "admin")
+        try:
+            fix_request(engine=engine, checks=request.POST.getlist("check"), user=request.user)
+            messages.success(
+                request,
+                f"Sent to {engine.host.name}'s worker: it writes the drop-ins, reloads systemd and observes "
+                f"{engine.unit}; the outcome and the change it logs appear below.",
+            )
+        except ValidationError as exc:
+            messages.error(request, "Not applied: " + "; ".join(exc.messages))
+        return redirect("engine-unit-fix", name=engine.name)
+    plan = unitfix.plan(engine, live=False)
+    return render(
+        request,
+        "dashboard/unit_fix.html",
+        {
+            "engine": engine,
+            "host": engine.host,
+            "plan": plan,
+            "is_admin": has_role(request.user, "admin"),
+            "allowed": bool(engine.host_id and engine.host.unit_actions),
+            "recent": recent_fixes(engine),
+        },
+    )

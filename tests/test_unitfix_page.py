@@ -1,0 +1,104 @@
+"""The audit page's fixes (issue 27 §3): the drop-in previewed as a diff; an admin applies it through the box's
+own worker, behind SPARKOPS_UNIT_ACTIONS; the outcome and the observed change-log entry appear on the page.
+A simulated box (its systemd honours drop-ins and daemon-reload) with an engine under Restart=on-failure."""
+
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+
+from dashboard.changelog.models import Entry
+from dashboard.controls.unitfix_tasks import unit_fix
+from dashboard.models import Engine, Host
+
+FILE = "50-sparkops-restart_always_bounded.conf"
+CHECK = "restart_always_bounded"
+
+
+@pytest.fixture
+def box(tmp_path, settings, monkeypatch):
+    from dashboard.simulator.client import Simulation
+    from tests.simbox import point_collectors_at
+
+    with Simulation(engines=["vllm:fixme,restart=on-failure"], state_dir=tmp_path / "sim", ready_timeout=60) as sim:
+        point_collectors_at(sim, settings, monkeypatch, gpu=False)
+        yield sim
+
+
+@pytest.fixture
+def engine(box, settings, db):
+    from dashboard.services.launchconfig import observe_now
+
+    host = Host.objects.create(name=settings.SPARKOPS_HOST_NAME)
+    made = Engine.objects.create(
+        name="fixme", kind="vllm", url=box.url("fixme"), host=host, unit=box.unit("fixme"), status="up"
+    )
+    assert observe_now(made) is not None
+    return made
+
+
+def _dropin(box, engine):
+    return Path(box.root) / f"etc/systemd/system/{engine.unit}.d/{FILE}"
+
+
+def _allow(engine, settings):
+    Host.objects.filter(pk=engine.host_id).update(unit_actions=True)
+    settings.SPARKOPS_UNIT_ACTIONS = True
+
+
+@pytest.mark.django_db
+def test_everyone_previews_the_diff_only_admins_get_the_button(engine, viewer_client, settings):
+    _allow(engine, settings)
+    page = viewer_client.get(reverse("engine-unit-fix", args=["fixme"])).content.decode()
+    assert f"+++ /etc/systemd/system/{engine.unit}.d/{FILE}" in page and "+Restart=always" in page
+    assert "data-apply" not in page and "Admins apply fixes" in page
+    audit_page = viewer_client.get(reverse("engine-audit", args=["fixme"])).content.decode()
+    assert reverse("engine-unit-fix", args=["fixme"]) in audit_page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("who", ["viewer_client", "operator_client"])
+def test_only_admins_apply(request, engine, box, settings, who, monkeypatch):
+    _allow(engine, settings)
+    sent = []
+    monkeypatch.setattr(unit_fix, "apply_async", lambda **kw: sent.append(kw))
+    client = request.getfixturevalue(who)
+    response = client.post(reverse("engine-unit-fix", args=["fixme"]), {"check": CHECK})
+    assert response.status_code == 403 and sent == [] and not Entry.objects.filter(kind="incident_note").exists()
+    assert not _dropin(box, engine).exists()
+
+
+@pytest.mark.django_db
+def test_an_admins_fix_is_queued_on_the_box_applied_by_its_worker_and_shown(
+    engine, box, settings, admin_client_, admin_user, django_capture_on_commit_callbacks, monkeypatch
+):
+    url = reverse("engine-unit-fix", args=["fixme"])
+    page = admin_client_.post(url, {"check": CHECK}, follow=True).content.decode()
+    assert "Unit actions are off on" in page and "SPARKOPS_UNIT_ACTIONS=1" in page
+    _allow(engine, settings)
+    sent = []
+    monkeypatch.setattr(unit_fix, "apply_async", lambda **kw: sent.append(kw))
+    with django_capture_on_commit_callbacks(execute=True):
+        page = admin_client_.post(url, {"check": CHECK}, follow=True).content.decode()
+    assert "Sent to" in page and "data-apply" in page
+    assert sent == [{"args": [engine.pk, [CHECK], admin_user.pk], "queue": engine.host.queue}]
+    asked = Entry.objects.get(kind="incident_note")
+    assert asked.author == admin_user and "requested by ada" in asked.title and FILE in asked.title
+    assert not _dropin(box, engine).exists()  # the web wrote nothing
+
+    settings.SPARKOPS_UNIT_ACTIONS = False  # the worker's own switch
+    unit_fix(*sent[0]["args"])
+    assert not _dropin(box, engine).exists()
+    assert Entry.objects.filter(title__contains="SPARKOPS_UNIT_ACTIONS is not set").exists()
+
+    settings.SPARKOPS_UNIT_ACTIONS = True
+    done = unit_fix(*sent[0]["args"])
+    assert "Restart=always" in _dropin(box, engine).read_text()
+    assert box.show("fixme")["Restart"] == "always"
+    assert done.title == f"Unit fix of {engine.unit} on {engine.host.name}: wrote {FILE}", done.title
+    observed = Entry.objects.get(kind="flag_change")
+    assert f"(set in /etc/systemd/system/{engine.unit}.d/{FILE})" in observed.body_md
+    assert f"[entry {observed.pk}]" in done.body_md
+    page = admin_client_.get(url).content.decode()
+    assert done.title in page and reverse("changelog:entry", args=[observed.pk]) in page
+    assert "data-apply" not in page  # the check passes now: nothing left to write
