@@ -69,10 +69,7 @@ class Command(BaseCommand):
             self.stderr.write(f"refused: {p.refused}")
             return
         for fix in p.fixes:
-            self.stdout.write(fix.diff.rstrip("\n"))
-            if fix.note:
-                self.stdout.write(f"# {fix.check}: {fix.note}")
-            self.stdout.write("")
+            self.stdout.write(fix.diff.rstrip("\n") + "\n")  # the note is in the file's header
         for skip in p.skipped:
             self.stdout.write(f"no fix for {skip['check']} ({skip['status']}): {skip['why']}")
         if not p.fixes:
