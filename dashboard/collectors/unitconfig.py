@@ -25,7 +25,8 @@ import shlex
 
 from django.conf import settings
 
-from dashboard.collectors.command import CommandError, output, run
+from dashboard.collectors.command import CommandError, run
+from dashboard.collectors.systemd import show_output
 
 CONFIG_PROPERTIES = (
     "Id",
@@ -296,7 +297,7 @@ def show(units, *, scope="system", properties=CONFIG_PROPERTIES):
     """{unit: {property: raw value}} or raises CommandError. Units are matched by `Id`."""
     if not units:
         return {}
-    text = output(_systemctl(scope, "show", *units, "-p", ",".join(properties)), timeout=CMD_TIMEOUT_S)
+    text = show_output(_systemctl(scope, "show", *units, "-p", ",".join(properties)), timeout=CMD_TIMEOUT_S)
     blocks = parse_show_blocks(text)
     by_id = {b.get("Id"): b for b in blocks if b.get("Id")}
     if len(blocks) == len(units):

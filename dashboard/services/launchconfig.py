@@ -29,7 +29,7 @@ import json
 import logging
 import re
 import time
-from datetime import UTC
+from datetime import UTC, timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -212,7 +212,8 @@ def _same_address(url, host, port):
 
 
 def parse_timestamp(text):
-    """systemd's `Tue 2026-07-14 10:02:11 UTC` (or `@1752487331`) → aware datetime, or None."""
+    """systemd's `Tue 2026-07-14 10:02:11 UTC`, with microseconds (`… 10:02:11.492971 UTC`, what
+    `--timestamp=us+utc` prints) or `@1752487331` → aware datetime, or None."""
     from datetime import datetime
 
     if not text:
@@ -227,12 +228,14 @@ def parse_timestamp(text):
     if len(parts) >= 3 and len(parts[0]) == 3:
         parts = parts[1:]  # the weekday
     try:
-        naive = datetime.strptime(" ".join(parts[:2]), "%Y-%m-%d %H:%M:%S")
+        fmt = "%Y-%m-%d %H:%M:%S.%f" if len(parts) > 1 and "." in parts[1] else "%Y-%m-%d %H:%M:%S"
+        naive = datetime.strptime(" ".join(parts[:2]), fmt)
     except ValueError:
         return None
     if len(parts) > 2 and parts[2] in ("UTC", "GMT"):
         return naive.replace(tzinfo=UTC)
-    return datetime.fromtimestamp(time.mktime(naive.timetuple()), tz=UTC)  # the box's local time
+    local = time.mktime(naive.timetuple()) + naive.microsecond / 1e6  # the box's local time
+    return datetime.fromtimestamp(local, tz=UTC)
 
 
 class StartTracker:
@@ -266,6 +269,11 @@ class StartTracker:
                 p["compilers"] = max(p["compilers"], len(mine))
                 p["active"] = props.get("ActiveEnterTimestamp") or p["active"]
                 if e.status == "up" and e.last_ok_at and (p["ok_before"] is None or e.last_ok_at > p["ok_before"]):
+                    p.setdefault("healthy", e.last_ok_at)
+                # A readiness helper in ExecStartPost= sees the engine answer before systemd calls the
+                # unit active: the start is stored once the unit is no longer activating (with its
+                # ActiveEnterTimestamp), timed to the first answer.
+                if "healthy" in p and props.get("ActiveState") != "activating":
                     del self.pending[e.pk]
                     record_start(e, p)
             self.last_ok[e.pk] = e.last_ok_at
@@ -282,10 +290,12 @@ def record_start(engine, pending):
     if started is None:
         return None
     # The start began when the unit left inactive (InactiveExitTimestamp), before its ExecStartPre=
-    # ran: systemd 252 updates it on every start, automatic restarts included.
+    # ran: systemd 252 updates it on every start, automatic restarts included. Without an
+    # ExecStartPre= it is a few hundred microseconds after ExecMainStartTimestamp (the fork is
+    # stamped first): the start is the earlier of the two, the same start when they are that close.
     began = parse_timestamp(pending.get("inactive_exit"))
-    if began is not None and began <= started:
-        started = began
+    if began is not None and began <= started + timedelta(seconds=1):
+        started = min(began, started)
     active = parse_timestamp(pending["active"])
     snap = latest_snapshot(engine)
     unit = ((snap.data if snap else {}) or {}).get("unit") or {}
@@ -296,7 +306,7 @@ def record_start(engine, pending):
         engine=engine,
         started_at=started,
         active_at=active if active and active >= started else None,
-        healthy_at=max(engine.last_ok_at, started),
+        healthy_at=max(pending.get("healthy") or engine.last_ok_at, started),
         kind="cold" if pending["compilers"] else "warm",
         compilers_max=pending["compilers"],
         budget_s=budget,

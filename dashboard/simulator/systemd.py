@@ -87,11 +87,52 @@ MSG_STARTED = "39f53479d3a045ac8e11786248231fbf"
 MSG_START_FAILED = "be02cf6855d2428ba40df7e9d022f03d"
 
 
-def fmt_timestamp(t: float | None) -> str:
-    """systemd's FORMAT_TIMESTAMP: 'Tue 2026-07-14 10:02:11 UTC' in local time; '' if unset."""
+TIMESTAMP_STYLES = ("pretty", "us", "utc", "us+utc", "unix")
+
+
+def fmt_timestamp(t: float | None, style: str = "us+utc") -> str:
+    """A timestamp as `systemctl show --timestamp=STYLE` prints it ('' if unset): pretty (systemd's
+    default FORMAT_TIMESTAMP, whole seconds in local time: 'Tue 2026-07-14 10:02:11 UTC'), us
+    (microseconds: '… 10:02:11.492971 UTC'), utc, us+utc, unix ('@1752487331'). The unit files keep
+    us+utc, so `systemctl show` can print any style, as systemd keeps microseconds."""
     if not t:
         return ""
-    return time.strftime("%a %Y-%m-%d %H:%M:%S %Z", time.localtime(t))
+    if style == "unix":
+        return f"@{int(t)}"
+    utc = style in ("utc", "us+utc")
+    parts = time.gmtime(t) if utc else time.localtime(t)
+    day = time.strftime("%a %Y-%m-%d %H:%M:%S", parts)
+    if style in ("us", "us+utc"):
+        day += f".{int(round((t % 1) * 1e6)) % 1_000_000:06d}"
+    return f"{day} {'UTC' if utc else time.strftime('%Z', parts)}"
+
+
+def timestamp_seconds(text: str) -> float | None:
+    """The epoch seconds of a timestamp fmt_timestamp wrote in us+utc (or pretty/utc in UTC, or
+    unix); None when it is empty or another format."""
+    import calendar
+
+    text = (text or "").strip()
+    if text.startswith("@"):
+        try:
+            return float(text[1:])
+        except ValueError:
+            return None
+    parts = text.split()
+    if len(parts) != 4 or parts[3] != "UTC":
+        return None
+    day, _, frac = parts[2].partition(".")
+    try:
+        whole = calendar.timegm(time.strptime(f"{parts[1]} {day}", "%Y-%m-%d %H:%M:%S"))
+    except ValueError:
+        return None
+    return whole + (int(frac) / 10 ** len(frac) if frac.isdigit() else 0.0)
+
+
+def restyle_timestamp(text: str, style: str) -> str:
+    """A stored timestamp as --timestamp=STYLE prints it (unchanged where it cannot be read)."""
+    seconds = timestamp_seconds(text)
+    return text if seconds is None else fmt_timestamp(seconds, style)
 
 
 def fmt_timespan(seconds: float) -> str:

@@ -3,6 +3,8 @@ with the exit semantics the field report settled on (spark-bench "Readiness help
 
 - the engine answers `/health` (or `/v1/models`) with 200: exit 0;
 - `$MAINPID` (the unit's main process, which systemd passes to ExecStartPost) is gone: exit 1 at once;
+- `--warmup S`: after the first answer, S seconds more (a helper's warm-up request) before exit 0, so
+  the engine answers while its unit is still activating;
 - BUDGET_S of wall clock passed with the process alive: exit 1 (with `--exit-0-on-timeout`: exit 0,
   as the field report's first helper did, so systemd calls a unit that never served "active"). The
   budget counts the clock, not sleeps: a request that stalls is bounded by what is left of it.
@@ -45,11 +47,19 @@ def answers(port: int, timeout: float) -> bool:
 def main(argv: list[str]) -> int:
     try:
         port, budget = int(argv[0]), float(argv[1])
-        lie = argv[2:] == ["--exit-0-on-timeout"]
-        if argv[2:] and not lie:
-            raise ValueError(argv[2:])
+        rest, lie, warmup = list(argv[2:]), False, 0.0
+        while rest:
+            word = rest.pop(0)
+            if word == "--exit-0-on-timeout":
+                lie = True
+            elif word == "--warmup":
+                warmup = float(rest.pop(0))
+                if not 0 <= warmup < 3600:
+                    raise ValueError(warmup)
+            else:
+                raise ValueError(word)
     except (IndexError, ValueError):
-        print("usage: sparkops-wait-ready PORT BUDGET_S [--exit-0-on-timeout]", file=sys.stderr)
+        print("usage: sparkops-wait-ready PORT BUDGET_S [--exit-0-on-timeout] [--warmup S]", file=sys.stderr)
         return 2
     main_pid = int(os.environ.get("MAINPID") or 0)
     deadline = time.monotonic() + budget
@@ -62,6 +72,7 @@ def main(argv: list[str]) -> int:
             print(f"main process {main_pid} is gone", file=sys.stderr)
             return 1
         if answers(port, min(1.0, left)):
+            time.sleep(warmup)  # a warm-up request after the first answer: the unit stays activating
             return 0
         time.sleep(min(POLL_S, max(deadline - time.monotonic(), 0)))
 

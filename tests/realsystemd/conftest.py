@@ -99,6 +99,19 @@ class RealBox:
             self.wait_ready(name)
         return unit
 
+    def add_together(self, names, *, start=True, **opts):
+        """Engines NAMES, each under its own unit, started at once (`start_together`)."""
+        units = [self.add(name, start=False, **opts) for name in names]
+        if start:
+            self.start_together(names)
+            for name in names:
+                self.wait_ready(name)
+        return units
+
+    def start_together(self, names):
+        """One `systemctl --user start` of the units of NAMES: the manager starts them in the same instant."""
+        self.m.systemctl("start", "--no-block", *(self.units[n] for n in names))
+
     def unit(self, name):
         return self.units[name]
 
@@ -169,6 +182,32 @@ class SimBox:
             sim.wait_ready(name, timeout=WAIT_S)
         return sim.unit(name)
 
+    def add_together(self, names, *, restart="on-failure", start=True, unit_opts=None, **opts):
+        """Engines NAMES under one simulated box (one Simulation: one systemd, one /proc), so the
+        collectors read them together; started at once (`start_together`) once up and stopped."""
+        from dashboard.simulator.client import Simulation
+        from tests.simbox import point_collectors_at
+
+        opts = {**(unit_opts or {}), **opts}
+        specs = [
+            ",".join([f"vllm:{name}", f"restart={restart}", *(f"{k}={v}" for k, v in opts.items())]) for name in names
+        ]
+        sim = Simulation(
+            engines=specs, state_dir=self.tmp / f"sim-{'-'.join(names)}", ready_timeout=WAIT_S, wait_ready=start
+        ).__enter__()
+        for name in names:
+            self.sims[name] = sim
+        point_collectors_at(sim, self.settings, self.monkeypatch, gpu=False)
+        if start:
+            for name in names:
+                sim.wait_ready(name, timeout=WAIT_S)
+        return [sim.unit(name) for name in names]
+
+    def start_together(self, names):
+        """The simulated units of NAMES started one right after the other (the control API, no waiting)."""
+        for name in names:
+            self.sims[name].restart(name)
+
     def unit(self, name):
         return self.sims[name].unit(name)
 
@@ -202,7 +241,7 @@ class SimBox:
         self.sims[name].restart(name)
 
     def close(self):
-        for sim in self.sims.values():
+        for sim in {id(s): s for s in self.sims.values()}.values():  # add_together: one for several
             sim.stop()
 
 

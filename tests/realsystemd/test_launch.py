@@ -156,6 +156,18 @@ def cold_on_first_start(box, name, seconds):
     box.dropin(name, "50-jit.conf", f"[Service]\nExecStart=\nExecStart=/bin/sh -c '{script}'\n")
 
 
+def stamps(engine):
+    """The start timestamps of ENGINE's unit as the product reads them (`systemctl --user show
+    --timestamp=us+utc`): microseconds, so a start is timed below the second."""
+    from dashboard.collectors.systemd import units_show
+    from dashboard.services.launchconfig import parse_timestamp
+
+    props = units_show([engine.unit], scope="user")[engine.unit]
+    keys = ("InactiveExitTimestamp", "ExecMainStartTimestamp", "ActiveEnterTimestamp")
+    assert all(props.get(k) and "." in props[k] and props[k].endswith(" UTC") for k in keys), props
+    return {k: parse_timestamp(props[k]) for k in keys}
+
+
 def test_the_restart_budget_from_the_managers_timestamps_cold_then_warm(box, engine_of):
     """The poller's StartTracker fed the product's own `systemctl --user show` and compiler scan, and
     the engine's answers: each start stored from the manager's InactiveExitTimestamp and
@@ -165,7 +177,7 @@ def test_the_restart_budget_from_the_managers_timestamps_cold_then_warm(box, eng
     from dashboard.collectors.processes import read_compilers
     from dashboard.collectors.systemd import units_show
     from dashboard.models import EngineStart
-    from dashboard.services.launchconfig import StartTracker, parse_timestamp, restart_budget
+    from dashboard.services.launchconfig import StartTracker, restart_budget
     from tests.realsystemd.conftest import _healthy
 
     box.add("bud", start=False, **({"cold_seconds": 3} if box.kind == "sim" else {}))
@@ -190,20 +202,20 @@ def test_the_restart_budget_from_the_managers_timestamps_cold_then_warm(box, eng
     box.restart("bud")
     assert wait_for(lambda: tick(1), timeout=WAIT_S, step=0.2), seen
     cold = EngineStart.objects.get(engine=engine)
-    raw = box.show("bud")
+    raw = stamps(engine)
     assert cold.kind == "cold" and cold.compilers_max >= 1, (cold.kind, cold.compilers_max)
-    assert cold.started_at == parse_timestamp(raw["InactiveExitTimestamp"]), raw
-    assert cold.active_at == parse_timestamp(raw["ActiveEnterTimestamp"]), raw
-    assert cold.started_at <= parse_timestamp(raw["ExecMainStartTimestamp"]) <= cold.active_at <= cold.healthy_at
+    assert cold.started_at == min(raw["InactiveExitTimestamp"], raw["ExecMainStartTimestamp"]), raw
+    assert cold.active_at == raw["ActiveEnterTimestamp"], raw
+    assert cold.started_at <= raw["ExecMainStartTimestamp"] <= cold.active_at <= cold.healthy_at
     assert 2 <= cold.duration_s < WAIT_S, cold.duration_s
     box.restart("bud")
     assert wait_for(lambda: tick(2), timeout=WAIT_S, step=0.2), seen
     warm = EngineStart.objects.filter(engine=engine).order_by("-started_at", "-pk").first()
-    raw = box.show("bud")
+    raw = stamps(engine)
     assert warm.kind == "warm" and warm.compilers_max == 0, (warm.kind, warm.compilers_max)
-    assert warm.started_at == parse_timestamp(raw["InactiveExitTimestamp"]) >= cold.started_at, raw
-    assert warm.active_at == parse_timestamp(raw["ActiveEnterTimestamp"]), raw
-    assert warm.started_at <= parse_timestamp(raw["ExecMainStartTimestamp"]) <= warm.active_at <= warm.healthy_at
+    assert warm.started_at == min(raw["InactiveExitTimestamp"], raw["ExecMainStartTimestamp"]) >= cold.started_at
+    assert warm.active_at == raw["ActiveEnterTimestamp"], raw
+    assert warm.started_at <= raw["ExecMainStartTimestamp"] <= warm.active_at <= warm.healthy_at
     assert warm.duration_s < cold.duration_s, (warm.duration_s, cold.duration_s)
     budget = restart_budget(engine)["classes"]
     assert budget["cold"]["n"] == budget["warm"]["n"] == 1, budget
@@ -217,7 +229,7 @@ def test_a_start_is_measured_from_inactive_exit_before_exec_start_pre(real_box, 
 
     from dashboard.collectors.systemd import units_show
     from dashboard.models import EngineStart
-    from dashboard.services.launchconfig import StartTracker, parse_timestamp
+    from dashboard.services.launchconfig import StartTracker
     from tests.realsystemd.conftest import _healthy
 
     box = real_box
@@ -238,8 +250,98 @@ def test_a_start_is_measured_from_inactive_exit_before_exec_start_pre(real_box, 
     tick()
     box.restart("pre")
     assert wait_for(tick, timeout=WAIT_S, step=0.2)
-    start, raw = EngineStart.objects.get(engine=engine), box.show("pre")
-    began, main = parse_timestamp(raw["InactiveExitTimestamp"]), parse_timestamp(raw["ExecMainStartTimestamp"])
-    assert start.started_at == began and (main - began).total_seconds() >= 1, raw
-    assert start.active_at == parse_timestamp(raw["ActiveEnterTimestamp"]) >= main, raw
+    start, raw = EngineStart.objects.get(engine=engine), stamps(engine)
+    began, main = raw["InactiveExitTimestamp"], raw["ExecMainStartTimestamp"]
+    assert start.started_at == began and (main - began).total_seconds() >= 2, raw
+    assert start.active_at == raw["ActiveEnterTimestamp"] >= main, raw
     assert start.duration_s >= 2, start.duration_s
+
+
+def ticker(engines, tracker):
+    """One poller tick for ENGINES: the product's `systemctl --user show` of their units and compiler
+    scan, each engine's answer, fed to TRACKER; the properties read."""
+    from django.utils import timezone
+
+    from dashboard.collectors.processes import read_compilers
+    from dashboard.collectors.systemd import units_show
+    from tests.realsystemd.conftest import _healthy
+
+    props = units_show([e.unit for e in engines], scope="user")
+    for e in engines:
+        if _healthy(e.url):
+            e.status, e.last_ok_at = "up", timezone.now()
+        else:
+            e.status = "down"
+    tracker.track(engines, props, read_compilers())
+    return props
+
+
+def down_engine(box, engine_of, name):
+    engine = engine_of(box, name)
+    engine.status, engine.last_ok_at = "down", None
+    engine.save()
+    return engine
+
+
+def test_a_start_behind_a_readiness_helper_is_stored_with_its_active_time(box, engine_of):
+    """A helper in ExecStartPost= that warms the engine up for 2 s after its first answer: the poller
+    sees the engine answer while systemd still calls the unit activating. The start is stored once the
+    unit is active, with its ActiveEnterTimestamp, timed to the first answer (before it)."""
+    from dashboard.models import EngineStart
+    from dashboard.services.launchconfig import StartTracker
+
+    box.add("hlp", start=False, load_seconds=1)
+    box.helper("hlp", 60, extra="--warmup 2")
+    engine = down_engine(box, engine_of, "hlp")
+    tracker, answered_while_activating = StartTracker(), []
+
+    def tick():
+        props = ticker([engine], tracker)[engine.unit]
+        if engine.status == "up" and props["ActiveState"] == "activating":
+            answered_while_activating.append(props["SubState"])
+        return EngineStart.objects.filter(engine=engine).exists()
+
+    tick()
+    box.restart("hlp")
+    assert wait_for(tick, timeout=WAIT_S, step=0.1)
+    assert answered_while_activating and set(answered_while_activating) == {"start-post"}, answered_while_activating
+    start, raw = EngineStart.objects.get(engine=engine), stamps(engine)
+    assert start.active_at is not None and start.active_at == raw["ActiveEnterTimestamp"], (start.active_at, raw)
+    assert start.started_at <= start.healthy_at < start.active_at, (start.started_at, start.healthy_at, raw)
+    assert (start.active_at - start.healthy_at).total_seconds() >= 1, (start.healthy_at, start.active_at)
+
+
+def test_two_engines_that_cold_start_at_once_are_each_measured_and_flagged_as_overlapping(box, engine_of):
+    """Item 5: two units started by one request, both cold (compilers in each unit's cgroup), each
+    behind its own readiness helper with its own budget. Each start is stored with its budget, both
+    start in the same second, and the overlap rule flags two cold starts on one box."""
+    from dashboard.alerts.models import AlertEvent
+    from dashboard.models import EngineStart
+    from dashboard.services.launchconfig import Observer, StartTracker, restart_budget
+
+    names = ("ca", "cb")
+    box.add_together(names, start=False, **({"cold_seconds": 3} if box.kind == "sim" else {}))
+    budgets = {"ca": 60, "cb": 90}
+    for name in names:
+        cold_on_first_start(box, name, 3)
+        box.helper(name, budgets[name])
+    engines = [down_engine(box, engine_of, n) for n in names]
+    observer = Observer()  # the launch snapshots, where each start's budget is read from (an engine down
+    for _ in range(2):  # is snapshotted at its second sighting: the first may be a start under way)
+        observer.observe(engines)
+    tracker = StartTracker()
+    ticker(engines, tracker)
+    box.start_together(names)
+    assert wait_for(lambda: ticker(engines, tracker) and EngineStart.objects.count() >= 2, timeout=WAIT_S, step=0.2)
+    starts = {s.engine.name: s for s in EngineStart.objects.select_related("engine")}
+    assert set(starts) == set(names), starts
+    for name, start in starts.items():
+        assert start.kind == "cold" and start.compilers_max >= 1, (name, start.kind, start.compilers_max)
+        assert start.budget_s == budgets[name], (name, start.budget_s)
+        assert start.active_at is not None and start.duration_s >= 2, (name, start.active_at, start.duration_s)
+        assert restart_budget(start.engine)["classes"]["cold"]["n"] == 1
+    a, b = starts["ca"], starts["cb"]
+    assert abs((a.started_at - b.started_at).total_seconds()) < 1, (a.started_at, b.started_at)
+    assert a.started_at < b.healthy_at and b.started_at < a.healthy_at  # overlapping
+    event = AlertEvent.objects.get(rule="cold_starts_overlap", state="firing")
+    assert "ca" in event.message and "cb" in event.message and "cold-started at once" in event.message, event.message

@@ -183,10 +183,14 @@ def test_start_limit_hit_then_the_restart_action_brings_it_back(box, engine_of, 
 
 def test_a_crash_loop_past_the_start_limit_keeps_result_exit_code(box, engine_of):
     """The same limit hit by a crash loop: systemd keeps the first failure's Result (exit-code), and only
-    the journal says the start limit was hit."""
+    the journal says the start limit was hit — which engine_down reads, so the cause is start_limit_hit
+    (not a plain unit_failed) and the card gives `reset-failed`."""
+    from dashboard.unit_actions import fix_commands
+
     box.add(
         "slc", restart="on-failure", unit_opts={"restart_sec": 0.1, "start_limit_burst": 2, "start_limit_interval": 300}
     )
+    engine = engine_of(box, "slc")
     box.fault("slc", "crash")
     shown(box, "slc", ActiveState="active", NRestarts=1)
     box.wait_ready("slc")
@@ -196,6 +200,12 @@ def test_a_crash_loop_past_the_start_limit_keeps_result_exit_code(box, engine_of
     texts = journal_texts(box, "slc", f"{box.unit('slc')}: Start request repeated too quickly.")
     assert f"{box.unit('slc')}: Start request repeated too quickly." in texts, texts
     assert texts.count(f"{box.unit('slc')}: Failed with result 'exit-code'.") == 3, texts
+    event = down_event(engine)
+    assert event.cause == "start_limit_hit", event.message
+    assert "start limit was hit after 2 restarts" in event.message, event.message
+    assert "start request repeated too quickly" in event.message and "Result=exit-code, exit status 1" in event.message
+    assert event.details["unit"]["start_limit_line"] == f"{box.unit('slc')}: Start request repeated too quickly."
+    assert any(cmd == f"systemctl --user reset-failed {box.unit('slc')}" for _, cmd in fix_commands(engine))
 
 
 def _down_cause(engine, reason="HTTP 503"):
@@ -206,8 +216,13 @@ def _down_cause(engine, reason="HTTP 503"):
 
 def test_a_readiness_helper_that_waits_holds_the_unit_activating_too_long(box, engine_of):
     """ExecStartPost= runs the readiness helper while the engine loads for ever: the unit sits in
-    activating/start-post; past the rule's activating budget the alert says "activating too long"."""
+    activating/start-post; past the rule's activating budget the alert says "activating too long".
+    The time is counted from the unit's InactiveExitTimestamp, not from when the rule first saw it
+    activating: a rule that first looks 3 s into a 2 s budget says so at once."""
+    from datetime import UTC, datetime
+
     from dashboard.alerts.services import rule_update
+    from dashboard.services.launchconfig import parse_timestamp
 
     box.add("act", restart="no", start=False, load_seconds=900)
     engine = engine_of(box, "act")
@@ -215,21 +230,19 @@ def test_a_readiness_helper_that_waits_holds_the_unit_activating_too_long(box, e
     box.restart("act")
     props = shown(box, "act", ActiveState="activating", SubState="start-post")
     assert box.show("act")["ControlPID"] != "0" and props["MainPID"] not in (0, "0"), props  # the helper runs
-    rule_update(key="engine_down", params={"activating_budget_s": 1})
     evaluate("engine_liveness", engine=engine, up=False, reason="HTTP 503", rechecked=False)
     event = _down_cause(engine)
-    assert event is None  # starting: systemd is still bringing it up, within the budget
+    assert event is None  # starting: systemd is still bringing it up, within the (600 s) budget
+    rule_update(key="engine_down", params={"activating_budget_s": 2})
+    began = parse_timestamp(props["InactiveExitTimestamp"])
+    assert began is not None and "." in props["InactiveExitTimestamp"], props  # --timestamp=us+utc
+    assert wait_for(lambda: (datetime.now(UTC) - began).total_seconds() > 3, timeout=WAIT_S)
     from dashboard.alerts.lifecycle import newest
 
-    latest: list = [None]
-
-    def too_long():
-        event = _down_cause(engine)  # fires (as "starting") once the budget is spent, then learns the cause
-        latest[0] = event and newest(event)
-        return bool(latest[0]) and latest[0][0] == "activating_too_long"
-
-    assert wait_for(too_long, timeout=WAIT_S), latest[0]
-    assert "activating for" in latest[0][1], latest[0]
+    event = _down_cause(engine)  # its first look past the budget: the cause at once, no waiting out 2 s more
+    assert event is not None and newest(event)[0] == "activating_too_long", event and newest(event)
+    message = newest(event)[1]
+    assert int(message.split("activating for ")[1].split(" s")[0]) >= 3, message
     assert shown(box, "act", ActiveState="activating")["SubState"] == "start-post"
 
 

@@ -53,6 +53,15 @@ def _from_unit(unit, reason, activating_for_s, budget, fatal):
             f"{unit.get('NRestarts', '?')} restarts, and it stays down until someone runs "
             "`systemctl reset-failed` and starts it",
         )
+    if active == "failed" and unit.get("start_limit_line"):
+        # A crash loop past the limit: Result stays the last run's, the journal says why it stays down.
+        return Cause(
+            "start_limit_hit",
+            f"systemd gave up restarting it: the start limit was hit after {unit.get('NRestarts', '?')} "
+            f"restarts (“start request repeated too quickly”; the last run failed with "
+            f"Result={unit.get('Result') or '?'}, exit status {status if status is not None else '?'}), and it "
+            "stays down until someone runs `systemctl reset-failed` and starts it",
+        )
     if active == "failed":
         result = unit.get("Result", "")
         return Cause(

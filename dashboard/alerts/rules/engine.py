@@ -6,7 +6,7 @@ from ..lifecycle import Finding
 from . import register
 from .base import Rule
 from .causes import DEFINITIVE, _int, classify
-from .unitstate import fatal_line_now, unit_of, unit_state_now
+from .unitstate import fatal_line_now, start_limit_line_now, unit_of, unit_state_now
 
 
 @register
@@ -41,11 +41,16 @@ class EngineDown(Rule):
         state["failures"] = state.get("failures", 0) + (2 if rechecked else 1)
         if state["failures"] < settings["failures"]:
             return []
-        unit = unit_state_now(engine) or unit_of(engine)
+        here = unit_state_now(engine)
+        unit = here or unit_of(engine)
         if unit and "down_nrestarts" not in state:
             state["down_nrestarts"] = _int(unit.get("NRestarts"))
         fatal = fatal_line_now(engine) or _last_fatal(engine)
-        activating_for = _activating_for(state, unit)
+        activating_for = _activating_for(state, unit, same_clock=here is not None)
+        if unit and unit.get("ActiveState") == "failed" and unit.get("Result") != "start-limit-hit":
+            # A crash loop past StartLimitBurst keeps the last run's Result (exit-code): only the
+            # journal says "Start request repeated too quickly".
+            unit = {**unit, "start_limit_line": start_limit_line_now(engine)}
         cause = classify(
             unit=unit,
             reason=reason,
@@ -91,11 +96,22 @@ def _restarted_by(engine, down_nrestarts):
     return f"started again outside SparkOps, by hand or another tool (NRestarts {now}, unchanged: not systemd's own restart)"
 
 
-def _activating_for(state, unit):
+def _activating_for(state, unit, *, same_clock=False):
+    """How long the unit has been activating: since it left inactive (InactiveExitTimestamp, when
+    systemd was read on this box, so its clock is ours), else since the rule first saw it activating.
+    Waiting to restart (auto-restart) counts from first sight: InactiveExit is then the last run's."""
     if not unit or unit.get("ActiveState") != "activating":
         state.pop("activating_since", None)
         return 0.0
-    state.setdefault("activating_since", time.time())
+    began = None
+    if same_clock and unit.get("SubState") != "auto-restart":
+        from dashboard.services.launchconfig import parse_timestamp
+
+        began = parse_timestamp(unit.get("InactiveExitTimestamp") or "")
+    if began is not None and began.timestamp() <= time.time():
+        state["activating_since"] = began.timestamp()
+    else:
+        state.setdefault("activating_since", time.time())
     return time.time() - state["activating_since"]
 
 

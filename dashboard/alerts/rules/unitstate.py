@@ -49,6 +49,27 @@ def fatal_line_now(engine, *, lines=40):
     return ((specific or [text for _, text in found]) or [""])[-1][:500]
 
 
+START_LIMIT_TEXT = "Start request repeated too quickly"
+
+
+def start_limit_line_now(engine, *, lines=40):
+    """systemd's "UNIT: Start request repeated too quickly." for the unit since it last started ('' when
+    none): a crash loop past StartLimitBurst= leaves the unit failed with the last run's Result
+    (exit-code, signal), so this line is the only sign that systemd stopped restarting it."""
+    if not _local(engine):
+        return ""
+    try:
+        from dashboard.collectors.systemd import journal_read, message
+
+        which = {"user_units": [engine.unit]} if engine.unit_scope == "user" else {"units": [engine.unit]}
+        entries, _ = journal_read(**which, first_lines=lines)
+    except Exception as exc:
+        log.debug("journalctl for %s failed: %s", engine.unit, exc)
+        return ""
+    found = [message(e) for e in _this_run(entries) if START_LIMIT_TEXT in str(message(e))]
+    return found[-1][:500] if found else ""
+
+
 def _this_run(entries, max_age_s=600):
     """Entries since the unit last started (systemd's "Started" message) and not older than MAX_AGE_S:
     an earlier death's CUDA error must not explain this one."""

@@ -1,6 +1,7 @@
 """`systemctl show UNIT... [-p A,B]... [--value] [--all] [--user]`, `cat UNIT...`, `is-active`, `daemon-reload`, and
 `start`/`stop`/`restart`/`reset-failed UNIT...` (through the supervisor's control API) over the
-simulator's state dir. Output is systemctl's: KEY=VALUE per line, units separated by a
+simulator's state dir. `--timestamp=pretty|us|utc|us+utc|unix` prints the *Timestamp properties in that
+style (pretty, whole seconds, by default), as systemd 252 does. Output is systemctl's: KEY=VALUE per line, units separated by a
 blank line, empty values suppressed unless requested with -p or --all, unknown units
 shown as the LoadState=not-found stub. `--user` reads the same units. `cat` prints each unit's
 fragment and drop-ins (from the simulator's root, `<state_dir>/root/`) after a `# PATH` line, units
@@ -13,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..systemd import SHOW_KEYS, not_found_properties, parse_show
+from ..systemd import SHOW_KEYS, TIMESTAMP_STYLES, not_found_properties, parse_show, restyle_timestamp
 from . import state_dir, unit_name
 
 
@@ -98,12 +99,13 @@ def _units(control: str) -> list[dict]:
         return json.loads(resp.read())
 
 
-def show_text(props: dict, wanted: list[str] | None, all_: bool, value_only: bool) -> str:
+def show_text(props: dict, wanted: list[str] | None, all_: bool, value_only: bool, timestamp: str = "pretty") -> str:
     order = list(SHOW_KEYS) + [k for k in props if k not in SHOW_KEYS]
     keys = [k for k in order if k in props and (wanted is None or k in wanted)]
     if wanted is None and not all_:
         keys = [k for k in keys if props[k] != ""]
-    return "".join((f"{props[k]}\n" if value_only else f"{k}={props[k]}\n") for k in keys)
+    values = {k: restyle_timestamp(props[k], timestamp) if k.endswith("Timestamp") else props[k] for k in keys}
+    return "".join((f"{values[k]}\n" if value_only else f"{k}={values[k]}\n") for k in keys)
 
 
 def cat_text(unit: str) -> str | None:
@@ -155,8 +157,11 @@ def main(argv=None) -> int:
     p.add_argument("-a", "--all", action="store_true")
     for flag in ("--user", "--system", "--no-pager", "--no-legend", "--quiet", "-q"):
         p.add_argument(flag, action="store_true")
-    p.add_argument("--timestamp", default=None)
+    p.add_argument("--timestamp", default="pretty")
     args = p.parse_args(argv)
+    if args.timestamp not in TIMESTAMP_STYLES:  # systemd 252's message and exit status
+        print(f"Invalid value: {args.timestamp}.", file=sys.stderr)
+        return 1
     units = [unit_name(u) for u in args.units]
     if args.verb == "is-active":
         states = [load(u)["ActiveState"] for u in units]
@@ -174,7 +179,7 @@ def main(argv=None) -> int:
         return 1
     wanted = [w for spec in args.property + args.value_property for w in spec.split(",") if w] or None
     value_only = args.value or bool(args.value_property)
-    texts = [show_text(load(u), wanted, args.all, value_only) for u in units]
+    texts = [show_text(load(u), wanted, args.all, value_only, args.timestamp) for u in units]
     sys.stdout.write("\n".join(texts))
     return 0
 
