@@ -40,6 +40,9 @@ class Snapshot:
     kv: dict = field(default_factory=dict)  # pool_tokens, window, memory_share, kv_memory_bytes, concurrency
     info: dict = field(default_factory=dict)  # version, build... shown, not charted
     contract: dict = field(default_factory=dict)  # finished requests by reason, prompt and e2e histograms (contract.py)
+    # The engine's own account of how it runs (its window, model, version, cache config: what
+    # services/launchconfig.py versions), read when every slow endpoint was; else None.
+    account: dict | None = None
 
     @property
     def up(self):
@@ -113,6 +116,16 @@ class EngineCollector:
 
     def parse(self, bodies):  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def account_of(self, bodies, samples=None):
+        """The engine's account of itself from BODIES (a fetch that read every slow endpoint)
+        and SAMPLES (its parsed /metrics, when it has them). An engine kind that says nothing
+        about how it runs has none: {}."""
+        return {}
+
+    def complete(self, bodies):
+        """Whether BODIES hold every slow endpoint (a refresh), so the account can be read."""
+        return self.slow <= bodies.keys()
 
     # -- helpers for subclasses ----------------------------------------------------
     @staticmethod

@@ -94,4 +94,22 @@ class LlamaCppCollector(EngineCollector):
             "spec_accepted_tokens_total": prom.total(samples, "llamacpp:spec_decode_num_accepted_tokens_total"),
         }
         snap.kv = props_kv(props)
+        if self.complete(bodies):
+            snap.account = self.account_of(bodies, samples)
         return snap
+
+    def account_of(self, bodies, samples=None):
+        """From `/props`: the context per slot, the model's alias and path, the build, the
+        slots and the chat template's arguments."""
+        props = self.json_of(bodies, "props") or {}
+        if not isinstance(props, dict):
+            return {}
+        gen = props.get("default_generation_settings") or {}
+        return {
+            "n_ctx": gen.get("n_ctx") if isinstance(gen, dict) else None,
+            "model": props.get("model_alias"),
+            "model_path": props.get("model_path"),
+            "build_info": props.get("build_info"),
+            "total_slots": props.get("total_slots"),
+            "chat_template_kwargs": props.get("chat_template_kwargs"),
+        }

@@ -17,6 +17,18 @@ FAMILIES = (
     "sglang:context_len",
 )
 NAMES = prom.wanted_names(FAMILIES)
+ACCOUNT_KEYS = (  # what /get_server_info says that a launch configuration is versioned by
+    "model_path",
+    "served_model_name",
+    "context_length",
+    "mem_fraction_static",
+    "max_total_num_tokens",
+    "kv_cache_dtype",
+    "max_running_requests",
+    "chunked_prefill_size",
+    "version",
+    "tp_size",
+)
 
 
 def info_facts(info):
@@ -68,4 +80,13 @@ class SglangCollector(EngineCollector):
             "pool_tokens": int(pool) if pool else facts.get("pool_tokens"),
             "window": int(window) if window else facts.get("window"),
         }
+        if self.complete(bodies):
+            snap.account = self.account_of(bodies, samples)
         return snap
+
+    def account_of(self, bodies, samples=None):
+        """The launch-relevant keys of `/get_server_info`."""
+        info = self.json_of(bodies, "info") or {}
+        if not isinstance(info, dict):
+            return {}
+        return {k: info.get(k) for k in ACCOUNT_KEYS if k in info}

@@ -1,4 +1,4 @@
-"""vLLM (V1 engine): /health, /metrics, /v1/models. Names: engine-sources.md §1."""
+"""vLLM (V1 engine): /health, /metrics, /v1/models, /version. Names: engine-sources.md §1."""
 
 from dashboard.collectors import contract, prom
 from dashboard.collectors.base import EngineCollector, Snapshot, as_float, as_int, register
@@ -54,9 +54,9 @@ def kv_facts(labels):
 class VllmCollector(EngineCollector):
     kind = "vllm"
     liveness_path = "/health"
-    endpoints = {"health": "/health", "metrics": "/metrics", "models": "/v1/models"}
+    endpoints = {"health": "/health", "metrics": "/metrics", "models": "/v1/models", "version": "/version"}
     required = ("health", "metrics")
-    slow = frozenset({"models"})
+    slow = frozenset({"models", "version"})
 
     def parse(self, bodies):
         samples = prom.parse(bodies["metrics"].text, NAMES, url=bodies["metrics"].url)
@@ -86,6 +86,24 @@ class VllmCollector(EngineCollector):
         snap.hists = {"ttft": prom.buckets(samples, "vllm:time_to_first_token_seconds"), "itl": itl}
         snap.kv = {**kv_facts(prom.first_labels(samples, "vllm:cache_config_info")), "window": window}
         snap.contract = contract.vllm_metrics(samples)
+        if self.complete(bodies):
+            snap.account = self.account_of(bodies, samples)
         if not samples:
             snap.error = samples.why_empty("vllm:") or "no vllm:* metrics (is --disable-log-stats set?)"
         return snap
+
+    def account_of(self, bodies, samples=None):
+        """The served models (LoRA adapters, which name a parent, left out), the first one's
+        `max_model_len` and `root`, `/version`, and the `vllm:cache_config_info` labels."""
+        models = self.json_of(bodies, "models", {})
+        cards = [c for c in models.get("data") or [] if isinstance(c, dict)] if isinstance(models, dict) else []
+        base_cards = [c for c in cards if not c.get("parent")]
+        version = self.json_of(bodies, "version", {})
+        labels = prom.first_labels(samples, "vllm:cache_config_info") if samples is not None else None
+        return {
+            "served_models": [c.get("id") for c in base_cards],
+            "max_model_len": base_cards[0].get("max_model_len") if base_cards else None,
+            "root": base_cards[0].get("root") if base_cards else None,
+            "version": version.get("version") if isinstance(version, dict) else None,
+            "cache_config": dict(labels or {}),
+        }

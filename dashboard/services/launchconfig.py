@@ -1,14 +1,15 @@
 """Know how each engine was launched: observe, version, and let the change log write itself.
 
-Each box's resident poller calls `Observer.tick` after every metrics tick; it costs a time
-check, except every OBSERVE_EVERY_S and at once when a unit's main process, start time or
-state, or an engine's status moved (a restart, a stop, a unit brought up). Then, for the
-box's own engines:
+Each box's resident poller calls `Observer.tick` on a thread of its own (the launch duty), with
+every metrics tick's unit states and compiler scan; it costs a time check, except every
+OBSERVE_EVERY_S and at once when a unit's main process, start time or state, or an engine's
+status moved (a restart, a stop, a unit brought up). Then, for the box's own engines:
 
 1. read their units (`collectors.unitconfig.read_units`: one `systemctl show` and one
-   `systemctl cat` per scope, the named units' states, the EnvironmentFiles) and, for those
-   that answer, the engine's own account (vLLM `/v1/models`, `/version` and the
-   `vllm:cache_config_info` labels; llama.cpp `/props`; SGLang `/get_server_info`);
+   `systemctl cat` per scope, the named units' states, the EnvironmentFiles) and take, for
+   those that answer, the engine's own account as its collector last read it (each collector's
+   `account_of`: vLLM `/v1/models`, `/version` and the `vllm:cache_config_info` labels;
+   llama.cpp `/props`; SGLang `/get_server_info`), no request of its own;
 2. parse the effective ExecStart with the engine's argument model (`collectors.flags`), each
    flag credited to the file that set it (the fragment, the drop-in, or the EnvironmentFile of
    an `LLAMA_ARG_*`/`$VAR` it came through);
@@ -24,6 +25,7 @@ answer, so one restart gives one snapshot with the flags and the account togethe
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -35,14 +37,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard import http
+from dashboard.collectors import collector_for, handrun, unitconfig
 from dashboard.collectors import flags as flagmodel
-from dashboard.collectors import handrun, prom, unitconfig
 from dashboard.models import ConfigSnapshot, KVPoolEntry
 
 log = logging.getLogger(__name__)
 OBSERVE_EVERY_S = 60.0
 MIN_GAP_S = 5.0  # a flapping engine's every status change does not cost an observation each
-ACCOUNT_TIMEOUT_S = 1.0  # per request; an engine that does not answer one is not asked the rest
+ACCOUNT_TIMEOUT_S = 1.0  # outside a poller, the account is read with this timeout (its requests at once)
 AUTHOR = "SparkOps"
 # The first words of an observed entry's body: its mark after an export and import, which keep
 # the text but write the importer as the author.
@@ -61,7 +63,6 @@ UNIT_LINES = (  # (label in the log, key in data["unit"], the directive that set
     ("User=", "user", "User"),
     ("Type=", "type", "Type"),
 )
-CACHE_INFO = prom.wanted_names(("vllm:cache_config_info",))
 OLDER_UNIT = "/proc/PID/cmdline (started from an older unit)"
 
 
@@ -75,15 +76,23 @@ class Observer:
         self.down_seen: set[int] = set()  # engines seen not up at the last observation
         self.starts = StartTracker()
         self.failing: dict[int, int] = {}  # engine pk -> its failing audit checks at the last observation
+        # Engines up whose account the collector had not read since their process started: the
+        # poller reads it at its next poll, and the next tick that has it observes again at once.
+        self.accounts_wanted: set[int] = set()
 
-    def tick(self, *, engines, units, processes=None, host=None, now=None):
-        """Observe ENGINES when due (UNITS: this tick's `systemctl show` of their units;
-        PROCESSES: its compiler scan, for telling cold starts from warm ones)."""
-        now = time.monotonic() if now is None else now
+    def track(self, *, engines, units, processes=None):
+        """Follow the engines' starts through one metrics tick's UNITS and PROCESSES."""
         try:
             self.starts.track(engines, units, processes or {})
         except Exception:
             log.exception("engine starts not tracked")
+
+    def tick(self, *, engines, units, processes=None, host=None, now=None, accounts=None):
+        """Observe ENGINES when due (UNITS: this tick's `systemctl show` of their units;
+        PROCESSES: its compiler scan, for telling cold starts from warm ones; ACCOUNTS: the
+        poller's {engine pk: (when read, epoch s; the engine's account)})."""
+        now = time.monotonic() if now is None else now
+        self.track(engines=engines, units=units, processes=processes)
         signature = {
             e.pk: (
                 e.status,
@@ -92,21 +101,37 @@ class Observer:
             for e in engines
         }
         since = now - self.at
-        if since < MIN_GAP_S or (since < self.every_s and signature == self.signature):
+        arrived = accounts is not None and any(
+            e.pk in self.accounts_wanted
+            and run_account(accounts, e, (units.get(e.unit) or {}).get("ExecMainStartTimestamp")) is not None
+            for e in engines
+        )
+        if not arrived and (since < MIN_GAP_S or (since < self.every_s and signature == self.signature)):
             return []
         self.at, self.signature = now, signature
-        made = self.observe(engines, host=host)
+        made = self.observe(engines, host=host, accounts=accounts)
         try:
             self.failing = failing_counts(engines)
         except Exception:
             log.exception("launch audit not run")
         return made
 
-    def observe(self, engines, *, host=None):
+    def observe(self, engines, *, host=None, accounts=None):
         """Snapshot ENGINES' launch configurations (those whose unit or process says something
-        new), and find the engines no unit runs on HOST (default: the engines' host)."""
+        new), and find the engines no unit runs on HOST (default: the engines' host). ACCOUNTS:
+        as `tick`'s; None (a caller outside a poller): each engine up is asked for it now."""
         host = host or next((e.host for e in engines), None)
-        made = observe_hand_run(host, engines) if host is not None else []
+        self.accounts_wanted = set()
+
+        def account_for(engine, unit_cfg=None):
+            if accounts is None:
+                return fetch_account(engine)
+            account = run_account(accounts, engine, (unit_cfg or {}).get("started_at"))
+            if account is None:
+                self.accounts_wanted.add(engine.pk)
+            return account
+
+        made = observe_hand_run(host, engines, account_for=account_for) if host is not None else []
         engines = [e for e in engines if e.retired_at is None and e.unit]
         configs = unitconfig.read_units(engines)
         for engine in engines:
@@ -120,14 +145,28 @@ class Observer:
             if unit_cfg is not None and unit_cfg.get("error"):
                 log.info("unit of %s not read: %s", engine.name, unit_cfg["error"])
                 continue  # nothing to version, so its account is not asked either
+            account = account_for(engine, unit_cfg) if up else None
+            if up and account is None:
+                continue  # one restart, one snapshot: with the account of the process that runs
             try:
-                snap = observe_engine(engine, unit_cfg, account=fetch_account(engine) if up else None)
+                snap = observe_engine(engine, unit_cfg, account=account)
             except Exception:
                 log.exception("launch configuration of %s not observed", engine.name)
                 continue
             if snap is not None:
                 made.append(snap)
         return made
+
+
+def run_account(accounts, engine, started):
+    """ENGINE's account in ACCOUNTS ({pk: (when read, epoch s; account)}) when it was read since
+    its process started (STARTED: systemd's ExecMainStartTimestamp; none known: any), else None:
+    one read before a restart is the previous process's."""
+    read_at, account = accounts.get(engine.pk, (None, None))
+    began = parse_timestamp(started or "")
+    if read_at is None or (began is not None and read_at < began.timestamp()):
+        return None
+    return account
 
 
 def failing_counts(engines):
@@ -144,10 +183,11 @@ def failing_counts(engines):
 HAND_RUN_PREFIX = "hand-run-"
 
 
-def observe_hand_run(host, engines):
+def observe_hand_run(host, engines, *, account_for=None):
     """Engine servers on this box that no watched unit runs become engines of their own
     (`hand-run-PORT`, polled and on the overview like the rest) with a snapshot of their argv and
-    environment (/proc/PID/environ: what a shell gave them); one whose process is gone is retired."""
+    environment (/proc/PID/environ: what a shell gave them); one whose process is gone is retired.
+    ACCOUNT_FOR(engine): an engine's account, or None when not known (default: ask it now)."""
     from dashboard.collectors import handrun
     from dashboard.engine_lifecycle import engine_add, engine_retire
     from dashboard.models import Engine
@@ -185,7 +225,7 @@ def observe_hand_run(host, engines):
         snap = observe_engine(
             engine,
             cfg,
-            account=fetch_account(engine) if engine.status == "up" else None,
+            account=(account_for or fetch_account)(engine) if engine.status == "up" else None,
             launch="hand-run",
             process={"pid": pid, "cgroup": proc["cgroup"], "scope": proc["unit"]},
         )
@@ -396,89 +436,20 @@ def box_cold_boot(host):
 # --- the engine's own account --------------------------------------------------------------
 
 
-class _Silent(Exception):
-    """The engine did not answer (refused, timed out): asking it more would only hold the tick."""
-
-
-def _get(url):
-    try:
-        return http.get(url, timeout=ACCOUNT_TIMEOUT_S)
-    except (http.Timeout, http.Refused) as exc:
-        raise _Silent(str(exc)) from None
-    except http.HttpError:
-        return None
-
-
-def _json(url):
-    resp = _get(url)
-    try:
-        return resp.json() if resp is not None else None
-    except http.HttpError:
-        return None
-
-
 def fetch_account(engine):
-    """What the engine says about itself ({} when it does not answer: one request that times
-    out or is refused ends the asking, so a hung engine costs the metrics thread one timeout)."""
-    try:
-        return _fetch_account(engine)
-    except _Silent as exc:
-        log.info("%s did not give its account: %s", engine.name, exc)
-        return {}
+    """What the engine says about itself, read now through its collector (every endpoint at
+    once, ACCOUNT_TIMEOUT_S each): for callers outside a poller (`sparkops audit`, an A/B run
+    that must know what runs). {} when it does not answer, so a hung engine costs one timeout."""
+    coll = collector_for(engine.kind)
 
+    async def fetch():
+        async with http.async_client(headers=http.POLL_HEADERS) as client:
+            return await coll.fetch(client, engine.base_url, timeout=ACCOUNT_TIMEOUT_S, refresh=True)
 
-def _fetch_account(engine):
-    base = engine.url.rstrip("/")
-    if engine.kind == "vllm":
-        models = _json(base + "/v1/models") or {}
-        cards = [c for c in models.get("data") or [] if isinstance(c, dict)] if isinstance(models, dict) else []
-        base_cards = [c for c in cards if not c.get("parent")]
-        version = _json(base + "/version") or {}
-        labels = {}
-        resp = _get(base + "/metrics")
-        try:
-            if resp is not None:
-                labels = prom.first_labels(prom.parse(resp.text, CACHE_INFO, url=base), "vllm:cache_config_info") or {}
-        except http.HttpError:
-            pass
-        return {
-            "served_models": [c.get("id") for c in base_cards],
-            "max_model_len": base_cards[0].get("max_model_len") if base_cards else None,
-            "root": base_cards[0].get("root") if base_cards else None,
-            "version": version.get("version") if isinstance(version, dict) else None,
-            "cache_config": dict(labels),
-        }
-    if engine.kind == "llamacpp":
-        props = _json(base + "/props") or {}
-        if not isinstance(props, dict):
-            return {}
-        gen = props.get("default_generation_settings") or {}
-        return {
-            "n_ctx": gen.get("n_ctx") if isinstance(gen, dict) else None,
-            "model": props.get("model_alias"),
-            "model_path": props.get("model_path"),
-            "build_info": props.get("build_info"),
-            "total_slots": props.get("total_slots"),
-            "chat_template_kwargs": props.get("chat_template_kwargs"),
-        }
-    if engine.kind == "sglang":
-        info = _json(base + "/get_server_info") or {}
-        if not isinstance(info, dict):
-            return {}
-        keep = (
-            "model_path",
-            "served_model_name",
-            "context_length",
-            "mem_fraction_static",
-            "max_total_num_tokens",
-            "kv_cache_dtype",
-            "max_running_requests",
-            "chunked_prefill_size",
-            "version",
-            "tp_size",
-        )
-        return {k: info.get(k) for k in keep if k in info}
-    return {}
+    snap = coll.snapshot(asyncio.run(fetch()))
+    if snap.account is None:
+        log.info("%s did not give its account: %s", engine.name, snap.error or snap.status)
+    return snap.account or {}
 
 
 # --- the snapshot ------------------------------------------------------------------------------

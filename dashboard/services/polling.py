@@ -10,8 +10,10 @@ never the others'. The liveness probes are `engines_probe`."""
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, NamedTuple
 
 from django.conf import settings
@@ -78,17 +80,25 @@ class InFlight:
 
 
 def engines_fetch(
-    *, engines, states: States, inflight: InFlight | None = None, wait_s: float | None = None
+    *,
+    engines,
+    states: States,
+    inflight: InFlight | None = None,
+    wait_s: float | None = None,
+    refresh_now: frozenset[int] | set[int] = frozenset(),
 ) -> list[tuple[Engine, Fetched]]:
     """Fetch ENGINES concurrently: (engine, Fetched) for each answer in hand. STATES: the
     collector states the caller keeps; those of ENGINES it lacks are read from the database
     into it. INFLIGHT and WAIT_S (a resident poller): wait at most that long, keep the fetches
     still running for a later call, and return too those of earlier calls that ended since;
-    an engine with a fetch in flight is not fetched again. Without: wait for every answer."""
+    an engine with a fetch in flight is not fetched again. Without: wait for every answer.
+    REFRESH_NOW: ids of engines whose slow endpoints are read this time whatever their age."""
     inflight = inflight if inflight is not None else InFlight()
     engines = [e for e in engines if e.pk not in inflight.tasks]
     states_read(states, [StateKey(prefix, e.pk) for e in engines for prefix in ("engine", "unit")])
-    refresh = {e.pk: _needs_refresh(e, states.get(StateKey("engine", e.pk)) or {}) for e in engines}
+    refresh = {
+        e.pk: e.pk in refresh_now or _needs_refresh(e, states.get(StateKey("engine", e.pk)) or {}) for e in engines
+    }
     if not engines and not inflight.tasks:
         return []
 
@@ -145,24 +155,32 @@ def _static_stale(fresh_kv, static_kv):
     return any(value is not None and key in static_kv and static_kv[key] != value for key, value in fresh_kv.items())
 
 
+def engine_account(state):
+    """(when it was read, epoch s; the account) from an engine's collector STATE, or None."""
+    static = (state or {}).get("static") or {}
+    return (static["t"], static["account"]) if static.get("account") is not None and "t" in static else None
+
+
 def _needs_refresh(engine, state):
     static = state.get("static") or {}
     return engine.status != "up" or time.time() - static.get("t", 0) >= STATIC_REFRESH_S
 
 
 class PendingWrites:
-    """The rows of one or several ticks (samples, collector states, engine and host rows),
-    stored by `flush()` with one COPY, one upsert and two UPDATEs in one transaction.
-    `urgent`: a status moved, or an engine's or host's first reading: store it now."""
+    """The rows of one or several ticks (samples, collector states, engine and host rows, the
+    rare KV-pool ledger rows), stored by `flush()` with one COPY, one upsert and two UPDATEs
+    in one transaction. `urgent`: a status moved, an engine's or host's first reading, or a
+    KV pool that changed: store it now."""
 
     def __init__(self, series: store.SeriesIds):
         self.batch = store.WriteBatch(series)
         self.engines: dict[int, Engine] = {}
         self.hosts: dict[int, Host] = {}
+        self.kv_writes: list[Callable[[], None]] = []  # KV-pool ledger writes, in the order read
         self.urgent = False
 
     def __bool__(self):
-        return bool(self.batch.samples or self.batch.states or self.engines or self.hosts)
+        return bool(self.batch.samples or self.batch.states or self.engines or self.hosts or self.kv_writes)
 
     def add_host(self, host, collected: "HostCollected"):
         """Hold a host reading: its samples, its and its units' states, Host.latest."""
@@ -183,9 +201,15 @@ class PendingWrites:
 
     def add_engine(self, engine, fetched: Fetched, states: States) -> dict[str, Any]:
         """Derive ENGINE's reading from what was fetched and hold its rows; STATES gets its new
-        collector state. A KV-pool ledger row is written at once (it is rare and kept for ever)."""
+        collector state. A KV-pool ledger row is held like the rest, and stored at once (the
+        launch observation links its change-log entry to it)."""
         now = datetime.fromtimestamp(fetched.at, tz=UTC)
-        reading, new_state, values = _engine_reading(engine, fetched.snapshot, fetched.at, now, states)
+        held = len(self.kv_writes)
+        reading, new_state, values = _engine_reading(
+            engine, fetched.snapshot, fetched.at, now, states, kv_writes=self.kv_writes
+        )
+        if len(self.kv_writes) > held:
+            self.urgent = True
         key = StateKey("engine", engine.pk)
         states[key] = new_state
         self.batch.add_samples(ts=now, engine=engine, values=values)
@@ -211,11 +235,13 @@ class PendingWrites:
         except BaseException:
             self.batch.samples, self.batch.states = samples, states
             raise
-        self.engines, self.hosts, self.urgent = {}, {}, False
+        self.engines, self.hosts, self.kv_writes, self.urgent = {}, {}, [], False
 
     def _store(self):
         with transaction.atomic(savepoint=False):
             self.batch.flush()
+            for write in self.kv_writes:
+                write()
             if self.engines:
                 Engine.objects.bulk_update(list(self.engines.values()), ENGINE_FIELDS)
             if self.hosts:
@@ -236,14 +262,15 @@ class PendingWrites:
         self.batch.states.update(newer.batch.states)
         self.engines.update(newer.engines)
         self.hosts.update(newer.hosts)
+        self.kv_writes.extend(newer.kv_writes)
         self.urgent = self.urgent or newer.urgent
         self.batch.series = newer.batch.series
         return self.batch.drop_oldest(max_samples)
 
 
 def _carry_static(snapshot, state, slow):
-    """Models, window and what was wrong with the slow endpoints (SLOW: their names) from the
-    last refresh, when this poll skipped them."""
+    """Models, window, the engine's account and what was wrong with the slow endpoints (SLOW:
+    their names) from the last refresh, when this poll skipped them."""
     static = state.get("static") or {}
     if snapshot.info.get("refreshed"):
         problems = {name: text for name, text in (snapshot.info.get("problems") or {}).items() if name in slow}
@@ -252,6 +279,7 @@ def _carry_static(snapshot, state, slow):
             "models": snapshot.models,
             "problems": problems,
             "kv": {k: v for k, v in snapshot.kv.items() if v is not None},
+            "account": snapshot.account,
         }
     if not snapshot.models:
         snapshot.models = static.get("models") or []
@@ -269,7 +297,8 @@ class EngineReading(NamedTuple):
     values: dict  # {metric: number} for the sample store
 
 
-def _engine_reading(engine, snapshot, fetched_at, now, states) -> EngineReading:
+def _engine_reading(engine, snapshot, fetched_at, now, states, *, kv_writes) -> EngineReading:
+    """KV_WRITES: where the KV-pool ledger writes this reading calls for are held."""
     state = states.get(StateKey("engine", engine.pk)) or {}
     unit_info = states.get(StateKey("unit", engine.pk)) or {}
     static = _carry_static(snapshot, state, collector_for(engine.kind).slow) if snapshot.up else {}
@@ -294,7 +323,7 @@ def _engine_reading(engine, snapshot, fetched_at, now, states) -> EngineReading:
         static = {}  # a restart may change the model list and window: re-read them next poll
         log.info("engine %s restarted (a counter went down)", engine.name)
     if snapshot.up:
-        new_state["kv"] = _kv_ledger(engine, kv, (state.get("kv") or {}), now)
+        new_state["kv"] = _kv_ledger(engine, kv, (state.get("kv") or {}), now, kv_writes)
         new_state["static"] = static
     return EngineReading(reading, new_state, values)
 
@@ -312,27 +341,40 @@ def _kv_facts(boot, metrics):
     return kv
 
 
-def _kv_ledger(engine, kv, before, now):
-    """Add a KV-pool ledger row when the pool, window or memory share changed (before → after)."""
+def _kv_ledger(engine, kv, before, now, writes):
+    """Hold (in WRITES) a KV-pool ledger row when the pool, window or memory share changed
+    (before → after), or the first pool of an engine with none; the new KV state."""
     facts = {k: kv.get(k) for k in ("pool_tokens", "window", "memory_share", "kv_memory_bytes", "concurrency")}
     if not facts["pool_tokens"]:
         return before
     changed = kv_changed(before, facts)
-    first = not before and not KVPoolEntry.objects.filter(engine=engine).exists()
-    if changed or first:
-        previous = KVPoolEntry.objects.filter(engine=engine).order_by("-recorded_at").first()
+    if changed or not before:
         note = "; ".join(f"{k}: {before[k]} → {facts[k]}" for k in changed) or "first pool seen by the collector"
-        KVPoolEntry.objects.create(
-            engine=engine,
-            recorded_at=now,
-            previous=previous,
-            source=KVPoolEntry.Source.COLLECTOR,
-            note=note,
-            **{k: v for k, v in facts.items() if v is not None},
-        )
+        writes.append(partial(_kv_row, engine, facts, recorded_at=now, note=note, unless_known=not changed))
     elif facts["kv_memory_bytes"] and not before.get("kv_memory_bytes"):
-        _kv_memory_late(engine, facts)
+        writes.append(partial(_kv_memory_late, engine, facts))
     return {**before, **{k: v for k, v in facts.items() if v is not None}}
+
+
+def _kv_row(engine, facts, *, recorded_at, note, unless_known):
+    """Store one held ledger row after the engine's latest. UNLESS_KNOWN (no pool was known to
+    the collector's state): only when the engine has no row yet, else a late KV memory line
+    completes the latest row. An engine deleted since it was read has no row (the store goes on)."""
+    if not Engine.objects.filter(pk=engine.pk).exists():
+        return
+    if unless_known and KVPoolEntry.objects.filter(engine=engine).exists():
+        if facts["kv_memory_bytes"]:
+            _kv_memory_late(engine, facts)
+        return
+    previous = KVPoolEntry.objects.filter(engine=engine).order_by("-recorded_at").first()
+    KVPoolEntry.objects.create(
+        engine=engine,
+        recorded_at=recorded_at,
+        previous=previous,
+        source=KVPoolEntry.Source.COLLECTOR,
+        note=note,
+        **{k: v for k, v in facts.items() if v is not None},
+    )
 
 
 def _kv_memory_late(engine, facts):

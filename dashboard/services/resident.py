@@ -2,8 +2,9 @@
 
 Liveness probes every second and metrics every 2 s are nearly all SparkOps does, and a Celery
 task per poll would pay a beat tick, a broker round trip and a database reconnect each time.
-So two threads in each `sparkops worker` (the probes; the metrics and the leader's upkeep)
-each keep one event loop, HTTP pools and a database connection, and run on the clock:
+So three threads in each `sparkops worker` (the probes; the metrics and the leader's upkeep;
+the launch observation) each keep their database connection (the first two an event loop and
+HTTP pools too), and run on the clock:
 
 - every poll interval, `metrics_tick`: read this host's sources (PSI, GPU, systemd, journal,
   processes) and the metrics of the owned engines that are due (each at its own interval),
@@ -14,7 +15,12 @@ each keep one event loop, HTTP pools and a database connection, and run on the c
   every ROLES_REFRESH_S. Between, a steady tick reads nothing from the database but the open
   alert events: the collector states, the series ids, the alert memory and the roles stay here;
 - every liveness interval, `probe_tick`: probe the owned engines (one cheap request each),
-  then evaluate and publish what the probes found.
+  then evaluate and publish what the probes found;
+- every poll interval, half an interval after the metrics, `launch_tick`: follow the unit
+  states and compiler scans the metrics ticks read (engine starts), and when due observe how
+  the engines were launched (`services/launchconfig.py`: `systemctl show`/`cat`, a /proc scan,
+  the audit, the change log), with the engines' accounts as their collectors last read them.
+  It has a thread of its own so a slow `systemctl` never delays a poll.
 
 Ownership: a worker owns the engines of its own host. Engines of a host with no live worker
 (none reported within `ORPHAN_AFTER_INTERVALS` poll intervals and a store interval: a remote OpenAI-compatible
@@ -37,6 +43,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import deque
 from datetime import timedelta
 from typing import Any, NamedTuple
 
@@ -63,6 +70,8 @@ ROLES_REFRESH_S = 10.0  # the engine list, who leads and who is orphaned may be 
 # A metrics tick waits this share of the interval for its engines; an engine that has not
 # answered by then (it has its own, longer poll timeout) is read at a later tick.
 FETCH_WAIT = 0.4
+LAUNCH_LAG = 0.5  # the launch duty runs this share of a poll interval after the metrics tick
+LAUNCH_BACKLOG = 64  # metrics ticks' readings the launch duty may be behind (the oldest go first)
 
 
 def fleet_hosts():
@@ -190,6 +199,18 @@ class TickResult(NamedTuple):
     engines: list[tuple[Engine, dict[str, Any]]]
 
 
+class LaunchInput(NamedTuple):
+    """What the launch duty takes from one metrics tick: the box's own engines, their units'
+    `systemctl show` and the compiler scan of the host's reading, and each engine's account as
+    its collector last read it ({pk: (when, epoch s; account)})."""
+
+    host: Host
+    engines: list[Engine]
+    units: dict[str, Any]
+    processes: dict[str, Any]
+    accounts: dict[int, tuple[float, dict]]
+
+
 class ResidentPoller:
     """Two daemon threads polling HOST's sources and owned engines until `stop()`.
 
@@ -211,7 +232,9 @@ class ResidentPoller:
         self.duties = resident_duties() if duties is None else duties  # name -> (interval, fn): leader only
         self.host, self.engines, self.leader = None, [], False
         self.alerts, self.live = Memory(), LivePublisher()
-        self.launch = None  # the launch-configuration Observer, made at the first tick
+        self.launch = None  # the launch-configuration Observer, made at the first launch tick
+        self.launch_inputs: deque[LaunchInput] = deque(maxlen=LAUNCH_BACKLOG)  # metrics → launch thread
+        self.accounts_wanted: set[int] = set()  # launch → metrics thread: read these accounts again now
         self.forget()
         self.answered = {}  # engine pk -> when (epoch s) its last metrics poll that answered fetched it
         # Engines whose last metrics poll found them down: a probe that finds /health answering
@@ -219,7 +242,7 @@ class ResidentPoller:
         # next metrics poll that reads them whole does.
         self.down_by_metrics = set()
         self.lease = lease  # a PollerLease, or None: poll unconditionally (tests, `poll --once`)
-        self.cycles = {"metrics": 0, "probe": 0, "failed": 0, **{name: 0 for name in self.duties}}
+        self.cycles = {"metrics": 0, "probe": 0, "launch": 0, "failed": 0, **{name: 0 for name in self.duties}}
         self._metrics_idle = threading.Event()  # clear while a metrics tick runs
         self._metrics_idle.set()
         self._metrics_started = float("-inf")
@@ -227,8 +250,9 @@ class ResidentPoller:
         self._threads = []
 
     def start(self):
-        """Two threads: the probes, and the metrics with the leader's upkeep, so a slow host
-        source or a hung engine's metrics never delays the other engines' liveness probes."""
+        """Three threads: the probes, the metrics with the leader's upkeep, and the launch
+        observation, so a slow host source or a hung engine's metrics never delays the other
+        engines' liveness probes, and a slow `systemctl` never delays a poll."""
         start = time.monotonic()
         metrics = {
             "metrics": Clock(self.poll_interval, start),
@@ -236,7 +260,8 @@ class ResidentPoller:
         }
         # A hair after the metrics tick, so a probe at the same tick sees that tick start.
         probes = {"probe": Clock(self.liveness_interval, start + PROBE_LAG_S)}
-        for name, clocks in (("metrics", metrics), ("probes", probes)):
+        launch = {"launch": Clock(self.poll_interval, start + self.poll_interval * LAUNCH_LAG)}
+        for name, clocks in (("metrics", metrics), ("probes", probes), ("launch", launch)):
             thread = threading.Thread(
                 target=self._run, args=(clocks,), name=f"sparkops-{name}-{self.host_name}", daemon=True
             )
@@ -287,12 +312,15 @@ class ResidentPoller:
         """Run one duty now; an exception is logged and counted, never raised."""
         try:
             if self.lease is not None and not self.lease.holds():
-                self.forget()  # whoever holds the box meanwhile moves its cursors on
+                if duty != "launch":  # the launch duty keeps nothing the holder moves on
+                    self.forget()  # whoever holds the box meanwhile moves its cursors on
                 return
             if duty == "metrics":
                 self.metrics_tick()
             elif duty == "probe":
                 self.probe_tick()
+            elif duty == "launch":
+                self.launch_tick()
             elif self.leader:
                 self.duties[duty][1]()
             else:
@@ -396,11 +424,13 @@ class ResidentPoller:
             collected = polling.host_collect(host=host, engines=own, state=self.states[host_key])
             self.states[host_key] = collected.state
             self.states.update({StateKey("unit", pk): info for pk, info in collected.unit_infos.items()})
+            wanted, self.accounts_wanted = self.accounts_wanted, set()
             answers = polling.engines_fetch(
                 engines=due,
                 states=self.states,
                 inflight=self.inflight,
                 wait_s=None if engines is not None else self.poll_interval * FETCH_WAIT,
+                refresh_now=wanted,
             )
             # 2. Hold the rows; store them every flush interval, or now when a status moved.
             self.pending.add_host(host, collected)
@@ -423,19 +453,41 @@ class ResidentPoller:
         self._guard("alert rules", evaluate_polled, polled, memory=self.alerts)
         self._guard("live push", self.live.host_polled, host, collected.reading)
         self._guard("live push", self.live.engines_polled, polled)
-        self._guard("launch config", self._observe_launch, own, collected.reading)
+        # 5. Hand the launch duty (its own thread) what it follows.
+        accounts = {e.pk: polling.engine_account(self.states.get(StateKey("engine", e.pk))) for e in own}
+        self.launch_inputs.append(
+            LaunchInput(
+                host,
+                own,
+                collected.reading.get("units") or {},
+                collected.reading.get("processes") or {},
+                {pk: account for pk, account in accounts.items() if account is not None},
+            )
+        )
         return TickResult(collected.reading, polled)
 
-    def _observe_launch(self, own, reading):
-        """How the box's engines were launched (`services/launchconfig.py`): a time check on
-        most ticks; every 60 s, and at once when a unit or an engine's status moved, a read."""
+    def launch_tick(self):
+        """The launch duty: follow the engines' starts through every metrics tick's readings
+        since the last launch tick, then observe how the engines were launched when due
+        (`services/launchconfig.Observer.tick`: a time check on most ticks; every 60 s, and at
+        once when a unit or an engine's status moved, a read). The snapshots it made."""
         from dashboard.services.launchconfig import Observer
 
+        inputs = []
+        while self.launch_inputs:
+            inputs.append(self.launch_inputs.popleft())
+        if not inputs:
+            return []
         if self.launch is None:
             self.launch = Observer()
-        self.launch.tick(
-            engines=own, units=reading.get("units") or {}, processes=reading.get("processes") or {}, host=self.host
+        for earlier in inputs[:-1]:
+            self.launch.track(engines=earlier.engines, units=earlier.units, processes=earlier.processes)
+        last = inputs[-1]
+        made = self.launch.tick(
+            engines=last.engines, units=last.units, processes=last.processes, host=last.host, accounts=last.accounts
         )
+        self.accounts_wanted |= self.launch.accounts_wanted
+        return made
 
     def probe_tick(self):
         """Probe every owned engine, except those whose metrics poll answered within the last
@@ -479,6 +531,7 @@ def poll_once(*, host_name=None, engines=None):
     try:
         result = poller.metrics_tick(engines=list(engines))
         poller.flush()
+        poller._guard("launch config", poller.launch_tick)
     finally:
         runner.close()
     host = result.host

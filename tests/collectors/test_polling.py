@@ -57,6 +57,31 @@ def test_restart_with_smaller_pool_adds_ledger_row_and_no_negative_rate(fleet, h
     assert rows[1].previous_id == rows[0].pk and "766464 → 524288" in rows[1].note and "0.92 → 0.85" in rows[1].note
 
 
+def test_a_ledger_row_is_held_with_the_reading_and_stored_by_the_flush(fleet, http_server):
+    """Deriving a reading touches no KV-pool ledger row: the row is held with the tick's other
+    rows (a changed pool asks for a store at once) and written by the flush, in its transaction."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from dashboard.collectors import store
+
+    engine = fleet["vllm"]
+    Engine.objects.filter(pk=engine.pk).update(url=http_server(vllm_routes("0.33.0_metrics_busy.txt")))
+    engine.refresh_from_db()
+    states = {}
+    [(_, fetched)] = polling.engines_fetch(engines=[engine], states=states)
+    pending = polling.PendingWrites(store.SeriesIds())
+    with CaptureQueriesContext(connection) as queries:
+        reading = pending.add_engine(engine, fetched, states)
+    assert reading["kv_pool_tokens"] == 766464 and pending.urgent and len(pending.kv_writes) == 1
+    assert not [q["sql"] for q in queries.captured_queries if "kvpoolentry" in q["sql"].lower()]
+    assert not KVPoolEntry.objects.exists()
+    pending.flush()
+    entry = KVPoolEntry.objects.get(engine=engine)
+    assert entry.pool_tokens == 766464 and entry.note == "first pool seen by the collector"
+    assert not pending.kv_writes
+
+
 def test_refused_engine_is_down_with_reason_and_others_still_polled(fleet, http_server):
     good = fleet["vllm"]
     Engine.objects.filter(pk=good.pk).update(url=http_server(vllm_routes("0.33.0_metrics_busy.txt")))

@@ -88,7 +88,7 @@ def test_a_steady_probe_costs_no_query(fleet):
         poller.probe_tick()  # the first probe in this process evaluates the liveness rules
         with CaptureQueriesContext(connection) as queries:
             poller.probe_tick()
-        assert poller.cycles == {"metrics": 0, "probe": 0, "failed": 0}  # called directly, not by run_duty
+        assert poller.cycles == {"metrics": 0, "probe": 0, "launch": 0, "failed": 0}  # called directly, not by run_duty
         assert Engine.objects.get(pk=fleet["vllm"].pk).status == "up"
     assert [q["sql"] for q in queries.captured_queries] == []
 

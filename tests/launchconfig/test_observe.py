@@ -14,7 +14,12 @@ def tick(engines):
 
     engine = next(iter(engines.values()))
     poller = ResidentPoller(engine.host.name, duties={}, flush_interval=0)
-    return poller.metrics_tick(engines=list(engines.values())), poller
+    result = poller.metrics_tick(engines=list(engines.values()))
+    poller.launch_tick()  # the launch duty, on its own thread in a worker
+    if poller.accounts_wanted:  # an account read before the restart: the next poll reads it again
+        result = poller.metrics_tick(engines=list(engines.values()))
+        poller.launch_tick()
+    return result, poller
 
 
 def test_snapshot_records_unit_files_environment_flags_and_account(box_engines, sim_box):
@@ -157,12 +162,14 @@ def test_starts_are_measured_cold_with_compilers_then_warm(tmp_path, settings, m
             while not predicate():
                 assert __import__("time").monotonic() < deadline
                 poller.metrics_tick()  # its own engines, as the worker's poller ticks
+                poller.launch_tick()  # and its launch duty follows the starts
                 __import__("time").sleep(0.5)
 
         # Its first boot was cold; the JIT cache is emptied again and it restarts with this poller
         # watching: MAX_JOBS=4 compilers in its unit for 7 s.
         sim.cold("cold")
         poller.metrics_tick()
+        poller.launch_tick()
         sim.restart("cold")
         tick_until(lambda: EngineStart.objects.filter(engine=engine).exists())
         start = EngineStart.objects.get(engine=engine)
@@ -219,3 +226,35 @@ def test_a_hand_run_engine_outside_any_unit_is_watched_audited_and_retired_when_
         Observer().observe([nemotron], host=host)
         smoke.refresh_from_db()
         assert smoke.retired_at is not None  # its process is gone; its history stays
+
+
+def test_a_hung_systemctl_cat_never_delays_the_metrics_poll(box_engines, sim_box, settings, tmp_path):
+    """The launch observation is a duty with a thread of its own: while its `systemctl cat`
+    hangs, the metrics ticks go on (each reads the units with `systemctl show`), and the
+    observation is made once `cat` answers."""
+    from dashboard.services.resident import ResidentPoller
+    from tests.waiting import wait_for
+
+    entered, release = tmp_path / "cat-entered", tmp_path / "cat-release"
+    wrapper = tmp_path / "systemctl"
+    wrapper.write_text(
+        "#!/bin/sh\n"  # `systemctl cat` waits (at most 60 s) for the test to let it answer
+        f'case " $* " in *" cat "*) touch {entered}; i=0; '
+        f"while [ ! -e {release} ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done;; esac\n"
+        f'exec {settings.SPARKOPS_SYSTEMCTL} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    settings.SPARKOPS_SYSTEMCTL = str(wrapper)
+    poller = ResidentPoller(box_engines["nemotron"].host.name, poll_interval=0.5, liveness_interval=0.25, duties={})
+    poller.start()
+    try:
+        assert wait_for(entered.exists, timeout=30)
+        ticks = poller.cycles["metrics"]
+        assert wait_for(lambda: poller.cycles["metrics"] >= ticks + 3, timeout=20), poller.cycles
+        assert not ConfigSnapshot.objects.exists()  # the observation still waits for `cat`
+        release.touch()
+        assert wait_for(lambda: ConfigSnapshot.objects.filter(engine=box_engines["nemotron"]).exists(), timeout=30)
+    finally:
+        release.touch()
+        poller.stop()
+    assert poller.cycles["failed"] == 0
