@@ -169,6 +169,9 @@ class Command(BaseCommand):
             # the demo's units are the simulator's files: its worker may restart them and write the audit's
             # drop-ins (the Restart button, "Unit fix"), unless the operator said otherwise
             "SPARKOPS_UNIT_ACTIONS": os.environ.get("SPARKOPS_UNIT_ACTIONS", "1"),
+            # the demo's units are the simulator's files: its worker may restart them and write the audit's
+            # drop-ins (the Restart button, "Unit fix"), unless the operator said otherwise
+            "SPARKOPS_UNIT_ACTIONS": os.environ.get("SPARKOPS_UNIT_ACTIONS", "1"),
         }
 
     def _ensure_admin(self):
