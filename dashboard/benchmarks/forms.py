@@ -103,6 +103,13 @@ class PairForm(forms.ModelForm):
         formfield_callback = ids.formfield  # its foreign keys' ids are checked before any query
         fields = ["profile_a", "profile_b"]
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # A retired engine's profiles are not offered (nothing runs on it); a posted one is refused.
+        live = Profile.objects.filter(engine__retired_at__isnull=True).select_related("engine").order_by("name")
+        for name in ("profile_a", "profile_b"):
+            self.fields[name].queryset = live
+
     def clean(self):
         data = super().clean()
         a, b = data.get("profile_a"), data.get("profile_b")

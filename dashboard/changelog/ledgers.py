@@ -67,12 +67,26 @@ def incident_unit(incident):
     return incident.unit or (incident.engine.name if incident.engine_id else "")
 
 
-def _duration(incident):
-    d = incident.duration
-    if d is None:
+def human_duration(delta):
+    """A timedelta as people say it: "45 s", "1 min 57 s", "2 h 5 min", "3 d 4 h" (the two
+    largest units, whole numbers); None → ""."""
+    if delta is None:
         return ""
-    minutes = int(d.total_seconds() // 60)
-    return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
+    s = max(0, round(delta.total_seconds()))
+    if s < 60:
+        return f"{s} s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m} min {s} s" if s else f"{m} min"
+    h, m = divmod(m, 60)
+    if h < 24:
+        return f"{h} h {m} min" if m else f"{h} h"
+    d, h = divmod(h, 24)
+    return f"{d} d {h} h" if h else f"{d} d"
+
+
+def _duration(incident):
+    return human_duration(incident.duration)
 
 
 def as_markdown(title, columns, rows):

@@ -34,6 +34,17 @@ TAGS = {
 ATTRIBUTES = {"a": {"href", "title"}, "th": {"align"}, "td": {"align"}}
 
 
+INLINE_TAGS = {"em", "strong", "code", "del"}
+
+
+def render_markdown_inline(text):
+    """Markdown for one line inside other markup (a claim in a link, a summary in a cell):
+    emphasis and code only; paragraphs, links and blocks come out as their text."""
+    if not text:
+        return mark_safe("")
+    return mark_safe(nh3.clean(str(render_markdown(text)), tags=INLINE_TAGS, attributes={}).strip())
+
+
 def render_markdown(text):
     if not text:
         return mark_safe("")

@@ -203,10 +203,33 @@ def _wait(experiment, slot):
 
 def _observe(engine):
     try:
+        if not engine.unit:
+            return _observe_hand_run(engine)
         return launchconfig.observe_now(engine)
     except Exception:  # an unreadable unit leaves the slot unverified, it does not stop the experiment
         log.exception("configuration of %s not observed", engine.name)
         return None
+
+
+def _observe_hand_run(engine):
+    """A hand-run ENGINE (no unit) as of now: the process serving its address read this moment,
+    as the poller's hand-run scan reads it (argv and environment from /proc). None when no
+    process serves it now. Before, every hand-run arm read as "has no configuration snapshot"."""
+    from dashboard.collectors import handrun
+
+    for proc in handrun.scan():
+        if launchconfig._same_address(engine.url, proc["host"], proc["port"]):
+            pid = proc["pid"]
+            cmdline, environ = f"/proc/{pid}/cmdline", f"/proc/{pid}/environ"
+            cfg = {
+                "environment": proc["environ"],
+                "environment_origins": dict.fromkeys(proc["environ"], environ),
+                "exec_start": {"argv": proc["argv"], "origins": [cmdline] * len(proc["argv"]), "file": cmdline},
+            }
+            process = {"pid": pid, "cgroup": proc["cgroup"], "scope": proc["unit"]}
+            launchconfig.observe_engine(engine, cfg, launch="hand-run", process=process)  # account: the last one
+            return launchconfig.latest_snapshot(engine)
+    return None
 
 
 def _run_slot(experiment, slot, trigger):
@@ -351,7 +374,7 @@ def arm_difference(*, experiment):
         if arm in snaps and snaps[arm] is None:
             warnings.append(
                 f"Arm {arm} ({experiment.engine(arm).name}) has no configuration snapshot SparkOps could read "
-                "(no unit, or the unit could not be read): the variant is not verified."
+                "(its unit could not be read, or no process serves a hand-run engine): the variant is not verified."
             )
     a, b = snaps.get("A"), snaps.get("B")
     if a is None or b is None:

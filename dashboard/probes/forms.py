@@ -5,6 +5,7 @@ from django import forms
 from dashboard.benchmarks.forms import SamplingCronMixin
 from dashboard.forms import ids
 from dashboard.forms.bounds import bound_widgets
+from dashboard.models import Engine
 
 from .models import ProbeProfile
 
@@ -46,6 +47,8 @@ class ProbeProfileForm(SamplingCronMixin, forms.ModelForm):
     def __init__(self, *args, cron="", schedule_enabled=True, **kwargs):
         super().__init__(*args, **kwargs)
         bound_widgets(self)
+        # A retired engine is not offered: nothing runs on it (issue 31, issue 30).
+        self.fields["engine"].queryset = Engine.objects.filter(retired_at__isnull=True).order_by("name")
         self.fields["cron"].initial = cron
         self.fields["schedule_enabled"].initial = schedule_enabled
         if self.instance.pk and self.instance.sampling_params:

@@ -25,9 +25,14 @@
     ws.onopen = function () {
       var wasDown = state.retry > 0;
       state.retry = 0; state.connected = true; hideBanner();
-      if (wasDown) catchUp();
+      if (wasDown) { catchUp(); document.dispatchEvent(new CustomEvent("sparkops:reconnected")); }
     };
-    ws.onmessage = function (msg) { state.lastData = Date.now(); hideBanner(); onEvent(JSON.parse(msg.data)); };
+    ws.onmessage = function (msg) {
+      state.lastData = Date.now(); hideBanner();
+      var ev = JSON.parse(msg.data);
+      onEvent(ev);
+      document.dispatchEvent(new CustomEvent("sparkops:event", { detail: ev }));  // paging.js pages on alerts
+    };
     ws.onclose = function (ev) {
       state.connected = false;
       if (ev.code === 4401 || ev.code === 4403) { showBanner("Signed out — reload the page to log in again."); return; }
@@ -137,7 +142,10 @@
       if (!s || !s.t.length) { el.innerHTML = ""; return; }
       var avg = el.dataset.metric === "generation_tokens_per_s" ? smoothed(s, Date.now()) : undefined;
       var decode = avg !== undefined && el.closest(".card") && el.closest(".card").querySelector("[data-field=decode]");
-      if (decode) decode.textContent = avg == null ? "— tok/s" : avg.toFixed(1) + " tok/s · 30 s avg";
+      // A card that is not up shows no rate: the last 30 s of a dead engine are not its decode now.
+      var down = decode && decode.dataset.down === "1";
+      if (down) avg = null;
+      if (decode && !down) decode.textContent = avg == null ? "— tok/s" : avg.toFixed(1) + " tok/s · 30 s avg";
       var now = Date.now(), ys = s.y.filter(function (v) { return v != null; });
       var lo = Math.min.apply(null, ys.concat([0])), hi = Math.max.apply(null, ys.concat([1e-9]));
       var pts = [];
@@ -147,7 +155,7 @@
         pts.push(x.toFixed(2) + "," + y.toFixed(2));
       });
       var last = ys.length ? ys[ys.length - 1] : null;
-      var shown = avg !== undefined ? (avg == null ? "—" : avg.toFixed(1) + " (30 s avg)") : (last == null ? "—" : (+last).toFixed(1));
+      var shown = down ? "not up now" : avg !== undefined ? (avg == null ? "—" : avg.toFixed(1) + " (30 s avg)") : (last == null ? "—" : (+last).toFixed(1));
       el.innerHTML = '<svg viewBox="0 0 100 24" preserveAspectRatio="none" aria-hidden="true"><polyline points="' +
         pts.join(" ") + '"/></svg><span class="spark-label" data-field="spark-caption">' + (el.dataset.label || "") + " · " +
         shown + "</span>";

@@ -50,6 +50,11 @@ def test_finished_page_and_record_the_verdict(operator_client, sim, make_engine)
     assert page.count('<tr class=""><td data-label="#">') == 6 and "percentile bootstrap" in page
     assert 'class="verdict-slower">slower' in page  # decode at half the rate
     assert "has no configuration snapshot" in page  # engines without a unit: the variant is not verified
+    # the button's help is a sentence of its own (issue 30: it read "Record the verdict a change-log …")
+    assert (
+        '<span class="muted" id="exp-record-help">Writes a measurement entry to the change log, with this page '
+        "and every counted run as its evidence.</span>" in page
+    )
     resp = operator_client.post(reverse("experiments:record", args=[e.pk]))
     assert resp.status_code == 302
     e.refresh_from_db()

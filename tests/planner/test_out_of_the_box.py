@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from dashboard.models import Engine, Host, KVPoolEntry
 from dashboard.models.ledgers import GIB
+from tests.live.test_browser import wait_for_js
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
@@ -75,9 +76,7 @@ def test_every_engine_is_named_and_counted_and_used_now_is_the_host_cards(chromi
     vllm = page.locator("#plan-demo-vllm")
     assert vllm.locator('[data-out="tokens_per_gib"]').inner_text().startswith("31,438")  # 766,464 / 24.38
     vllm.locator("input[name=util]").fill("0.7")
-    page.wait_for_function(
-        "!document.querySelector('#plan-demo-vllm [data-out=pool_tokens]').innerText.startsWith('766')"
-    )
+    wait_for_js(page, "!document.querySelector('#plan-demo-vllm [data-out=pool_tokens]').innerText.startsWith('766')")
     assert vllm.locator('[data-out="error"]').inner_text() == "" and "needs" not in vllm.inner_text()
     assert vllm.locator('[data-out="kv_gib"]').inner_text() == "90.21 GiB"  # 24.38 + (0.7 − 0.15) × 119.7
 
@@ -86,7 +85,7 @@ def test_every_engine_is_named_and_counted_and_used_now_is_the_host_cards(chromi
     assert old.locator('[data-out="pool_tokens"]').inner_text() == "400,000 tokens"  # its measured share
     assert old.locator('[data-out="tokens_per_gib"]').inner_text() == "—"
     old.locator("input[name=util]").fill("0.2")
-    page.wait_for_function("document.querySelector('#plan-old-vllm [data-out=missing]').innerText !== ''")
+    wait_for_js(page, "document.querySelector('#plan-old-vllm [data-out=missing]').innerText !== ''")
     assert "Not predicted: cannot predict old-vllm at util 0.2: no ledger row at 32,768 records its KV memory" in (
         old.locator('[data-out="missing"]').inner_text()
     )
@@ -105,7 +104,7 @@ def test_every_engine_is_named_and_counted_and_used_now_is_the_host_cards(chromi
 
     phone = _page(chromium, live_server, viewer, {"width": 390, "height": 844})
     phone.goto(f"{live_server.url}/planner/{demo_box.name}/")
-    phone.wait_for_function("document.querySelector('#box-plan').innerText.startsWith('Planned')")
+    wait_for_js(phone, "document.querySelector('#box-plan').innerText.startsWith('Planned')")
     assert phone.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")  # no sideways scroll
     phone.screenshot(path=str(SHOTS / "planner-out-of-the-box-phone.png"), full_page=True)
     assert phone.errors == []

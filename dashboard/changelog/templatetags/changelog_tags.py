@@ -2,8 +2,9 @@ from django import template
 from django.urls import reverse
 
 from ..grammar import format_when
+from ..ledgers import human_duration
 from ..ledgers import incident_unit as _incident_unit
-from ..render import render_markdown
+from ..render import render_markdown, render_markdown_inline
 
 register = template.Library()
 
@@ -11,6 +12,12 @@ register = template.Library()
 @register.filter
 def markdown(text):
     return render_markdown(text)
+
+
+@register.filter
+def markdown_inline(text):
+    """Emphasis and code of one line, inside a link or a cell (the claims page's `**11.2×**`)."""
+    return render_markdown_inline(text)
 
 
 @register.filter
@@ -37,6 +44,12 @@ def evidence_url(ev):
 def incident_unit(incident):
     """The unit, else the engine; "—" for a host-level incident (a kernel fault has no engine)."""
     return _incident_unit(incident) or "—"
+
+
+@register.filter
+def duration(delta):
+    """A timedelta as "1 min 57 s" (str() of one reads "0:01:57.126392")."""
+    return human_duration(delta)
 
 
 @register.filter
