@@ -13,6 +13,10 @@ def main(argv=None):
 
         print(f"sparkops {__version__}")
         return 0
+    if argv[1:2] == ["wait-ready"]:  # a unit's ExecStartPost=: no Django settings there, and it must start fast
+        from dashboard.controls.waitready import main as wait_ready
+
+        return wait_ready(argv[2:])
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sparkops.settings")
     if argv[1:] in ([], ["--help"], ["-h"], ["help"]):
         print(main_help())

@@ -338,6 +338,14 @@ SPARKOPS_PROC_ROOT = env_str("SPARKOPS_PROC_ROOT", "/proc")
 SPARKOPS_CGROUP_ROOT = env_str("SPARKOPS_CGROUP_ROOT", "/sys/fs/cgroup")
 # Where files a unit names (EnvironmentFile=) are read: "/" on the box; the simulator's root in demo.
 SPARKOPS_HOST_ROOT = env_str("SPARKOPS_HOST_ROOT", "/")
+# The box's runtime directory: `sparkops launch` keeps its one-cold-start-at-a-time lock here, so
+# every launch on the box must see the same one (root's default /run/sparkops; a user's
+# $XDG_RUNTIME_DIR/sparkops).
+SPARKOPS_RUNTIME_DIR = env_str("SPARKOPS_RUNTIME_DIR", "") or (
+    "/run/sparkops"
+    if os.geteuid() == 0
+    else os.path.join(os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/sparkops-{os.geteuid()}", "sparkops")
+)
 SPARKOPS_GPU_BACKEND = env_str("SPARKOPS_GPU_BACKEND", "auto")  # auto | nvml | nvidia-smi | none
 
 # The watcher's heartbeat (dashboard/heartbeat.py): the leading worker GETs (or POSTs) this

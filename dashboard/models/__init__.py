@@ -1,3 +1,4 @@
+from .controls import Launch
 from .fleet import Engine, Host
 from .launchconfig import AuditThreshold, ConfigSnapshot, EngineStart
 from .ledgers import Incident, KVPoolEntry
@@ -12,6 +13,7 @@ __all__ = [
     "Host",
     "Incident",
     "KVPoolEntry",
+    "Launch",
     "Rollup",
     "Sample",
     "Series",

@@ -40,22 +40,32 @@ class EngineStart(models.Model):
     engine = models.ForeignKey("dashboard.Engine", on_delete=models.PROTECT, related_name="starts")
     started_at = models.DateTimeField()
     active_at = models.DateTimeField(null=True, blank=True)
-    healthy_at = models.DateTimeField()
+    healthy_at = models.DateTimeField(null=True, blank=True, help_text="empty: the start failed before it served")
     kind = models.CharField(max_length=4, choices=Kind.choices)
     compilers_max = models.PositiveIntegerField(default=0, help_text="most compilers seen in the unit during the start")
     budget_s = models.FloatField(null=True, blank=True, help_text="the readiness helper's budget")
     timeout_s = models.FloatField(null=True, blank=True, help_text="TimeoutStartSec")
+    gate = models.CharField(
+        max_length=8,
+        blank=True,
+        choices=[("ready", "ready"), ("died", "main process gone"), ("budget", "budget ran out"), ("refused", "refused")],
+        help_text="what its readiness gate (sparkops wait-ready) said, from the unit's journal",
+    )
+    gate_s = models.FloatField(null=True, blank=True, help_text="when the gate said it, in s from its own start")
+    gate_line = models.CharField(max_length=300, blank=True)
 
     class Meta:
         ordering = ["-started_at"]
         indexes = [models.Index(fields=["engine", "started_at"], name="enginestart_engine_time")]
 
     def __str__(self):
-        return f"{self.engine} {self.kind} start {self.started_at:%Y-%m-%d %H:%M}: {self.duration_s:.0f} s"
+        took = f"{self.duration_s:.0f} s" if self.healthy_at else f"failed ({self.gate or 'never served'})"
+        return f"{self.engine} {self.kind} start {self.started_at:%Y-%m-%d %H:%M}: {took}"
 
     @property
     def duration_s(self):
-        return (self.healthy_at - self.started_at).total_seconds()
+        """Seconds to the first healthy answer; None for a start that failed before one."""
+        return (self.healthy_at - self.started_at).total_seconds() if self.healthy_at else None
 
 
 class AuditThreshold(models.Model):

@@ -1,0 +1,8 @@
+"""Controls: programs that refuse, not pages that warn (issue 27, the playbook's third part).
+
+- `readiness`: when an engine serves, each kind by its own readiness, against a wall-clock budget
+  and its main process (the gate of `sparkops wait-ready` and of `sparkops launch`);
+- `waitready`: `sparkops wait-ready`, the readiness gate for a unit's `ExecStartPost=`;
+- `launch`: `sparkops launch -- ENGINE ARGV…`, the guarded launch path (compile caps, one cold
+  start at a time per box, a memory preflight, the launch recorded);
+- `gates`: the gates' outcomes, read from the journal, onto the start they belong to."""
