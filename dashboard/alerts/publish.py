@@ -1,14 +1,11 @@
 """Live "alert.changed" events for the live view (sent after commit)."""
 
-from django.template.loader import render_to_string
-
 from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
 
 
 def alert_changed(event):
-    # The pushed row is the same for every browser: forms carry an empty csrf input that the
-    # live client fills from its cookie; the server still checks the role on POST.
-    html = render_to_string("alerts/_alert_row.html", {"a": event, "can_operate": True, "pushed": True})
+    """Tell every page that EVENT moved. The event carries the facts, not markup: a page that
+    lists alerts fetches its list again over HTTP, rendered for the reader's role."""
     payload = {
         "id": event.pk,
         "rule": event.rule,
@@ -18,6 +15,5 @@ def alert_changed(event):
         "message": event.message,
         "cause": event.cause,
         "acknowledged": bool(event.acknowledged_at),
-        "html": html,
     }
     publish_on_commit(GROUP_ALL, LiveEvent(type="alert.changed", payload=payload))

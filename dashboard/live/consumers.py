@@ -2,8 +2,8 @@
 
 Anonymous sockets are refused. A signed-in socket joins `GROUP_ALL` plus the groups its
 page names in the query string (`?groups=overview,engine.3`); nothing else can be joined.
-Each event is filtered for the socket's role (see events.py: `min_role`, `by_role`), so a
-viewer never receives operator-only markup such as Ack/Silence buttons.
+Every event is the same for every role: none carries write controls (a page that shows them,
+the alert list, fetches that part again over HTTP, where the template knows the role).
 
 While open, a socket keeps the viewer-presence key alive (presence.py): with no socket open
 anywhere, the poller renders and sends no samples at all."""
@@ -15,15 +15,11 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from dashboard.roles import ROLES, role_of
+from dashboard.roles import role_of
 
 from .events import GROUP_ALL, GROUP_OVERVIEW, engine_group, host_group
 from .presence import refresh_s, sockets
 
-_RANK = {role: rank for rank, role in enumerate(ROLES)}
-# Events whose plain "html" may carry write controls; a lower role gets the data without it
-# (its page re-renders that part over HTTP, where the template knows the role).
-OPERATOR_HTML_TYPES = {"alert.changed"}
 MAX_GROUPS = 16
 
 
@@ -42,20 +38,6 @@ def _subject_groups(names):
     groups |= {engine_group(i) for i in Engine.objects.filter(id__in=wanted["engine"]).values_list("id", flat=True)}
     groups |= {host_group(i) for i in Host.objects.filter(id__in=wanted["host"]).values_list("id", flat=True)}
     return sorted(groups)
-
-
-def filter_event(event, role):
-    """The event as ROLE may see it, or None when it must not see it at all."""
-    rank = _RANK.get(role, -1)
-    if rank < _RANK.get(event.get("min_role") or "viewer", 0):
-        return None
-    payload = dict(event.get("payload") or {})
-    overrides = event.get("by_role") or {}
-    for r in ROLES[: rank + 1]:
-        payload.update(overrides.get(r) or {})
-    if event["type"] in OPERATOR_HTML_TYPES and rank < _RANK["operator"] and not overrides.get("viewer"):
-        payload.pop("html", None)
-    return {"type": event["type"], "payload": payload}
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):
@@ -104,6 +86,5 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "pong", "payload": {}})
 
     async def live_event(self, message):
-        event = filter_event(message["event"], self.role)
-        if event is not None:
-            await self.send_json(event)
+        event = message["event"]
+        await self.send_json({"type": event["type"], "payload": event["payload"]})
