@@ -210,3 +210,91 @@ def test_after_a_disabled_unit_the_fixs_edge_names_a_live_engine_unit(request, k
     assert line.endswith(f"{fix['path']})") and box.unit("ord-a") in line, entry.body_md
     code, first = unit_fix("ord-a", "--check", "after_enabled_units", "--check", "cold_starts_serialized")
     assert code == 0 and first["fixes"] == [], first  # ordered now: no edge back (never a cycle)
+
+
+PER_ENGINE = ("restart_always_bounded", "compile_caps", "cuda_on_path", "readiness_budget", "memory_max_set")
+
+
+def _audit(engine):
+    from dashboard.services import audit
+    from dashboard.services.launchconfig import observe_now
+
+    observe_now(engine)
+    return {r.check: r for r in audit.audit([engine], only_engine=engine)}
+
+
+def test_every_per_engine_fix_applied_makes_its_check_pass_and_the_gate_holds_the_start(real_box, engine_of):
+    """A bare unit (no caps, no CUDA on PATH, no readiness helper, no MemoryMax, Restart=on-failure): one
+    `unit fix --apply` writes five drop-ins, the audit then passes each of those checks, and the restarted
+    unit goes active only after `sparkops wait-ready` (its new ExecStartPost=) saw the engine serve."""
+    from dashboard.collectors.systemd import journal_read
+    from tests.waiting import wait_for
+
+    box = real_box
+    box.add("bare", restart="on-failure")
+    engine = engine_of(box, "bare")
+    before = _audit(engine)
+    assert {k: before[k].status for k in PER_ENGINE} == {
+        "restart_always_bounded": "fail",
+        "compile_caps": "fail",
+        "cuda_on_path": "fail",
+        "readiness_budget": "warn",
+        "memory_max_set": "fail",
+    }, {k: before[k].evidence for k in PER_ENGINE}
+    code, out = unit_fix("bare", "--apply")
+    for fix in out["fixes"]:
+        box.files.append(on_disk(fix["path"]))
+    assert code == 0 and out["applied"], out
+    assert {f["check"] for f in out["fixes"]} == set(PER_ENGINE), out
+    settings = {(s["key"], s["value"].partition("=")[0]) for f in out["fixes"] for s in f["settings"]}
+    assert {("Environment", n) for n in ("MAX_JOBS", "NVCC_THREADS", "PATH", "CUDA_HOME")} <= settings, settings
+    after = _audit(engine)
+    assert {k: after[k].status for k in PER_ENGINE} == dict.fromkeys(PER_ENGINE, "pass"), {
+        k: after[k].evidence for k in PER_ENGINE
+    }
+    raw = box.show("bare")
+    assert "wait-ready" in raw["ExecStartPost"] and raw["TimeoutStartUSec"] == "16min", raw
+    entry = Entry.objects.get(pk=out["entry"]["id"])
+    for fix in out["fixes"]:
+        assert fix["path"] in entry.body_md, (fix["path"], entry.body_md)
+
+    box.restart("bare")
+    shown(box, "bare", ActiveState="active", SubState="running")
+    box.wait_ready("bare")
+    texts: list = []
+
+    def gate_said():
+        entries, _ = journal_read(user_units=[box.unit("bare")], first_lines=500)
+        texts[:] = [str(e.get("MESSAGE")) for e in entries]
+        return any(t.startswith("sparkops wait-ready:") for t in texts)
+
+    assert wait_for(gate_said, timeout=WAIT_S), texts[-20:]  # the gate ran and said so in the unit's journal
+
+
+@pytest.mark.parametrize("kind", ["sim"])
+def test_the_simulated_units_fixes_make_their_checks_pass(kind, settings, monkeypatch, tmp_path, db):
+    """The simulator's SGLang unit (caps partly set, no MemoryMax) and llama.cpp unit (its helper's budget past
+    TimeoutStartSec): the drop-ins go into the simulated /etc/systemd/system, its daemon-reload takes them."""
+    from dashboard.models import Engine, Host
+    from dashboard.simulator.client import Simulation
+    from tests.simbox import point_collectors_at
+
+    with Simulation(engines=["sglang:fx-s", "llamacpp:fx-t"], state_dir=tmp_path / "sim", ready_timeout=WAIT_S) as sim:
+        point_collectors_at(sim, settings, monkeypatch, gpu=False)
+        host = Host.objects.create(name=settings.SPARKOPS_HOST_NAME)
+        engines = {
+            name: Engine.objects.create(
+                name=name, kind=k, url=sim.url(name), host=host, unit=sim.unit(name), status="up"
+            )
+            for name, k in (("fx-s", "sglang"), ("fx-t", "llamacpp"))
+        }
+        want = {"fx-s": ("compile_caps", "memory_max_set"), "fx-t": ("readiness_budget", "memory_max_set")}
+        for name, checks in want.items():
+            before = _audit(engines[name])
+            assert all(before[c].status == "fail" for c in checks), {c: before[c].evidence for c in checks}
+            code, out = unit_fix(name, *[a for c in checks for a in ("--check", c)], "--apply")
+            assert code == 0 and out["applied"] and {f["check"] for f in out["fixes"]} == set(checks), out
+            after = _audit(engines[name])
+            assert all(after[c].status == "pass" for c in checks), {c: after[c].evidence for c in checks}
+        caps = (on_disk(sim.show("fx-s")["FragmentPath"] + ".d") / "50-sparkops-compile_caps.conf").read_text()
+        assert "Environment=NVCC_THREADS=1" in caps and "MAX_JOBS" not in caps  # the unit's MAX_JOBS=4 is kept
