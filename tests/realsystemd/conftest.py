@@ -182,15 +182,20 @@ class SimBox:
             sim.wait_ready(name, timeout=WAIT_S)
         return sim.unit(name)
 
-    def add_together(self, names, *, restart="on-failure", start=True, unit_opts=None, **opts):
+    def add_together(self, names, *, restart="on-failure", start=True, unit_opts=None, hand_run=(), **opts):
         """Engines NAMES under one simulated box (one Simulation: one systemd, one /proc), so the
-        collectors read them together; started at once (`start_together`) once up and stopped."""
+        collectors read them together; started at once (`start_together`) once up and stopped.
+        HAND_RUN: those of NAMES started by hand from a shell (no unit; the simulator's hand_run)."""
         from dashboard.simulator.client import Simulation
         from tests.simbox import point_collectors_at
 
         opts = {**(unit_opts or {}), **opts}
         specs = [
-            ",".join([f"vllm:{name}", f"restart={restart}", *(f"{k}={v}" for k, v in opts.items())]) for name in names
+            ",".join(
+                [f"vllm:{name}", f"restart={restart}", *(f"{k}={v}" for k, v in opts.items())]
+                + (["hand_run=1"] if name in hand_run else [])
+            )
+            for name in names
         ]
         sim = Simulation(
             engines=specs, state_dir=self.tmp / f"sim-{'-'.join(names)}", ready_timeout=WAIT_S, wait_ready=start
