@@ -148,6 +148,8 @@ def test_up_demo_serves_polled_engines_and_stops_every_child(tmp_path):
         assert "HIT HIT HIT" in run_page, run_page[-3000:]
         firing = client.get("/live/alerts/")
         assert "Nothing firing." in firing.text, firing.text[-2000:]
+        _demo_channel_delivers(client, base)
+        _static_is_collected(client)
         children = _children(proc.pid)
         names = " ".join(_cmdline(c) for c in children)
         for part in ("uvicorn", "worker", "beat", "simulate", "redis-server"):
@@ -166,6 +168,31 @@ def test_up_demo_serves_polled_engines_and_stops_every_child(tmp_path):
     assert took < 5.0, f"stopping took {took:.1f} s:\n{output[-1500:]}"
     assert "stopped web" in output and "stopped redis-server" in output and "killed" not in output
     assert "demo probe demo-needle on demo-vllm, hourly (0 * * * *)" in output
+    assert "demo channel demo-inbox (added): every notification lands on " + base + "/alerts/inbox/" in output
+    assert "collected static files (hashed, compressed)" in output
+
+
+def _demo_channel_delivers(client, base):
+    """Issue 30 §5: the demo ships a channel to the stack's own inbox; its Test goes through the worker's outbox."""
+    channel = re.search(r'action="/alerts/channels/(\d+)/test"', client.get("/alerts/channels/").text).group(1)
+    sent = client.post(
+        f"/alerts/channels/{channel}/test",
+        data={"csrfmiddlewaretoken": client.cookies["csrftoken"]},
+        headers={"Referer": base + "/alerts/channels/"},
+    )
+    assert sent.status_code == 302, sent.text[-2000:]
+    deadline = time.monotonic() + 30
+    while "Test notification from SparkOps to channel demo-inbox." not in (inbox := client.get("/alerts/inbox/").text):
+        assert time.monotonic() < deadline, "the demo channel's test never reached the inbox: " + inbox[-2000:]
+        time.sleep(0.2)
+
+
+def _static_is_collected(client):
+    """Issue 30 §6: `up` collected the static files; a chart page names plotly.js hashed, sent compressed for good."""
+    html = client.get("/engines/demo-vllm/").text
+    plotly_js = re.search(r'src="(/static/plotly/plotly\.min\.[0-9a-f]{12}\.js)"', html).group(1)
+    answer = client.get(plotly_js, headers={"Accept-Encoding": "br"})
+    assert answer.headers["content-encoding"] == "br" and "immutable" in answer.headers["cache-control"]
 
 
 def test_sigkilled_up_leaves_no_child_and_a_second_up_is_refused(tmp_path):

@@ -9,6 +9,7 @@ from .models import (
     AlertRuleOverride,
     Delivery,
     DeliveryAttempt,
+    InboxMessage,
     MaintenanceWindow,
     NotificationChannel,
     Route,
@@ -100,3 +101,9 @@ class DeliveryAdmin(admin.ModelAdmin):
 
 admin.site.register(Silence)
 admin.site.register(MaintenanceWindow)
+
+
+@admin.register(InboxMessage)
+class InboxMessageAdmin(admin.ModelAdmin):
+    list_display = ("received_at", "channel", "idempotency_key")
+    readonly_fields = ("received_at", "channel", "idempotency_key", "body")

@@ -301,3 +301,28 @@ class RuleState(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["rule", "subject"], name="rulestate_rule_subject")]
+
+
+class InboxMessage(models.Model):
+    """A webhook delivery received by SparkOps itself (dashboard/alerts/inbox.py): the local
+    channel the demo ships with, so a newcomer watches notifications arrive with nothing set up."""
+
+    received_at = models.DateTimeField(auto_now_add=True)
+    # The channel whose secret signed it (SET_NULL: the received record outlives the channel).
+    channel = models.ForeignKey(
+        NotificationChannel, null=True, blank=True, on_delete=models.SET_NULL, related_name="inbox_messages"
+    )
+    idempotency_key = models.CharField(max_length=200, blank=True)
+    body = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["-received_at", "-id"]
+        constraints = [
+            # A retried delivery is received once, as a real receiver should.
+            models.UniqueConstraint(
+                fields=["idempotency_key"], condition=~Q(idempotency_key=""), name="inboxmessage_one_per_key"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.idempotency_key or self.pk} at {self.received_at:%Y-%m-%d %H:%M:%S}"

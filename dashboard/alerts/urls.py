@@ -1,10 +1,12 @@
 from django.urls import path
 
-from . import views
+from . import inbox_views, views
 
 app_name = "alerts"
 urlpatterns = [
     path("", views.index, name="index"),
+    path("inbox/", inbox_views.inbox, name="inbox"),
+    path("inbox/receive/", inbox_views.receive, name="inbox-receive"),
     path("<id:pk>/", views.detail, name="detail"),
     path("<id:pk>/ack", views.ack, name="ack"),
     path("<id:pk>/silence", views.silence, name="silence"),

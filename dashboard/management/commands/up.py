@@ -20,6 +20,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from dashboard.alerts.inbox import demo_inbox_channel
 from dashboard.roles import set_role
 from dashboard.stack.children import STOP_GRACE_S, Child, Supervisor
 from sparkops.redisproc import PrivateRedis
@@ -76,6 +77,7 @@ class Command(BaseCommand):
         }
         if demo:
             env.update(self._start_demo(sup, env))
+            self._demo_channel(bind, port)
         py = sys.executable
         sup.start(
             Child(
@@ -115,6 +117,14 @@ class Command(BaseCommand):
         dead = sup.watch()
         if dead is not None:
             raise CommandError(f"{dead.name} (pid {dead.pid}) exited with status {dead.returncode}; stopping the stack")
+
+    def _demo_channel(self, bind, port):
+        """The demo's local channel: a signed webhook to this stack's own inbox page."""
+        host = "127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind
+        base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        channel, created = demo_inbox_channel(base_url=base)
+        verb = "added" if created else "kept"
+        self.stdout.write(f"demo channel {channel.name} ({verb}): every notification lands on {base}/alerts/inbox/\n")
 
     def _start_demo(self, sup, env):
         """Start the simulated engines, register them, and point the host collectors at the
