@@ -111,3 +111,43 @@ def test_claims_render_the_change_logs_markdown(chromium, live_server, viewer, f
     page.click("#claims-table a:has(strong)")  # the entry's own page renders it too
     assert page.locator(".claim-text strong").inner_text() == "11.2×"
     assert page.errors == []
+
+
+def test_coresidency_says_what_its_percentage_is_relative_to(chromium, live_server, viewer, fleet):
+    from tests.live.helpers import add_samples
+
+    a, b, now = fleet["vllm"], fleet["llama"], timezone.now()
+    # a: 100 tok/s alone for a minute, then 45 tok/s while b generates too
+    add_samples(metric="generation_tokens_per_s", values=[100.0] * 30 + [45.0] * 30, end=now, engine=a)
+    add_samples(metric="generation_tokens_per_s", values=[0.0] * 30 + [50.0] * 30, end=now, engine=b)
+    page = open_as(chromium, live_server, viewer)
+    page.goto(f"{live_server.url}/coresidency/?a={a.name}&b={b.name}")
+    wait_for_js(page, "document.querySelectorAll('#coresidency-stats tbody tr').length === 2")
+    row = page.locator("#coresidency-stats tbody tr", has_text=a.name)
+    assert row.locator("td").nth(3).inner_text() == "−55 % (slower together)"
+    assert "TOGETHER VS ALONE" in page.inner_text("#coresidency-stats thead")  # (upper-cased by CSS)
+    explained = page.inner_text("#coresidency-explained")
+    assert "relative to its own mean rate while it generated alone" in explained
+    shot(page, "issue30-coresidency-desk")
+
+
+def test_the_ledger_charts_axis_names_the_day_once(chromium, live_server, viewer, fleet):
+    """Three pools on one day: the date appears once on the x axis, the ticks tell the hours apart."""
+    from datetime import UTC, datetime
+
+    from dashboard.models import KVPoolEntry
+
+    for hour, pool in ((9, 766464), (12, 524288), (15, 700000)):
+        KVPoolEntry.objects.create(
+            engine=fleet["vllm"], recorded_at=datetime(2026, 8, 20, hour, tzinfo=UTC), pool_tokens=pool, window=32768
+        )
+    for size, viewport in (("desk", DESK), ("phone", PHONE)):
+        page = open_as(chromium, live_server, viewer, viewport)
+        page.goto(live_server.url + "/changelog/ledgers/")
+        page.locator("#pool-chart .xtick text").first.wait_for()
+        ticks = page.locator("#pool-chart .xtick text").all_text_contents()
+        assert len(ticks) >= 3, ticks
+        assert sum("Aug" in t for t in ticks) == 1, ticks  # the day once, not on every tick
+        assert len(set(ticks)) == len(ticks), ticks
+        shot(page, f"issue30-ledger-axis-{size}")
+        assert page.errors == []

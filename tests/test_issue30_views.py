@@ -26,3 +26,23 @@ def test_no_benchmark_or_probe_form_offers_a_retired_engine(operator_client, fle
         assert f'<option value="{live.pk}"' in page and f'<option value="{gone.pk}"' not in page, url
     r = operator_client.post("/bench/pairs/new/", {"profile_a": a.pk, "profile_b": old.pk})
     assert r.status_code in (200, 302) and not PairRun.objects.exists()  # refused, nothing queued
+
+
+def test_a_30_day_chart_reaches_the_newest_sample(viewer_client, fleet):
+    """30 days in 2,000 points are 22-minute buckets of minute rollups, drawn at each bucket's
+    start: the line ended ~10 min before now. It ends at the newest sample."""
+    from datetime import datetime, timedelta
+
+    from dashboard.collectors import store
+    from tests.live.helpers import add_samples
+
+    now = timezone.now()
+    engine = fleet["vllm"]
+    add_samples(metric="generation_tokens_per_s", values=[80.0] * 900, end=now - timedelta(seconds=1), engine=engine)
+    store.rollups_minute(end=now - timedelta(minutes=3), lookback=timedelta(hours=1))  # the rollup lags the samples
+    data = viewer_client.get(f"/charts/engine/{engine.name}.json?range=30d").json()
+    (decode,) = [t for p in data["panels"] for t in p["traces"] if t["metric"] == "generation_tokens_per_s"]
+    assert decode["source"] == "1m"  # 30 days: minute rollups in buckets
+    last = datetime.fromisoformat(decode["t"][-1])
+    assert now - last < timedelta(seconds=5), (now, last)  # the newest sample, 1 s before now
+    assert decode["y"][-1] == 80.0

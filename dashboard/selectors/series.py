@@ -6,7 +6,7 @@ max beside the mean (`y_min`, `y_max`), so an 800 MHz dip for 10 s still shows o
 else 1-minute rollups, else 1-hour rollups; buckets are computed in SQL."""
 
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
@@ -44,12 +44,73 @@ def series_points_many(*, metrics, engine=None, host=None, start, end, max_point
         return out
     by_id = {sid: out[m] for m, sid in ids.items()}
     for sid, t, y, lo, hi in _query(list(by_id), source, bucket_s, start, end):
-        pts = by_id[sid]
-        pts["t"].append(t)
-        pts["y"].append(y)
-        pts["y_min"].append(lo)
-        pts["y_max"].append(hi)
+        _append(by_id[sid], t, y, lo, hi)
+    if source != "raw" or bucket_s:
+        _reach_the_end(by_id, source, bucket_s, end)
     return out
+
+
+def _append(pts, t, y, lo, hi):
+    pts["t"].append(t)
+    pts["y"].append(y)
+    pts["y_min"].append(lo)
+    pts["y_max"].append(hi)
+
+
+def _reach_the_end(by_id, source, bucket_s, end):
+    """A merged line ends at its newest data, not ~half a bucket before now (issue 30: a 30-day
+    chart, 22-minute buckets, ended ~10 min early). The last bucket is drawn at its newest row;
+    rollups (which lag the samples by up to a rollup period) get the raw samples newer than them
+    as one last point at the newest sample."""
+    with_points = {sid: pts for sid, pts in by_id.items() if pts["t"]}
+    if not with_points:
+        return
+    if bucket_s:
+        table = Sample._meta.db_table if source == "raw" else Rollup._meta.db_table
+        extra = "" if source == "raw" else f" AND resolution = {_resolution(source)}"
+        for sid, newest in _newest(table, with_points, extra, end):
+            pts = with_points[sid]
+            if _as_datetime(newest) > _as_datetime(pts["t"][-1]):
+                pts["t"][-1] = newest
+    if source == "raw":
+        return
+    step = timedelta(seconds=_resolution(source))
+    cutoff = {sid: _as_datetime(pts["t"][-1]) + step for sid, pts in with_points.items()}
+    for sid, t, y, lo, hi in _raw_tail(cutoff, end):
+        _append(with_points[sid], t, y, lo, hi)
+
+
+def _resolution(source):
+    return Rollup.Resolution.MINUTE if source == "1m" else Rollup.Resolution.HOUR
+
+
+def _newest(table, by_id, extra, end):
+    """(series id, ISO time of its newest row before END) for the series BY_ID."""
+    marks = ", ".join(["%s"] * len(by_id))
+    since = min(_as_datetime(pts["t"][-1]) for pts in by_id.values())
+    adapt = connection.ops.adapt_datetimefield_value
+    sql = (
+        f"SELECT series_id, MAX(ts) FROM {table} WHERE series_id IN ({marks}) AND ts >= %s AND ts < %s{extra} "
+        "GROUP BY series_id"
+    )
+    with connection.cursor() as cur:
+        cur.execute(sql, [*by_id, adapt(since), adapt(end)])
+        return [(sid, _as_datetime(t).isoformat()) for sid, t in cur.fetchall() if t is not None]
+
+
+def _raw_tail(cutoff, end):
+    """One point per series from the raw samples at or after its CUTOFF (and before END): their
+    mean, min and max, at the newest of them."""
+    adapt = connection.ops.adapt_datetimefield_value
+    where = " OR ".join(["(series_id = %s AND ts >= %s)"] * len(cutoff))
+    params = [v for sid, t in cutoff.items() for v in (sid, adapt(t))]
+    sql = (
+        f"SELECT series_id, MAX(ts), AVG(value), MIN(value), MAX(value) FROM {Sample._meta.db_table} "
+        f"WHERE ({where}) AND ts < %s GROUP BY series_id"
+    )
+    with connection.cursor() as cur:
+        cur.execute(sql, [*params, adapt(end)])
+        return [(sid, _as_datetime(t).isoformat(), y, lo, hi) for sid, t, y, lo, hi in cur.fetchall() if t is not None]
 
 
 def choose_source(*, start, end, max_points, now=None):

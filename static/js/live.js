@@ -307,6 +307,14 @@
       .then(function () { div._sliding = false; }, function () { div._sliding = false; });
   }
 
+  // The penalty (1 − together/alone) as the change it is: "−55 % (slower together)", signed.
+  function together(penalty) {
+    if (penalty == null) return "—";
+    var change = Math.round(-penalty);
+    if (change === 0) return "0 % (the same)";
+    return (change > 0 ? "+" : "−") + Math.abs(change) + " % (" + (change > 0 ? "faster" : "slower") + " together)";
+  }
+
   function fillStats(stats) {
     var body = document.querySelector("#coresidency-stats tbody");
     if (!body || !stats) return;
@@ -314,7 +322,7 @@
     body.innerHTML = Object.keys(stats).map(function (name) {
       var s = stats[name], cell = document.createElement("td"); cell.textContent = name;
       return "<tr>" + cell.outerHTML + "<td>" + fmt(s.alone, 1) + "</td><td>" + fmt(s.together, 1) + "</td><td>" +
-        (s.penalty_pct == null ? "—" : fmt(s.penalty_pct, 0) + " %") + "</td></tr>";
+        together(s.penalty_pct) + "</td></tr>";
     }).join("");
   }
 

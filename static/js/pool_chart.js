@@ -8,8 +8,12 @@
   });
   window.sparkopsCharts.onThemeRedraw(function () {
     window.Plotly.react(el, traces, window.sparkopsCharts.baseLayout({
-      margin: { t: 20, r: 20, b: 40, l: 70 }, yaxis: { title: { text: "KV pool (tokens)" }, rangemode: "tozero" },
-      xaxis: { type: "date", tickformat: "%b %d\n%H:%M", hoverformat: "%Y-%m-%d %H:%M", nticks: 8 }, showlegend: true
+      margin: { t: 40, r: 20, b: 50, l: 70 }, yaxis: { title: { text: "KV pool (tokens)" }, rangemode: "tozero" },
+      legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },  // above the plot: a phone keeps its width
+      // Plotly's own date ticks suit the span (times within a day with the date once, days over
+      // weeks); a fixed "%b %d" format read "Dec 01" on every tick of a one-day ledger.
+      xaxis: { type: "date", hoverformat: "%Y-%m-%d %H:%M", tickangle: 0,
+               nticks: Math.max(3, Math.min(8, Math.floor(el.clientWidth / 110))) }, showlegend: true
     }), { displaylogo: false, responsive: true });
   });
 })();
