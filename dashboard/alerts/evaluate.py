@@ -371,6 +371,7 @@ def evaluate_liveness(finding, *, memory):
             up=finding.up,
             reason=finding.reason,
             rechecked=finding.rechecked,
+            unit_now=finding.unit_now,
             observed_at=seen[1],
         )
     memory.last_up[engine.pk] = (

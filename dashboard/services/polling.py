@@ -22,7 +22,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from dashboard import clock, http
-from dashboard.collectors import collector_for, contract, own, runner, store
+from dashboard.collectors import collector_for, contract, own, runner, store, unitnow
 from dashboard.collectors.base import Snapshot, describe
 from dashboard.collectors.derive import SAMPLE_METRICS, derive, kv_changed
 from dashboard.collectors.hostread import host_read
@@ -408,7 +408,8 @@ def _engine_apply(engine, reading, now):
 
 @dataclass
 class Liveness:
-    """One probe's finding about one engine. `changed`: Engine.status moved with it."""
+    """One probe's finding about one engine. `changed`: Engine.status moved with it.
+    `unit_now`: its unit read with the finding (an engine expected up found not up, or back up)."""
 
     engine: Engine
     status: str  # up | loading | down
@@ -416,6 +417,7 @@ class Liveness:
     rechecked: bool
     checked_at: datetime
     changed: bool = False
+    unit_now: unitnow.UnitNow | None = None
 
     @property
     def up(self):
@@ -434,7 +436,9 @@ class Liveness:
 def engines_probe(*, engines, keep_down=frozenset()) -> list[Liveness]:
     """Cheap liveness probe of every engine; a failed probe is re-checked ~0.3 s later.
     A status that moved is stored at once, except an "up" for an engine in KEEP_DOWN (ids of
-    engines a metrics poll found down: a healthy /health does not overrule their /metrics)."""
+    engines a metrics poll found down: a healthy /health does not overrule their /metrics).
+    An engine expected up that is found not up, or up again, has its unit read with the finding
+    (`collectors/unitnow`): the engine_down rule says from it why it died or who restarted it."""
     engines = list(engines)
     if not engines:
         return []
@@ -442,10 +446,14 @@ def engines_probe(*, engines, keep_down=frozenset()) -> list[Liveness]:
     async def probe_all(client):
         return await asyncio.gather(*(_probe_twice(client, e) for e in engines))
 
-    return [
+    findings = [
         finding if finding.up and finding.engine.pk in keep_down else liveness_record(finding)
         for finding in runner.run(probe_all)
     ]
+    for finding in findings:
+        if finding.engine.expected_up and (not finding.up or finding.changed):
+            finding.unit_now = unitnow.unit_now(finding.engine)
+    return findings
 
 
 async def _probe_once(client, engine):

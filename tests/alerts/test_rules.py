@@ -51,6 +51,28 @@ def test_engine_down_needs_two_failures_and_names_exit0(fleet):
     assert event.state == "resolved"
 
 
+def test_engine_down_runs_no_command_it_reads_the_unit_its_probe_collected(fleet, settings, tmp_path):
+    """Rules read, collectors run commands: the probe step reads the unit of an engine it found
+    down (`collectors/unitnow`) and the rule says why from that, with systemctl and journalctl
+    never run during the evaluation (here each would leave a line in CALLS)."""
+    from dashboard.collectors.unitnow import UnitNow
+
+    calls = tmp_path / "calls"
+    for name in ("systemctl", "journalctl"):
+        command = tmp_path / name
+        command.write_text(f"#!/bin/sh\necho {name} >> {calls}\nexit 1\n")
+        command.chmod(0o755)
+        setattr(settings, f"SPARKOPS_{name.upper()}", str(command))
+    vllm = fleet["vllm"]
+    settings.SPARKOPS_HOST_NAME = vllm.host.name  # its unit is on this box: readable here
+    collected = UnitNow(EXIT0, fatal_line="CUDA error: an illegal instruction was encountered")
+    evaluate("engine_liveness", engine=vllm, up=False, reason="connection refused", rechecked=True, unit_now=collected)
+    event = open_event("engine_down", "vllm-main")
+    assert event.cause == "exit0_no_restart" and "illegal instruction" in event.message
+    assert event.details["unit"] == EXIT0
+    assert not calls.exists()
+
+
 def test_second_death_alerts_again(fleet):
     vllm = fleet["vllm"]
     for _ in range(2):

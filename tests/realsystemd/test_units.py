@@ -11,6 +11,7 @@ from dashboard.alerts.evaluate import evaluate
 from dashboard.alerts.models import AlertEvent
 from dashboard.collectors import unitconfig
 from dashboard.collectors.systemd import journal_read, units_show
+from dashboard.collectors.unitnow import unit_now
 from tests.waiting import wait_for
 
 from .conftest import WAIT_S
@@ -45,8 +46,16 @@ def journal_texts(box, name, *want):
 
 
 def down_event(engine):
-    evaluate("engine_liveness", engine=engine, up=False, reason="connection refused", rechecked=False)
-    evaluate("engine_liveness", engine=engine, up=False, reason="connection refused", rechecked=True)
+    """Two failed probes of ENGINE, each with its unit read as the probe step reads it."""
+    for rechecked in (False, True):
+        evaluate(
+            "engine_liveness",
+            engine=engine,
+            up=False,
+            reason="connection refused",
+            rechecked=rechecked,
+            unit_now=unit_now(engine),
+        )
     return AlertEvent.objects.get(rule="engine_down", subject=engine.name, state="firing")
 
 
@@ -80,7 +89,7 @@ def test_restart_always_in_a_drop_in_restarts_and_counts(box, engine_of):
     texts = [e.get("MESSAGE") for e in entries]
     assert "Scheduled restart job, restart counter is at 1." in " ".join(str(t) for t in texts), texts
     assert any("illegal instruction" in str(t) for t in texts)
-    evaluate("engine_liveness", engine=engine, up=True, reason="")
+    evaluate("engine_liveness", engine=engine, up=True, reason="", unit_now=unit_now(engine))
     assert not AlertEvent.objects.filter(rule="engine_down", state="firing").exists()
 
 
@@ -210,7 +219,7 @@ def test_a_crash_loop_past_the_start_limit_keeps_result_exit_code(box, engine_of
 
 def _down_cause(engine, reason="HTTP 503"):
     """Evaluate a failed probe of ENGINE once more; its firing engine_down event, or None."""
-    evaluate("engine_liveness", engine=engine, up=False, reason=reason, rechecked=True)
+    evaluate("engine_liveness", engine=engine, up=False, reason=reason, rechecked=True, unit_now=unit_now(engine))
     return AlertEvent.objects.filter(rule="engine_down", subject=engine.name, state="firing").first()
 
 

@@ -6,7 +6,6 @@ from ..lifecycle import Finding
 from . import register
 from .base import Rule
 from .causes import DEFINITIVE, _int, classify
-from .unitstate import fatal_line_now, start_limit_line_now, unit_of, unit_state_now
 
 
 @register
@@ -22,7 +21,9 @@ class EngineDown(Rule):
         "answering, process gone, refused or timeout; it quotes the last fatal journal line."
     )
 
-    def evaluate(self, *, settings, engine, up, reason="", rechecked=False, state, **_):
+    def evaluate(self, *, settings, engine, up, reason="", rechecked=False, state, unit_now=None, **_):
+        """UNIT_NOW: the engine's unit as the probe read it with this finding
+        (`collectors/unitnow.UnitNow`), else what the last host reading said."""
         if up or not engine.expected_up:
             state["failures"] = 0
             down_nrestarts = state.pop("down_nrestarts", None)
@@ -35,22 +36,22 @@ class EngineDown(Rule):
                     engine=engine,
                     active=False,
                     resolution="up again",
-                    resolved_by=_restarted_by(engine, down_nrestarts) if down_nrestarts is not None else "",
+                    resolved_by=_restarted_by(engine, down_nrestarts, unit_now) if down_nrestarts is not None else "",
                 )
             ]
         state["failures"] = state.get("failures", 0) + (2 if rechecked else 1)
         if state["failures"] < settings["failures"]:
             return []
-        here = unit_state_now(engine)
+        here = unit_now.props if unit_now is not None else None
         unit = here or unit_of(engine)
         if unit and "down_nrestarts" not in state:
             state["down_nrestarts"] = _int(unit.get("NRestarts"))
-        fatal = fatal_line_now(engine) or _last_fatal(engine)
+        fatal = (unit_now.fatal_line if unit_now is not None else "") or _last_fatal(engine)
         activating_for = _activating_for(state, unit, same_clock=here is not None)
         if unit and unit.get("ActiveState") == "failed" and unit.get("Result") != "start-limit-hit":
             # A crash loop past StartLimitBurst keeps the last run's Result (exit-code): only the
             # journal says "Start request repeated too quickly".
-            unit = {**unit, "start_limit_line": start_limit_line_now(engine)}
+            unit = {**unit, "start_limit_line": unit_now.start_limit_line if unit_now is not None else ""}
         cause = classify(
             unit=unit,
             reason=reason,
@@ -83,11 +84,11 @@ class EngineDown(Rule):
         ]
 
 
-def _restarted_by(engine, down_nrestarts):
+def _restarted_by(engine, down_nrestarts, unit_now=None):
     """Who brought ENGINE back, as far as systemd tells: its NRestarts counts only the restarts
     systemd made itself (Restart=), not `systemctl restart` by a person. '' when it cannot tell
     (a person's Restart button, read from the alert's timeline by the lifecycle, comes first)."""
-    unit = unit_state_now(engine) or unit_of(engine)
+    unit = (unit_now.props if unit_now is not None else None) or unit_of(engine)
     now = _int((unit or {}).get("NRestarts"))
     if down_nrestarts is None or now is None:
         return ""
@@ -113,6 +114,12 @@ def _activating_for(state, unit, *, same_clock=False):
     else:
         state.setdefault("activating_since", time.time())
     return time.time() - state["activating_since"]
+
+
+def unit_of(engine, reading=None):
+    """The engine's unit as the last reading saw it (READING, default the engine's latest)."""
+    reading = reading if reading is not None else (engine.latest or {})
+    return reading.get("unit") or None
 
 
 def _last_fatal(engine):
