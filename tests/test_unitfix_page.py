@@ -102,3 +102,45 @@ def test_an_admins_fix_is_queued_on_the_box_applied_by_its_worker_and_shown(
     page = admin_client_.get(url).content.decode()
     assert done.title in page and reverse("changelog:entry", args=[observed.pk]) in page
     assert "data-apply" not in page  # the check passes now: nothing left to write
+
+
+@pytest.mark.django_db
+def test_the_readiness_fix_budgets_the_slowest_measured_cold_start_and_a_margin(tmp_path, settings, monkeypatch):
+    """The simulated llama.cpp unit's helper budget (120 s + the 60 s margin) is past its TimeoutStartSec (90 s):
+    the fix's gate is `sparkops wait-ready` by absolute path, with a budget of the slowest measured cold start
+    × 1.5 (warm starts do not count while a cold one is known) and TimeoutStartSec above it by the margin."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dashboard.controls import unitfix
+    from dashboard.models import EngineStart
+    from dashboard.services import audit
+    from dashboard.services.launchconfig import observe_now
+    from dashboard.simulator.client import Simulation
+    from tests.simbox import point_collectors_at
+
+    with Simulation(engines=["llamacpp:gate"], state_dir=tmp_path / "sim", ready_timeout=60) as sim:
+        point_collectors_at(sim, settings, monkeypatch, gpu=False)
+        host = Host.objects.create(name=settings.SPARKOPS_HOST_NAME)
+        engine = Engine.objects.create(
+            name="gate", kind="llamacpp", url=sim.url("gate"), host=host, unit=sim.unit("gate"), status="up"
+        )
+        now = timezone.now()
+        for kind, seconds in (("cold", 200), ("cold", 335), ("warm", 30)):
+            EngineStart.objects.create(
+                engine=engine, kind=kind, started_at=now, healthy_at=now + timedelta(seconds=seconds)
+            )
+        observe_now(engine)
+        plan = unitfix.apply(engine, unitfix.plan(engine, checks=["readiness_budget"]))
+        assert plan.applied and plan.refused is None, plan
+        (fix,) = plan.fixes
+        post = [v for _s, k, v in fix.settings if k == "ExecStartPost"]
+        assert post[0] == ""  # the old helper reset first
+        argv = post[1].split()
+        assert Path(argv[0]).is_absolute() and Path(argv[0]).name == "sparkops" and Path(argv[0]).exists(), argv
+        assert argv[1:] == ["wait-ready", "--url", engine.url, "--kind", "llamacpp", "--budget", "503"], argv
+        assert ("Service", "TimeoutStartSec", "563") in fix.settings and "slowest cold start 335 s of 2" in fix.note
+        observe_now(engine)
+        (result,) = [r for r in audit.audit([engine], only_engine=engine) if r.check == "readiness_budget"]
+        assert result.status == "pass" and "budget 503 s" in result.evidence, result
