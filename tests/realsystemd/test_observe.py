@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.xdist_group("realsystemd"), pytest.mark.django_db]
 
 # `vllm` as a venv's console script: the kernel runs `PYTHON …/bin/vllm serve MODEL --port P …`, the
 # command line the process scan knows vLLM by, and it serves the simulator's vLLM engine.
-VLLM = r'''#!{python}
+VLLM = r"""#!{python}
 import sys
 sys.path.insert(0, {root!r})
 args = sys.argv[1:]
@@ -44,7 +44,7 @@ if "--gpu-memory-utilization" in opts:
     argv += ["--memory-share", opts["--gpu-memory-utilization"]]
 from dashboard.simulator.engine import main
 sys.exit(main(argv))
-'''
+"""
 
 
 def vllm_script(root):
@@ -101,9 +101,7 @@ def shell_engine(tmp_path):
         proc.wait(timeout=30)
 
 
-def test_an_engine_started_by_hand_outside_the_manager_is_found_with_its_own_environment(
-    box, engine_of, shell_engine
-):
+def test_an_engine_started_by_hand_outside_the_manager_is_found_with_its_own_environment(box, engine_of, shell_engine):
     """Beside an engine under a unit (whose process reads like `vllm serve` too: the scan leaves it to
     its unit by its cgroup), an engine started from a shell becomes `hand-run-PORT` with a snapshot of
     its argv and the environment it runs with (/proc/PID/environ: the shell's compile caps, none of
