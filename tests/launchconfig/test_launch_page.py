@@ -12,9 +12,7 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 HF_TOKEN = "hf_live_0123456789abcdefSECRET"
 API_KEY = "sk-proj-launchpage-secret-42"
 SECRETS_DROPIN = (
-    "[Service]\n"
-    f"Environment=HF_TOKEN={HF_TOKEN} CUDA_DEVICE_ORDER=PCI_BUS_ID\n"
-    f'Environment="OPENAI_API_KEY={API_KEY}"\n'
+    f'[Service]\nEnvironment=HF_TOKEN={HF_TOKEN} CUDA_DEVICE_ORDER=PCI_BUS_ID\nEnvironment="OPENAI_API_KEY={API_KEY}"\n'
 )
 SEQS_64 = '[Service]\nEnvironment="VLLM_EXTRA_ARGS=--max-num-seqs 64"\n'
 DROP = "/etc/systemd/system/nemotron.service.d/"
@@ -52,7 +50,7 @@ def test_flags_with_their_files_unit_files_in_order_environment_redacted_and_rea
     # Flags are listed in the order of the files that set them: the fragment's before the drop-in's.
     order = [r["flag"] for r in ctx["flags"]]
     assert order.index("--max-model-len") < order.index("--max-num-seqs")
-    assert f'<tr data-flag="--max-num-seqs">' in html and "20-seqs.conf" in html
+    assert '<tr data-flag="--max-num-seqs">' in html and "20-seqs.conf" in html
     # The unit's files, each with its text, in the order systemd applies them.
     files = ctx["files"]
     assert [f["path"] for f in files] == [
@@ -102,7 +100,10 @@ def test_each_version_shows_its_difference_and_an_older_one_can_be_read(box_engi
     html = resp.content.decode()
     entry = Entry.objects.get(pk=second.logged_entry_id)  # the same lines the change log was written from
     assert f'href="/changelog/{entry.pk}/"' in html
-    assert "<del class=\"mono\">128</del> → <ins class=\"mono\">64</ins>" in html
+    assert (
+        '<del class="mono"><span class="nb">128</span></del> → <ins class="mono"><span class="nb">64</span></ins>'
+        in html
+    )
     # The older version, by its number: its own flags, marked as older.
     old = page(viewer_client, "nemotron", version=first.pk)
     assert old.status_code == 200 and old.context["snapshot"].pk == first.pk
@@ -132,13 +133,15 @@ def test_a_hand_run_engine_shows_its_process_not_a_unit(tmp_path, settings, monk
         resp = page(viewer_client, smoke.name)
     assert resp.status_code == 200
     html = resp.content.decode()
-    assert "by hand, outside any unit" in html and f"pid <span class=\"mono\">{pid}</span>" in html
+    assert "by hand, outside any unit" in html and f'pid <span class="mono">{pid}</span>' in html
     flags = {r["flag"]: r for r in resp.context["flags"]}
     assert flags["--gpu-memory-utilization"]["value"] == "0.15"
     assert flags["--gpu-memory-utilization"]["origin"] == f"/proc/{pid}/cmdline"
     assert flags["--gpu-memory-utilization"]["label"] == "the process (hand-run)"
     env = {r["name"]: r for r in resp.context["environment"]}
-    assert env["VIRTUAL_ENV"]["value"] == "/home/op/venv-smoke" and env["VIRTUAL_ENV"]["origin"] == f"/proc/{pid}/environ"
+    assert (
+        env["VIRTUAL_ENV"]["value"] == "/home/op/venv-smoke" and env["VIRTUAL_ENV"]["origin"] == f"/proc/{pid}/environ"
+    )
     # No unit: no unit files, no unit settings, no readiness helper to hold to a budget.
     assert 'id="unit-files"' not in html and 'id="readiness"' not in html and 'id="unit-settings"' not in html
 
@@ -203,3 +206,31 @@ def test_unit_text_redaction():
         "ExecStart=/opt/vllm serve m --api-key redacted --port 1 --hf-token=redacted\n"
         "ExecStartPost=/x $HF_TOKEN redacted\n"
     )
+
+
+def test_the_starts_table_shows_each_measured_start_and_the_budget(fleet, viewer_client):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dashboard.models import EngineStart
+
+    at = timezone.now() - timedelta(hours=2)
+    for minutes, kind, seconds in ((0, "cold", 412.0), (30, "warm", 61.5), (60, "warm", 58.0)):
+        started = at + timedelta(minutes=minutes)
+        EngineStart.objects.create(
+            engine=fleet["vllm"],
+            started_at=started,
+            active_at=started + timedelta(seconds=seconds - 1),
+            healthy_at=started + timedelta(seconds=seconds),
+            kind=kind,
+            compilers_max=21 if kind == "cold" else 0,
+            budget_s=1080,
+            timeout_s=1200,
+        )
+    resp = page(viewer_client, "vllm-main")
+    html = resp.content.decode()
+    assert [row["start"].kind for row in resp.context["starts"]] == ["warm", "warm", "cold"]  # newest first
+    assert resp.context["starts"][2]["active_s"] == 411.0
+    assert '<tr data-kind="cold"><td>cold</td><td>1</td><td>412 s</td>' in html  # the restart budget's classes
+    assert "412.0 s" in html and "61.5 s" in html and "1080 s" in html and "1200 s" in html
