@@ -105,6 +105,10 @@ def test_refused_without_a_unit_or_for_one_systemd_does_not_know(box, engine_of,
     Engine.objects.create(name="fxr-hand", kind="vllm", url="http://127.0.0.1:9", host=engine.host, status="up")
     code, out = unit_fix("fxr-hand")
     assert code == 1 and "runs outside any systemd unit" in out["refused"] and out["fixes"] == [], out
+    err = io.StringIO()
+    with pytest.raises(SystemExit) as exited:
+        call_command("unit", "fix", "fxr-hand", "--apply", stdout=io.StringIO(), stderr=err)
+    assert exited.value.code == 1 and err.getvalue().startswith("refused: fxr-hand runs outside any systemd unit")
     gone = f"gone-{uuid.uuid4().hex[:6]}.service"
     Engine.objects.filter(pk=engine.pk).update(unit=gone)
     code, out = unit_fix("fxr", "--apply")
