@@ -14,6 +14,8 @@ from .models import NotificationChannel
 @csrf_exempt
 @require_POST
 def receive(request):
+    if request.content_type != "application/json":
+        return JsonResponse({"error": "the body must be JSON (Content-Type: application/json)"}, status=415)
     try:
         message, created = inbox_receive(
             body=request.body,

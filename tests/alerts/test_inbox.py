@@ -81,6 +81,8 @@ def test_the_receiver_keeps_only_signed_deliveries_once():
     assert _post(client, body, secret=other.secret).status_code == 403  # signed for a channel that points elsewhere
     assert _post(client, b"not json", secret=channel.secret).status_code == 400
     assert _post(client, b"x" * 70_000, secret=channel.secret).status_code == 413
+    assert client.post(RECEIVE_PATH, {"a": "form"}).status_code == 415  # a form post, even a logged-in one
+    assert client.get(RECEIVE_PATH).status_code == 405
     assert not InboxMessage.objects.exists()
     first = _post(client, body, secret=channel.secret)
     assert first.status_code == 201
