@@ -170,6 +170,7 @@ def wait(url, kind, budget_s, *, pid=None, say=print, clock=time.monotonic) -> O
     deadline = start + budget_s
     proc = MainProcess(pid) if pid else None
     asking: _Asking | None = None
+    asked_at = start
     note, next_probe, next_progress = "no answer yet", start, start + PROGRESS_EVERY_S
 
     def end(code, gate, text):
@@ -185,9 +186,11 @@ def wait(url, kind, budget_s, *, pid=None, say=print, clock=time.monotonic) -> O
         if proc is not None and proc.gone():
             return end(1, "died", DIED.format(mainpid=pid, elapsed=now - start, budget=budget_s))
         if now >= deadline:
+            if asking is not None and not asking.done.is_set():  # a socket that accepted and stalls
+                note = f"{note}; a request unanswered for {now - asked_at:.1f} s"
             return end(1, "budget", BUDGET.format(elapsed=now - start, budget=budget_s, pid=pid_text, note=note))
         if asking is None and now >= next_probe:
-            asking = _Asking(url, kind, min(REQUEST_CAP_S, deadline - now))
+            asking, asked_at = _Asking(url, kind, min(REQUEST_CAP_S, deadline - now)), now
             asking.start()
         if asking is not None and asking.done.is_set():
             ready, said = asking.result or (False, "no answer")

@@ -221,7 +221,15 @@ class CudaPath(Check):
 
 
 def helper_budget_s(argv):
-    """A readiness helper's budget: its last number argument (`wait-ready 8012 1080` → 1080)."""
+    """A readiness helper's budget: `--budget N` (`sparkops wait-ready --url … --budget 1080`), else its
+    last number argument (`wait-ready 8012 1080` → 1080)."""
+    for i, word in enumerate(argv):
+        raw = argv[i + 1] if word == "--budget" and i + 1 < len(argv) else word.partition("=")[2]
+        if word == "--budget" or word.startswith("--budget="):
+            try:
+                return float(raw)
+            except ValueError:
+                return None
     numbers = [w for w in argv[1:] if re.fullmatch(r"\d+(\.\d+)?", w)]
     return float(numbers[-1]) if numbers else None
 

@@ -295,6 +295,7 @@ class StartTracker:
             first = e.pk not in self.stamps
             if stamp and stamp != self.stamps.get(e.pk):
                 self.stamps[e.pk] = stamp
+                self._failed(e, self.pending.pop(e.pk, None))  # started again before it served
                 if not first or (e.status != "up" and props.get("ActiveState") in ("active", "activating")):
                     self.pending[e.pk] = {
                         "stamp": stamp,
@@ -302,8 +303,12 @@ class StartTracker:
                         "active": props.get("ActiveEnterTimestamp"),
                         "compilers": 0,
                         "ok_before": self.last_ok.get(e.pk) if not first else e.last_ok_at,
+                        "pid": int(props.get("MainPID") or 0) or None,  # names its gate's journal lines
                     }
             p = self.pending.get(e.pk)
+            if p is not None and "healthy" not in p and props.get("ActiveState") in ("failed", "inactive"):
+                self._failed(e, self.pending.pop(e.pk))  # its gate gave up, or the process died
+                p = None
             if p is not None:
                 mine = [c for c in processes.get("compiler_procs") or [] if c.get("unit") == e.unit]
                 p["compilers"] = max(p["compilers"], len(mine))
@@ -317,6 +322,15 @@ class StartTracker:
                     del self.pending[e.pk]
                     record_start(e, p)
             self.last_ok[e.pk] = e.last_ok_at
+
+    @staticmethod
+    def _failed(engine, pending):
+        """A start that ended without serving: its row, with what its readiness gate said."""
+        if pending is None or "healthy" in pending:
+            return
+        from dashboard.controls.gates import record_failed_start
+
+        record_failed_start(engine, pending, kind="cold" if pending["compilers"] else "warm")
 
 
 def record_start(engine, pending):
@@ -352,6 +366,9 @@ def record_start(engine, pending):
         budget_s=budget,
         timeout_s=timeout if timeout not in (None, float("inf")) else None,
     )
+    from dashboard.controls.gates import attach
+
+    attach(start, engine, since=started, mainpid=pending.get("pid"))  # its gate's verdict, from the journal
     limit = start.budget_s or start.timeout_s
     if limit and start.duration_s > limit:
         external_alert_fire(
@@ -394,16 +411,16 @@ def record_start(engine, pending):
 
 
 def restart_budget(engine):
-    """The engine's starts per class: {"cold"|"warm": {n, median, min, max, first, last}}, and the
-    budgets of its latest start."""
+    """The engine's starts per class: {"cold"|"warm": {n, median, min, max, first, last}} (those that
+    served), the latest that failed before serving, and the budgets of its latest start."""
     from statistics import median
 
     from dashboard.models import EngineStart
 
     rows = list(EngineStart.objects.filter(engine=engine).order_by("started_at"))
-    out = {"starts": rows[-20:][::-1], "classes": {}}
+    out = {"starts": rows[-20:][::-1], "classes": {}, "failed": [r for r in rows if r.healthy_at is None][-5:][::-1]}
     for kind in ("cold", "warm"):
-        mine = [r for r in rows if r.kind == kind]
+        mine = [r for r in rows if r.kind == kind and r.healthy_at is not None]  # a failed start has no duration
         if mine:
             d = [r.duration_s for r in mine]
             out["classes"][kind] = {
