@@ -2,7 +2,7 @@ from django import forms
 from django.contrib import admin
 
 from .forms import ids
-from .models import AuditThreshold, ConfigSnapshot, Engine, EngineStart, Host, Incident, KVPoolEntry
+from .models import AuditThreshold, ConfigSnapshot, Engine, EngineStart, Host, Incident, KVPoolEntry, Launch
 
 
 @admin.register(Host)
@@ -50,8 +50,30 @@ class ConfigSnapshotAdmin(admin.ModelAdmin):
 
 @admin.register(EngineStart)
 class EngineStartAdmin(admin.ModelAdmin):
-    list_display = ("started_at", "engine", "kind", "active_at", "healthy_at", "compilers_max", "budget_s", "timeout_s")
-    list_filter = ("engine", "kind")
+    list_display = (
+        "started_at",
+        "engine",
+        "kind",
+        "active_at",
+        "healthy_at",
+        "compilers_max",
+        "budget_s",
+        "timeout_s",
+        "gate",
+    )
+    list_filter = ("engine", "kind", "gate")
+
+
+@admin.register(Launch)
+class LaunchAdmin(admin.ModelAdmin):
+    """Recorded by `sparkops launch` on the box: read-only here (a record, like the change log)."""
+
+    list_display = ("started_at", "host", "engine", "kind", "user", "share", "outcome", "ready_at", "forced")
+    list_filter = ("host", "kind", "outcome")
+    readonly_fields = [f.name for f in Launch._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
 
 
 class AuditThresholdForm(forms.ModelForm):
