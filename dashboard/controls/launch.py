@@ -185,12 +185,26 @@ def acquire(lock, host, *, no_wait, say, clock=time.monotonic):
     return clock() - began
 
 
-def unit_start(host):
-    """Why one of the box's unit engines is inside its start (what its worker last stored), or None."""
-    from dashboard.benchmarks.conditions import box_starting
+def unit_start(host, *, own_unit=None):
+    """Why one of the box's unit engines is activating (what its worker last stored), or None. OWN_UNIT
+    (default: the unit this process runs in, when `sparkops launch` is a unit's ExecStart=) is not
+    waited for: it is this very start."""
+    from dashboard.benchmarks.conditions import STALE_HOST_S
     from dashboard.models import Engine
+    from dashboard.services.launchconfig import parse_timestamp
 
-    return box_starting(Engine(host=host)) if host.pk else None
+    if host.last_report_at is None or (timezone.now() - host.last_report_at).total_seconds() > STALE_HOST_S:
+        return None  # no recent reading of the box's units: nothing to wait for that is known
+    own = own_unit if own_unit is not None else (readiness.own_unit() or ("", ""))[0]
+    units = (host.latest or {}).get("units") or {}
+    for other in Engine.objects.filter(host=host, retired_at__isnull=True).exclude(unit="").order_by("name"):
+        props = units.get(other.unit) or {}
+        if other.unit == own or props.get("ActiveState") != "activating":
+            continue
+        since = parse_timestamp(props.get("ExecMainStartTimestamp") or "")
+        at = f" since {since:%H:%M:%S} UTC" if since else ""
+        return f"{other.name} is inside its start: its unit {other.unit} is activating ({props.get('SubState')}){at}"
+    return None
 
 
 # --- 3. the memory preflight ----------------------------------------------------------------
@@ -473,3 +487,19 @@ def watch(launch_pk, plan, engine_pid, budget_s):
         "budget": f"does not serve after {outcome.elapsed_s:.1f} s (--budget {budget_s:g})",
     }[outcome.gate]
     print(f"{PREFIX} {plan.url} {verdict}: the box's start lock is released", flush=True)
+
+
+# --- what the engine card shows -------------------------------------------------------------
+
+
+def guarded_launches(engines):
+    """{engine id: its latest Launch} for those of ENGINES without a unit (hand-run: the only ones
+    whose card says how they were started), in one query."""
+    from dashboard.models import Launch
+
+    ids = [e.pk for e in engines if not e.unit]
+    out: dict = {}
+    if ids:
+        for row in Launch.objects.filter(engine_id__in=ids).order_by("engine_id", "-started_at", "-pk"):
+            out.setdefault(row.engine_id, row)
+    return out
