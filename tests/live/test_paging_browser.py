@@ -93,6 +93,8 @@ def test_a_firing_alert_raises_a_notification_and_counts_in_the_title_until_reso
         rule="engine_down", severity="critical", engine=fleet["vllm"], subject="vllm-main", message="vllm-main is down"
     )
     wait_for_js(page, "window.__notes.length === 1")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"paging-desk{path.replace('/', '-').rstrip('-')}.png"))
     note = page.evaluate("({title: __notes[0].title, body: __notes[0].options.body, tag: __notes[0].options.tag})")
     assert note["title"] == "engine_down on vllm-main" and note["body"] == "vllm-main is down"
     wait_for_js(page, "document.title.startsWith('(1) ')")
