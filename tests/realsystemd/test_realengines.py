@@ -18,6 +18,7 @@ from tests.realengine.conftest import ALIAS, locate
 from tests.waiting import wait_for
 
 from .conftest import WAIT_S, _healthy
+from .test_launch import served
 
 pytestmark = [pytest.mark.xdist_group("realsystemd"), pytest.mark.django_db]
 
@@ -40,7 +41,7 @@ def test_real_llama_server_under_a_real_unit_is_observed_with_origins_readiness_
     from django.utils import timezone
 
     from dashboard.collectors.systemd import units_show
-    from dashboard.models import Engine, EngineStart, Host
+    from dashboard.models import Engine, Host
     from dashboard.services.launchconfig import Observer, StartTracker, latest_snapshot, parse_timestamp
 
     server, model = llama_build
@@ -72,7 +73,7 @@ def test_real_llama_server_under_a_real_unit_is_observed_with_origins_readiness_
         if _healthy(engine.url):
             engine.status, engine.last_ok_at = "up", timezone.now()
         tracker.track([engine], {engine.unit: props}, {})
-        return EngineStart.objects.filter(engine=engine).exists()
+        return served(engine).exists()
 
     tick()
     box.restart("llama")
@@ -80,7 +81,7 @@ def test_real_llama_server_under_a_real_unit_is_observed_with_origins_readiness_
     assert ("activating", "start-post") in states, states  # the helper held the unit while it loaded
     props = units_show([engine.unit], scope="user")[engine.unit]
     assert (props["ActiveState"], props["SubState"], props["Restart"]) == ("active", "running", "on-failure"), props
-    start = EngineStart.objects.get(engine=engine)
+    start = served(engine).get()
     began = min(parse_timestamp(props["InactiveExitTimestamp"]), parse_timestamp(props["ExecMainStartTimestamp"]))
     assert start.started_at == began and start.active_at == parse_timestamp(props["ActiveEnterTimestamp"]), props
     assert start.kind == "warm" and start.started_at <= start.healthy_at and start.duration_s < WAIT_S * 2
