@@ -516,6 +516,10 @@ def build_data(engine, unit_cfg, account, *, launch="unit"):
         }
         secrets = {v for k, v in ((unit_cfg or {}).get("environment") or {}).items() if v and SECRET.search(k)}
         unit["exec_start"] = {**start, "argv": _redact_argv(start["argv"], secrets)}
+        if unit.get("shadowed_exec_starts"):  # an overridden ExecStart= may hold a key too
+            unit["shadowed_exec_starts"] = [
+                {**s, "argv": _redact_argv(s.get("argv") or [], secrets)} for s in unit["shadowed_exec_starts"]
+            ]
         if unit.get("running_argv"):
             unit["running_argv"] = _redact_argv(unit["running_argv"], secrets)
     if launch == "hand-run":

@@ -53,7 +53,7 @@ def launch_page(engine, *, version=None):
     data = snap.data or {}
     hidden = _secret_hashes(data)
     unit = data.get("unit") or {}
-    flags = flag_rows(data)
+    flags = flag_rows(data, hidden)
     out.update(
         launch=data.get("launch") or "none",
         unit=unit,
@@ -62,7 +62,7 @@ def launch_page(engine, *, version=None):
         flags=flags,
         older_unit=any(r["origin"] == lc.OLDER_UNIT for r in flags),
         problems=((data.get("flags") or {}).get("problems") or []),
-        unknown=((data.get("flags") or {}).get("unknown") or []),
+        unknown=_redact([str(w) for w in (data.get("flags") or {}).get("unknown") or []], hidden),
         exec_start=_argv_line(unit.get("exec_start"), hidden),
         running_argv=" ".join(_redact(unit.get("running_argv") or [], hidden)),
         shadowed=[
@@ -115,8 +115,9 @@ def origin_label(data, path):
     return ""
 
 
-def flag_rows(data):
-    """[{flag, value, origin, label, via, account, agrees}] in the order of the files that set them."""
+def flag_rows(data, hidden=frozenset()):
+    """[{flag, value, origin, label, via, account, agrees}] in the order of the files that set them
+    (a value that is a secret of the environment, HIDDEN by its hash, shows as "redacted")."""
     flags = (data.get("flags") or {}).get("flags") or {}
     origins = (data.get("flags") or {}).get("origins") or {}
     via = (data.get("flags") or {}).get("via_env") or {}
@@ -125,7 +126,9 @@ def flag_rows(data):
     rows = []
     for flag, value in flags.items():
         origin = origins.get(flag, "")
-        shown = REDACTED if isinstance(value, str) and value.startswith("redacted:") else flagmodel.render(value)
+        shown = flagmodel.render(value)
+        if shown.startswith("redacted:") or _digest(shown) in hidden:
+            shown = REDACTED
         account = said.get(flag)
         rows.append(
             {
@@ -261,7 +264,12 @@ def _secret_hashes(data):
 def _redact(argv, hidden):
     """ARGV with secret flags' values, and words whose hash is one of HIDDEN, redacted."""
     argv = lc._redact_argv(list(argv), set())
-    return [REDACTED if hashlib.sha256(w.encode()).hexdigest()[:12] in hidden else w for w in argv]
+    return [REDACTED if _digest(w) in hidden else w for w in argv]
+
+
+def _digest(text):
+    """The short hash a snapshot stores a secret under (`launchconfig._redact`)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def _argv_line(start, hidden):

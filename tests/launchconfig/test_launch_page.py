@@ -234,3 +234,23 @@ def test_the_starts_table_shows_each_measured_start_and_the_budget(fleet, viewer
     assert resp.context["starts"][2]["active_s"] == 411.0
     assert '<tr data-kind="cold"><td>cold</td><td>1</td><td>412 s</td>' in html  # the restart budget's classes
     assert "412.0 s" in html and "61.5 s" in html and "1080 s" in html and "1200 s" in html
+
+
+def test_a_key_in_an_overridden_exec_start_is_not_shown(box_engines, sim_box, viewer_client):
+    """A drop-in's ExecStart= with a literal --api-key, replaced by a later drop-in's: the overridden
+    line is listed, its key redacted, and the key is nowhere on the page."""
+    nemotron = box_engines["nemotron"]
+    port = sim_box.url("nemotron").rsplit(":", 1)[1]
+    serve = f"/opt/vllm/bin/vllm serve Qwen/Qwen3-8B --host 127.0.0.1 --port {port} --max-model-len 131072"
+    sim_box.dropin("nemotron", "40-key.conf", f"[Service]\nExecStart=\nExecStart={serve} --api-key {API_KEY}\n")
+    sim_box.dropin("nemotron", "50-nokey.conf", f"[Service]\nExecStart=\nExecStart={serve}\n")
+    sim_box.restart("nemotron")
+    sim_box.wait_ready("nemotron")
+    observe([nemotron])
+    resp = page(viewer_client, "nemotron")
+    html = resp.content.decode()
+    shadowed = {s["file"]: s["argv"] for s in resp.context["shadowed"]}
+    assert shadowed[DROP + "40-key.conf"].endswith("--api-key redacted")
+    assert "--api-key redacted" in resp.context["files"][-2]["text"]
+    assert API_KEY not in html
+    assert API_KEY not in str(ConfigSnapshot.objects.filter(engine=nemotron).latest("id").data)  # nor stored
