@@ -165,7 +165,9 @@
         return;
       }
       form.dataset.ok = "1";
-      put(form, "missing", "");
+      // a measured share predicts itself, but without KV memory nothing else can be learned: say so
+      var wmNow = baseFor(m, v.window);
+      put(form, "missing", p.tokens_per_gib || !wmNow.missing ? "" : "Tokens per GiB not known: " + esc(wmNow.missing));
       put(form, "error", "");
       put(form, "kv_gib", p.kv_gib === null ? "—" : num(p.kv_gib, 2) + " GiB");
       put(form, "pool_tokens", num(p.pool_tokens) + " tokens");

@@ -84,6 +84,9 @@ def test_every_engine_is_named_and_counted_and_used_now_is_the_host_cards(chromi
     old = page.locator("#plan-old-vllm")
     assert old.locator('[data-out="pool_tokens"]').inner_text() == "400,000 tokens"  # its measured share
     assert old.locator('[data-out="tokens_per_gib"]').inner_text() == "—"
+    assert old.locator('[data-out="missing"]').inner_text().startswith(
+        "Tokens per GiB not known: no ledger row at 32,768 records its KV memory"
+    )
     old.locator("input[name=util]").fill("0.2")
     wait_for_js(page, "document.querySelector('#plan-old-vllm [data-out=missing]').innerText !== ''")
     assert "Not predicted: cannot predict old-vllm at util 0.2: no ledger row at 32,768 records its KV memory" in (
