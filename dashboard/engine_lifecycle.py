@@ -5,7 +5,11 @@ alerts, incidents, deliveries and benchmark runs — points at them for ever.
 reads only engines with no `retired_at`), leaves the live view, and stops being expected up;
 its samples age out by retention. `sparkops engine add NAME …` of a retired name watches it
 again, with the kind and URL given. A change-log import that names an engine SparkOps never
-knew creates it retired (`retired_record`), so the log keeps every name it was written with."""
+knew creates it retired (`retired_record`), so the log keeps every name it was written with.
+
+Also what the rest of the code asks about engines and hosts: the host by name
+(`host_get_or_create`), an engine as the CLI and API print it (`engine_as_dict`), and how far
+behind a live worker's stored report may be (`report_lag_s`)."""
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -17,13 +21,36 @@ from dashboard.forms import EngineForm
 from dashboard.models import Engine, Host
 
 
-def _host(name=None):
+def host_get_or_create(*, name=None):
+    """The host NAME (default this box's, SPARKOPS_HOST_NAME), made when new."""
     host, _ = Host.objects.get_or_create(name=name or settings.SPARKOPS_HOST_NAME)
     return host
 
 
-def _errors(form):
+def form_errors_text(form):
+    """A bound form's errors on one line: "field: message; …" ("error" for the non-field ones)."""
     return "; ".join(f"{'error' if f == '__all__' else f}: {e}" for f, errs in form.errors.items() for e in errs)
+
+
+def report_lag_s():
+    """How far behind a live worker's stored report (Host.last_report_at) may be: its resident
+    poller stores every SPARKOPS_FLUSH_INTERVAL. Whoever judges a worker dead from it allows this much."""
+    return max(settings.SPARKOPS_FLUSH_INTERVAL, settings.SPARKOPS_POLL_INTERVAL)
+
+
+def engine_as_dict(engine):
+    """ENGINE as `sparkops engine list --json` and the API print it."""
+    return {
+        "name": engine.name,
+        "kind": engine.kind,
+        "url": engine.url,
+        "unit": engine.unit or None,
+        "unit_scope": engine.unit_scope,
+        "host": engine.host.name,
+        "status": engine.status,
+        "status_reason": engine.status_reason,
+        "last_poll_at": engine.last_poll_at.isoformat() if engine.last_poll_at else None,
+    }
 
 
 @transaction.atomic
@@ -47,9 +74,9 @@ def engine_add(*, name, kind, url, unit="", host=None, unit_scope="system", poll
         },
     )
     if not form.is_valid():
-        raise ValidationError(_errors(form))
+        raise ValidationError(form_errors_text(form))
     engine = form.save(commit=False)
-    engine.host = _host(host)
+    engine.host = host_get_or_create(name=host)
     engine.retired_at = None
     if existing is not None:  # what it last read belongs to its old life
         engine.status, engine.status_reason, engine.status_changed_at = Engine.Status.UNKNOWN, "", timezone.now()
@@ -82,7 +109,7 @@ def retired_record(name):
         name=name,
         kind=Engine.Kind.OPENAI,
         url="",
-        host=_host(),
+        host=host_get_or_create(),
         expected_up=False,
         retired_at=timezone.now(),
         status_reason="known from the change log only",

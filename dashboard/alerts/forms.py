@@ -4,7 +4,7 @@ from django import forms
 from django.core.validators import URLValidator, validate_email
 from django.utils import timezone
 
-from .models import NotificationChannel, Severity
+from .models import RENOTIFY_MAX_S, RENOTIFY_MIN_S, NotificationChannel, Severity
 
 
 class ChannelForm(forms.Form):
@@ -94,9 +94,6 @@ CONFIG_HINT = (
 )
 
 
-RENOTIFY_MAX_S = 7 * 86400
-
-
 class SilenceForm(forms.Form):
     hours = forms.FloatField(min_value=0.05, max_value=24 * 90, initial=2, help_text="How long, in hours")
     reason = forms.CharField(required=False, max_length=500)
@@ -135,8 +132,10 @@ class RuleForm(forms.Form):
 
     def clean_renotify_s(self):
         value = self.cleaned_data.get("renotify_s")
-        if value and value < 60:
-            raise forms.ValidationError("Re-notify at most once a minute: 60 s or more (0: the default).")
+        if value and value < RENOTIFY_MIN_S:
+            raise forms.ValidationError(
+                f"Re-notify at most once a minute: {RENOTIFY_MIN_S} s or more (0: the default)."
+            )
         return value
 
     def update_kwargs(self):

@@ -7,6 +7,9 @@ from django.db.models import Q
 
 from dashboard.models.fleet import NAME_VALIDATOR
 
+# A rule's re-notify interval, the one bound of it (the model, the rules form, rule_update).
+RENOTIFY_MIN_S, RENOTIFY_MAX_S = 60, 7 * 86400
+
 
 class Severity(models.TextChoices):
     INFO = "info", "info"
@@ -93,7 +96,7 @@ class AlertRule(models.Model):
     renotify_s = models.PositiveIntegerField(
         null=True,
         blank=True,
-        validators=[MinValueValidator(60), MaxValueValidator(7 * 86400)],
+        validators=[MinValueValidator(RENOTIFY_MIN_S), MaxValueValidator(RENOTIFY_MAX_S)],
         help_text="Re-notify unacknowledged critical alerts every N s (60 s – 7 days)",
     )
 

@@ -6,12 +6,21 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.services.fleet import form_errors_text
+from dashboard.engine_lifecycle import form_errors_text
 
 from . import lifecycle, outbox
 from .forms import ChannelForm
 from .lifecycle import Finding, alert_observe
-from .models import SEVERITY_RANK, AlertEvent, Delivery, MaintenanceWindow, NotificationChannel, Route, Silence
+from .models import (
+    RENOTIFY_MAX_S,
+    RENOTIFY_MIN_S,
+    SEVERITY_RANK,
+    Delivery,
+    MaintenanceWindow,
+    NotificationChannel,
+    Route,
+    Silence,
+)
 from .notes import note_add
 from .publish import alert_changed
 
@@ -173,8 +182,8 @@ def rule_update(*, key, enabled=None, severity=None, params=None, renotify_s=Non
     if rule is None:
         raise ValidationError(f"no rule named {key!r}")
     clean = _clean_params(rule, params or {})
-    if renotify_s and not 60 <= renotify_s <= 7 * 86400:
-        raise ValidationError(f"re-notify every 60 s to 7 days (604800 s), not {renotify_s} s")
+    if renotify_s and not RENOTIFY_MIN_S <= renotify_s <= RENOTIFY_MAX_S:
+        raise ValidationError(f"re-notify every {RENOTIFY_MIN_S} s to 7 days ({RENOTIFY_MAX_S} s), not {renotify_s} s")
     row = rule_row(key)
     if engine is not None:
         override, _ = AlertRuleOverride.objects.get_or_create(rule=row, engine=engine)
@@ -210,7 +219,3 @@ def _clean_params(rule, params):
             raise ValidationError(f"{name} must be between {low} and {high}, not {value}")
         clean[name] = int(number) if isinstance(rule.DEFAULTS[name], int) and number.is_integer() else number
     return clean
-
-
-def open_event_for(*, rule, subject):
-    return AlertEvent.objects.filter(rule=rule, subject=subject, state__in=AlertEvent.OPEN_STATES).first()

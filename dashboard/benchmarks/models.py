@@ -166,10 +166,6 @@ class Run(models.Model):
     def decode_median(self):
         return (self.stats.get("decode_tokens_per_s") or {}).get("median")
 
-    @property
-    def progress_pct(self):
-        return int(100 * self.done_reps / self.total_reps) if self.total_reps else 0
-
 
 class Repetition(models.Model):
     """One request (one repetition, one stream of it when concurrency > 1)."""

@@ -4,6 +4,7 @@ A percentile p is reported only when n >= PERCENTILE_MIN_N[p] — with fewer sam
 "p95" is just the maximum under another name."""
 
 import statistics
+from fractions import Fraction
 
 PERCENTILE_MIN_N = {90: 10, 95: 20, 99: 100}
 FIELDS = (
@@ -19,10 +20,16 @@ FIELDS = (
 )
 
 
-def percentile(sorted_values, p):
-    """Nearest-rank percentile of already sorted values."""
-    k = max(0, min(len(sorted_values) - 1, -(-p * len(sorted_values) // 100) - 1))
-    return sorted_values[int(k)]
+def percentile(values, p):
+    """The P-th percentile (0..100, e.g. 95 or 2.5) of VALUES (at least one), interpolated between
+    the two nearest ranks: `statistics.quantiles(method="inclusive")`, numpy's default "linear".
+    The one meaning of a percentile in SparkOps (benchmark p90/p95/p99, the A/B bootstrap interval)."""
+    share = Fraction(str(p)) / 100
+    if not 0 <= share <= 1:
+        raise ValueError(f"percentile {p} is not within 0..100")
+    if len(values) == 1 or share in (0, 1):
+        return min(values) if share == 0 else max(values)
+    return statistics.quantiles(values, n=share.denominator, method="inclusive")[share.numerator - 1]
 
 
 def summarize(values):

@@ -386,14 +386,6 @@ def _check_engines(entry, engines, new_engines):
         new_engines[name] = n
 
 
-def _known_corrections(target, plan):
-    if isinstance(target, Entry):
-        known = {c.fingerprint() for c in target.corrections.select_related("claim")}
-    else:
-        known = set()
-    return known | {c.fingerprint() for t, c in plan.new_corrections if t is target}
-
-
 LIVE_WINDOW = timedelta(days=30)  # the longest range a live chart shows
 LIVE_MAX = 50
 

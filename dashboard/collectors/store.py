@@ -142,10 +142,6 @@ def states_put(states):
     )
 
 
-def state_get(key):
-    return CollectorState.objects.filter(key=key).values_list("data", flat=True).first() or {}
-
-
 def rollups_minute(*, end=None, lookback=timedelta(minutes=5)):
     """Roll raw samples of complete minutes in (end - lookback, end] into 1-minute buckets."""
     end = _floor(end or timezone.now(), 60)

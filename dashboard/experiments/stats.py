@@ -22,6 +22,8 @@ higher is better; for TTFT and total time lower is better, so B "faster" there i
 import random
 import statistics
 
+from dashboard.benchmarks.stats import percentile
+
 RESAMPLES = 2000
 CONFIDENCE = 0.95
 MIN_EFFECT = 0.01
@@ -31,14 +33,6 @@ FIGURES = (  # (key in a run's stats, label, higher is better)
     ("ttft_ms", "TTFT ms", False),
     ("total_ms", "total time ms", False),
 )
-
-
-def percentile(sorted_values, q):
-    """Linear-interpolated percentile (q in 0..1) of already sorted values."""
-    pos = q * (len(sorted_values) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 def bootstrap_ratio(a, b, *, seed, resamples=RESAMPLES, confidence=CONFIDENCE):
@@ -53,9 +47,8 @@ def bootstrap_ratio(a, b, *, seed, resamples=RESAMPLES, confidence=CONFIDENCE):
         mb = statistics.median(rng.choices(b, k=len(b)))
         if ma:
             ratios.append(mb / ma)
-    ratios.sort()
-    tail = (1 - confidence) / 2
-    low, high = percentile(ratios, tail), percentile(ratios, 1 - tail)
+    tail = round(100 * (1 - confidence) / 2, 6)  # 2.5 for 95 %
+    low, high = percentile(ratios, tail), percentile(ratios, 100 - tail)
     return statistics.median(b) / statistics.median(a), low * (1 - RESOLUTION), high * (1 + RESOLUTION)
 
 

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from dashboard.services.fleet import report_lag_s
+from dashboard.engine_lifecycle import report_lag_s
 
 PSI_RESOURCES = ("memory", "cpu", "io")
 # "Busy, P0, clock far below max" is the stuck-low-clock signature; the card flags it red.
@@ -79,11 +79,16 @@ def worst_alerts(engines):
     return worst
 
 
-def engine_card_context(engine, *, alerts=None):
-    """ALERTS: worst_alerts() of many engines, when a list page fetched them in one go."""
+def engine_card_context(engine, *, alerts=None, launches=None):
+    """ALERTS: worst_alerts() of many engines, LAUNCHES: guarded_launches() of them, when a list page
+    fetched them in one go (a card of an engine with a unit asks nothing for its launch)."""
+    from dashboard.controls.launch import guarded_launches
+
     reading = engine.latest or {}
     alerts = worst_alerts([engine]) if alerts is None else alerts
+    launches = guarded_launches([engine]) if launches is None else launches
     return {
+        "launch": launches.get(engine.id),
         "engine": engine,
         "r": reading,
         "unit": reading.get("unit") or None,

@@ -56,10 +56,10 @@ from django.utils import timezone
 from dashboard.alerts.evaluate import Memory, evaluate_host, evaluate_liveness, evaluate_polled
 from dashboard.clock import db_now
 from dashboard.collectors import runner, store
+from dashboard.engine_lifecycle import report_lag_s
 from dashboard.live.publish import LivePublisher
 from dashboard.models import Engine, Host
 from dashboard.services import polling
-from dashboard.services.fleet import report_lag_s
 from dashboard.services.polling import StateKey
 
 log = logging.getLogger(__name__)

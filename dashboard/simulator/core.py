@@ -82,10 +82,6 @@ class EngineConfig:
         return self.num_gpu_blocks * self.block_size
 
     @classmethod
-    def option_names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
-
-    @classmethod
     def from_options(cls, options: dict) -> EngineConfig:
         """Build from string options (CLI / engine spec), converting by field type."""
         types = {f.name: f.type for f in fields(cls)}

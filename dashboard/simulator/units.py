@@ -34,10 +34,6 @@ HELPER = "/usr/local/bin/sparkops-wait-ready"
 BASE_UTIL = 0.9  # the share the configured num_gpu_blocks stand for
 
 
-def _window_flag(kind):
-    return {"vllm": "--max-model-len", "llamacpp": "--ctx-size", "sglang": "--context-length"}.get(kind)
-
-
 def fragment_text(spec, restart):
     o = spec.engine_opts
     window = int(o.get("max_model_len", 32768))

@@ -5,8 +5,8 @@ import json
 
 from django.http import JsonResponse
 
+from dashboard.engine_lifecycle import engine_as_dict
 from dashboard.models import Engine
-from dashboard.services.fleet import engine_as_dict
 
 MAX_LIMIT = 1000
 

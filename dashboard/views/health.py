@@ -12,8 +12,8 @@ from django.views.decorators.http import require_GET
 from dashboard.clock import db_now, skew_text
 from dashboard.collectors.store import states_put
 from dashboard.dbfail import unavailable
+from dashboard.engine_lifecycle import report_lag_s
 from dashboard.models import Engine, Host
-from dashboard.services.fleet import report_lag_s
 
 STALE_AFTER_INTERVALS = 3
 WRITE_CHECK_KEY = "healthz:write"  # the CollectorState row the write check upserts

@@ -111,6 +111,15 @@ def test_permanent_4xx_marks_channel_failing(fleet, channels, receiver):
     assert channel.last_error == "HTTP 410" and channel.failing_since < timezone.now()  # the first failure is kept
 
 
+def test_a_redirecting_webhook_is_a_permanent_failure_not_followed(fleet, channels, receiver):
+    receiver.script = [302]
+    fire(fleet)
+    send_all()
+    hook = Delivery.objects.get(channel=channels["webhook"])
+    assert hook.status == "failed" and hook.attempt_log.get().permanent and "302 redirect" in hook.last_error
+    assert len(receiver.requests) == 1  # asked once, not followed
+
+
 def test_429_and_refused_are_transient(fleet, channels, receiver):
     receiver.script = [429]
     fire(fleet)

@@ -225,8 +225,8 @@ class CollectorStale(Rule):
 
     def evaluate(self, *, settings, **_):
         from dashboard.clock import db_now
+        from dashboard.engine_lifecycle import report_lag_s
         from dashboard.models import Host
-        from dashboard.services.fleet import report_lag_s
 
         now = db_now()  # the reports are stamped with the database's clock: judge them by it
 

@@ -36,7 +36,7 @@ class WebhookTransport(Transport):
         if not url.startswith(("http://", "https://")):
             raise TransportError(f"bad webhook URL {url!r}", permanent=True)
         try:
-            response = http.post(
+            http.post(
                 url,
                 timeout=conf.http_timeout_s(),
                 content=body,
@@ -44,13 +44,10 @@ class WebhookTransport(Transport):
                 max_bytes=MAX_REPLY_BYTES,
             )
         except http.HttpStatus as exc:
-            # 4xx (but 408/429) is permanent: the receiver rejects this request as it is.
+            # 3xx (never followed: a moved webhook is a config error) and 4xx (but 408/429) are
+            # permanent: the receiver rejects this request as it is.
             raise TransportError(f"{exc}", permanent=exc.permanent) from None
         except (http.TooLarge, http.BadBody):
             return  # the receiver said 2xx; what it wrote back does not matter
         except http.HttpError as exc:
             raise TransportError(f"{exc.kind}: {exc}") from None
-        if response.status >= 300:  # redirects are not followed: a moved webhook is a config error
-            raise TransportError(
-                f"HTTP {response.status} (redirect to {response.headers.get('location', '?')})", permanent=True
-            )

@@ -5,9 +5,8 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.clock import db_now
-from dashboard.engine_lifecycle import engine_add, engine_retire
+from dashboard.engine_lifecycle import engine_add, engine_as_dict, engine_retire, report_lag_s
 from dashboard.models import Engine
-from dashboard.services.fleet import engine_as_dict, report_lag_s
 
 # A reading older than this many poll intervals (plus the worker's store lag) is stale: no
 # worker is polling the engine (the stack stopped), so its status is only what it last was.

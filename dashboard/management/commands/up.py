@@ -229,8 +229,8 @@ def _wait_for_ports(ports_file, simulator, timeout=30.0):
 
 
 def _register_demo_engine(spec):
+    from dashboard.engine_lifecycle import host_get_or_create
     from dashboard.models import Engine
-    from dashboard.services.fleet import host_get_or_create
 
     engine, _ = Engine.objects.update_or_create(
         name=spec["name"],
