@@ -254,3 +254,24 @@ def test_a_key_in_an_overridden_exec_start_is_not_shown(box_engines, sim_box, vi
     assert "--api-key redacted" in resp.context["files"][-2]["text"]
     assert API_KEY not in html
     assert API_KEY not in str(ConfigSnapshot.objects.filter(engine=nemotron).latest("id").data)  # nor stored
+
+
+def test_the_page_costs_the_same_queries_for_three_versions_or_thirty(
+    fleet, viewer_client, django_assert_max_num_queries
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from dashboard.services.launchconfig import observe_engine
+
+    def versions(n):
+        for i in range(n):
+            observe_engine(fleet["vllm"], {"unit": "vllm-main.service", "restart": f"on-failure-{i}"}, account={})
+
+    versions(3)
+    with CaptureQueriesContext(connection) as few:
+        assert page(viewer_client, "vllm-main").status_code == 200
+    versions(27)
+    with django_assert_max_num_queries(len(few)):
+        resp = page(viewer_client, "vllm-main")
+    assert len(resp.context["history"]) == 30
