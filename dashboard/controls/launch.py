@@ -131,17 +131,19 @@ class BoxLock:
         self.path = self.dir / "launch.lock"
         self.fd: int | None = None
 
-    def _open(self):
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)  # not inherited across exec (PEP 446)
+    def _file(self) -> int:
+        if self.fd is None:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)  # not inherited across exec (PEP 446)
+        return self.fd
 
     def try_acquire(self) -> bool:
-        if self.fd is None:
-            self._open()
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(self._file(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
+        except OSError as exc:  # no runtime dir, not ours: nothing can start unguarded
+            raise Refused(f"the box's start lock {self.path}: {exc} (SPARKOPS_RUNTIME_DIR sets its folder)") from None
         return True
 
     def holder(self) -> dict:
@@ -151,8 +153,8 @@ class BoxLock:
             return {}
 
     def write_holder(self, info: dict):
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, json.dumps(info).encode(), 0)
+        os.ftruncate(self._file(), 0)
+        os.pwrite(self._file(), json.dumps(info).encode(), 0)
 
 
 def holder_text(info):
