@@ -4,6 +4,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from dashboard.alerts.selectors import firing_alerts
+from dashboard.controls.launch import guarded_launches
 from dashboard.live.cards import engine_card_context, host_card_context, worst_alerts
 from dashboard.models import Engine, Host
 
@@ -16,8 +17,8 @@ def firing_alerts_context(request):
 @require_GET
 def overview(request):
     engines = list(Engine.objects.select_related("host").filter(retired_at__isnull=True))  # retired: off the live view
-    alerts = worst_alerts(engines)
-    engines = [engine_card_context(e, alerts=alerts) for e in engines]
+    alerts, launches = worst_alerts(engines), guarded_launches(engines)
+    engines = [engine_card_context(e, alerts=alerts, launches=launches) for e in engines]
     hosts = [host_card_context(h) for h in Host.objects.all()]
     return render(
         request,

@@ -363,6 +363,10 @@ def test_a_launch_without_caps_in_the_shell_puts_them_in_the_engines_environment
     assert data["launch"] == "hand-run" and data["environment"]["MAX_JOBS"] == "3", data["launch"]
     result = next(r for r in audit.audit([engine]) if r.check == "compile_caps")
     assert result.status == "pass", result
+    from dashboard.live.cards import engine_card_html
+
+    card = engine_card_html(engine)
+    assert f"through <code>sparkops launch</code> by {row.user} at" in card and "caps exported" in card, card
 
 
 def unit_engine_with_share(box, name, share):
@@ -437,3 +441,34 @@ def test_two_launches_at_once_the_second_waits_for_the_firsts_start(launcher, tm
     a, b = Launch.objects.get(pid=first.pid), Launch.objects.get(pid=second.pid)
     assert a.outcome == "ready" and a.ready_at <= b.started_at, (a.ready_at, b.started_at)
     assert b.waited_s > 0 and "waited" in " ".join(said), (b.waited_s, said)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_launch_while_a_unit_engine_of_the_box_is_inside_its_start_is_refused_with_no_wait(
+    real_box, engine_of, launcher
+):
+    """A unit engine held activating by its gate, as the box's worker stored it: a launch with --no-wait
+    is refused naming it and since when, and starts nothing."""
+    from django.utils import timezone
+
+    from dashboard.collectors.systemd import units_show
+    from dashboard.models import Launch
+
+    never_serving(real_box, "slow", service="TimeoutStartSec=120\n")
+    wait_ready_post(real_box, "slow", 100)
+    real_box.m.systemctl("start", "--no-block", real_box.unit("slow"))
+    props = shown(real_box, "slow", ActiveState="activating", SubState="start-post")
+    engine = engine_of(real_box, "slow")
+    host = engine.host
+    host.latest, host.last_report_at = {"units": units_show([engine.unit], scope="user")}, timezone.now()
+    host.save()
+    port = free_port()
+    proc = launcher.start(
+        "--no-wait", engine_argv=["vllm", "serve", "m", "--port", str(port), "--gpu-memory-utilization", "0.1"]
+    )
+    out = proc.communicate(timeout=WAIT_S)[0]
+    assert proc.returncode == 1, out
+    since = props["ExecMainStartTimestamp"].split()[2]
+    want = f"refused (--no-wait): slow is inside its start: its unit {engine.unit} is activating (start-post) since {since} UTC"
+    assert want in out, out
+    assert not Launch.objects.exists() and not _healthy(f"http://127.0.0.1:{port}")
