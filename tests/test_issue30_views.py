@@ -46,3 +46,20 @@ def test_a_30_day_chart_reaches_the_newest_sample(viewer_client, fleet):
     last = datetime.fromisoformat(decode["t"][-1])
     assert now - last < timedelta(seconds=5), (now, last)  # the newest sample, 1 s before now
     assert decode["y"][-1] == 80.0
+
+
+def test_human_duration():
+    from datetime import timedelta
+
+    from dashboard.changelog.ledgers import human_duration
+
+    cases = {
+        timedelta(seconds=44.6): "45 s",
+        timedelta(seconds=117.126392): "1 min 57 s",
+        timedelta(minutes=2): "2 min",
+        timedelta(hours=2, minutes=5, seconds=10): "2 h 5 min",
+        timedelta(days=3, hours=4, minutes=59): "3 d 4 h",
+        timedelta(days=1): "1 d",
+    }
+    assert {d: human_duration(d) for d in cases} == cases
+    assert human_duration(None) == ""
