@@ -84,8 +84,10 @@ def test_every_engine_is_named_and_counted_and_used_now_is_the_host_cards(chromi
     old = page.locator("#plan-old-vllm")
     assert old.locator('[data-out="pool_tokens"]').inner_text() == "400,000 tokens"  # its measured share
     assert old.locator('[data-out="tokens_per_gib"]').inner_text() == "—"
-    assert old.locator('[data-out="missing"]').inner_text().startswith(
-        "Tokens per GiB not known: no ledger row at 32,768 records its KV memory"
+    assert (
+        old.locator('[data-out="missing"]')
+        .inner_text()
+        .startswith("Tokens per GiB not known: no ledger row at 32,768 records its KV memory")
     )
     old.locator("input[name=util]").fill("0.2")
     wait_for_js(page, "document.querySelector('#plan-old-vllm [data-out=missing]').innerText !== ''")
@@ -115,3 +117,14 @@ def test_every_engine_is_named_and_counted_and_used_now_is_the_host_cards(chromi
     assert wide == []  # nothing of the planner is cut at the right edge (the site header is not this page's)
     phone.screenshot(path=str(SHOTS / "planner-out-of-the-box-phone.png"), full_page=True)
     assert phone.errors == []
+
+
+def test_the_cli_names_the_engine_it_does_not_plan(demo_box):
+    from .conftest import cli, plan_json
+
+    out = plan_json("--host", "demo-box", "--suggest", "--min", "demo-vllm=10")
+    assert list(out["not_planned"]) == ["demo-llama"] and "no memory share" in out["not_planned"]["demo-llama"]
+    assert out["box"]["other_gib"] == 18.37  # 48.3 used now − (0.15 + 0.1) × 119.7: demo-llama is in there
+    text = cli("plan", "--host", "demo-box", "--suggest", "--min", "demo-vllm=10")
+    assert "demo-llama: not planned by share: its ledger rows record no memory share" in text
+    assert "(the rest of the box, 18.37 GiB: used now, MemTotal − MemAvailable, less the engines' shares)" in text

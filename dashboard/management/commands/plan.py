@@ -126,6 +126,9 @@ class Command(BaseCommand):
             fixed=fixed,
         )
         out["host"] = host.name
+        # engines the ledger cannot plan by share (llama.cpp): named with what is missing; what
+        # they use is in the rest of the box (used now, MemTotal − MemAvailable, less the shares)
+        out["not_planned"] = {n: m.missing for n, m in models.items() if m.missing}
         if o["json"]:
             self.stdout.write(json.dumps(out, indent=2))
             return
@@ -136,10 +139,13 @@ class Command(BaseCommand):
             )
         for name, share in fixed.items():
             self.stdout.write(f"{name}: util {share} kept (no --min given)")
+        for name, missing in out["not_planned"].items():
+            self.stdout.write(f"{name}: not planned by share: {missing}")
         b = out["box"]
         self.stdout.write(
-            f"box {host.name}: {b['used_gib']} of {b['memory_gib']} GiB used, {b['free_gib']} free, "
-            f"headroom {b['headroom_gib']} GiB"
+            f"box {host.name}: planned {b['used_gib']} of {b['memory_gib']} GiB used, {b['free_gib']} free, "
+            f"headroom {b['headroom_gib']} GiB (the rest of the box, {b['other_gib']} GiB: used now, "
+            "MemTotal − MemAvailable, less the engines' shares)"
         )
         if out["feasible"]:
             self.stdout.write(f"the rest goes to {out['starved']} (fewest tokens per GiB)")
