@@ -180,6 +180,11 @@ def _pages(everything, made):  # noqa: F811
         "probe-profile": f"/probes/profiles/{probe_runs['needle'].profile_id}/",
         **{f"probe-{kind}": f"/probes/runs/{run.pk}/" for kind, run in probe_runs.items()},
         "experiments": "/experiments/",
+        "experiment-new": "/experiments/new/",  # a form's own table (form.as_table) is measured like any other
+        "bench-profile-new": "/bench/profiles/new/",
+        "sweep-new": "/bench/sweeps/new/",
+        "rate-new": "/bench/rate/new/",
+        "probe-new": "/probes/profiles/new/",
         "experiment": f"/experiments/{made['experiment'].pk}/",
     }
 
@@ -291,9 +296,12 @@ def test_audit_fail_warn_and_pass_pills_differ_in_glyph_and_border_not_colour_al
         assert len(set(glyphs.values())) == 3 and "none" not in glyphs.values(), glyphs  # a glyph each
         borders = {status: look["border"] for status, look in looks.items()}
         assert len(set(borders.values())) == 3, borders  # a shape each, seen without colour
-        for status, look in looks.items():
-            backdrop = look["fill"] if not look["fill"].endswith(", 0)") else "rgb(255, 255, 255)"
-            assert _contrast(look["color"], backdrop) >= 4.5, (status, look)
-        session.shot("audit-pills")
+        for theme in ("light", "dark"):
+            page.evaluate(f"document.documentElement.dataset.theme = '{theme}'")
+            card = page.evaluate("getComputedStyle(document.querySelector('.table-scroll')).backgroundColor")
+            for look in page.evaluate(PILL_LOOK):
+                backdrop = look["fill"] if not look["fill"].endswith(", 0)") else card
+                assert _contrast(look["color"], backdrop) >= 4.5, (theme, look)
+            session.shot(f"audit-pills-{theme}")
         assert not session.errors, session.errors
         session.context.close()
