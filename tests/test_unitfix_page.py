@@ -144,3 +144,20 @@ def test_the_readiness_fix_budgets_the_slowest_measured_cold_start_and_a_margin(
         observe_now(engine)
         (result,) = [r for r in audit.audit([engine], only_engine=engine) if r.check == "readiness_budget"]
         assert result.status == "pass" and "budget 503 s" in result.evidence, result
+
+        # the simulated box runs the new gate for real on the next start, and journals what it says
+        from dashboard.collectors.systemd import journal_read
+        from tests.waiting import wait_for
+
+        sim.restart("gate")
+        lines: list = []
+
+        def gate_passed():
+            entries, _ = journal_read(units=[engine.unit], first_lines=500)
+            lines[:] = [
+                str(e.get("MESSAGE")) for e in entries if str(e.get("MESSAGE")).startswith("sparkops wait-ready:")
+            ]
+            return bool(lines) and sim.show("gate")["ActiveState"] == "active"
+
+        assert wait_for(gate_passed, timeout=60), (lines, sim.show("gate"))
+        assert f"unit {engine.unit} (TimeoutStartSec 563 s)" in lines[0], lines

@@ -300,10 +300,15 @@ def d_timeout(eff: dict):
     return (eff.get("directives") or {}).get("TimeoutStartSec", {}).get("value")
 
 
-def helper_command(argv: list[str]) -> list[str] | None:
-    """The real process behind an ExecStartPost of the simulated box: its readiness helper."""
+def helper_command(argv: list[str], unit: str = "") -> list[str] | None:
+    """The real process behind an ExecStartPost of the simulated box: its readiness helper, or SparkOps's
+    own gate (`/…/sparkops wait-ready …`, the audit's readiness fix), run for real. The gate is told its
+    UNIT: the simulated engine is in no cgroup of that unit, where systemd would have put it."""
     if argv and argv[0] == unitfiles.HELPER:
         return [sys.executable, "-m", "dashboard.simulator.waitready", *argv[1:]]
+    if len(argv) > 1 and Path(argv[0]).name == "sparkops" and argv[1] == "wait-ready":
+        named = ["--unit", unit] if unit and "--unit" not in argv else []
+        return [sys.executable, "-m", "sparkops.cli", *argv[1:], *named]
     return None
 
 
@@ -463,18 +468,27 @@ class Supervisor:
         """Run the ExecStartPost commands in order, each a real process with $MAINPID, bounded by
         what is left of TimeoutStartSec; active when the last exits 0."""
         for post in posts:
-            cmd = helper_command(post.get("argv") or [])
+            cmd = helper_command(post.get("argv") or [], unit.id)
             if cmd is None:
                 continue  # a command the simulated box does not have: taken as done
+            gate = cmd[1:3] == ["-m", "sparkops.cli"]  # SparkOps's gate: its lines go to the unit's journal
             left = unit.timeout_start - (time.monotonic() - t0)
             ctl = await asyncio.create_subprocess_exec(
                 *cmd,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.DEVNULL,
-                env={**os.environ, "MAINPID": str(proc.pid), "PYTHONPATH": str(REPO_ROOT)},
+                stdout=asyncio.subprocess.PIPE if gate else asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.STDOUT if gate else asyncio.subprocess.DEVNULL,
+                env={
+                    **os.environ,
+                    "MAINPID": str(proc.pid),
+                    "PYTHONPATH": str(REPO_ROOT),
+                    "SPARKOPS_SYSTEMCTL": str(Path(__file__).parent / "bin" / "sim-systemctl"),
+                    "SPARKOPS_SIM_STATE_DIR": str(self.state_dir),
+                },
                 cwd=REPO_ROOT,
                 preexec_fn=die_with_parent(),
             )
+            if gate:
+                self._journal_lines(unit, ctl, "sparkops")
             unit.control_proc = ctl
             unit.p["ControlPID"] = str(ctl.pid)
             unit.write()
@@ -502,6 +516,17 @@ class Supervisor:
                 return await self._fail_start(unit, proc, "exit-code")
         unit.set_state("active", "running")
         self._started(unit)
+
+    def _journal_lines(self, unit: Unit, proc, ident: str) -> None:
+        """PROC's output lines into UNIT's journal, as journald takes a unit's stdout."""
+
+        async def copy():
+            async for raw in proc.stdout:
+                self.journal.process_line(unit.id, proc.pid, ident, raw.decode(errors="replace").rstrip("\n"))
+
+        task = asyncio.create_task(copy())
+        self._watchers.add(task)
+        task.add_done_callback(self._watchers.discard)
 
     async def _fail_start(self, unit: Unit, proc, result: str) -> None:
         """The manager gives up on a start: SIGTERM to the main process (SIGKILL after 5 s); its
