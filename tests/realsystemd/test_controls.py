@@ -319,7 +319,7 @@ def proc_environ(pid):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_launch_without_caps_in_the_shell_puts_them_in_the_engines_environment(launcher):
+def test_a_launch_without_caps_in_the_shell_puts_them_in_the_engines_environment(launcher, admin_client):
     """The box's thresholds in force (one stored: max_jobs 3), a lower value in the shell kept, a higher
     one replaced; the launch's process is the engine (exec), known before the process scan finds it,
     and the scan then finds the same engine, whose compile caps pass the audit."""
@@ -367,6 +367,8 @@ def test_a_launch_without_caps_in_the_shell_puts_them_in_the_engines_environment
 
     card = engine_card_html(engine)
     assert f"through <code>sparkops launch</code> by {row.user} at" in card and "caps exported" in card, card
+    overview = admin_client.get("/").content.decode()
+    assert f"through <code>sparkops launch</code> by {row.user} at" in overview
 
 
 def unit_engine_with_share(box, name, share):
