@@ -618,6 +618,7 @@ def observe_engine(engine, unit_cfg, *, account=None, now=None, launch="unit", p
         observed["process"] = process
     h = digest(data)
     if previous is not None and previous.hash == h:
+        _keep_file_texts(previous, observed)
         return None
     with transaction.atomic():
         snap = ConfigSnapshot.objects.create(
@@ -636,6 +637,16 @@ def observe_engine(engine, unit_cfg, *, account=None, now=None, launch="unit", p
         except Exception:
             log.exception("config drift of %s not checked", engine.name)
     return snap
+
+
+def _keep_file_texts(snap, observed):
+    """A snapshot stored before the unit files' text was kept gets it from the next observation
+    that finds the same configuration (the text is beside what is hashed, not part of it), so the
+    launch configuration page shows the files without waiting for a change."""
+    prior = (snap.data or {}).get("observed") or {}
+    if observed.get("files") and not prior.get("files"):
+        snap.data = {**snap.data, "observed": {**prior, "files": observed["files"]}}
+        snap.save(update_fields=["data"])
 
 
 # --- drift: the log's newest human-written flag lines against what runs ------------------------

@@ -275,3 +275,19 @@ def test_the_page_costs_the_same_queries_for_three_versions_or_thirty(
     with django_assert_max_num_queries(len(few)):
         resp = page(viewer_client, "vllm-main")
     assert len(resp.context["history"]) == 30
+
+
+def test_a_snapshot_from_before_the_files_text_was_kept_gets_it_at_the_next_observation(
+    box_engines, sim_box, viewer_client
+):
+    nemotron = box_engines["nemotron"]
+    observe(box_engines.values())
+    snap = ConfigSnapshot.objects.get(engine=nemotron)
+    snap.data = {**snap.data, "observed": {k: v for k, v in snap.data["observed"].items() if k != "files"}}
+    snap.save(update_fields=["data"])  # as an older SparkOps stored it
+    html = page(viewer_client, "nemotron").content.decode()
+    assert "Its text was not kept with this snapshot" in html
+    assert observe(box_engines.values()) == []  # the same configuration: no new version
+    resp = page(viewer_client, "nemotron")
+    assert "later in lexical order: this one wins" in resp.context["files"][2]["text"]
+    assert ConfigSnapshot.objects.filter(engine=nemotron).count() == 1
