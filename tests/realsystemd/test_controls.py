@@ -169,12 +169,12 @@ def test_budget_not_below_timeout_start_sec_refuses_with_exit_2(real_box):
     assert "--budget 6 s is not below TimeoutStartSec 5 s" in done.stderr, done.stderr
 
 
-def _gate(url, budget, *, mainpid=None, extra=()):
+def _gate(url, budget, *, mainpid=None, kind="vllm"):
     env = {k: v for k, v in os.environ.items() if k != "MAINPID"}
     if mainpid:
         env["MAINPID"] = str(mainpid)
     return subprocess.Popen(
-        [SPARKOPS, "wait-ready", "--url", url, "--kind", "vllm", "--budget", str(budget), *extra],
+        [SPARKOPS, "wait-ready", "--url", url, "--kind", kind, "--budget", str(budget)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -206,6 +206,36 @@ def test_wait_ready_exits_1_within_2_s_of_its_main_process_dying():
     rest = gate.stdout.read()
     assert code == 1 and gone_in < 2.0, (code, gone_in, rest)
     assert f"failed: main process {engine.pid} is gone after" in rest, rest
+
+
+def test_llama_cpp_loading_503_is_waited_for_then_ready():
+    """llama.cpp listens while loading and answers /health 503 "Loading model": the gate keeps waiting,
+    and exits 0 once /health is 200 and /v1/models lists the model."""
+    port = free_port()
+    engine = subprocess.Popen(
+        [sys.executable, "-m", "dashboard.simulator.engine", "--kind", "llamacpp", "--port", str(port)]
+        + ["--load-seconds", "8"],  # the gate starts well inside it, even at load average 8
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert wait_for(lambda: _answers(port), timeout=WAIT_S), "the simulated llama-server never listened"
+        gate = _gate(f"http://127.0.0.1:{port}", 60, mainpid=engine.pid, kind="llamacpp")
+        out = gate.communicate(timeout=WAIT_S)[0]
+    finally:
+        engine.kill()
+        engine.wait()
+    assert gate.returncode == 0, out
+    assert "/health answers 503 (loading)" in out and "ready after" in out, out
+
+
+def _answers(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def test_a_stalling_socket_counts_against_the_budget():
