@@ -48,7 +48,12 @@ class EngineStart(models.Model):
     gate = models.CharField(
         max_length=8,
         blank=True,
-        choices=[("ready", "ready"), ("died", "main process gone"), ("budget", "budget ran out"), ("refused", "refused")],
+        choices=[
+            ("ready", "ready"),
+            ("died", "main process gone"),
+            ("budget", "budget ran out"),
+            ("refused", "refused"),
+        ],
         help_text="what its readiness gate (sparkops wait-ready) said, from the unit's journal",
     )
     gate_s = models.FloatField(null=True, blank=True, help_text="when the gate said it, in s from its own start")
