@@ -166,6 +166,8 @@ class _Asking(threading.Thread):
 def wait(url, kind, budget_s, *, pid=None, say=print, clock=time.monotonic) -> Outcome:
     """Wait until URL serves (KIND's readiness), the main process PID is gone, or BUDGET_S seconds
     of wall clock have passed, whatever any request is doing. SAY gets each progress line."""
+    from dashboard import http  # noqa: F401  imported now: in the probe's thread it would hold the GIL on the clock
+
     start = clock()
     deadline = start + budget_s
     proc = MainProcess(pid) if pid else None
