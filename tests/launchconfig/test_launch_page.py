@@ -144,6 +144,7 @@ def test_a_hand_run_engine_shows_its_process_not_a_unit(tmp_path, settings, monk
     )
     # No unit: no unit files, no unit settings, no readiness helper to hold to a budget.
     assert 'id="unit-files"' not in html and 'id="readiness"' not in html and 'id="unit-settings"' not in html
+    assert "No unit: SparkOps measures the starts of an engine's systemd unit" in html.replace("&#x27;", "'")
 
 
 def test_an_engine_without_a_snapshot_says_why(fleet, viewer_client):
