@@ -61,6 +61,117 @@ def _empty_the_sqlite_test_database_past_its_triggers():
     DatabaseOperations.execute_sql_flush = original
 
 
+KEPT_BY_FLUSH = ("django_content_type", "auth_permission")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _flush_keeps_what_migrate_made():
+    """How a transactional test's database is emptied after it, on both databases.
+
+    After each transactional test Django empties every table and then sends `post_migrate`,
+    whose handlers write back every content type and permission the flush deleted: 0.87 s per
+    test on PostgreSQL at load 5 (profiled: 24 s of a 30-test run in `create_permissions`). No
+    test writes either table, so the flush leaves those two alone and `post_migrate` is not sent
+    again (no SparkOps app listens to it).
+
+    On PostgreSQL the flush is one `TRUNCATE` of every table, which gives each table and index
+    a new file; the test tables hold a few rows, so `DELETE FROM` each is cheaper. `TRUNCATE`
+    fires no row trigger and checks no foreign key; the deletes do the same, in their own
+    transaction, in `session_replication_role = replica` (no user trigger, the change log's
+    append-only ones included, and no foreign-key trigger fires). That needs a superuser, as the
+    test database's owner is on the CI machine; any other role keeps Django's `TRUNCATE`. A flush
+    that resets sequences keeps Django's SQL too."""
+    from django.core.management.commands import flush
+    from django.db import connection
+
+    DatabaseOperations = type(connection.ops)
+    original_sql_flush = DatabaseOperations.sql_flush
+    original_emit = flush.emit_post_migrate_signal
+    superuser = {}
+
+    def is_superuser(ops):
+        if "is" not in superuser:
+            with ops.connection.cursor() as cursor:
+                cursor.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+                superuser["is"] = bool(cursor.fetchone()[0])
+        return superuser["is"]
+
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        tables = [t for t in tables if t not in KEPT_BY_FLUSH]
+        if self.connection.vendor != "postgresql" or reset_sequences or not tables or not is_superuser(self):
+            return original_sql_flush(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+        return ["SET LOCAL session_replication_role = replica"] + [f"DELETE FROM {self.quote_name(t)}" for t in tables]
+
+    DatabaseOperations.sql_flush = sql_flush
+    flush.emit_post_migrate_signal = lambda *args, **kwargs: None
+    yield
+    DatabaseOperations.sql_flush = original_sql_flush
+    flush.emit_post_migrate_signal = original_emit
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _screenshots_when_asked_for():
+    """Screenshots are written when asked for: `SPARKOPS_SCREENSHOTS=1 make test` (or
+    `SPARKOPS_UPDATE_SCREENSHOT=1`, which also refreshes the README's picture) writes every
+    browser test's pictures to artifacts/screenshots/ for a person to look at. Otherwise a
+    screenshot with a `path` is not taken: nothing in a run reads those files, and a full-page
+    picture cost 2-4 s of a core each at load 20 (a tall page at 390 px), over a hundred a run.
+    A screenshot a test asks for as bytes (no `path`) is always taken."""
+    import os
+
+    if os.environ.get("SPARKOPS_SCREENSHOTS") or os.environ.get("SPARKOPS_UPDATE_SCREENSHOT"):
+        yield
+        return
+    try:
+        from playwright.sync_api import Page
+    except ImportError:  # no browser tests here
+        yield
+        return
+    original = Page.screenshot
+
+    def screenshot(self, *args, **kwargs):
+        if kwargs.get("path") is not None:
+            return b""
+        return original(self, *args, **kwargs)
+
+    Page.screenshot = screenshot
+    yield
+    Page.screenshot = original
+
+
+@pytest.fixture(scope="session")
+def _shared_web_server(django_db_setup, django_db_blocker, tmp_path_factory):
+    """One uvicorn serving the test database, for the test process (each xdist worker has its
+    own), started the first time a test asks (`shared_web`) and stopped before the test database
+    is dropped. A start cost 1.5-2 s of a core (Django's import), once per browser test before.
+    The server keeps nothing between tests that the database, flushed after each, does not: no
+    cache, sessions and lockouts in the database. Tests that need a server seeing their own
+    environment (the live stack's simulator state) start their own with tests.live.stack."""
+    from django.db import connection
+
+    from tests.live.stack import start_web, stop
+
+    with django_db_blocker.unblock():
+        name = connection.settings_dict["NAME"]
+    log = tmp_path_factory.mktemp("web") / "web.log"
+    server = {}
+
+    def get():
+        if "proc" not in server or server["proc"].poll() is not None:
+            server["proc"], server["base"] = start_web(db_name=name, log_path=log)
+        return server["proc"], server["base"], log
+
+    yield get
+    stop(server.get("proc"))
+
+
+@pytest.fixture
+def shared_web(_shared_web_server, monkeypatch):
+    """(proc, base URL, log path) of the test process's web server (started if not running)."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
+    return _shared_web_server()
+
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 

@@ -7,7 +7,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from dashboard.alerts.models import AlertEvent, MaintenanceWindow, Silence
@@ -15,7 +14,6 @@ from dashboard.benchmarks.models import Profile, Run
 from dashboard.changelog.models import Entry
 from dashboard.models import Incident, KVPoolEntry
 from tests.live.helpers import add_samples
-from tests.live.stack import start_web, stop
 from tests.live.test_browser import browser, wait_for_js  # noqa: F401  (browser: the shared Chromium fixture)
 from tests.live.test_pages import HOST, READING
 
@@ -156,11 +154,8 @@ def everything(fleet, operator, admin_user):
 
 
 @pytest.fixture
-def web(tmp_path, monkeypatch):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
-    proc, base = start_web(db_name=connection.settings_dict["NAME"], log_path=tmp_path / "web.log")
-    yield base
-    stop(proc)
+def web(shared_web):
+    return shared_web[1]
 
 
 class Tab:

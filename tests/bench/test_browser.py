@@ -10,7 +10,6 @@ from django.utils import timezone
 
 from dashboard.benchmarks.models import Profile, Run
 from dashboard.changelog.models import Entry
-from tests.live.stack import start_web, stop
 from tests.live.test_browser import Session, browser, wait_for_js  # noqa: F401  (browser: the shared Chromium fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -118,7 +117,7 @@ def _until(page, predicate, timeout, what):
 
 
 def test_run_page_follows_each_repetition_live_then_shows_the_result(
-    sim, make_engine, operator, browser, tmp_path, monkeypatch
+    sim, make_engine, operator, browser, tmp_path, monkeypatch, shared_web
 ):
     import json
     import threading
@@ -134,7 +133,7 @@ def test_run_page_follows_each_repetition_live_then_shows_the_result(
     run = run_create(engine=engine, spec=profile.spec(), profile=profile)  # queued, as run_enqueue leaves it
     assert run.status == "queued" and run.total_reps == 3
 
-    web, base = start_web(db_name=connection.settings_dict["NAME"], log_path=tmp_path / "web.log")
+    web, base, _log = shared_web
     worker, failure = None, []
     try:
         ops = Session(browser, base, operator)
@@ -202,7 +201,6 @@ def test_run_page_follows_each_repetition_live_then_shows_the_result(
     finally:
         if worker is not None:
             worker.join(30)
-        stop(web)
         # Under Playwright's greenlets this body has its own DB connection (asgiref's context-local
         # connections); left open, it would block dropping the test database at the end.
         connection.close()

@@ -9,7 +9,6 @@ from django.db import connection
 
 from dashboard.experiments.models import Experiment
 from dashboard.experiments.services import experiment_advance
-from tests.live.stack import start_web, stop
 from tests.live.test_browser import Session, browser, wait_for_js  # noqa: F401  (browser: the shared Chromium fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -24,13 +23,13 @@ def _until(page, predicate, timeout, what):
         page.wait_for_timeout(50)
 
 
-def test_start_watch_and_record_an_experiment(sim, make_engine, operator, browser, tmp_path, monkeypatch):  # noqa: F811
+def test_start_watch_and_record_an_experiment(sim, make_engine, operator, browser, tmp_path, monkeypatch, shared_web):  # noqa: F811
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
     a = make_engine(sim("vllm", rate=100.0, ttft=0.01).url, name="control")
     # B half as fast again: this test is the page's flow (the noise band is test_verdict's), and a
     # browser and uvicorn beside the engines on two cores make a 10 % gap land within noise at times
     b = make_engine(sim("vllm", rate=150.0, ttft=0.01).url, name="variant")
-    web, base = start_web(db_name=connection.settings_dict["NAME"], log_path=tmp_path / "web.log")
+    web, base, _log = shared_web
     worker, failure = None, []
     try:
         ops = Session(browser, base, operator)
@@ -98,5 +97,4 @@ def test_start_watch_and_record_an_experiment(sim, make_engine, operator, browse
     finally:
         if worker is not None:
             worker.join(30)
-        stop(web)
         connection.close()

@@ -30,18 +30,12 @@ class SizedSession(Session):
 
 
 @pytest.fixture
-def web(tmp_path, monkeypatch):
+def web(shared_web):
     """Only the web server (no simulator, no poller): for pages whose rows the test writes itself."""
     from types import SimpleNamespace
 
-    from django.db import connection
-
-    from .stack import start_web, stop
-
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    proc, base = start_web(db_name=connection.settings_dict["NAME"], log_path=tmp_path / "web.log")
-    yield SimpleNamespace(base=base, proc=proc)
-    stop(proc)
+    proc, base, _log = shared_web
+    return SimpleNamespace(base=base, proc=proc)
 
 
 def _wait_ticks(stack, n, timeout=30):

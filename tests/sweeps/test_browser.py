@@ -15,7 +15,6 @@ from django.conf import settings
 from django.db import connection
 
 from dashboard.benchmarks.models import Sweep
-from tests.live.stack import start_web, stop
 from tests.live.test_browser import SHOTS, Session, browser, wait_for_js  # noqa: F401  (browser: shared Chromium)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -66,12 +65,14 @@ def _until(page, predicate, timeout, what):
         page.wait_for_timeout(50)
 
 
-def test_sweep_from_the_ui_fills_cells_live_and_charts_them(sim, make_engine, operator, browser, tmp_path, monkeypatch):
+def test_sweep_from_the_ui_fills_cells_live_and_charts_them(
+    sim, make_engine, operator, browser, tmp_path, monkeypatch, shared_web
+):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
     redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()  # no task left queued by an earlier test
     eng = sim("vllm", rate=60.0, aggregate_cap=150.0, ttft=0.01)  # 48 tokens: about 0.8 s to 1.3 s per cell
     engine = make_engine(eng.url, name="sim-sweep")
-    web, base = start_web(db_name=connection.settings_dict["NAME"], log_path=tmp_path / "web.log")
+    web, base, _log = shared_web
     worker = None
     try:
         ops = Session(browser, base, operator)
@@ -152,5 +153,4 @@ def test_sweep_from_the_ui_fills_cells_live_and_charts_them(sim, make_engine, op
                 worker.wait(15)
             except subprocess.TimeoutExpired:
                 worker.kill()
-        stop(web)
         connection.close()
