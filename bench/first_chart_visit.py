@@ -138,7 +138,9 @@ def main():
         (var / "pw").write_text(PASSWORD)
         manage(env, "user", "add", USER, "--role", "viewer", "--password-file", str(var / "pw"))
         manage(env, "engine", "add", "bench-vllm", "--kind", "vllm", "--url", "http://127.0.0.1:9")
-        print(f"first visit to /engines/bench-vllm/ on loopback, headless Chromium, load average {os.getloadavg()[0]:.1f}")
+        print(
+            f"first visit to /engines/bench-vllm/ on loopback, headless Chromium, load average {os.getloadavg()[0]:.1f}"
+        )
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             report("plain", measure(env, browser, args.visits))
