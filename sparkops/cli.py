@@ -16,7 +16,10 @@ def main(argv=None):
     if argv[1:2] == ["wait-ready"]:  # a unit's ExecStartPost=: no Django settings there, and it must start fast
         from dashboard.controls.waitready import main as wait_ready
 
-        return wait_ready(argv[2:])
+        code = wait_ready(argv[2:])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # now: a probe thread may sit in a stalled read, and teardown is time off the budget
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sparkops.settings")
     if argv[1:] in ([], ["--help"], ["-h"], ["help"]):
         print(main_help())

@@ -77,6 +77,8 @@ def main(argv: list[str]) -> int:
             print(f"{PREFIX} {readiness.REFUSED.format(why=why)}", file=sys.stderr, flush=True)
             return 2
         where = where or f", unit {unit[0]} (TimeoutStartSec {_span(limit)})"
+    from dashboard import http  # noqa: F401  imported before the first line: the budget's clock starts with it
+
     say(
         f"{PREFIX} waiting for {args.url} ({args.kind or 'openai'}) to serve: budget {args.budget:g} s"
         f"{f', main pid {mainpid}' if mainpid else ', no $MAINPID'}{where}"
