@@ -119,3 +119,35 @@ def test_openai_model_list_with_odd_cards():
     body = b'{"data": [1, null, {"id": "a", "max_model_len": true}, {"id": "b", "max_model_len": "4096"}]}'
     snap = collector_for("openai").snapshot({"models": http.Response(200, {}, body, "x")})
     assert snap.status == "up" and snap.models == ["a", "b"] and snap.kv["window"] is None
+
+
+def test_each_collector_gives_the_engines_account_when_it_read_the_slow_endpoints():
+    """The account launch observation versions comes from the collector's own fetch: vLLM's
+    models, /version and cache_config_info labels; llama.cpp's /props; SGLang's /get_server_info.
+    A poll that skipped the slow endpoints has none (the last one is carried in the state)."""
+    vllm = collector_for("vllm")
+    account = vllm.snapshot({**vllm_bodies(), "version": fx("vllm", "0.33.0_version.json")}).account
+    assert account["served_models"] == ["Qwen/Qwen3-8B"] and account["max_model_len"] == 32768
+    assert account["root"] == "/models/Qwen3-8B" and account["version"] == "0.33.0"
+    assert account["cache_config"]["gpu_memory_utilization"] == "0.92"
+    assert vllm.snapshot({k: v for k, v in vllm_bodies().items() if k != "models"}).account is None
+    llama = collector_for("llamacpp").snapshot(
+        {
+            "health": fx("llamacpp", "b0-0c1e570_health_ok.json"),
+            "metrics": fx("llamacpp", "b0-0c1e570_metrics.txt"),
+            "props": fx("llamacpp", "b0-0c1e570_props.json"),
+            "models": fx("llamacpp", "b0-0c1e570_v1_models.json"),
+        }
+    )
+    assert llama.account["n_ctx"] == 256 and llama.account["model"] == "tiny-llama"
+    assert llama.account["total_slots"] == 2
+    sglang = collector_for("sglang").snapshot(
+        {
+            "health": fx("sglang", "0.5.23_get_server_info.json"),
+            "metrics": fx("sglang", "0.5.23_metrics_busy.txt"),
+            "info": fx("sglang", "0.5.23_get_server_info.json"),
+        }
+    )
+    assert sglang.account["context_length"] == 40960 and sglang.account["version"] == "0.5.23"
+    assert sglang.account["mem_fraction_static"] == 0.8
+    assert collector_for("openai").snapshot({"models": fx("vllm", "0.33.0_v1_models.json")}).account is None
