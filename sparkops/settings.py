@@ -1,7 +1,6 @@
 """SparkOps settings: everything comes from the environment (see .env.example)."""
 
 import os
-import warnings
 from datetime import timedelta
 from pathlib import Path
 
@@ -80,7 +79,7 @@ MIDDLEWARE = [
     # Content-Security-Policy on every response (policy below), the lockout page included.
     "sparkops.csp.CSPMiddleware",
     # Serves static/ from the app itself, so one process is a complete web server.
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "sparkops.staticstore.StaticMiddleware",  # WhiteNoise
     # 400 for a NUL character in the path, query or form (PostgreSQL refuses NUL in any query).
     "dashboard.middleware.RejectNulMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -260,8 +259,6 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 WHITENOISE_KEEP_ONLY_HASHED_FILES = True  # the plain names come from the finders
-# WhiteNoise warns at each start while STATIC_ROOT is missing, as it is until the first collect.
-warnings.filterwarnings("ignore", message="No directory at: ", category=UserWarning)
 
 # Alert delivery (dashboard/alerts/conf.py reads these): parsed here with the rest, so a bad value
 # stops start-up naming the variable instead of failing inside a delivery.

@@ -22,6 +22,7 @@ from django.contrib.staticfiles.finders import BaseFinder
 from django.core.files.storage import FileSystemStorage
 from django.core.management import call_command
 from whitenoise.compress import Compressor
+from whitenoise.middleware import WhiteNoiseMiddleware
 from whitenoise.storage import CompressedManifestStaticFilesStorage
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,16 @@ class PlotlyFinder(BaseFinder):
 
     def list(self, ignore_patterns):
         yield PLOTLY_NAME, self.storage
+
+
+class StaticMiddleware(WhiteNoiseMiddleware):
+    """WhiteNoise, without its warning at every start while STATIC_ROOT does not exist (it does
+    not until the first collect): the finders serve the files meanwhile."""
+
+    def add_files(self, root, prefix=None):
+        if root == self.static_root and not os.path.isdir(root):
+            return
+        super().add_files(root, prefix)
 
 
 class _Compressor(Compressor):
