@@ -5,4 +5,7 @@
 - `waitready`: `sparkops wait-ready`, the readiness gate for a unit's `ExecStartPost=`;
 - `launch`: `sparkops launch -- ENGINE ARGV…`, the guarded launch path (compile caps, one cold
   start at a time per box, a memory preflight, the launch recorded);
-- `gates`: the gates' outcomes, read from the journal, onto the start they belong to."""
+- `gates`: the gates' outcomes, read from the journal, onto the start they belong to;
+- `unitfix`: `sparkops unit fix ENGINE`, the launch audit's fixes as drop-ins (one per check, shown
+  as a diff, written beside the unit, reloaded, observed into the change log);
+- `unitfix_tasks`: the same from the audit page, applied by the box's own worker."""
