@@ -124,12 +124,18 @@ def test_alerts_already_firing_count_but_do_not_page_again(chromium, web, fleet,
     assert page.evaluate("__notes.length") == 0  # it was firing before the page opened
 
 
-def test_permission_is_asked_from_the_button_never_on_load(chromium, web, fleet, viewer):
-    page, errors = _page(chromium, web, viewer, grant=False)
+@pytest.mark.parametrize("viewport", [(1280, 800), (390, 844)], ids=["desk", "phone"])
+def test_permission_is_asked_from_the_button_never_on_load(chromium, web, fleet, viewer, viewport):
+    page, errors = _page(chromium, web, viewer, grant=False, viewport=viewport)
     _ready(page)
     button = page.locator("#paging-enable")
     assert button.is_visible() and button.inner_text() == "Enable notifications"
     assert page.evaluate("window.__asked") == 0
+    assert page.evaluate("document.documentElement.scrollWidth") <= viewport[0]  # the top bar still fits
+    box = button.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= viewport[0]
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"paging-ask-{viewport[0]}.png"))
     button.click()
     wait_for_js(page, "window.__asked === 1")
     assert not errors
