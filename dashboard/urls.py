@@ -1,19 +1,6 @@
 from django.urls import path
 
-from .views import (
-    account,
-    audit,
-    charts,
-    engines,
-    health,
-    hosts,
-    launchconfig,
-    metrics,
-    overview,
-    plotly_js,
-    pwa,
-    unitfix,
-)
+from .views import account, audit, charts, engines, health, hosts, launchconfig, metrics, overview, pwa, unitfix
 
 urlpatterns = [
     path("", overview.overview, name="overview"),
@@ -36,6 +23,5 @@ urlpatterns = [
     path("charts/host/<str:name>.json", charts.host_chart_json, name="chart-host"),
     path("charts/coresidency.json", charts.coresidency_chart_json, name="chart-coresidency"),
     path("charts/overview.json", charts.overview_sparks_json, name="chart-overview"),
-    path("assets/plotly.min.js", plotly_js.plotly_js, name="plotly-js"),
     path("manifest.webmanifest", pwa.manifest, name="web-manifest"),
 ]
