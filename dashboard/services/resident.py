@@ -21,6 +21,10 @@ HTTP pools too), and run on the clock:
   the engines were launched (`services/launchconfig.py`: `systemctl show`/`cat`, a /proc scan,
   the audit, the change log), with the engines' accounts as their collectors last read them.
   It has a thread of its own so a slow `systemctl` never delays a poll.
+- at once, when a watched engine's process exits (`services/exitwatch.py`: a pidfd for each
+  unit's main process and its engine-core children, and the units' journal followed),
+  `exit_seen`: the same finding a failed probe makes, evaluated under the probe's lock, so a
+  death is one alert whichever saw it first; the probe stays the backstop and sees hangs.
 
 Ownership: a worker owns the engines of its own host. Engines of a host with no live worker
 (none reported within `ORPHAN_AFTER_INTERVALS` poll intervals and a store interval: a remote OpenAI-compatible
@@ -72,6 +76,8 @@ ROLES_REFRESH_S = 10.0  # the engine list, who leads and who is orphaned may be 
 FETCH_WAIT = 0.4
 LAUNCH_LAG = 0.5  # the launch duty runs this share of a poll interval after the metrics tick
 LAUNCH_BACKLOG = 64  # metrics ticks' readings the launch duty may be behind (the oldest go first)
+EXIT_SETTLE_S = 0.5  # after a main process exits, wait at most this long for its unit to say so
+EXIT_SEEN = "exit seen at once"  # the card's words for an engine whose process this worker watches
 
 
 def fleet_hosts():
@@ -248,6 +254,9 @@ class ResidentPoller:
         self._metrics_started = float("-inf")
         self._stop = threading.Event()
         self._threads = []
+        self.exit_watch, self.journal = None, None  # services/exitwatch: started by start()
+        self._liveness_lock = threading.Lock()  # one finding evaluated at a time: probe or exit
+        self.exited_at: dict[int, Any] = {}  # engine pk -> when exit_seen found it down
 
     def start(self):
         """Three threads: the probes, the metrics with the leader's upkeep, and the launch
@@ -267,10 +276,25 @@ class ResidentPoller:
             )
             thread.start()
             self._threads.append(thread)
+        self._start_exit_watch()
         return self
+
+    def _start_exit_watch(self):
+        from dashboard.services import exitwatch
+
+        if not settings.SPARKOPS_EXIT_WATCH:
+            return
+        if not exitwatch.pidfd_supported():
+            log.info("resident poller (%s): no pidfds here; deaths are seen by the probe", self.host_name)
+            return
+        self.exit_watch = exitwatch.ExitWatcher(self.exit_seen, name=f"sparkops-exits-{self.host_name}").start()
+        self.journal = exitwatch.JournalFollower(name=f"sparkops-journal-{self.host_name}").start()
 
     def stop(self, timeout=10.0):
         self._stop.set()
+        for watcher in (self.exit_watch, self.journal):
+            if watcher is not None:
+                watcher.stop()
         for thread in self._threads:
             thread.join(timeout)
         if self.pending:
@@ -446,6 +470,7 @@ class ResidentPoller:
                     self.down_by_metrics.discard(engine.pk)
         finally:
             self._metrics_idle.set()
+        self._guard("exit watch", self._rearm, own, collected.reading.get("units") or {}, polled)
         if self.pending.urgent or time.monotonic() - self.flushed_at >= self.flush_interval - self.poll_interval / 2:
             self._flush_or_hold()  # a failure holds the readings; the alerts and live view go on
         # 3. Alerts, then 4. the live view: each failure is logged, never costs the other.
@@ -465,6 +490,68 @@ class ResidentPoller:
             )
         )
         return TickResult(collected.reading, polled)
+
+    def _rearm(self, own, units, polled):
+        """Point the exit watcher at the main processes this tick's `systemctl show` read and the
+        journal follower at the units; say on each polled engine's reading how it is watched."""
+        mains = {}
+        if self.exit_watch is not None:
+            mains = {e.pk: (units.get(e.unit) or {}).get("MainPID") or 0 for e in own if e.unit}
+            self.exit_watch.watch(mains)
+            self.journal.follow(
+                [e.unit for e in own if e.unit and e.unit_scope != "user"],
+                [e.unit for e in own if e.unit and e.unit_scope == "user"],
+            )
+        probe = f"probe every {self.liveness_interval:g} s"
+        for engine, reading in polled:
+            reading["watched"] = EXIT_SEEN if mains.get(engine.pk) else probe
+
+    def exit_seen(self, engine_pk, pid, what):
+        """A watched process of engine ENGINE_PK exited (the exit watcher's thread): the finding a
+        failed probe makes, now — Engine.status, the unit read as it settles, the alert rules
+        (engine_down with its cause), the live card. The probe confirms later and stays the
+        backstop; both evaluate under one lock, so the death is one alert."""
+        from dashboard.collectors import unitnow
+
+        engine = next((e for e in self.engines if e.pk == engine_pk), None)
+        if engine is None or not engine.expected_up or self._stop.is_set():
+            return
+        if self.lease is not None and not self.lease.holds():
+            return
+        main = what == "main process"
+        reason = f"its {what} (pid {pid}) exited" + ("" if main else " while the API server runs")
+        try:
+            with self._liveness_lock:
+                finding = polling.liveness_record(polling.Liveness(engine, "down", reason, True, timezone.now()))
+                self.exited_at[engine.pk] = finding.checked_at
+                if unitnow.is_local(engine):
+                    finding.unit_now = self._unit_at_exit(engine, pid if main else None)
+                self._guard("alert rules", evaluate_liveness, finding, memory=self.alerts)
+                self._guard("live push", self.live.liveness, finding)
+        finally:
+            close_old_connections()
+
+    def _unit_at_exit(self, engine, pid):
+        """ENGINE's unit (`unitnow.UnitNow`) once systemd has seen its main process PID exit (at
+        most EXIT_SETTLE_S), with the cause lines the journal follower already holds (read from
+        the journal only when it holds none)."""
+        from dashboard.collectors import unitnow
+
+        deadline = time.monotonic() + EXIT_SETTLE_S
+        props = unitnow._props(engine)
+        while (
+            pid is not None
+            and props is not None
+            and props.get("ActiveState") == "active"
+            and props.get("MainPID") == pid
+            and time.monotonic() < deadline
+        ):
+            self._stop.wait(0.01)
+            props = unitnow._props(engine)
+        fatal, limit = self.journal.cause(engine.unit) if self.journal is not None else ("", "")
+        if not fatal:
+            fatal, limit = unitnow._journal_lines(engine)
+        return unitnow.UnitNow(props, fatal, limit)
 
     def launch_tick(self):
         """The launch duty: follow the engines' starts through every metrics tick's readings
@@ -510,9 +597,13 @@ class ResidentPoller:
             for e in engines
             if e.pk in answered
         ]
-        for finding in findings:
-            self._guard("alert rules", evaluate_liveness, finding, memory=self.alerts)
-            self._guard("live push", self.live.liveness, finding)
+        with self._liveness_lock:  # an exit seen meanwhile is evaluated before or after, never beside
+            for finding in findings:
+                exited = self.exited_at.get(finding.engine.pk)
+                if finding.up and exited is not None and finding.checked_at < exited:
+                    continue  # answered just before its process exited: stale
+                self._guard("alert rules", evaluate_liveness, finding, memory=self.alerts)
+                self._guard("live push", self.live.liveness, finding)
         return findings
 
     def _guard(self, what, fn, *args, **kwargs):

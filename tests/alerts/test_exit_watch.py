@@ -1,0 +1,117 @@
+"""A death seen when it happens (issue 28): the resident poller's exit watcher holds a pidfd of a
+real engine process; killing it raises engine_down with no probe run, and the probe that sees the
+same death afterwards adds nothing: one alert, one page. Real processes, a real webhook receiver
+on 127.0.0.1, Celery eager; no timing assertions (every wait is on an event)."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings as django_settings
+
+from dashboard.alerts.models import AlertEvent, Delivery, NotificationChannel
+from dashboard.models import Engine, Host
+from dashboard.services import exitwatch
+from dashboard.services.resident import ResidentPoller
+from dashboard.simulator.supervisor import REPO_ROOT
+from sparkops.redisproc import free_port
+from tests.waiting import wait_for
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not exitwatch.pidfd_supported(), reason="no pidfds on this kernel"),
+]
+
+
+@pytest.fixture
+def eager():
+    from sparkops.celery import app
+
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = False
+
+
+@pytest.fixture
+def engine_proc():
+    """A simulated vLLM engine, a real process serving on 127.0.0.1 (not under any unit)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dashboard.simulator.engine", "--kind", "vllm", "--name", "pidfd", "--port", str(port)],
+        cwd=REPO_ROOT,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    yield proc, f"http://127.0.0.1:{port}"
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+@pytest.fixture
+def watched(engine_proc, eager, receiver, settings):
+    settings.SPARKOPS_EXIT_WATCH = True
+    proc, url = engine_proc
+    host = Host.objects.create(name=django_settings.SPARKOPS_HOST_NAME)
+    engine = Engine.objects.create(name="pidfd-engine", kind="vllm", url=url, host=host, status="up")
+    NotificationChannel.objects.create(
+        name="hook", kind="webhook", config={"url": receiver.url, "format": "sparkops"}, secret="k3y"
+    )
+    # The probe disabled: its clock never comes due, and no probe thread runs at all here.
+    poller = ResidentPoller(host.name, duties={}, liveness_interval=3600)
+    poller.engines = [Engine.objects.select_related("host").get(pk=engine.pk)]
+    poller._start_exit_watch()
+    poller.exit_watch.watch({engine.pk: proc.pid})
+    assert wait_for(lambda: poller.exit_watch.pids_of(engine.pk) == [proc.pid]), "the pidfd was never armed"
+    yield engine, proc, poller
+    poller.stop()
+
+
+def firing_pages(receiver):
+    return [body for _, body in receiver.accepted() if body.get("transition") == "firing"]
+
+
+def test_a_death_is_seen_through_the_pidfd_alone(watched, receiver):
+    engine, proc, poller = watched
+    proc.send_signal(signal.SIGKILL)
+    assert wait_for(lambda: AlertEvent.objects.filter(rule="engine_down", state="firing").exists(), timeout=30)
+    event = AlertEvent.objects.get(rule="engine_down")
+    assert event.cause == "process_gone", event.message
+    assert f"pid {proc.pid}" in event.message and "exited" in event.message
+    assert poller.cycles["probe"] == 0  # no probe ran: the kernel said so
+    assert Engine.objects.get(pk=engine.pk).status == "down"
+    assert wait_for(lambda: len(firing_pages(receiver)) == 1, timeout=30)
+    assert poller.exit_watch.pids_of(engine.pk) == []  # let go: the next tick re-arms a new main pid
+
+
+def test_the_probe_seeing_the_same_death_adds_nothing(watched, receiver):
+    engine, proc, poller = watched
+    proc.send_signal(signal.SIGKILL)
+    assert wait_for(lambda: AlertEvent.objects.filter(rule="engine_down", state="firing").exists(), timeout=30)
+    assert wait_for(lambda: len(firing_pages(receiver)) == 1, timeout=30)
+    for _ in range(2):  # the backstop probe confirms (connection refused), twice
+        findings = poller.probe_tick()
+        assert [f.status for f in findings] == ["down"]
+    assert AlertEvent.objects.filter(rule="engine_down").count() == 1
+    assert Delivery.objects.filter(transition="firing").count() == 1
+    assert len(firing_pages(receiver)) == 1
+
+
+def test_a_pid_already_gone_is_not_armed_and_a_new_one_is(watched):
+    engine, proc, poller = watched
+    proc.send_signal(signal.SIGKILL)
+    assert wait_for(lambda: poller.exit_watch.exits == 1, timeout=30)
+    proc.wait()
+    poller.exit_watch.watch({engine.pk: proc.pid})  # a stale MainPID: nothing to watch
+    other = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        poller.exit_watch.watch({engine.pk: other.pid})  # the unit's new main process
+        assert wait_for(lambda: poller.exit_watch.pids_of(engine.pk) == [other.pid])
+        other.stdin.close()
+        assert wait_for(lambda: poller.exit_watch.exits == 2, timeout=30)
+    finally:
+        other.kill()
+        other.wait()
