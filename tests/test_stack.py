@@ -150,6 +150,7 @@ def test_up_demo_serves_polled_engines_and_stops_every_child(tmp_path):
         assert "Nothing firing." in firing.text, firing.text[-2000:]
         _demo_channel_delivers(client, base)
         _static_is_collected(client)
+        _demo_unit_fix_applies(client, base)
         children = _children(proc.pid)
         names = " ".join(_cmdline(c) for c in children)
         for part in ("uvicorn", "worker", "beat", "simulate", "redis-server"):
@@ -185,6 +186,27 @@ def _demo_channel_delivers(client, base):
     while "Test notification from SparkOps to channel demo-inbox." not in (inbox := client.get("/alerts/inbox/").text):
         assert time.monotonic() < deadline, "the demo channel's test never reached the inbox: " + inbox[-2000:]
         time.sleep(0.2)
+
+
+def _demo_unit_fix_applies(client, base):
+    """Issue 27: the demo's engines run under Restart=on-failure; the audit's fix is previewed on the page
+    and applied by the demo's worker (its SPARKOPS_UNIT_ACTIONS=1), which logs the observed change."""
+    url = "/engines/demo-vllm/audit/fix/"
+    deadline = time.monotonic() + 90  # the worker observes the units within its first minute
+    while "+Restart=always" not in (page := client.get(url).text):
+        assert time.monotonic() < deadline, "no restart fix previewed: " + page[-2000:]
+        time.sleep(0.5)
+    sent = client.post(
+        url,
+        data={"csrfmiddlewaretoken": client.cookies["csrftoken"], "check": "restart_always_bounded"},
+        headers={"Referer": base + url},
+    )
+    assert sent.status_code == 302, sent.text[-2000:]
+    deadline = time.monotonic() + 60
+    while "wrote 50-sparkops-restart_always_bounded.conf" not in (page := client.get(url).text):
+        assert time.monotonic() < deadline, "the demo's worker never applied the fix: " + page[-3000:]
+        time.sleep(0.5)
+    assert "the observed change" in page and "+Restart=always" not in page, page[-3000:]
 
 
 def _static_is_collected(client):
