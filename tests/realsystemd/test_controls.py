@@ -24,7 +24,6 @@ from tests.waiting import wait_for
 from .conftest import WAIT_S, _healthy
 from .shims import install
 
-pytestmark = [pytest.mark.xdist_group("realsystemd")]
 SPARKOPS = str(Path(sys.executable).parent / "sparkops")
 
 
@@ -504,3 +503,34 @@ def test_a_launch_while_a_unit_engine_of_the_box_is_inside_its_start_is_refused_
     want = f"refused (--no-wait): slow is inside its start: its unit {engine.unit} is activating (start-post) since {since} UTC"
     assert want in out, out
     assert not Launch.objects.exists() and not _healthy(f"http://127.0.0.1:{port}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sparkops_launch_as_a_units_exec_start_becomes_the_units_main_process(real_box, launcher):
+    """The exec design on the real manager: `ExecStart=sparkops launch -- vllm serve …` leaves the engine
+    as the unit's main process (MainPID is the launch's pid, its cmdline the engine's, its environment
+    with the caps), the start lock's watcher is gone once it serves, and the launch is recorded."""
+    from dashboard.models import Launch
+
+    box = real_box
+    box.add("viaunit", start=False)
+    keep = ("DATABASE_URL", "DJANGO_SETTINGS_MODULE", "SPARKOPS_RUNTIME_DIR", "SPARKOPS_HOST_NAME", "PATH")
+    env = {k: launcher.base[k] for k in keep} | {
+        k: os.environ[k] for k in ("REDIS_URL", "SECRET_KEY", "SPARKOPS_VAR_DIR") if os.environ.get(k)
+    }
+    lines = "".join(f'Environment="{k}={v}"\n' for k, v in env.items())
+    port = box.ports["viaunit"]
+    cmd = f"{SPARKOPS} launch -- vllm serve unit-model --port {port} --gpu-memory-utilization 0.2"
+    box.dropin("viaunit", "10-launch.conf", f"[Service]\nExecStart=\nExecStart={cmd}\n{lines}")
+    box.m.systemctl("start", "--no-block", box.unit("viaunit"))
+    box.wait_ready("viaunit")
+    assert wait_for(lambda: Launch.objects.filter(outcome="ready").exists(), timeout=WAIT_S)
+    row = Launch.objects.get()
+    props = shown(box, "viaunit", ActiveState="active")
+    assert row.pid == int(props["MainPID"]), (row.pid, props["MainPID"])
+    assert b"serve" in Path(f"/proc/{row.pid}/cmdline").read_bytes().split(b"\0")
+    assert proc_environ(row.pid)["MAX_JOBS"] == "4"
+    cgroup = Path(f"/sys/fs/cgroup/unified{props['ControlGroup']}/cgroup.procs")
+    assert wait_for(lambda: cgroup.read_text().split() == [str(row.pid)], timeout=WAIT_S), cgroup.read_text()
+    said = [e.get("MESSAGE") for e in box.m.journal(f"--user-unit={box.unit('viaunit')}")]
+    assert any(isinstance(m, str) and m.startswith("sparkops launch: exec vllm serve unit-model") for m in said)
