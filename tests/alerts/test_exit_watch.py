@@ -115,3 +115,32 @@ def test_a_pid_already_gone_is_not_armed_and_a_new_one_is(watched):
     finally:
         other.kill()
         other.wait()
+
+
+def test_an_engine_core_child_dying_pages_while_the_api_server_runs(watched, receiver):
+    """vLLM's EngineCore (a child titled VLLM::EngineCore) dies seconds before its API server exits 0."""
+    engine, proc, poller = watched
+    api = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys; subprocess.Popen(['VLLM::EngineCore', '1000'], executable='/bin/sleep'); "
+            "sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+    )
+    try:
+        poller.exit_watch.watch({engine.pk: api.pid})
+        assert wait_for(lambda: len(poller.exit_watch.pids_of(engine.pk)) == 2, timeout=30)
+        core = next(pid for pid in poller.exit_watch.pids_of(engine.pk) if pid != api.pid)
+        os.kill(core, signal.SIGKILL)
+        assert wait_for(lambda: AlertEvent.objects.filter(rule="engine_down", state="firing").exists(), timeout=30)
+        event = AlertEvent.objects.get(rule="engine_down")
+        assert (
+            "engine core VLLM::EngineCore" in event.details["reason"] and "API server runs" in event.details["reason"]
+        )
+        assert api.poll() is None  # paged while the API server still runs
+        assert poller.exit_watch.pids_of(engine.pk) == [api.pid]
+    finally:
+        api.kill()
+        api.wait()
