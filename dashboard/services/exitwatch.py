@@ -38,7 +38,9 @@ log = logging.getLogger(__name__)
 ENGINE_CORE = re.compile(r"EngineCore|engine_core", re.I)  # vLLM titles it VLLM::EngineCore
 CHILDREN_EVERY_S = 5.0  # a main process's engine-core children are looked for this often
 LINE_MAX = 64 * 1024  # a journal line longer than this is skipped, never buffered whole
-RESTART_AFTER_S = 1.0  # a journalctl that died is started again after this
+RESTART_AFTER_S = 1.0  # a journalctl that died is started again after this, doubling while it dies young
+RESTART_MAX_S = 60.0
+YOUNG_S = 10.0  # a journalctl that ended sooner than this after its start "died young"
 
 
 def pidfd_supported():
@@ -198,6 +200,7 @@ class JournalFollower:
         self.start_limit: dict[str, tuple[float, str]] = {}
         self.started: dict[str, float] = {}  # unit -> when systemd last said "Started"
         self.lines = self.restarts = 0
+        self._young = 0  # journalctl runs in a row that died young (one that cannot follow: back off)
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
         self._changed = threading.Event()
@@ -264,6 +267,7 @@ class JournalFollower:
                 log.warning("journal follower: %s did not start (%s); the probes read the journal", argv[0], exc)
                 self._changed.wait(RESTART_AFTER_S * 10)
                 continue
+            began = time.monotonic()
             try:
                 self._read(self._proc)
             finally:
@@ -272,8 +276,16 @@ class JournalFollower:
                 self._proc.stdout.close()
             if not self._stop.is_set() and not self._changed.is_set():
                 self.restarts += 1
-                log.info("journal follower: journalctl ended (status %s); started again", self._proc.returncode)
-                self._changed.wait(RESTART_AFTER_S)
+                self._young = self._young + 1 if time.monotonic() - began < YOUNG_S else 0
+                delay = min(RESTART_MAX_S, RESTART_AFTER_S * 2 ** max(0, self._young - 1))
+                (log.warning if self._young == 3 else log.info)(
+                    "journal follower: %s ended (status %s); started again in %.0f s (the exit path reads "
+                    "the journal itself meanwhile)",
+                    argv[0],
+                    self._proc.returncode,
+                    delay,
+                )
+                self._changed.wait(delay)
 
     def _read(self, proc):
         from dashboard.collectors.systemd import classify, message
@@ -295,8 +307,10 @@ class JournalFollower:
                 continue
             if not isinstance(entry, dict):
                 continue
-            unit = entry.get("_SYSTEMD_USER_UNIT") or entry.get("USER_UNIT") or entry.get("_SYSTEMD_UNIT")
-            unit = unit or entry.get("UNIT")
+            # The manager's messages name the unit in USER_UNIT= / UNIT= (their _SYSTEMD_* fields are
+            # the manager's own: init.scope, user@UID.service); a unit's own lines in _SYSTEMD_*.
+            unit = entry.get("USER_UNIT") or entry.get("UNIT")
+            unit = unit or entry.get("_SYSTEMD_USER_UNIT") or entry.get("_SYSTEMD_UNIT")
             if not unit:
                 continue
             now = time.time()
