@@ -387,7 +387,8 @@ def test_a_launch_without_caps_in_the_shell_puts_them_in_the_engines_environment
     engine.status = "up"
     engine.save()
     Observer().observe(list(Engine.objects.filter(host=host, retired_at__isnull=True)), host=host)
-    assert list(Engine.objects.filter(host=host, retired_at__isnull=True)) == [engine]  # the scan: the same one
+    # the scan found the launched process and took it for the same engine (other engines may run on this machine)
+    assert list(Engine.objects.filter(url=engine.url, retired_at__isnull=True)) == [engine]
     data = latest_snapshot(engine).data
     assert data["launch"] == "hand-run" and data["environment"]["MAX_JOBS"] == "3", data["launch"]
     result = next(r for r in audit.audit([engine]) if r.check == "compile_caps")
