@@ -79,6 +79,14 @@ class Observer:
         # Engines up whose account the collector had not read since their process started: the
         # poller reads it at its next poll, and the next tick that has it observes again at once.
         self.accounts_wanted: set[int] = set()
+        self._accounts_asked: set[int] = set()  # of those, handed to the poller since the observation
+
+    def accounts_to_read(self):
+        """The engines whose account the poller should read again at its next poll: each once per
+        observation (an engine that does not answer is not asked every tick)."""
+        new = self.accounts_wanted - self._accounts_asked
+        self._accounts_asked |= new
+        return new
 
     def track(self, *, engines, units, processes=None):
         """Follow the engines' starts through one metrics tick's UNITS and PROCESSES."""
@@ -121,7 +129,7 @@ class Observer:
         new), and find the engines no unit runs on HOST (default: the engines' host). ACCOUNTS:
         as `tick`'s; None (a caller outside a poller): each engine up is asked for it now."""
         host = host or next((e.host for e in engines), None)
-        self.accounts_wanted = set()
+        self.accounts_wanted, self._accounts_asked = set(), set()
 
         def account_for(engine, unit_cfg=None):
             if accounts is None:
