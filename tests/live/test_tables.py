@@ -76,6 +76,8 @@ MEASURE_TABLES = r"""() => {
       const right = table.getBoundingClientRect().right;
       if (right > document.documentElement.clientWidth + 1)
         faults.push(`${where(table)}: ends at ${right.toFixed(0)} px, past the page (${document.documentElement.clientWidth} px), in no scroll box`);
+    } else if (box.getBoundingClientRect().right > document.documentElement.clientWidth + 1) {
+      faults.push(`${where(table)}: its scroll box (${box.tagName.toLowerCase()}.${box.className}) ends at ${box.getBoundingClientRect().right.toFixed(0)} px, past the page (${document.documentElement.clientWidth} px)`);
     } else if (box.scrollWidth > box.clientWidth + 1) {
       if (!scrolls)
         faults.push(`${where(table)}: ${box.scrollWidth} px cut to ${box.clientWidth} px by a box that does not scroll (${box.tagName.toLowerCase()}.${box.className})`);
