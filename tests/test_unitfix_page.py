@@ -161,3 +161,32 @@ def test_the_readiness_fix_budgets_the_slowest_measured_cold_start_and_a_margin(
 
         assert wait_for(gate_passed, timeout=60), (lines, sim.show("gate"))
         assert f"unit {engine.unit} (TimeoutStartSec 563 s)" in lines[0], lines
+
+
+@pytest.mark.django_db
+def test_cold_start_edges_go_from_the_later_name_to_every_earlier_one_in_one_file(tmp_path, settings, monkeypatch):
+    """Three engines of one box with no ordering: the last by name gets one drop-in ordering it after both
+    others; the first gets none (the edges go one way, so two fixes never make a cycle)."""
+    from dashboard.controls import unitfix
+    from dashboard.services.launchconfig import observe_now
+    from dashboard.simulator.client import Simulation
+    from tests.simbox import point_collectors_at
+
+    names = ("ord-1", "ord-2", "ord-3")
+    with Simulation(engines=[f"vllm:{n}" for n in names], state_dir=tmp_path / "sim", ready_timeout=60) as sim:
+        point_collectors_at(sim, settings, monkeypatch, gpu=False)
+        host = Host.objects.create(name=settings.SPARKOPS_HOST_NAME)
+        engines = {
+            n: Engine.objects.create(name=n, kind="vllm", url=sim.url(n), host=host, unit=sim.unit(n), status="up")
+            for n in names
+        }
+        for engine in engines.values():
+            observe_now(engine)
+        last = unitfix.plan(engines["ord-3"], checks=["cold_starts_serialized"])
+        (fix,) = last.fixes
+        assert fix.settings == [("Unit", "After", sim.unit("ord-1")), ("Unit", "After", sim.unit("ord-2"))], fix
+        first = unitfix.plan(engines["ord-1"], checks=["cold_starts_serialized"])
+        assert first.fixes == [] and {s["check"] for s in first.skipped} == {"cold_starts_serialized"}, first
+        assert "`sparkops unit fix ord-2 --check cold_starts_serialized`" in first.skipped[0]["why"], first.skipped
+        unitfix.apply(engines["ord-3"], last)
+        assert {sim.unit("ord-1"), sim.unit("ord-2")} <= set(sim.show("ord-3")["After"].split())
