@@ -202,7 +202,9 @@ class Unit:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.spec.port}"
 
-    def set_state(self, active: str, sub: str, **props) -> None:
+    def set_state(self, active: str, sub: str, *, write: bool = True, **props) -> None:
+        """WRITE False: a step systemd takes within one turn of its event loop (dead, then collected
+        or auto-restart), which no `systemctl show` can see: the caller writes the state it ends in."""
         now = sd.fmt_timestamp(time.time())
         old = self.p["ActiveState"]
         if old != active:
@@ -216,7 +218,8 @@ class Unit:
                 self.p["InactiveExitTimestamp"] = now
             self.p["StateChangeTimestamp"] = now
         self.p.update(ActiveState=active, SubState=sub, **{k: str(v) for k, v in props.items()})
-        self.write()
+        if write:
+            self.write()
 
     def collect(self) -> None:
         """systemd's garbage collection of a unit left inactive/dead with no job pending (CollectMode=
@@ -620,11 +623,13 @@ class Supervisor:
             ExecMainExitTimestamp=sd.fmt_timestamp(time.time()),
             Result=result,
         )
+        # systemd 252 goes dead (or failed), then auto-restart or is collected, in one turn of its event
+        # loop (its GC queue runs before the next D-Bus request): `systemctl show` sees only the end.
         if result == "success":
-            unit.set_state("inactive", "dead", **exit_props)
+            unit.set_state("inactive", "dead", write=False, **exit_props)
             self.journal.manager(unit.id, f"{unit.id}: Deactivated successfully.", MESSAGE_ID=sd.MSG_SUCCESS)
         else:
-            unit.set_state("failed", "failed", **exit_props)
+            unit.set_state("failed", "failed", write=False, **exit_props)
             self.journal.manager(
                 unit.id,
                 f"{unit.id}: Failed with result '{result}'.",
@@ -642,6 +647,8 @@ class Supervisor:
             return
         if result == "success":
             unit.collect()
+        else:
+            unit.write()
 
     async def _auto_restart(self, unit: Unit, result: str) -> None:
         await asyncio.sleep(unit.spec.restart_sec)

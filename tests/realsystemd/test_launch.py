@@ -188,8 +188,9 @@ def test_the_restart_budget_from_the_managers_timestamps_cold_then_warm(box, eng
     from dashboard.services.launchconfig import StartTracker, restart_budget
     from tests.realsystemd.conftest import _healthy
 
-    box.add("bud", start=False, **({"cold_seconds": 3} if box.kind == "sim" else {}))
-    cold_on_first_start(box, "bud", 3)
+    # 6 s of compilers: long enough for a tick's compiler scan to see them at a load average of 20
+    box.add("bud", start=False, **({"cold_seconds": 6} if box.kind == "sim" else {}))
+    cold_on_first_start(box, "bud", 6)
     box.dropin("bud", "55-no-helper.conf", "[Service]\nExecStartPost=\n")  # active as soon as it runs, in both
     engine = engine_of(box, "bud")
     engine.status, engine.last_ok_at = "down", None
