@@ -271,3 +271,26 @@ def fleet(db):
 @pytest.fixture
 def redis_url():
     return settings.CELERY_BROKER_URL
+
+
+HEAVY_FIRST = (  # what takes longest, handed out first (longest-first keeps one worker from finishing alone)
+    lambda item: ".realsystemd." in item.module.__name__,  # they wait on the real manager's clock
+    lambda item: item.get_closest_marker("browser") is not None,
+    lambda item: (
+        item.module.__name__ in ("tests.test_crawl", "tests.test_stack") or ".realengine." in item.module.__name__
+    ),
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The heavy tests first, each class in collection order: under pytest-xdist each worker takes
+    the next test as it finishes one, so a 30 s browser sweep handed out last made the others
+    wait for it; handed out first, the short tests fill in around it."""
+
+    def rank(item):
+        for i, heavy in enumerate(HEAVY_FIRST):
+            if heavy(item):
+                return i
+        return len(HEAVY_FIRST)
+
+    items[:] = sorted(items, key=rank)  # stable: collection order within a class

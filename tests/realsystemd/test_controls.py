@@ -50,6 +50,18 @@ def gate_lines(box, name):
     return [e["MESSAGE"] for e in entries if isinstance(e.get("MESSAGE"), str) and e["MESSAGE"].startswith(PREFIX)]
 
 
+def gate_entries(box, name):
+    """[(journal monotonic µs, message)] of the gate's lines in NAME's unit journal."""
+    from dashboard.controls.readiness import PREFIX
+
+    entries = box.m.journal(f"--user-unit={box.unit(name)}")
+    return [
+        (int(e["__MONOTONIC_TIMESTAMP"]), e["MESSAGE"])
+        for e in entries
+        if isinstance(e.get("MESSAGE"), str) and e["MESSAGE"].startswith(PREFIX)
+    ]
+
+
 def never_serving(box, name, *, service=""):
     """BOX's unit NAME whose engine loads for ever (vLLM does not listen until built), not started."""
     box.add(name, start=False, restart="no", load_seconds=100000)  # a failed start stays failed
@@ -88,12 +100,12 @@ def test_a_lying_helper_replaced_by_wait_ready_fails_the_start_and_the_unit_afte
     failed = shown(box, "liar", ActiveState="failed", journal=lambda: gate_lines(box, "liar"))
     assert failed["Result"] == "exit-code", failed
     took = ts(failed, "InactiveEnter") - ts(failed, "InactiveExit")
-    assert budget <= took < budget + 3, took  # the budget, and systemd's stop of the engine after it
+    assert budget <= took < 40 / 2, took  # the gate's budget (its start, systemd's stop), far from TimeoutStartSec
     assert not _healthy(box.url("liar"))
-    lines = gate_lines(box, "liar")
-    assert any(f"failed: not serving after {budget}." in line and f"budget of {budget} s" in line for line in lines), (
-        lines
-    )
+    gate = gate_entries(box, "liar")
+    waited = (gate[-1][0] - next(t for t, m in reversed(gate) if "waiting for" in m)) / 1e6
+    assert f"failed: not serving after {budget}." in gate[-1][1] and f"budget of {budget} s" in gate[-1][1], gate
+    assert budget <= waited < budget + 0.5, waited  # wall clock, from the gate's first line to its verdict
     nxt = shown(box, "next", ActiveState="active")
     assert ts(nxt, "InactiveExit") >= ts(failed, "InactiveEnter"), (nxt, failed)  # not into the overlap
 
@@ -146,18 +158,18 @@ def test_the_gates_outcome_is_recorded_with_its_start(real_box, engine_of):
 def test_budget_not_below_timeout_start_sec_refuses_with_exit_2(real_box):
     """In the unit (the unit found from the gate's own cgroup) and by hand with --unit --user."""
     box = real_box
-    never_serving(box, "tight", service="TimeoutStartSec=5\n")
-    wait_ready_post(box, "tight", 5)
+    never_serving(box, "tight", service="TimeoutStartSec=20\n")
+    wait_ready_post(box, "tight", 20)
     box.m.systemctl("start", "--no-block", box.unit("tight"))
     failed = shown(box, "tight", ActiveState="failed")
     assert failed["Result"] == "exit-code", failed
     took = ts(failed, "InactiveEnter") - ts(failed, "InactiveExit")
-    assert took < 5, took  # refused at once, not killed at TimeoutStartSec
+    assert took < 15, took  # refused at once (a gate's start at load), not killed at TimeoutStartSec
     lines = gate_lines(box, "tight")
-    assert any("refused: --budget 5 s is not below TimeoutStartSec 5 s of " + box.unit("tight") in x for x in lines)
+    assert any("refused: --budget 20 s is not below TimeoutStartSec 20 s of " + box.unit("tight") in x for x in lines)
     env = {**os.environ, **box.m.env}
     done = subprocess.run(
-        [SPARKOPS, "wait-ready", "--url", box.url("tight"), "--budget", "6", "--unit", box.unit("tight"), "--user"],
+        [SPARKOPS, "wait-ready", "--url", box.url("tight"), "--budget", "21", "--unit", box.unit("tight"), "--user"],
         env=env,
         capture_output=True,
         text=True,
@@ -165,7 +177,7 @@ def test_budget_not_below_timeout_start_sec_refuses_with_exit_2(real_box):
     )
     assert done.returncode == 2, done
     assert done.stdout == "" and len(done.stderr.splitlines()) == 1, done
-    assert "--budget 6 s is not below TimeoutStartSec 5 s" in done.stderr, done.stderr
+    assert "--budget 21 s is not below TimeoutStartSec 20 s" in done.stderr, done.stderr
 
 
 def _gate(url, budget, *, mainpid=None, kind="vllm"):

@@ -20,7 +20,7 @@ from tests.waiting import wait_for
 
 from .conftest import WAIT_S, _healthy
 
-pytestmark = [pytest.mark.xdist_group("realsystemd"), pytest.mark.django_db]
+pytestmark = [pytest.mark.django_db]
 
 # `vllm` as a venv's console script: the kernel runs `PYTHON …/bin/vllm serve MODEL --port P …`, the
 # command line the process scan knows vLLM by, and it serves the simulator's vLLM engine.

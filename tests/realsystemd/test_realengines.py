@@ -20,7 +20,7 @@ from tests.waiting import wait_for
 from .conftest import WAIT_S, _healthy
 from .test_launch import served
 
-pytestmark = [pytest.mark.xdist_group("realsystemd"), pytest.mark.django_db]
+pytestmark = [pytest.mark.django_db]
 
 
 def _require_or_skip(reason):

@@ -16,7 +16,7 @@ from dashboard.changelog.models import Entry
 from .conftest import WAIT_S
 from .test_units import shown
 
-pytestmark = [pytest.mark.xdist_group("realsystemd"), pytest.mark.django_db]
+pytestmark = [pytest.mark.django_db]
 PLAN_KEYS = {
     "engine",
     "unit",

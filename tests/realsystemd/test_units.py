@@ -16,7 +16,7 @@ from tests.waiting import wait_for
 
 from .conftest import WAIT_S
 
-pytestmark = [pytest.mark.xdist_group("realsystemd"), pytest.mark.django_db]
+pytestmark = [pytest.mark.django_db]
 
 
 def shown(box, name, **want):
