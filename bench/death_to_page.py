@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import UTC
 from pathlib import Path
 
 import httpx
@@ -30,14 +31,50 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _alerts_stack import PY, ROOT, Receiver, Stack  # noqa: E402
-from real_systemd_page import DYING, healthy, hooks, wait_for  # noqa: E402
+from real_systemd_page import healthy, hooks, wait_for  # noqa: E402
 
 from sparkops.redisproc import free_port  # noqa: E402
 from tests.realsystemd.harness import UserManager, unavailable  # noqa: E402
 
+# The engine's main process: the simulator's vLLM engine in this process; when it ends (the exit0
+# fault), its exit time goes to EXITS as the last thing before the process ends (os._exit: no
+# interpreter teardown after the stamp, which under load took up to 0.3 s and is not detection).
+DYING = """import os, sys, time
+sys.path.insert(0, {root!r})
+from dashboard.simulator.engine import main
+code = main(sys.argv[2:])
+sys.stdout.flush(); sys.stderr.flush()
+with open(sys.argv[1], "a") as fh:
+    fh.write(f"{{time.time():.6f}}\\n")
+os._exit(code)
+"""
+
 
 def load():
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def parts(stack, exits):
+    """Where the time went, from the stack's SQLite database (by its rows' stamps, same clock):
+    exit → the engine_down event (detection, the status stored), → its delivery row (the unit
+    read and the rules), → sent (the send)."""
+    import sqlite3
+    from datetime import datetime
+
+    path = stack.dir / "var" / "sparkops.sqlite3"
+    if not path.exists():
+        return
+    rows = sqlite3.connect(path).execute(
+        "select e.started_at, d.created_at, d.sent_at from alerts_delivery d join alerts_alertevent e "
+        "on e.id = d.event_id where d.transition = 'firing' order by d.id"
+    )
+
+    def t(stamp):
+        return datetime.fromisoformat(stamp).replace(tzinfo=UTC).timestamp() if stamp else float("nan")
+
+    split = [(t(a) - x, t(b) - t(a), t(c) - t(b)) for x, (a, b, c) in zip(exits, rows, strict=False)]
+    for name, i in (("exit → event", 0), ("event → delivery row", 1), ("row → sent", 2)):
+        print(f"  {name}: median {statistics.median(s[i] for s in split) * 1000:.1f} ms")
 
 
 def main():
@@ -116,6 +153,7 @@ def main():
             f"causes {sorted(set(causes))}"
         )
         print(f"load average (1, 5, 15 min): before {load_before}, after {load()} ({os.cpu_count()} CPUs)")
+        parts(stack, [float(x) for x in exits.read_text().split()])
     finally:
         stack.stop()
         manager.stop()
