@@ -31,7 +31,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _alerts_stack import PY, ROOT, Receiver, Stack  # noqa: E402
-from real_systemd_page import healthy, hooks, wait_for  # noqa: E402
+from real_systemd_page import healthy, wait_for  # noqa: E402
 
 from sparkops.redisproc import free_port  # noqa: E402
 from tests.realsystemd.harness import UserManager, unavailable  # noqa: E402
@@ -50,11 +50,23 @@ os._exit(code)
 """
 
 
+def hooks(receiver, transition, subject):
+    """engine_down webhooks of SUBJECT (the box may run other engines: a hand-run one the worker
+    finds by its process scan dies when its owner stops it, and pages too)."""
+    return [
+        h
+        for h in receiver.delivered()
+        if h["body"].get("transition") == transition
+        and h["body"].get("rule") == "engine_down"
+        and h["body"].get("subject") == subject
+    ]
+
+
 def load():
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def parts(stack, exits):
+def parts(stack, exits, subject):
     """Where the time went, from the stack's SQLite database (by its rows' stamps, same clock):
     exit → the engine_down event (detection, the status stored), → its delivery row (the unit
     read and the rules), → sent (the send)."""
@@ -66,7 +78,9 @@ def parts(stack, exits):
         return
     rows = sqlite3.connect(path).execute(
         "select e.started_at, d.created_at, d.sent_at from alerts_delivery d join alerts_alertevent e "
-        "on e.id = d.event_id where d.transition = 'firing' order by d.id"
+        "on e.id = d.event_id where d.transition = 'firing' and e.rule = 'engine_down' and e.subject = ? "
+        "order by d.id",
+        (subject,),
     )
 
     def t(stamp):
@@ -131,7 +145,7 @@ def main():
             httpx.post(url + "/_sim/fault", json={"kind": "exit0"}, timeout=10)
             wait_for(lambda n=n: exits.exists() and len(exits.read_text().split()) > n, 60, f"exit {n + 1}")
             exited = float(exits.read_text().split()[n])
-            hit = wait_for(lambda n=n: hooks(receiver, "firing")[n:], 60, f"webhook for death {n + 1}")[0]
+            hit = wait_for(lambda n=n: hooks(receiver, "firing", name)[n:], 60, f"webhook for death {n + 1}")[0]
             latencies.append(hit["at"] - exited)
             causes.append(hit["body"].get("cause"))
             with_line = " (with the CUDA line)" if "illegal instruction" in hit["body"].get("message", "") else ""
@@ -143,7 +157,7 @@ def main():
             wait_for(lambda: manager.show(unit).get("ActiveState") == "inactive", 60, "inactive unit")
             manager.systemctl("start", unit)
             wait_for(lambda: healthy(url), 60, "answer after the start")
-            wait_for(lambda n=n: len(hooks(receiver, "resolved")) > n, 60, f"resolve notification {n + 1}")
+            wait_for(lambda n=n: len(hooks(receiver, "resolved", name)) > n, 60, f"resolve notification {n + 1}")
             time.sleep(2.5)  # two poll intervals: the next metrics tick arms a pidfd on the new main process
         ms = sorted(x * 1000 for x in latencies)
         print(
@@ -153,7 +167,7 @@ def main():
             f"causes {sorted(set(causes))}"
         )
         print(f"load average (1, 5, 15 min): before {load_before}, after {load()} ({os.cpu_count()} CPUs)")
-        parts(stack, [float(x) for x in exits.read_text().split()])
+        parts(stack, [float(x) for x in exits.read_text().split()], name)
     finally:
         stack.stop()
         manager.stop()
