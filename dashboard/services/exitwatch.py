@@ -41,6 +41,7 @@ LINE_MAX = 64 * 1024  # a journal line longer than this is skipped, never buffer
 RESTART_AFTER_S = 1.0  # a journalctl that died is started again after this, doubling while it dies young
 RESTART_MAX_S = 60.0
 YOUNG_S = 10.0  # a journalctl that ended sooner than this after its start "died young"
+GIVE_UP_AFTER = 4  # young deaths in a row: it cannot follow here; wait for the unit set to change
 
 
 def pidfd_supported():
@@ -277,10 +278,20 @@ class JournalFollower:
             if not self._stop.is_set() and not self._changed.is_set():
                 self.restarts += 1
                 self._young = self._young + 1 if time.monotonic() - began < YOUNG_S else 0
+                if self._young >= GIVE_UP_AFTER:
+                    log.warning(
+                        "journal follower: %s cannot follow (ended %d times at once, status %s); not started "
+                        "again until the watched units change; the exit path reads the journal itself",
+                        argv[0],
+                        self._young,
+                        self._proc.returncode,
+                    )
+                    self._changed.wait()
+                    self._young = 0
+                    continue
                 delay = min(RESTART_MAX_S, RESTART_AFTER_S * 2 ** max(0, self._young - 1))
-                (log.warning if self._young == 3 else log.info)(
-                    "journal follower: %s ended (status %s); started again in %.0f s (the exit path reads "
-                    "the journal itself meanwhile)",
+                log.info(
+                    "journal follower: %s ended (status %s); started again in %.0f s",
                     argv[0],
                     self._proc.returncode,
                     delay,
