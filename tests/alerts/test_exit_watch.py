@@ -144,3 +144,17 @@ def test_an_engine_core_child_dying_pages_while_the_api_server_runs(watched, rec
     finally:
         api.kill()
         api.wait()
+
+
+def test_the_card_says_how_the_engine_is_watched():
+    from dashboard.live.cards import engine_card_html
+
+    host = Host.objects.create(name="card-box")
+    watched = Engine.objects.create(
+        name="watched", kind="vllm", url="http://127.0.0.1:9", host=host, latest={"watched": "exit seen at once"}
+    )
+    probed = Engine.objects.create(
+        name="probed", kind="vllm", url="http://127.0.0.1:8", host=host, latest={"watched": "probe every 1 s"}
+    )
+    assert '<dd data-field="watched">exit seen at once</dd>' in engine_card_html(watched)
+    assert '<dd data-field="watched">probe every 1 s</dd>' in engine_card_html(probed)
