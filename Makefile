@@ -10,7 +10,7 @@ PORT   ?= 8000
 # `make test PYTEST_WORKERS=0` runs in one process.
 PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); n=$$((n + 1)); [ $$n -gt 8 ] && n=8; echo $$n)
 
-.PHONY: up install test lint redis-server chromium check clean
+.PHONY: up install test lint redis-server chromium check clean vendor-plotly
 
 up: install redis-server
 	$(VENV)/bin/sparkops up --demo --port $(PORT)
@@ -58,6 +58,18 @@ lint: install
 
 check: install
 	$(PY) manage.py check
+
+# plotly.js's "basic" partial bundle (scatter, bar, pie: all SparkOps draws), vendored as
+# static/vendor/plotly-basic-$(PLOTLY_JS_VERSION).min.js; this fetches it again from the npm
+# registry and refuses a file whose sha256 is not the pinned one (static/vendor/README.md).
+PLOTLY_JS_VERSION := 4.1.1
+PLOTLY_JS_SHA256  := 99784e3abfb07b142a15e521a439e6d9addceadb3f79553fd24c72774f0649ba
+vendor-plotly:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  (cd "$$tmp" && npm pack --silent plotly.js-basic-dist-min@$(PLOTLY_JS_VERSION) >/dev/null && tar xzf *.tgz) && \
+	  echo "$(PLOTLY_JS_SHA256)  $$tmp/package/plotly-basic.min.js" | sha256sum --check --quiet && \
+	  cp "$$tmp/package/plotly-basic.min.js" static/vendor/plotly-basic-$(PLOTLY_JS_VERSION).min.js && \
+	  echo "static/vendor/plotly-basic-$(PLOTLY_JS_VERSION).min.js: plotly.js-basic-dist-min@$(PLOTLY_JS_VERSION), sha256 checked"
 
 clean:
 	rm -rf $(VENV) var build *.egg-info

@@ -30,7 +30,7 @@ USER, PASSWORD = "bench", "bench-password-1234"
 TIMING_JS = """() => {
   const nav = performance.getEntriesByType('navigation')[0];
   const res = performance.getEntriesByType('resource');
-  const plotly = res.find(r => r.name.includes('/plotly/'));
+  const plotly = res.find(r => r.name.includes('/vendor/plotly-'));
   return {
     load_ms: nav.loadEventEnd,
     html_ms: nav.responseEnd,

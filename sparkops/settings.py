@@ -246,7 +246,6 @@ STATICFILES_DIRS = [ASSETS_DIR / "static"]
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    "sparkops.staticstore.PlotlyFinder",  # plotly.min.js from the plotly package, as plotly/plotly.min.js
 ]
 # collectstatic (run by `sparkops up`, the migrate unit, the Docker build) writes hashed, Brotli-
 # and gzip-compressed copies here; WhiteNoise serves those for ever (immutable). Until it has run,
@@ -377,9 +376,9 @@ X_FRAME_OPTIONS = "DENY"
 # either, only two hashes in style-src: PLOTLY_EMPTY_STYLE is the empty <style> element it adds
 # (a global one and one per chart) and then fills through the CSSOM (insertRule, which CSP does
 # not restrict); PLOTLY_MAPLIBRE_STYLE is the fixed stylesheet its bundle injects at load for map
-# traces (tests/test_csp.py checks both against the installed plotly, so an upgrade says so).
+# traces (tests/test_csp.py checks both against the vendored bundle, so an upgrade says so).
 PLOTLY_EMPTY_STYLE = "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='"
-PLOTLY_MAPLIBRE_STYLE = "'sha256-ji27qzEtxXZW+7dun6UwjHXJ18e6WAin1VvNtkzIE/o='"  # plotly 7.1.0 (plotly.js 4.1.1)
+PLOTLY_MAPLIBRE_STYLE = "'sha256-ji27qzEtxXZW+7dun6UwjHXJ18e6WAin1VvNtkzIE/o='"  # plotly.js 4.1.1 (static/vendor/)
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],

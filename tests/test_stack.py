@@ -212,7 +212,7 @@ def _demo_unit_fix_applies(client, base):
 def _static_is_collected(client):
     """Issue 30 §6: `up` collected the static files; a chart page names plotly.js hashed, sent compressed for good."""
     html = client.get("/engines/demo-vllm/").text
-    plotly_js = re.search(r'src="(/static/plotly/plotly\.min\.[0-9a-f]{12}\.js)"', html).group(1)
+    plotly_js = re.search(r'src="(/static/vendor/plotly-basic-[0-9.]+\.min\.[0-9a-f]{12}\.js)"', html).group(1)
     answer = client.get(plotly_js, headers={"Accept-Encoding": "br"})
     assert answer.headers["content-encoding"] == "br" and "immutable" in answer.headers["cache-control"]
 

@@ -1,20 +1,25 @@
 """Issue 30 §6: static files, plotly.js among them, are served compressed and cached for good
-once collected, and plainly (never a broken link) before that or after a file changed."""
+once collected, and plainly (never a broken link) before that or after a file changed; plotly.js
+is the vendored "basic" partial bundle, pinned by version and sha256."""
 
 import gzip
+import hashlib
 import os
 import re
 
 import brotli
 import pytest
+from django.conf import settings
+from django.contrib.staticfiles import finders
 from django.core.management import call_command
 from django.test import Client, override_settings
 from django.urls import reverse
 
-from sparkops.staticstore import PLOTLY_DIR, PLOTLY_NAME, StaticStorage, collect_unless_current
+from sparkops.staticstore import PLOTLY_STATIC, StaticStorage, collect_unless_current
 
 IMMUTABLE = "max-age=315360000, public, immutable"
-PLOTLY = (PLOTLY_DIR / PLOTLY_NAME).read_bytes()
+PLOTLY_PLAIN = "/static/" + PLOTLY_STATIC
+PLOTLY = open(finders.find(PLOTLY_STATIC), "rb").read()
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +33,7 @@ def collected(tmp_path_factory):
 
 def _plotly_url(client):
     html = client.get(reverse("engine-detail", args=["vllm-main"])).content.decode()
-    return re.search(r'src="(/static/plotly/plotly[^"]*\.js)"', html).group(1)
+    return re.search(r'src="(/static/vendor/plotly-[^"]*\.js)"', html).group(1)
 
 
 def _get(url, encoding):
@@ -41,7 +46,7 @@ def _body(response):
 
 def test_an_engine_page_names_hashed_plotly_served_compressed_and_immutable(collected, viewer_client, fleet):
     url = _plotly_url(viewer_client)
-    assert re.fullmatch(r"/static/plotly/plotly\.min\.[0-9a-f]{12}\.js", url), url
+    assert re.fullmatch(r"/static/vendor/plotly-basic-4\.1\.1\.min\.[0-9a-f]{12}\.js", url), url
     br = _get(url, "gzip, deflate, br")
     assert br.status_code == 200 and br["Content-Encoding"] == "br" and br["Cache-Control"] == IMMUTABLE
     assert brotli.decompress(_body(br)) == PLOTLY and int(br["Content-Length"]) < len(PLOTLY) / 3
@@ -70,8 +75,8 @@ def test_a_static_file_changed_since_the_collect_is_served_plain_until_collected
     os.utime(manifest, (stat.st_atime, 0))  # collected before every source file's last change
     try:
         with override_settings(STATIC_ROOT=collected):  # a fresh storage reads the manifest again
-            assert _plotly_url(viewer_client) == "/static/plotly/plotly.min.js"
-            plain = _get("/static/plotly/plotly.min.js", "br")
+            assert _plotly_url(viewer_client) == PLOTLY_PLAIN
+            plain = _get(PLOTLY_PLAIN, "br")
             assert plain.status_code == 200 and "immutable" not in plain["Cache-Control"]
             assert _body(plain) == PLOTLY
     finally:
@@ -81,7 +86,7 @@ def test_a_static_file_changed_since_the_collect_is_served_plain_until_collected
 def test_without_a_collect_pages_name_the_plain_files_and_they_are_served(tmp_path, viewer_client, fleet):
     with override_settings(STATIC_ROOT=tmp_path):  # empty: never collected
         url = _plotly_url(viewer_client)
-        assert url == "/static/plotly/plotly.min.js"
+        assert url == PLOTLY_PLAIN
         response = _get(url, "gzip")
         assert response.status_code == 200 and response["Content-Type"].startswith("text/javascript")
         assert _body(response) == PLOTLY
@@ -89,12 +94,22 @@ def test_without_a_collect_pages_name_the_plain_files_and_they_are_served(tmp_pa
 
 def test_static_files_need_no_login():
     """Public by nature (open-source JS and CSS), and served before the login middleware."""
-    response = Client().get("/static/plotly/plotly.min.js")
+    response = Client().get(PLOTLY_PLAIN)
     assert response.status_code == 200
 
 
-def test_collectstatic_takes_only_plotlys_bundle_from_the_package(collected):
-    collected_plotly = sorted(p.name for p in (collected / "plotly").iterdir())
-    assert all(name.startswith("plotly.min.") for name in collected_plotly), collected_plotly
-    assert not (collected / "plotly" / "widgetbundle.js").exists()
-    call_command("findstatic", "plotly/plotly.min.js", verbosity=0)  # the finder answers findstatic too
+def test_the_vendored_plotly_is_the_pinned_basic_bundle():
+    """`make vendor-plotly` fetches plotly.js-basic-dist-min at PLOTLY_JS_VERSION and checks
+    PLOTLY_JS_SHA256: the file the pages name is that one, unmodified."""
+    makefile = (settings.BASE_DIR / "Makefile").read_text()
+    version = re.search(r"^PLOTLY_JS_VERSION\s*:=\s*(\S+)", makefile, re.M).group(1)
+    sha256 = re.search(r"^PLOTLY_JS_SHA256\s*:=\s*(\S+)", makefile, re.M).group(1)
+    assert PLOTLY_STATIC == f"vendor/plotly-basic-{version}.min.js"
+    assert hashlib.sha256(PLOTLY).hexdigest() == sha256
+    assert PLOTLY.startswith(b"/**\n* plotly.js (basic - minified) v" + version.encode())
+
+
+def test_collectstatic_takes_the_vendored_bundle_and_no_other_plotly(collected):
+    assert sorted(p.name for p in (collected / "vendor").iterdir() if p.name.startswith("plotly-basic-4.1.1.min."))
+    assert not (collected / "plotly").exists()
+    call_command("findstatic", PLOTLY_STATIC, verbosity=0)

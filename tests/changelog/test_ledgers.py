@@ -76,7 +76,7 @@ def test_pool_chart_has_one_trace_per_engine(viewer_client, pair):
     assert traces["nemotron"]["y"] == [2_777_998, 2_703_604] and traces["q38"]["y"] == [953_661]
     assert traces["nemotron"]["x"][1] == "2026-08-20T14:00:00+00:00"
     page = viewer_client.get("/changelog/ledgers/").content.decode()
-    assert 'id="pool-chart-data"' in page and "/static/plotly/plotly.min.js" in page
+    assert 'id="pool-chart-data"' in page and "/static/vendor/plotly-basic-" in page
 
 
 def test_ledger_exports(viewer_client, pair):

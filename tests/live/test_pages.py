@@ -143,7 +143,7 @@ def test_detail_pages_render_and_load_plotly_locally(viewer_client, fleet_with_r
         reverse("coresidency") + "?a=vllm-main&b=llama-side",
     ):
         html = viewer_client.get(url).content.decode()
-        assert "/static/plotly/plotly.min.js" in html and 'id="charts"' in html, url
+        assert "/static/vendor/plotly-basic-" in html and 'id="charts"' in html, url
         assert "cdn" not in html.lower()
 
 
