@@ -301,6 +301,11 @@ class StartTracker:
             props = units.get(e.unit) or {}
             stamp = props.get("ExecMainStartTimestamp")
             first = e.pk not in self.stamps
+            if first and not stamp and props.get("ActiveState") in ("inactive", "failed"):
+                # seen never started (or collected): its next start is one seen from its beginning,
+                # even when the engine answers by the next tick
+                self.stamps[e.pk] = ""
+                first = False
             if stamp and stamp != self.stamps.get(e.pk):
                 self.stamps[e.pk] = stamp
                 self._failed(e, self.pending.pop(e.pk, None))  # started again before it served

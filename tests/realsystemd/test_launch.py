@@ -352,3 +352,29 @@ def test_two_engines_that_cold_start_at_once_are_each_measured_and_flagged_as_ov
     assert a.started_at < b.healthy_at and b.started_at < a.healthy_at  # overlapping
     event = AlertEvent.objects.get(rule="cold_starts_overlap", state="firing")
     assert "ca" in event.message and "cb" in event.message and "cold-started at once" in event.message, event.message
+
+
+def test_a_start_of_a_never_started_unit_is_measured_even_when_it_answers_by_the_next_tick(box, engine_of):
+    """The tracker first sees the unit never started (or collected: no ExecMainStartTimestamp), then,
+    at its next tick, already active and answering (a small model loads in a blink): that is a start
+    it saw begin, stored from the manager's timestamps (it was dropped as "already up when first
+    seen" — the real llama-server under a unit showed it)."""
+    from dashboard.services.launchconfig import StartTracker
+
+    box.add("fst", start=False)
+    box.dropin("fst", "55-no-helper.conf", "[Service]\nExecStartPost=\n")
+    if box.kind == "sim":  # its units start at boot: stopped, it is collected and reads never started
+        box.sims["fst"].stop_unit("fst")
+        assert wait_for(lambda: box.show("fst")["ActiveState"] == "inactive", timeout=WAIT_S)
+    engine = down_engine(box, engine_of, "fst")
+    tracker = StartTracker()
+    props = ticker([engine], tracker)[engine.unit]
+    assert props["ActiveState"] == "inactive" and props["ExecMainStartTimestamp"] is None, props
+    box.restart("fst")
+    box.wait_ready("fst")
+    assert wait_for(lambda: box.show("fst")["ActiveState"] == "active", timeout=WAIT_S)
+    props = ticker([engine], tracker)[engine.unit]  # its first sight of the start: active, answering
+    assert engine.status == "up" and props["ActiveState"] == "active", props
+    start, raw = served(engine).get(), stamps(engine)
+    assert start.started_at == min(raw["InactiveExitTimestamp"], raw["ExecMainStartTimestamp"]), raw
+    assert start.active_at == raw["ActiveEnterTimestamp"] and start.kind == "warm", (start.active_at, raw)
