@@ -52,7 +52,8 @@ def engine_proc():
 
 
 @pytest.fixture
-def watched(engine_proc, eager, receiver, settings):
+def armed(engine_proc, receiver, settings):
+    """The engine's process watched through a pidfd by a poller whose probe never runs."""
     settings.SPARKOPS_EXIT_WATCH = True
     proc, url = engine_proc
     host = Host.objects.create(name=django_settings.SPARKOPS_HOST_NAME)
@@ -68,6 +69,11 @@ def watched(engine_proc, eager, receiver, settings):
     assert wait_for(lambda: poller.exit_watch.pids_of(engine.pk) == [proc.pid]), "the pidfd was never armed"
     yield engine, proc, poller
     poller.stop()
+
+
+@pytest.fixture
+def watched(armed, eager):
+    return armed
 
 
 def firing_pages(receiver):
@@ -158,3 +164,13 @@ def test_the_card_says_how_the_engine_is_watched():
     )
     assert '<dd data-field="watched">exit seen at once</dd>' in engine_card_html(watched)
     assert '<dd data-field="watched">probe every 1 s</dd>' in engine_card_html(probed)
+
+
+def test_the_page_is_sent_from_the_worker_without_a_broker_hop(armed, receiver):
+    """No Celery worker consumes the queue here (not eager either): the `alerts.deliver` task the
+    outbox queues is never run, so only the exit path's own send can deliver the page."""
+    engine, proc, poller = armed
+    proc.send_signal(signal.SIGKILL)
+    assert wait_for(lambda: len(firing_pages(receiver)) == 1, timeout=30)
+    assert Delivery.objects.get(transition="firing").status == "sent"
+    assert firing_pages(receiver)[0]["subject"] == "pidfd-engine"
