@@ -81,7 +81,9 @@ def test_the_plotly_style_hashes_match_the_vendored_bundle():
 
     body = open(finders.find(PLOTLY_STATIC), encoding="utf-8").read()
     assert settings.PLOTLY_EMPTY_STYLE == _sha256("")
-    assert re.search(r'createElement\("style"\),n\.setAttribute\("id",\w\),n\.appendChild\(document\.createTextNode\(""\)\)', body)
+    assert re.search(
+        r'createElement\("style"\),n\.setAttribute\("id",\w\),n\.appendChild\(document\.createTextNode\(""\)\)', body
+    )
     injected = re.findall(r'createElement\("style"\);e\.id="[0-9a-f]+",e\.textContent=\'([^\'\\]*)\'', body)
     assert len(injected) == 1, "plotly.js injects other stylesheets now: run tests/test_csp_browser.py"
     assert settings.PLOTLY_MAPLIBRE_STYLE == _sha256(injected[0]), (
