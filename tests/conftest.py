@@ -172,6 +172,15 @@ def shared_web(_shared_web_server, monkeypatch):
     return _shared_web_server()
 
 
+@pytest.fixture
+def asgi_server(shared_web, transactional_db):
+    """The test process's uvicorn, used as pytest-django's `live_server` is (`.url`): the product's
+    own ASGI server, where every page opens its WebSocket (Django's live server answers it 404)."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(url=shared_web[1])
+
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 

@@ -2,7 +2,8 @@
 // starts firing (permission asked from a button, never on load), the firing count in the tab
 // title, and an optional tone (off until switched on; the choice is kept in this browser).
 // Alert changes come over the live WebSocket: live.js's on pages that have one (it re-dispatches
-// each event as "sparkops:event"), else a socket of this file's own. It fetches the firing list on
+// each event as "sparkops:event"), else a socket of this file's own, which re-dispatches each event
+// the same way for the page's own script (a run, a sweep, an experiment): one socket a page. It fetches the firing list on
 // load and after a reconnect or a return to the tab, never on a timer.
 (function () {
   "use strict";
@@ -129,7 +130,7 @@
     if (ev && ev.type === "alert.changed" && ev.payload) onAlert(ev.payload);
   }
 
-  function ownSocket() {  // pages without live.js (the change log, the inbox…)
+  function ownSocket() {  // pages without live.js (the change log, the inbox, a run, a sweep…)
     var proto = location.protocol === "https:" ? "wss://" : "ws://";
     var ws = new WebSocket(proto + location.host + "/ws/live/");
     state.socket = ws;

@@ -37,7 +37,7 @@ def _done_run(profile, when, median, regression=False):
     Run.objects.filter(pk=run.pk).update(created_at=when)
 
 
-def test_profile_trend_draws_runs_and_change_log_entries(live_server, operator, fleet, monkeypatch):
+def test_profile_trend_draws_runs_and_change_log_entries(asgi_server, operator, fleet, monkeypatch):
     from playwright.sync_api import sync_playwright
 
     profile = Profile.objects.create(name="deep-32k", engine=fleet["vllm"], depth=32768)
@@ -57,7 +57,7 @@ def test_profile_trend_draws_runs_and_change_log_entries(live_server, operator, 
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.on("console", lambda m: m.type == "error" and errors.append(m.text))
-        page.goto(f"{live_server.url}/login/?next=/bench/profiles/{profile.pk}/")
+        page.goto(f"{asgi_server.url}/login/?next=/bench/profiles/{profile.pk}/")
         page.fill("#id_username", "otto")
         page.fill("#id_password", "otto-password-123")
         page.click("button[type=submit]")

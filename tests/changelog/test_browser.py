@@ -19,7 +19,7 @@ if not Path(CHROMIUM).exists():
 
 
 @pytest.fixture
-def page(live_server, operator, monkeypatch):
+def page(asgi_server, operator, monkeypatch):
     from playwright.sync_api import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
@@ -29,19 +29,19 @@ def page(live_server, operator, monkeypatch):
         errors = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.on("console", lambda m: m.type == "error" and errors.append(m.text))
-        # Straight to the change log: the overview's WebSocket needs the ASGI server, not live_server.
-        page.goto(live_server.url + "/login/?next=/changelog/")
+        # Straight to the change log: the overview's WebSocket needs the ASGI server, not asgi_server.
+        page.goto(asgi_server.url + "/login/?next=/changelog/")
         page.fill("#id_username", "otto")
         page.fill("#id_password", "otto-password-123")
         page.click("button[type=submit]")
-        page.wait_for_url(live_server.url + "/changelog/")
+        page.wait_for_url(asgi_server.url + "/changelog/")
         page.errors = errors
         yield page
         browser.close()
 
 
-def test_operator_writes_an_entry_and_a_correction(page, live_server, pair):
-    page.goto(live_server.url + "/changelog/new/")
+def test_operator_writes_an_entry_and_a_correction(page, asgi_server, pair):
+    page.goto(asgi_server.url + "/changelog/new/")
     page.fill("#id_effective_at", "2026-08-20T09:00")
     page.select_option("#id_kind", "claim")
     page.fill("#id_title", "Raise --max-model-len to 262,144")
@@ -55,7 +55,7 @@ def test_operator_writes_an_entry_and_a_correction(page, live_server, pair):
     page.click("#save-entry")
     page.wait_for_selector("#entry-title")
     entry = Entry.objects.get()
-    assert page.url == live_server.url + entry.get_absolute_url()
+    assert page.url == asgi_server.url + entry.get_absolute_url()
     assert page.inner_text("#entry-body strong") == "max-model-len"
 
     KVPoolEntry.objects.create(
@@ -87,8 +87,8 @@ def test_operator_writes_an_entry_and_a_correction(page, live_server, pair):
     assert page.errors == []
 
 
-def test_bad_entry_shows_the_reason_and_saves_nothing(page, live_server, pair):
-    page.goto(live_server.url + "/changelog/new/")
+def test_bad_entry_shows_the_reason_and_saves_nothing(page, asgi_server, pair):
+    page.goto(asgi_server.url + "/changelog/new/")
     page.fill("#id_title", "Raise the window")
     page.fill("#id_flags", "--max-model-len 131072 262144")
     page.click("#save-entry")
@@ -98,17 +98,17 @@ def test_bad_entry_shows_the_reason_and_saves_nothing(page, live_server, pair):
     assert Entry.objects.count() == 0
 
 
-def test_ledgers_page_draws_the_pool_chart(page, live_server, pair):
+def test_ledgers_page_draws_the_pool_chart(page, asgi_server, pair):
     for when, pool in (("2026-08-19 12:00", 2_777_998), ("2026-08-20 14:00", 2_703_604)):
         KVPoolEntry.objects.create(recorded_at=at(when), engine=pair["nemotron"], pool_tokens=pool, window=262144)
-    page.goto(live_server.url + "/changelog/ledgers/")
+    page.goto(asgi_server.url + "/changelog/ledgers/")
     page.wait_for_selector("#pool-chart .main-svg", timeout=10000)
     assert page.locator("#pool-chart .scatterlayer .trace").count() == 1
     assert "2,703,604" in page.inner_text("#kvpool-table")
     assert page.errors == []
 
 
-def test_operator_imports_a_fenced_log_after_its_dry_run_then_asks_what_is_believed(page, live_server, pair, tmp_path):
+def test_operator_imports_a_fenced_log_after_its_dry_run_then_asks_what_is_believed(page, asgi_server, pair, tmp_path):
     """Issue 14's "done when": the import page shows the dry run before anything is written, a
     fenced block's '## ' and '> Correction' lines stay text, then the claims view answers."""
     from .test_claims_and_import_pages import LOG
@@ -119,7 +119,7 @@ def test_operator_imports_a_fenced_log_after_its_dry_run_then_asks_what_is_belie
         LOG + "\n" + FENCED + "\n## 2026-08-24 - Old driver notes\nEngines: driver-80b\nkind: claim\n"
         "Claim: the 80B driver needs 0.55\n"
     )
-    page.goto(live_server.url + "/changelog/")
+    page.goto(asgi_server.url + "/changelog/")
     page.click("#import-link")
     page.set_input_files("#id_file", str(log))
     page.click("#preview")
@@ -129,7 +129,7 @@ def test_operator_imports_a_fenced_log_after_its_dry_run_then_asks_what_is_belie
     assert "text after the correction of line" in page.inner_text("#dry-run-items")
     assert not Entry.objects.exists()  # shown, not written
     page.click("#do-import")
-    page.wait_for_url(live_server.url + "/changelog/")
+    page.wait_for_url(asgi_server.url + "/changelog/")
     assert "Imported: 4 new entries" in page.inner_text(".messages")
     fenced = Entry.objects.get(title="Pin the chat template")
     assert "## not an entry: a comment in the unit" in fenced.body_md and fenced.corrections.count() == 1

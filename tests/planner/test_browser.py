@@ -23,7 +23,7 @@ if not Path(CHROMIUM).exists():
 
 
 @pytest.fixture
-def browser(live_server, operator, monkeypatch):
+def browser(asgi_server, operator, monkeypatch):
     from playwright.sync_api import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
@@ -33,16 +33,16 @@ def browser(live_server, operator, monkeypatch):
         b.close()
 
 
-def _login(browser, live_server, viewport):
+def _login(browser, asgi_server, viewport):
     page = browser.new_page(viewport=viewport)
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("console", lambda m: m.type == "error" and errors.append(m.text))
-    page.goto(live_server.url + "/login/?next=/changelog/")
+    page.goto(asgi_server.url + "/login/?next=/changelog/")
     page.fill("#id_username", "otto")
     page.fill("#id_password", "otto-password-123")
     page.click("button[type=submit]")
-    page.wait_for_url(live_server.url + "/changelog/")
+    page.wait_for_url(asgi_server.url + "/changelog/")
     page.errors = errors
     return page
 
@@ -94,10 +94,10 @@ def field_box(spark):
     return spark
 
 
-def test_share_moves_predictions_then_record_the_claim(browser, live_server, field_box):
+def test_share_moves_predictions_then_record_the_claim(browser, asgi_server, field_box):
     SHOTS.mkdir(parents=True, exist_ok=True)
-    page = _login(browser, live_server, {"width": 1280, "height": 800})
-    page.goto(f"{live_server.url}/planner/{field_box.name}/")
+    page = _login(browser, asgi_server, {"width": 1280, "height": 800})
+    page.goto(f"{asgi_server.url}/planner/{field_box.name}/")
     card = page.locator("#plan-nemotron")
     conc = card.locator('[data-out="concurrency"]')
     assert conc.inner_text() == "21.19× at 131,072"  # the measured row at its current share
@@ -134,16 +134,16 @@ def test_share_moves_predictions_then_record_the_claim(browser, live_server, fie
     card.get_by_role("button", name="Record as a claim").click()
     page.wait_for_selector("#entry-title")
     entry = Entry.objects.get()
-    assert page.url == live_server.url + entry.get_absolute_url()
+    assert page.url == asgi_server.url + entry.get_absolute_url()
     claim = entry.claims.get(metric="concurrency")
     assert (claim.predicted, claim.window, claim.engine.name) == (raised["concurrency"], 262144, "nemotron")
 
-    page.goto(live_server.url + "/changelog/")
+    page.goto(asgi_server.url + "/changelog/")
     assert entry.title in page.inner_text("body")  # the change log lists it
     assert page.errors == []
 
-    phone = _login(browser, live_server, {"width": 390, "height": 844})
-    phone.goto(f"{live_server.url}/planner/{field_box.name}/")
+    phone = _login(browser, asgi_server, {"width": 390, "height": 844})
+    phone.goto(f"{asgi_server.url}/planner/{field_box.name}/")
     phone.locator("#plan-q38 input[name=util]").fill("0.38")
     phone.wait_for_function("document.querySelector('#plan-q38 [data-out=concurrency]').innerText.startsWith('4.')")
     assert phone.evaluate("document.documentElement.scrollWidth <= window.innerWidth + 1")  # no sideways scroll

@@ -8,7 +8,6 @@
   var runId = parseInt(box.dataset.run, 10), bar = document.getElementById("run-progress");
   var eventType = box.dataset.event || "bench.progress";
   var text = document.getElementById("run-progress-text"), status = document.getElementById("run-status-text");
-  var retry = 0;
   window.benchProgress = { events: 0 };  // inspected by the browser test
 
   function apply(p) {
@@ -27,19 +26,14 @@
       .catch(function () {});
   }
 
+  // The page's one WebSocket is paging.js's (every signed-in page has it): it re-dispatches each
+  // event, live.hello on every (re)connect included, as sparkops:event.
   function connect() {
-    var proto = location.protocol === "https:" ? "wss://" : "ws://";
-    var ws = new WebSocket(proto + location.host + "/ws/live/");
-    ws.onopen = function () { retry = 0; };
-    ws.onmessage = function (msg) {
-      var ev = JSON.parse(msg.data);
+    document.addEventListener("sparkops:event", function (e) {
+      var ev = e.detail;
       if (ev.type === "live.hello") catchUp();  // subscribed now: fetch what happened before
       if (ev.type === eventType && ev.payload && ev.payload.run === runId) apply(ev.payload);
-    };
-    ws.onclose = function (ev) {
-      if (ev.code === 4401 || ev.code === 4403) return;
-      setTimeout(connect, Math.min(30000, 1000 * Math.pow(2, retry++)));
-    };
+    });
   }
   connect();
 })();

@@ -58,21 +58,15 @@
       .catch(function () {});
   }
 
-  var retry = 0;
+  // The page's one WebSocket is paging.js's (every signed-in page has it): it re-dispatches each
+  // event, live.hello on every (re)connect included, as sparkops:event.
   function connect() {
-    var proto = location.protocol === "https:" ? "wss://" : "ws://";
-    var ws = new WebSocket(proto + location.host + "/ws/live/");
-    ws.onopen = function () { retry = 0; };
-    ws.onmessage = function (msg) {
-      var ev = JSON.parse(msg.data);
+    document.addEventListener("sparkops:event", function (e) {
+      var ev = e.detail;
       if (ev.type === "live.hello") catchUp();
       if (ev.type === "bench.sweep" && ev.payload && ev.payload.sweep === sweepId) apply(ev.payload);
       if (ev.type === "bench.progress" && ev.payload) progress(ev.payload);
-    };
-    ws.onclose = function (ev) {
-      if (ev.code === 4401 || ev.code === 4403) return;
-      setTimeout(connect, Math.min(30000, 1000 * Math.pow(2, retry++)));
-    };
+    });
   }
 
   if (window.sparkopsCharts) window.sparkopsCharts.onThemeRedraw(draw); else draw();

@@ -6,7 +6,7 @@
   var box = document.getElementById("exp-status");
   if (!box || box.dataset.live !== "1") return;
   var id = parseInt(box.dataset.experiment, 10), done = parseInt(box.dataset.done, 10);
-  var status = box.dataset.status, retry = 0, reloading = false;
+  var status = box.dataset.status, reloading = false;
 
   function apply(p) {
     if (reloading || (p.done === done && p.status === status)) return;
@@ -21,19 +21,14 @@
       .catch(function () {});
   }
 
+  // The page's one WebSocket is paging.js's (every signed-in page has it): it re-dispatches each
+  // event, live.hello on every (re)connect included, as sparkops:event.
   function connect() {
-    var proto = location.protocol === "https:" ? "wss://" : "ws://";
-    var ws = new WebSocket(proto + location.host + "/ws/live/");
-    ws.onopen = function () { retry = 0; };
-    ws.onmessage = function (msg) {
-      var ev = JSON.parse(msg.data);
+    document.addEventListener("sparkops:event", function (e) {
+      var ev = e.detail;
       if (ev.type === "live.hello") catchUp();
       if (ev.type === "experiment.progress" && ev.payload && ev.payload.experiment === id) apply(ev.payload);
-    };
-    ws.onclose = function (ev) {
-      if (ev.code === 4401 || ev.code === 4403) return;
-      setTimeout(connect, Math.min(30000, 1000 * Math.pow(2, retry++)));
-    };
+    });
   }
   connect();
 })();
