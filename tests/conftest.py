@@ -209,6 +209,18 @@ def chromium():
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
 
 
+@pytest.fixture(autouse=True)
+def _close_the_tests_browser_pages(request):
+    """Every page a test opened in the module's Chromium is closed after it: the browser outlives
+    the test, and an open page keeps its WebSocket to the shared web server, whose presence key
+    would keep the live pushes of a later test going (test_presence saw it never expire)."""
+    yield
+    if "chromium" in request.fixturenames:
+        browser = request.getfixturevalue("chromium")
+        for context in list(browser.contexts):
+            context.close()
+
+
 def _user(django_user_model, name, role):
     user = django_user_model.objects.create_user(username=name, password=f"{name}-password-123")
     set_role(user, role)
