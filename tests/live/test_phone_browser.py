@@ -225,7 +225,10 @@ def test_silenced_and_acknowledged_alerts_are_marked_on_the_overview(web, fleet,
     from dashboard.alerts.models import Silence
 
     until = Silence.objects.get().until
-    assert mark.inner_text() == f"silenced until {until:%H:%M} UTC by otto", mark.inner_text()
+    kv.refresh_from_db()
+    # The day is named when the silence ends on another day than the alert fired (past midnight UTC).
+    day = f" on {until:%b} {until.day}" if until.date() != kv.fired_at.date() else ""
+    assert mark.inner_text() == f"silenced until {until:%H:%M}{day} UTC by otto", mark.inner_text()
     assert page.locator(f"#alert-{down.pk} [data-field=silenced]").count() == 0  # the silence covers only its rule
     # Thumb-sized: the row's buttons are at least 40 px tall on the phone
     if size == "phone":

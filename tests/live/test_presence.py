@@ -17,6 +17,28 @@ from dashboard.services.polling import Liveness
 from sparkops.redisproc import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _a_presence_key_of_this_modules_own(settings):
+    """These tests count on no viewer but their own sockets. The test process's shared web server
+    (tests/conftest.py `shared_web`) keeps the run's presence key alive for its product TTL (60 s)
+    after any page of another test connected to it, so here the channel layer has a prefix of its
+    own, and so does the key; it starts absent, as the run's key does for the other live tests."""
+    import copy
+
+    from dashboard.live.presence import presence_key, sockets
+
+    layers = copy.deepcopy(settings.CHANNEL_LAYERS)
+    config = layers["default"].setdefault("CONFIG", {})
+    config["prefix"] = f"{config.get('prefix', 'asgi')}:presence-tests"
+    settings.CHANNEL_LAYERS = layers
+    sockets._marked_at = float("-inf")
+    client, key = presence_key()
+    if client is not None:
+        client.delete(key)
+
+
 SAMPLES = {"engine.sample", "host.sample"}
 READING = {"up": True, "status": "up", "models": ["qwen3-8b"], "generation_tokens_per_s": 42.0}
 HOST_READING = {"host": {"mem_total_bytes": 8 << 30, "mem_available_bytes": 2 << 30}, "gpus": [], "processes": {}}
