@@ -13,6 +13,7 @@ from django.utils import timezone
 from dashboard.models import Engine, Host, KVPoolEntry
 from dashboard.models.ledgers import GIB
 from tests.live.test_browser import wait_for_js
+from tests.test_issue30_pages import open_as  # a page logged in by session cookie
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
@@ -47,20 +48,7 @@ def demo_box(db):
 
 
 def _page(chromium, live_server, viewer, viewport):
-    from django.conf import settings
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
-    from django.contrib.sessions.backends.db import SessionStore
-
-    session = SessionStore()
-    session[SESSION_KEY], session[BACKEND_SESSION_KEY] = str(viewer.pk), "django.contrib.auth.backends.ModelBackend"
-    session[HASH_SESSION_KEY] = viewer.get_session_auth_hash()
-    session.save()
-    context = chromium.new_context(viewport=viewport)
-    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session.session_key, "url": live_server.url}])
-    page = context.new_page()
-    page.errors = []
-    page.on("pageerror", lambda e: page.errors.append(str(e)))
-    return page
+    return open_as(chromium, live_server, viewer, viewport)
 
 
 def test_every_engine_is_named_and_counted_and_used_now_is_the_host_cards(chromium, live_server, viewer, demo_box):
