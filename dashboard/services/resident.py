@@ -76,7 +76,11 @@ ROLES_REFRESH_S = 10.0  # the engine list, who leads and who is orphaned may be 
 FETCH_WAIT = 0.4
 LAUNCH_LAG = 0.5  # the launch duty runs this share of a poll interval after the metrics tick
 LAUNCH_BACKLOG = 64  # metrics ticks' readings the launch duty may be behind (the oldest go first)
-EXIT_SETTLE_S = 0.5  # after a main process exits, wait at most this long for its unit to say so
+# After a main process exits, wait at most this long for its unit to say so. systemd reaps in tens
+# of ms on a quiet box; at load 8 CI once saw it still "active" with the old MainPID after 0.5 s, and
+# the page went out without systemd's cause. A page a second later with its cause beats one at once
+# without it; the wait ends as soon as the unit has moved on.
+EXIT_SETTLE_S = 2.0
 EXIT_SEEN = "exit seen at once"  # the card's words for an engine whose process this worker watches
 
 

@@ -26,9 +26,11 @@ def _until(page, predicate, timeout, what):
 def test_start_watch_and_record_an_experiment(sim, make_engine, operator, browser, tmp_path, monkeypatch, shared_web):  # noqa: F811
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
     a = make_engine(sim("vllm", rate=100.0, ttft=0.01).url, name="control")
-    # B half as fast again: this test is the page's flow (the noise band is test_verdict's), and a
-    # browser and uvicorn beside the engines on two cores make a 10 % gap land within noise at times
-    b = make_engine(sim("vllm", rate=150.0, ttft=0.01).url, name="variant")
+    # B twice as fast, over 64 tokens: this test is the page's flow (the noise band is test_verdict's).
+    # With three repetitions an arm's bootstrap interval reaches its slowest reading, and a browser and
+    # uvicorn beside the engines on two cores once stalled one of B's 32-token runs (150 tok/s against
+    # 100) into A's range: CI read "no difference within noise". A stall must now halve B's rate.
+    b = make_engine(sim("vllm", rate=200.0, ttft=0.01).url, name="variant")
     web, base, _log = shared_web
     worker, failure = None, []
     try:
@@ -37,15 +39,15 @@ def test_start_watch_and_record_an_experiment(sim, make_engine, operator, browse
         page.goto(base + "/bench/")
         page.click("#experiments-link")
         page.click("text=New experiment")
-        page.fill("#id_name", "half again")
+        page.fill("#id_name", "twice")
         page.select_option("#id_engine_a", str(a.pk))
         page.select_option("#id_engine_b", str(b.pk))
         page.fill("#id_flags", "--speculative-config")
         page.fill("#id_depth", "0")
-        page.fill("#id_output_tokens", "32")
+        page.fill("#id_output_tokens", "64")
         page.click("#experiment-form button[type=submit]")
         page.wait_for_selector("#exp-status")
-        experiment = Experiment.objects.get(name="half again")
+        experiment = Experiment.objects.get(name="twice")
         assert page.locator("#exp-status-text").inner_text() == "queued"
         assert page.locator("#exp-slots tbody tr td:nth-child(2)").all_inner_texts() == ["A", "B"] * 3
 
@@ -71,7 +73,7 @@ def test_start_watch_and_record_an_experiment(sim, make_engine, operator, browse
         assert all(rows.nth(i).locator("td").nth(3).inner_text().startswith("done") for i in range(6))
         decode = page.locator('#exp-verdict tr[data-figure="decode_tokens_per_s"] td')
         assert decode.nth(5).inner_text() == "faster"
-        assert 1.35 < float(decode.nth(3).inner_text()) < 1.65
+        assert 1.7 < float(decode.nth(3).inner_text()) < 2.3
         assert "no configuration snapshot" in page.locator("#exp-warnings").inner_text()
         assert "percentile bootstrap" in page.locator("#exp-method").inner_text()
         ops.shot("experiment-desk")
