@@ -45,7 +45,8 @@ def add_arguments(p) -> None:
 
 async def serve(engines: list[str], state_dir: str | None, control_port: int, ports_file: str | None, out=print) -> int:
     from .control import ControlAPI
-    from .supervisor import Supervisor, UnitSpec
+    from .service import UnitSpec
+    from .supervisor import Supervisor
 
     specs = [UnitSpec.parse(e) for e in engines]
     if len({s.name for s in specs}) != len(specs):
