@@ -4,7 +4,7 @@
 
 Two simulated vLLM engines (dashboard/simulator, each its own process) at known rates. Each
 experiment alternates A, B, A, B … for REPS slots per arm, a slot being what an experiment's
-slot is (dashboard/experiments/services.py): a warm-up request, then one measured request with
+slot is (dashboard/experiments/runner.py): a warm-up request, then one measured request with
 pinned output, read by the benchmark client (dashboard/benchmarks/client.py). The decode figures
 go through the experiment's own verdict (dashboard/experiments/stats.py: ratio of medians, seeded
 percentile bootstrap, the 1 % floor). Reported:

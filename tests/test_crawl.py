@@ -423,7 +423,9 @@ def build_measured(spark, user=None):
     from dashboard.benchmarks.rate import rate_create, rate_execute
     from dashboard.benchmarks.spec import RunSpec
     from dashboard.benchmarks.sweep import sweep_create, sweep_execute
-    from dashboard.experiments.services import experiment_advance, experiment_create, experiment_record
+    from dashboard.experiments.create import experiment_create
+    from dashboard.experiments.record import experiment_record
+    from dashboard.experiments.runner import experiment_advance
     from dashboard.models import Engine
     from dashboard.planner.models import BoxSetting
     from dashboard.probes.models import ProbeProfile, ProbeRun

@@ -11,8 +11,9 @@ from django.core.management.base import CommandError
 from dashboard.benchmarks.cli_args import engine_named, whole
 from dashboard.benchmarks.models import Run
 
+from .create import ExperimentError, experiment_create
 from .models import MIN_REPS, Experiment
-from .services import ExperimentError, experiment_advance, experiment_create
+from .runner import experiment_advance
 
 
 def add_arguments(parser):

@@ -7,7 +7,7 @@ from .models import Experiment
 
 @shared_task(name="experiments.advance", ignore_result=True)
 def experiment_advance_task(experiment_id):
-    from .services import experiment_advance
+    from .runner import experiment_advance
 
     experiment = Experiment.objects.select_related("engine_a__host", "engine_b").filter(pk=experiment_id).first()
     if experiment is not None:
@@ -16,6 +16,6 @@ def experiment_advance_task(experiment_id):
 
 @shared_task(name="experiments.sweep_stale", ignore_result=True)
 def experiments_sweep_stale_task():
-    from .services import experiments_sweep_stale
+    from .runner import experiments_sweep_stale
 
     experiments_sweep_stale()

@@ -9,17 +9,12 @@ from django.views.decorators.http import require_POST
 from dashboard.benchmarks.models import Run
 from dashboard.roles import role_required
 
+from .create import ExperimentError, experiment_continue, experiment_create, experiment_enqueue
 from .forms import ExperimentForm
 from .models import Experiment
-from .services import (
-    ExperimentError,
-    experiment_continue,
-    experiment_create,
-    experiment_enqueue,
-    experiment_record,
-    experiment_summary,
-)
+from .record import experiment_record
 from .stats import FIGURES
+from .verdict import experiment_summary
 
 LIVE = (Experiment.Status.QUEUED, Experiment.Status.RUNNING)
 

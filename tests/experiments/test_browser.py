@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from dashboard.experiments.models import Experiment
-from dashboard.experiments.services import experiment_advance
+from dashboard.experiments.runner import experiment_advance
 from tests.live.test_browser import Session, browser, wait_for_js  # noqa: F401  (browser: the shared Chromium fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

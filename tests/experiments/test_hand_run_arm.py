@@ -5,8 +5,10 @@ them — and the A/B experiment reads it before every repetition instead of sayi
 import pytest
 from django.conf import settings as django_settings
 
+from dashboard.experiments.create import experiment_create
 from dashboard.experiments.models import Slot
-from dashboard.experiments.services import arm_difference, experiment_advance, experiment_create
+from dashboard.experiments.runner import experiment_advance
+from dashboard.experiments.verdict import arm_difference
 from tests.simbox import point_collectors_at
 
 pytestmark = pytest.mark.django_db(transaction=True)

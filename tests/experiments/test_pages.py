@@ -5,8 +5,9 @@ import pytest
 from django.urls import reverse
 
 from dashboard.changelog.models import Entry
+from dashboard.experiments.create import experiment_create
 from dashboard.experiments.models import Experiment
-from dashboard.experiments.services import experiment_advance, experiment_create
+from dashboard.experiments.runner import experiment_advance
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -78,7 +79,7 @@ def test_finished_page_and_record_the_verdict(operator_client, sim, make_engine)
 
 
 def test_arms_on_two_boxes_are_refused(fleet):
-    from dashboard.experiments.services import ExperimentError
+    from dashboard.experiments.create import ExperimentError
     from dashboard.models import Engine, Host
 
     other = Engine.objects.create(
@@ -122,7 +123,7 @@ def test_an_experiment_whose_worker_died_is_failed_by_the_sweep_keeping_what_ran
     from django.utils import timezone
 
     from dashboard.benchmarks.models import Run
-    from dashboard.experiments.services import experiments_sweep_stale
+    from dashboard.experiments.runner import experiments_sweep_stale
 
     def running(name, run_status, finished_ago_s):
         e = experiment_create(name=name, engine_a=fleet["vllm"], engine_b=fleet["llama"], workload={"depth": 0})

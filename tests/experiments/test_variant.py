@@ -3,8 +3,9 @@ experiment names, and repetitions marked invalid when an arm's unit changes mid-
 
 import pytest
 
+from dashboard.experiments.create import experiment_create
 from dashboard.experiments.models import Slot
-from dashboard.experiments.services import experiment_advance, experiment_create
+from dashboard.experiments.runner import experiment_advance
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WORKLOAD = {"depth": 0, "output_tokens": 12}

@@ -2,7 +2,8 @@
 
 import pytest
 
-from dashboard.experiments.services import experiment_advance, experiment_create
+from dashboard.experiments.create import experiment_create
+from dashboard.experiments.runner import experiment_advance
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WORKLOAD = {"depth": 0, "output_tokens": 48}
