@@ -1,4 +1,4 @@
-"""Engines are retired, never deleted (DESIGN.md): history — change-log entries, both ledgers,
+"""Engines are retired, never deleted (docs/design.md §1): history — change-log entries, both ledgers,
 alerts, incidents, deliveries and benchmark runs — points at them for ever.
 
 `sparkops engine remove NAME` retires: the engine is no longer polled (the resident poller

@@ -1,5 +1,5 @@
 """The figures of one cell (one run: `reps` rounds of `concurrency` streams at once), as the
-field report's sweep tables give them. Computed from the stored repetitions, so any run —
+sweep tables of docs/field-notes.md §12 give them. Computed from the stored repetitions, so any run —
 a sweep's cell, an A/B arm, an old run — reads the same way.
 
 Per round (one repetition, all its streams sent together):

@@ -20,7 +20,7 @@ from dashboard import http
 from dashboard.collectors import own
 
 BUCKETS = ("capacity", "overload", "server_error", "timeout", "disconnect", "malformed", "truncated", "empty")
-# Message shapes of "prompt + output over the window" in vLLM 0.9–0.33 and llama.cpp (engine-sources §1.9, §2.6).
+# Message shapes of "prompt + output over the window" in vLLM 0.9–0.33 and llama.cpp (docs/engines.md §1.6, §2.4).
 _CAPACITY = re.compile(
     r"maximum context length|exceed_context_size|exceeds the available context|context size|"
     r"cannot be greater than max_model_len|max_tokens' or 'max_completion_tokens' is too large|"

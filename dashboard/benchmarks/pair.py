@@ -1,7 +1,7 @@
 """Co-residency: each engine alone, then both generating at once.
 
-One-at-a-time readings hide the compute penalty (a 64 % loss on the fast model in the
-field report). In the "both" phase the two sides start their repetitions together
+One-at-a-time readings hide the compute penalty (a 64 % loss on the fast model in
+docs/field-notes.md §10). In the "both" phase the two sides start their repetitions together
 (a barrier after warm-up) and a side that finishes first keeps its engine generating
 until the other is done, so every measured request had a busy neighbour."""
 

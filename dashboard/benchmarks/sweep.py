@@ -7,7 +7,7 @@ A sweep stops early, and says why, when
 - a cell's failed share of requests passes the sweep's error threshold;
 - (concurrency) a cell saturates: aggregate decode rose by less than SATURATION_GAIN over the
   previous cell while the TTFT median grew at least LINEAR_SHARE as fast as the concurrency did
-  (a queue forming in front of a full batch, the field report's "climbing linearly")."""
+  (a queue forming in front of a full batch, "climbing linearly": docs/field-notes.md §12)."""
 
 from __future__ import annotations
 

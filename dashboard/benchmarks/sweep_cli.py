@@ -1,10 +1,10 @@
-"""`sparkops bench sweep` (issue 18): arguments and handler, called by management/commands/bench.py.
+"""`sparkops bench sweep`: arguments and handler, called by management/commands/bench.py.
 
     sparkops bench sweep --engine NAME (--concurrency 1,2,4,8 | --depth 0,4096,16384)
         [--output-tokens N] [--reps N] [--force] [--json]
 
-Runs the cells here and now, in order (as `bench run` does), and prints the field report's table
-or, with --json, sweep_export.sweep_summary."""
+Runs the cells here and now, in order (as `bench run` does), and prints the sweep table of
+docs/field-notes.md §12 or, with --json, sweep_export.sweep_summary."""
 
 import json
 

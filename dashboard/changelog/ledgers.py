@@ -1,5 +1,5 @@
-"""The KV-pool and incident ledgers as rows, Markdown tables and CSV, in the field report's
-columns. One row builder per ledger so the page, the Markdown and the CSV never disagree.
+"""The KV-pool and incident ledgers as rows, Markdown tables and CSV, in the columns of
+docs/field-notes.md §15. One row builder per ledger so the page, the Markdown and the CSV never disagree.
 The CSV goes through dashboard.csv_export (no cell is a live formula; numbers stay numbers)."""
 
 from dashboard.csv_export import Number, csv_text

@@ -1,4 +1,4 @@
-"""A generated change log of the field report's size, for the scale test and
+"""A generated change log of the size docs/field-notes.md §15 gives, for the scale test and
 bench/changelog_scale.py: about 600 entries and 150 corrections over four months, written as a
 person keeps one — flag changes, claims with predictions, measurements, incident notes,
 decisions, code fences holding '## ' and '> Correction' lines, evidence, corrections against a

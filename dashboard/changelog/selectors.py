@@ -114,7 +114,7 @@ def claims_overview(*, engine=None, state=None, measure=True):
     without one, its entry's. STATE: one of CLAIM_STATES, "believed" (standing or corrected),
     or None for all. MEASURE=False leaves "comparison" to measure_claims() (a page's rows only).
     Related rows are read once per table and grouped here (prefetch_related's per-claim
-    querysets were most of the page's time at the field report's size)."""
+    querysets were most of the page's time at the size of docs/field-notes.md §15)."""
     from collections import defaultdict
 
     from dashboard.models import Engine

@@ -44,7 +44,7 @@ def read_memory():
 
 
 def parse_psi(text):
-    """`some avg10=.. avg60=.. avg300=.. total=..` lines → {"some": {...}, "full": {...}} (§5.1)."""
+    """`some avg10=.. avg60=.. avg300=.. total=..` lines → {"some": {...}, "full": {...}} (docs/engines.md §6.1)."""
     out = {}
     for line in text.splitlines():
         kind, *pairs = line.split()

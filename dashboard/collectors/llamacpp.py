@@ -1,5 +1,5 @@
 """llama.cpp llama-server: /health (503 while loading), /metrics, /slots, /props, /v1/models.
-Names: engine-sources.md §2. KV usage is not exported upstream; it is approximated from /slots."""
+Names: docs/engines.md §2. KV usage is not exported upstream; it is approximated from /slots."""
 
 from dashboard import http
 from dashboard.collectors import prom
@@ -41,7 +41,7 @@ def props_kv(props):
     settings = props.get("default_generation_settings") or {}
     n_ctx = as_int(settings.get("n_ctx")) if isinstance(settings, dict) else None
     slots = as_int(props.get("total_slots"))
-    # Without --kv-unified each slot owns n_ctx tokens; with it this over-counts (see §2.9).
+    # Without --kv-unified each slot owns n_ctx tokens; with it this over-counts (docs/engines.md §2.3).
     return {"window": n_ctx, "pool_tokens": n_ctx * slots if n_ctx and slots else None}
 
 

@@ -1,4 +1,4 @@
-"""SGLang: /health, /metrics (with --enable-metrics), /get_server_info. Names: engine-sources.md §3."""
+"""SGLang: /health, /metrics (with --enable-metrics), /get_server_info. Names: docs/engines.md §3."""
 
 from dashboard.collectors import prom
 from dashboard.collectors.base import EngineCollector, Snapshot, as_float, as_int, register

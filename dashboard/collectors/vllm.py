@@ -1,4 +1,4 @@
-"""vLLM (V1 engine): /health, /metrics, /v1/models, /version. Names: engine-sources.md §1."""
+"""vLLM (V1 engine): /health, /metrics, /v1/models, /version. Names: docs/engines.md §1."""
 
 from dashboard.collectors import contract, prom
 from dashboard.collectors.base import EngineCollector, Snapshot, as_float, as_int, register

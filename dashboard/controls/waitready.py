@@ -1,5 +1,5 @@
 """`sparkops wait-ready --url URL [--kind KIND] --budget SECONDS [--unit UNIT] [--user]`: the
-readiness gate for a unit's `ExecStartPost=` (the field report's "a readiness helper that exits 1").
+readiness gate for a unit's `ExecStartPost=` (docs/field-notes.md §7: a readiness helper that exits 1).
 
 Exit 0 when the engine serves; 1 when its main process (`$MAINPID`, which systemd gives every
 ExecStartPost=) is gone, or when the wall-clock budget runs out (systemd then fails the start:

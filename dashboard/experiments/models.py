@@ -1,4 +1,4 @@
-"""A/B experiments (issue 18): two arms on the same hashed workload, repetitions alternated
+"""A/B experiments: two arms on the same hashed workload, repetitions alternated
 A, B, A, B …, each one a benchmark Run of its own, with both arms' configuration snapshots
 taken before it."""
 
@@ -8,7 +8,7 @@ from django.db import models
 
 PROBE_KINDS = ("needle", "soak", "tool", "thinking", "contract")  # dashboard/probes/spec.py KINDS
 
-MIN_REPS, MAX_REPS = 3, 25  # per arm; three is the field report's least, 25 keeps a run under an hour at 512 tokens
+MIN_REPS, MAX_REPS = 3, 25  # per arm; 3: docs/field-notes.md §12, 25 keeps a run under an hour at 512 tokens
 
 
 class Experiment(models.Model):

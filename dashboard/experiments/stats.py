@@ -2,7 +2,7 @@
 percentile bootstrap interval, and a word.
 
 Why a bootstrap and not a rank test: with three repetitions per arm the Mann–Whitney test's
-smallest two-sided p is 0.1, so it could never say "faster" at the field report's minimum.
+smallest two-sided p is 0.1, so it could never say "faster" at the minimum (docs/field-notes.md §12).
 The bootstrap resamples each arm's valid repetitions with replacement (RESAMPLES times, from
 random.Random(seed): the same runs always give the same interval), takes the ratio of the
 resampled medians, and reports its 2.5th and 97.5th percentiles (a 95 % percentile interval).

@@ -9,7 +9,7 @@ The method, per engine and per window (--max-model-len) the engine has rows at:
 * **Tokens per GiB** of KV memory is pool tokens ÷ KV memory, averaged over this engine's rows at
   the window that record both; the spread (lowest, highest, and the half-range as a percentage of
   the mean) says how far the rows agree. It is architectural: a Mamba hybrid holds ~305K tokens
-  per GiB where a dense model holds ~31K (the field report's systemd rows).
+  per GiB where a dense model holds ~31K (docs/field-notes.md §2).
 * **KV memory as a function of the memory share** at one window: vLLM takes
   share × total memory, subtracts weights and workspace, and gives the rest to the KV pool, so
   KV GiB = a + b × share. With rows at two or more shares, (a, b) is the least-squares line
@@ -23,13 +23,13 @@ The method, per engine and per window (--max-model-len) the engine has rows at:
   per doubling of the window, (pool at the lower window − pool at the higher) ÷ log2(higher ÷
   lower window), averaged over such pairs (a pair across which the pool grew is named and left
   out: something else changed at that restart); a raise by another factor costs log2 of its ratio
-  times that (both raises of the field report are doublings, 131,072 → 262,144). It is measured
+  times that (both raises on record are doublings, 131,072 → 262,144: docs/field-notes.md §3). It is measured
   through the pool, the figure concurrency rests on, and shown in GiB at this engine's tokens
   per GiB. The naive prediction keeps the pool unchanged ("raising the window allocates
   nothing"); the corrected one takes the learned workspace off. With no earlier raise of this
   engine there is no corrected figure but a range: from the naive one down to the largest pool
-  loss per doubling that any other engine's raise in the ledger shows, else the field report's
-  10 % (Qwen3.8, 2026-08-20).
+  loss per doubling that any other engine's raise in the ledger shows, else 10 %, the worst on
+  record (docs/field-notes.md §3).
 
 Every prediction carries `basis`: the ledger rows it rests on, each with its id and date.
 """

@@ -41,7 +41,7 @@ def profile_trend(*, profile):
 
 
 def needle_table(*, profile, limit=20):
-    """The field report's table over runs: tokens × depth, seconds per case; newest first."""
+    """The needle table of docs/field-notes.md §14 over runs: tokens × depth, seconds per case; newest first."""
     rows = []
     runs = ProbeRun.objects.filter(profile=profile, kind="needle", status=ProbeRun.Status.DONE)
     for run in runs.order_by("-created_at")[:limit]:

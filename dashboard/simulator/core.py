@@ -43,7 +43,7 @@ class EngineConfig:
     max_model_len: int = 32768  # window (vLLM max_model_len, llama.cpp per-slot n_ctx)
     num_gpu_blocks: int = 47904  # KV pool size in blocks (47,904 x 16 = 766,464 tokens)
     memory_share: float = 0.0  # --gpu-memory-utilization / --mem-fraction-static (0: the default 0.9)
-    kv_tokens_per_gib: float = 31443.0  # pool tokens per GiB (field report, dense Qwen3.8): the boot line's GiB
+    kv_tokens_per_gib: float = 31443.0  # pool tokens per GiB, dense (docs/field-notes.md §2): the boot line's GiB
     block_size: int = 16  # prefix-cache granularity in tokens
     slots: int = 4  # llama.cpp --parallel
     eos_after: int = 48  # natural completion length when max_tokens allows

@@ -1,6 +1,6 @@
 """Simulated host facts the supervisor keeps current under the state directory:
 PSI files (kernel `psi_show()` format), /proc/meminfo, and the GPU state that the
-nvidia-smi stand-in prints. Numbers come from the field reports (GB10 / DGX Spark)."""
+nvidia-smi stand-in prints. Numbers are a GB10's (DGX Spark): docs/field-notes.md §1, §5, §11."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ GPU_HEALTHY = {
     "memory.reserved": "[N/A]",
     "fault": None,
 }
-# The field report's stuck-low clock: ~800 MHz while P0, ~96 % busy, no throttle reason.
+# The stuck-low clock (docs/field-notes.md §11): ~800 MHz while P0, ~96 % busy, no throttle reason.
 GPU_CLOCK_STUCK_LOW = {"clocks.sm": 802, "clocks.gr": 802, "power.draw": 41.2, "fault": "clock_stuck_low"}
 GPU_FAULTS = ("clock_stuck_low", "clear")
 HOST_FAULTS = ("memory_pressure", "clear")

@@ -1,5 +1,5 @@
 """llama.cpp llama-server-like engine (ggml-org/llama.cpp@0c1e57098, captures in
-reference/samples/llamacpp/): 503 "Loading model" on every endpoint while loading,
+tests/fixtures/llamacpp/, names in docs/engines.md §2): 503 "Loading model" on every endpoint while loading,
 unlabeled `llamacpp:*` metrics written by hand like server-task.cpp, per-slot prompt
 cache (token-granular longest common prefix), `timings` on the last streamed chunk,
 and the exceed_context_size_error 400 when the prompt alone fills the slot context.
@@ -100,7 +100,7 @@ class LlamaCppEngine(OpenAIChatEngine):
 
     def request_error_log(self, status, prompt_tokens):
         """A request answered 400 (over the slot context) or 500, in the lines of the real
-        server's log (reference/samples/llamacpp/server_startup.log; llama.cpp#27733)."""
+        server's log (tests/fixtures/llamacpp/; llama.cpp#27733; docs/engines.md §2.4, §2.5)."""
         self.task_id += 1
         if status == 400:
             self.llog(

@@ -1,12 +1,12 @@
 """`sparkops-wait-ready PORT BUDGET_S`: the simulated units' readiness helper (their ExecStartPost),
-with the exit semantics the field report settled on (spark-bench "Readiness helper exit semantics"):
+with the exit semantics of docs/field-notes.md §7:
 
 - the engine answers `/health` (or `/v1/models`) with 200: exit 0;
 - `$MAINPID` (the unit's main process, which systemd passes to ExecStartPost) is gone: exit 1 at once;
 - `--warmup S`: after the first answer, S seconds more (a helper's warm-up request) before exit 0, so
   the engine answers while its unit is still activating;
 - BUDGET_S of wall clock passed with the process alive: exit 1 (with `--exit-0-on-timeout`: exit 0,
-  as the field report's first helper did, so systemd calls a unit that never served "active"). The
+  as the first helper of docs/field-notes.md §7 did, so systemd calls a unit that never served "active"). The
   budget counts the clock, not sleeps: a request that stalls is bounded by what is left of it.
 
 The supervisor runs it as a real process while the unit sits in activating/start-post, and kills it

@@ -1,6 +1,6 @@
 """`nvidia-smi --query-gpu=F1,F2 --format=csv[,noheader][,nounits]` and `-L` over
 `<state_dir>/gpu.json`. Field names, aliases, units and the "[N/A]" memory fields of a
-unified-memory GB10 follow the driver 580 `--help-query-gpu` naming (reference §4.2)."""
+unified-memory GB10 follow the driver 580 `--help-query-gpu` naming (docs/engines.md §5.1, §5.3)."""
 
 from __future__ import annotations
 
