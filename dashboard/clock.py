@@ -1,4 +1,4 @@
-"""One clock for what several processes compare (issue 31, item 2): the database's.
+"""One clock for what several processes compare: the database's.
 
 A worker, the web and beat may run on machines (or under libfaketime) whose clocks disagree.
 A time one process writes and another compares with its own "now" — a host's

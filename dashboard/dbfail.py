@@ -1,4 +1,4 @@
-"""When the database cannot be written or reached (issue 31, item 6): what to tell the person
+"""When the database cannot be written or reached: what to tell the person
 or the checker, in one line, instead of a bare 500.
 
 `unavailable(exc)` says whether EXC is the database refusing for a reason of its own — it is

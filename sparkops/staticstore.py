@@ -1,4 +1,4 @@
-"""Static files, compressed and cached for good (issue 30 §6).
+"""Static files, compressed and cached for good.
 
 `collectstatic` (run by `sparkops up`, the systemd migrate unit and the Docker build) writes
 every file under a content-hashed name with Brotli and gzip copies beside it, and a manifest;

@@ -1,4 +1,5 @@
-"""The local inbox: a webhook receiver inside SparkOps itself (issue 30 §5).
+"""The local inbox: a webhook receiver inside SparkOps itself, so a notification can be watched
+arriving without any receiver outside.
 
 `sparkops up --demo` adds a signed webhook channel, `demo-inbox`, that points at this stack's
 own `/alerts/inbox/receive/`; every notification the outbox sends it lands here and shows on

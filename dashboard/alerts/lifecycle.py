@@ -38,7 +38,7 @@ class Finding:
     renotify_on_cause: bool = False
     # When the condition was seen (this process's clock): the reading's time, or the first of an
     # unbroken run of failed probes. A new event starts then, not when it could be written
-    # (a database outage in between: issue 31, item 4). None: now.
+    # (a database outage may lie in between). None: now.
     observed_at: datetime | None = None
     # An inactive finding may say how the condition ended: RESOLUTION what happened ("up again"),
     # RESOLVED_BY who or what did it ("restarted by systemd (NRestarts 0 → 1)").
@@ -93,7 +93,7 @@ def _engine_retired(engine):
 @transaction.atomic
 def alert_observe(*, rule, finding, severity, for_s=0.0, now=None):
     """Apply one finding; returns the open or just-resolved event (None when nothing is open).
-    No rule fires for a retired engine: its active findings are dropped (issue 31).
+    No rule fires for a retired engine: its active findings are dropped (nothing is expected of it).
     Its times are the database's clock (dashboard/clock.py), not this process's."""
     now = now or db_now()
     if finding.active and _engine_retired(finding.engine):

@@ -101,8 +101,8 @@ def entry_new(request):
 
 
 def _refused_write(form, exc):
-    """A write the database refused for a reason of its own (full, read-only, gone: issue 31,
-    item 6) is an error on the form, which keeps what was typed; the answer is 503. Anything
+    """A write the database refused for a reason of its own (full, read-only, gone)
+    is an error on the form, which keeps what was typed; the answer is 503. Anything
     else is raised."""
     reason = unavailable(exc)
     if reason is None:

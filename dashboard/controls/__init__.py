@@ -1,4 +1,4 @@
-"""Controls: programs that refuse, not pages that warn (issue 27, the playbook's third part).
+"""Controls: programs that refuse, not pages that warn (the fixes that held in docs/field-notes.md §5, §7, §8).
 
 - `readiness`: when an engine serves, each kind by its own readiness, against a wall-clock budget
   and its main process (the gate of `sparkops wait-ready` and of `sparkops launch`);

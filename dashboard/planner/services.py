@@ -69,7 +69,7 @@ def engine_model(engine, box_gib=None, all_rows=None):
 
 def host_engines(host):
     """The box's watched engines that the ledger knows. A retired one is not planned for
-    (issue 31); its rows stay in the ledger and still inform the other engines' models."""
+    (nothing runs on it); its rows stay in the ledger and still inform the other engines' models."""
     with_rows = set(KVPoolEntry.objects.filter(engine__host=host).values_list("engine_id", flat=True))
     engines = Engine.objects.filter(host=host, retired_at__isnull=True).order_by("name")
     return [e for e in engines if e.pk in with_rows]

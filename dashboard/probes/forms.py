@@ -47,7 +47,7 @@ class ProbeProfileForm(SamplingCronMixin, forms.ModelForm):
     def __init__(self, *args, cron="", schedule_enabled=True, **kwargs):
         super().__init__(*args, **kwargs)
         bound_widgets(self)
-        # A retired engine is not offered: nothing runs on it (issue 31, issue 30).
+        # A retired engine is not offered: nothing runs on it.
         self.fields["engine"].queryset = Engine.objects.filter(retired_at__isnull=True).order_by("name")
         self.fields["cron"].initial = cron
         self.fields["schedule_enabled"].initial = schedule_enabled

@@ -58,8 +58,8 @@ def _append(pts, t, y, lo, hi):
 
 
 def _reach_the_end(by_id, source, bucket_s, end):
-    """A merged line ends at its newest data, not ~half a bucket before now (issue 30: a 30-day
-    chart, 22-minute buckets, ended ~10 min early). The last bucket is drawn at its newest row;
+    """A merged line ends at its newest data, not ~half a bucket before now (with 22-minute
+    buckets, a 30-day chart would end ~10 min early). The last bucket is drawn at its newest row;
     rollups (which lag the samples by up to a rollup period) get the raw samples newer than them
     as one last point at the newest sample."""
     with_points = {sid: pts for sid, pts in by_id.items() if pts["t"]}

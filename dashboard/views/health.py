@@ -23,7 +23,7 @@ def _check_database():
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     # A SELECT answers on a full disk or a read-only database, where every poll, alert and
-    # login fails: the check writes, one committed row (issue 31, item 6).
+    # login fails: the check writes, one committed row.
     try:
         with transaction.atomic():
             states_put({WRITE_CHECK_KEY: {}})

@@ -18,7 +18,8 @@ class Rule:
         raise NotImplementedError
 
 
-# Bounds of the editable settings, by what the name says it is (issue 19: failures=0 was accepted).
+# Bounds of the editable settings, by what the name says it is: a value that would make its rule
+# meaningless (0 failures) is refused.
 MAX_SPAN_S = 30 * 86400
 MAX_COUNT = 1_000_000
 

@@ -43,7 +43,7 @@ class Command(BaseCommand):
         run.add_argument("--json", action="store_true")
         lst = sub.add_parser("list", help="profiles and their latest runs")
         lst.add_argument("--json", action="store_true")
-        # `bench sweep` and `bench ab` live in their own modules (issue 18): each adds its arguments and handles them.
+        # `bench sweep` and `bench ab` live in their own modules: each adds its arguments and handles them.
         sweep_cli.add_arguments(sub.add_parser("sweep", help="one axis (concurrency or depth) cell by cell"))
         experiment_cli.add_arguments(sub.add_parser("ab", help="an A/B experiment: two arms, alternated"))
         rate_cli.add_arguments(sub.add_parser("rate", help="requests at a fixed or Poisson rate, with goodput"))
