@@ -135,7 +135,7 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # One bounded connection pool per process (psycopg_pool through Django's "pool" option),
     # not persistent connections (CONN_MAX_AGE): under ASGI every request runs in a thread of
     # its own, and each thread kept its own connection for CONN_MAX_AGE, so 20 users opened
-    # more than PostgreSQL's 100 (issue 31). CONN_MAX_AGE=0 alone would bound nothing either
+    # more than PostgreSQL's 100. CONN_MAX_AGE=0 alone would bound nothing either
     # (a connection per request in flight). With the pool a request borrows a connection for
     # its length and gives it back; past SPARKOPS_DB_POOL_MAX it waits up to
     # SPARKOPS_DB_POOL_TIMEOUT_S for one instead of opening another. The stack (web, worker,
@@ -192,8 +192,8 @@ CHANNEL_LAYERS = {
         # 5 s blocking pop and drops every idle WebSocket (django/channels_redis#422).
         # A pooled connection to a Redis that went away and came back fails its first command
         # ("Connection closed by server"): retry a command once, on a new connection, on a
-        # connection error (issue 31, item 5: the first WebSocket connect after Redis returned
-        # was a 500, the worker's first live publishes failed). Never on a timeout: a command
+        # connection error (else the first WebSocket connect after Redis returns is a 500 and
+        # the worker's first live publishes fail). Never on a timeout: a command
         # that may have run is not sent twice. (redis-py's synchronous clients, presence and
         # the poller lease, already retry connection errors by default.)
         "CONFIG": {
@@ -318,7 +318,7 @@ SPARKOPS_CONTRACT_CUT_WINDOW_S = env_number(
 SPARKOPS_FLUSH_INTERVAL = env_number("SPARKOPS_FLUSH_INTERVAL", 10.0, cast=float, minimum=0.0, maximum=3600)
 # What a poller holds when a store fails (the database refused, or is gone) stays held for the
 # next store, at most this many samples (~200 bytes each in memory); past it the oldest are
-# dropped first, and the log says how many (issue 31, item 4).
+# dropped first, and the log says how many.
 SPARKOPS_FLUSH_HOLD_MAX = env_number("SPARKOPS_FLUSH_HOLD_MAX", 200_000, minimum=1000, maximum=10_000_000)
 # Live view: an open socket keeps its presence key this long (refreshed every third of it);
 # the poller asks whether anyone watches at most this often before rendering cards.

@@ -74,7 +74,7 @@ class ProfileForm(SamplingCronMixin, forms.ModelForm):
     def __init__(self, *args, cron="", schedule_enabled=True, **kwargs):
         super().__init__(*args, **kwargs)
         bound_widgets(self)
-        # A retired engine is not offered: nothing runs on it (issue 31).
+        # A retired engine is not offered: nothing runs on it.
         engine_field = self.fields["engine"]
         assert isinstance(engine_field, forms.ModelChoiceField)
         engine_field.queryset = Engine.objects.filter(retired_at__isnull=True).order_by("name")

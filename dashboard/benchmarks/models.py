@@ -9,7 +9,7 @@ from dashboard.models.fleet import NAME_VALIDATOR
 
 from .spec import RunSpec
 
-# Bounds of a profile (issue 19): a context of 1M tokens is the largest any engine here serves.
+# Bounds of a profile: a context of 1M tokens is the largest any engine here serves.
 MAX_DEPTH, MAX_OUTPUT, MAX_REPS, MAX_CONCURRENCY, MAX_TIMEOUT_S = 1_048_576, 131_072, 51, 256, 86_400
 MAX_INSTRUCTION = 4000
 

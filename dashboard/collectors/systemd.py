@@ -33,7 +33,7 @@ PROPERTIES = (
 INT_PROPS = ("ExecMainStatus", "ExecMainCode", "MainPID", "ExecMainPID", "NRestarts")
 CMD_TIMEOUT_S = 5
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-FATAL = (  # (name, pattern); engine-sources.md §1.11, §4.4, §6.5
+FATAL = (  # (name, pattern); docs/engines.md §7.4
     ("cuda_illegal_instruction", re.compile(r"illegal instruction", re.I)),
     ("cuda_illegal_memory_access", re.compile(r"illegal memory access", re.I)),
     ("xid", re.compile(r"NVRM: (?:GPU\d+ )?Xid \([^)]*\): (\d+)")),

@@ -2,8 +2,8 @@
 
 Two reads per scope, each one process for all the engines' units:
 
-- `systemctl show UNIT... -p <CONFIG_PROPERTIES>`: the merged properties (engine-sources.md
-  §6.1: `Name=value` lines, one blank-line-separated block per unit, time spans as `1min 30s`,
+- `systemctl show UNIT... -p <CONFIG_PROPERTIES>`: the merged properties (docs/engines.md
+  §7.1: `Name=value` lines, one blank-line-separated block per unit, time spans as `1min 30s`,
   `ExecStart={ path=… ; argv[]=… ; … }`, lists space-separated), and then the state of every unit
   those name in After=/Wants=/Requires=/BindsTo= (`UnitFileState`, `ActiveState`);
 - `systemctl cat UNIT...`: the fragment and its drop-ins, each after a `# PATH` line, in the

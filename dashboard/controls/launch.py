@@ -1,5 +1,5 @@
-"""`sparkops launch [options] -- ENGINE ARGV…`: the guarded launch path (the field report's launch
-script that exported the caps and refused to start beside a running engine, as a program).
+"""`sparkops launch [options] -- ENGINE ARGV…`: the guarded launch path (the launch script of
+docs/field-notes.md §5 that exports the caps and refuses to start beside a running engine, as a program).
 
 1. The compile caps: the audit's thresholds in force for this box (`compile_caps`) go into the
    engine's environment, for vLLM, SGLang and llama-server alike; a lower value already set is kept.

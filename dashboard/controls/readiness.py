@@ -1,7 +1,7 @@
 """When does an engine serve? The readiness gate shared by `sparkops wait-ready` (a unit's
 ExecStartPost=) and `sparkops launch` (its lock is held until the engine serves).
 
-The field report's first helper counted its sleeps, so a socket that accepted and stalled held it
+The first helper of docs/field-notes.md §7 counted its sleeps, so a socket that accepted and stalled held it
 for twice its nominal budget, and it exited 0 on its timeout, so systemd called an engine that
 never served "active". This one:
 

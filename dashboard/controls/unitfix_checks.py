@@ -17,7 +17,7 @@ from dashboard.services import audit
 BUDGET_FACTOR = 1.5  # a cold start's budget: the slowest measured cold start and half again
 BUDGET_MIN_S = 60
 BUDGET_UNMEASURED_S = 900  # no start measured yet: systemd's own default TimeoutStartSec is 90 s, far too short
-MEMORY_MAX_SHARE = 0.875  # of the box's memory: 112G on a 128 GiB box, the field report's figure
+MEMORY_MAX_SHARE = 0.875  # of the box's memory: 112G on a 128 GiB box (docs/field-notes.md §4)
 CAPS = ("MAX_JOBS", "NVCC_THREADS", "TORCHINDUCTOR_COMPILE_THREADS", "FLASHINFER_NVCC_THREADS")
 NO_FIX = {
     "memory_share_sum": "lower --gpu-memory-utilization / --mem-fraction-static in the engines' flags (not a drop-in)",

@@ -1,4 +1,4 @@
-"""`sparkops bench ab` (issue 18): arguments and handler, called by management/commands/bench.py.
+"""`sparkops bench ab`: arguments and handler, called by management/commands/bench.py.
 
 Runs the experiment here and now, slot by slot in the order A, B, A, B … (side by side: two
 engines; the same engine for both arms is the restart mode, which needs the page: it waits for
