@@ -14,6 +14,8 @@ from pathlib import Path
 
 import httpx
 
+from dashboard.systemctl_show import unit_props
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 
@@ -140,7 +142,7 @@ class Stack:
 
     def unit_props(self):
         text = (self.state / "units" / f"{self.engine['unit']}.show").read_text()
-        return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+        return unit_props(text)
 
     def wait_unit(self, timeout=30, **want):
         deadline = time.time() + timeout

@@ -10,6 +10,7 @@ import re
 from django.conf import settings
 
 from dashboard.collectors.command import CommandError, output
+from dashboard.systemctl_show import show_blocks
 
 PROPERTIES = (
     "LoadState",
@@ -57,24 +58,8 @@ KV_MEMORY = re.compile(r"Available KV cache memory: (?P<gib>\d+(?:\.\d+)?) GiB")
 GIB = 1024**3
 
 
-def parse_show(text):
-    """`systemctl show A B` prints one Name=value block per unit, blank-line separated."""
-    blocks, current = [], {}
-    for line in text.splitlines():
-        if not line.strip():
-            if current:
-                blocks.append(current)
-            current = {}
-            continue
-        key, sep, value = line.partition("=")
-        if sep:
-            current[key] = value
-    if current:
-        blocks.append(current)
-    return [_typed(b) for b in blocks]
-
-
 def _typed(props):
+    """The polled properties of one unit: an empty value is None, the numeric ones ints."""
     out = {k: props.get(k) or None for k in PROPERTIES}
     for key in INT_PROPS:
         try:
@@ -118,7 +103,7 @@ def units_show(units, *, scope="system"):
         "--no-pager",
     ]
     try:
-        blocks = parse_show(show_output(argv))
+        blocks = [_typed(b) for b in show_blocks(show_output(argv))]
     except CommandError as exc:
         return {u: {"error": str(exc)} for u in units}
     if len(blocks) != len(units):

@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dashboard.systemctl_show import unit_props
+
 PREFIX = "sparkops wait-ready:"
 PID_POLL_S = 0.25  # the main process is looked at this often: gone → exit within ~0.3 s
 PROBE_EVERY_S = 0.2  # the engine is asked at most this often
@@ -259,7 +261,7 @@ def timeout_start_s(unit: str, scope: str, *, systemctl: str | None = None) -> f
         raise RuntimeError(f"{' '.join(argv)}: {exc}") from None
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()[:200]}")
-    for line in done.stdout.splitlines():
-        if line.startswith("TimeoutStartUSec="):
-            return timespan_s(line.partition("=")[2])
+    props = unit_props(done.stdout)
+    if "TimeoutStartUSec" in props:
+        return timespan_s(props["TimeoutStartUSec"])
     raise RuntimeError(f"{' '.join(argv)} printed no TimeoutStartUSec")

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import httpx
 
+from dashboard.systemctl_show import unit_props
+
 from .supervisor import REPO_ROOT
-from .systemd import parse_show
 
 
 def spec_string(engine) -> str:
@@ -189,7 +190,7 @@ class Simulation:
 
     # ---- state files ------------------------------------------------------------------------
     def show(self, name: str) -> dict:
-        return parse_show((self.state_dir / "units" / f"{self.unit(name)}.show").read_text())
+        return unit_props((self.state_dir / "units" / f"{self.unit(name)}.show").read_text())
 
     def wait_for_unit(self, name: str, timeout: float = 15.0, **props) -> dict:
         deadline = time.monotonic() + timeout

@@ -177,15 +177,6 @@ def not_found_properties(unit: str) -> dict:
     }
 
 
-def parse_show(text: str) -> dict:
-    out = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            out[key] = value
-    return out
-
-
 def write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)

@@ -14,7 +14,7 @@ vLLM units get two drop-ins, the later one overriding a flag of the earlier:
 with `--max-num-seqs 128`. The llama.cpp unit takes its context from `LLAMA_ARG_CTX_SIZE` in
 its EnvironmentFile and orders itself `After=` a unit that is installed but disabled.
 
-The supervisor reads the files as systemd would (`dashboard.collectors.unitconfig.effective`)
+The supervisor reads the files as systemd would (`dashboard.collectors.unitfiles.effective`)
 at a daemon-reload, so a drop-in written through the control API (`POST /_sim/units/NAME/dropin`,
 which reloads unless told `"reload": false`) changes what the next start runs, and `systemctl
 show`/`cat` report it at once. A file edited without a reload leaves the loaded unit running and
@@ -151,8 +151,8 @@ def fingerprint(root: Path, unit: str) -> str:
 
 
 def load(root: Path, unit: str):
-    """The unit's effective configuration (unitconfig.effective over its files)."""
-    from dashboard.collectors.unitconfig import UnitFile, effective
+    """The unit's effective configuration (unitfiles.effective over its files)."""
+    from dashboard.collectors.unitfiles import UnitFile, effective
 
     fragment, dropins = paths(root, unit)
     files = [

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dashboard.simulator.client import Simulation
-from dashboard.simulator.systemd import parse_show
+from dashboard.systemctl_show import unit_props
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def systemctl(sim, *args):
 
 
 def show(sim, *props):
-    return parse_show(systemctl(sim, "show", "nemotron.service", "-p", ",".join(props)).stdout)
+    return unit_props(systemctl(sim, "show", "nemotron.service", "-p", ",".join(props)).stdout)
 
 
 def until(predicate, timeout=20.0):

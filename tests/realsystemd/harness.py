@@ -26,6 +26,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from dashboard.systemctl_show import unit_props
+
 SYSTEMD = "/usr/lib/systemd/systemd"
 JOURNALD = "/usr/lib/systemd/systemd-journald"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -241,7 +243,7 @@ class UserManager:
 
     def show(self, unit, *props) -> dict:
         text = self.systemctl("show", unit, *(["-p", ",".join(props)] if props else [])).stdout
-        return dict(line.partition("=")[::2] for line in text.splitlines() if "=" in line)
+        return unit_props(text)
 
     def journal(self, *args) -> list[dict]:
         import json

@@ -12,6 +12,7 @@ from dashboard.alerts.models import AlertEvent
 from dashboard.collectors import unitconfig
 from dashboard.collectors.systemd import journal_read, units_show
 from dashboard.collectors.unitnow import unit_now
+from dashboard.systemctl_show import unit_props
 from tests.waiting import wait_for
 
 from .conftest import WAIT_S
@@ -310,7 +311,7 @@ def test_systemctl_show_timestamp_styles(box, settings):
     for style, pattern in STYLES.items():
         done = show(style)
         assert done.returncode == 0, (style, done.stderr)
-        props = dict(line.partition("=")[::2] for line in done.stdout.splitlines())
+        props = unit_props(done.stdout)
         assert re.fullmatch(pattern, props["ActiveEnterTimestamp"]), (style, props)
         assert props["InactiveEnterTimestamp"] == "", (style, props)
     done = show("bogus")

@@ -14,14 +14,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..systemd import SHOW_KEYS, TIMESTAMP_STYLES, not_found_properties, parse_show, restyle_timestamp
+from dashboard.systemctl_show import unit_props
+
+from ..systemd import SHOW_KEYS, TIMESTAMP_STYLES, not_found_properties, restyle_timestamp
 from . import state_dir, unit_name
 
 
 def load(unit: str) -> dict:
     path = state_dir() / "units" / f"{unit}.show"
     try:
-        props = parse_show(path.read_text())
+        props = unit_props(path.read_text())
     except FileNotFoundError:
         return not_found_properties(unit)
     if "NeedDaemonReload" in props:
