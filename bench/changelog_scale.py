@@ -34,7 +34,8 @@ from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
 
-from dashboard.changelog.markdown import export_markdown, import_log  # noqa: E402
+from dashboard.changelog.export import export_markdown  # noqa: E402
+from dashboard.changelog.importer import import_log  # noqa: E402
 from dashboard.changelog.samplelog import generate  # noqa: E402
 
 REQUESTS = [

@@ -138,7 +138,7 @@ def build_world(user=None):
     from dashboard.benchmarks.pair import pair_table
     from dashboard.benchmarks.schedule import profile_set_schedule
     from dashboard.changelog.grammar import EvidenceLine, FlagLine
-    from dashboard.changelog.markdown import apply_import, plan_import
+    from dashboard.changelog.importer import apply_import, plan_import
     from dashboard.changelog.models import Entry
     from dashboard.changelog.services import correction_create, entry_create, entry_link_incidents
     from dashboard.models import Engine, Host, Incident, KVPoolEntry

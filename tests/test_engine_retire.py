@@ -14,8 +14,8 @@ from django.db.models import ProtectedError
 from django.utils import timezone
 
 from dashboard.alerts.models import AlertEvent, Delivery
+from dashboard.changelog.export import export_markdown
 from dashboard.changelog.grammar import parse_flags
-from dashboard.changelog.markdown import export_markdown
 from dashboard.changelog.services import entry_create
 from dashboard.models import Engine, Incident, KVPoolEntry
 from dashboard.services.resident import fleet_roles

@@ -90,7 +90,7 @@ def test_incident_duration_reads_as_people_say_it(chromium, live_server, viewer,
 
 
 def test_claims_render_the_change_logs_markdown(chromium, live_server, viewer, fleet):
-    from dashboard.changelog.markdown import apply_import, plan_import
+    from dashboard.changelog.importer import apply_import, plan_import
 
     apply_import(
         plan_import(

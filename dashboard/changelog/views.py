@@ -16,9 +16,11 @@ from dashboard.dbfail import unavailable
 from dashboard.models import Engine
 from dashboard.roles import role_required
 
-from . import markdown as log_markdown
+from .export import export_json, export_markdown
 from .forms import ClaimFormSet, CorrectionForm, EntryForm, claims_from
+from .importer import import_log, plan_import
 from .models import AppendOnlyError, Claim, DuplicateError, Entry
+from .parse import LogSyntaxError
 from .selectors import claim_measurement, claims_overview, entry_timeline, measure_claims
 from .services import correction_create, entry_create, entry_edit
 from .timeline import ClaimFilter, ImportForm, TimelineFilter
@@ -206,12 +208,12 @@ def export(request):
     fmt = request.GET.get("format", "md")
     if fmt == "json":
         return HttpResponse(
-            log_markdown.export_json(),
+            export_json(),
             content_type="application/json; charset=utf-8",
             headers={"Content-Disposition": 'attachment; filename="changelog.json"'},
         )
     return HttpResponse(
-        log_markdown.export_markdown(),
+        export_markdown(),
         content_type="text/markdown; charset=utf-8",
         headers={"Content-Disposition": 'attachment; filename="changelog.md"'},
     )
@@ -255,16 +257,16 @@ def log_import(request):
         context.update(text=text, digest=_digest(text))
         if request.POST.get("action") == "import" and form.cleaned_data.get("previewed") == _digest(text):
             try:
-                plan = log_markdown.import_log(text, author=request.user)
-            except log_markdown.LogSyntaxError as exc:  # the log changed between preview and import
+                plan = import_log(text, author=request.user)
+            except LogSyntaxError as exc:  # the log changed between preview and import
                 context["error"] = f"{exc}; nothing imported"
             else:
                 messages.success(request, f"Imported: {plan.summary()}.")
                 return redirect("changelog:index")
         else:
             try:
-                context["plan"] = log_markdown.plan_import(text)
-            except log_markdown.LogSyntaxError as exc:
+                context["plan"] = plan_import(text)
+            except LogSyntaxError as exc:
                 context["error"] = f"{exc}; nothing imported"
     status = 400 if context["error"] else 200
     return render(request, "changelog/import.html", context, status=status)

@@ -76,7 +76,7 @@ def alerts(request):
 def changelog(request):
     """Every change-log entry with its flags, claims, evidence and corrections, as
     `sparkops changelog export --format json` writes them."""
-    from dashboard.changelog.markdown import export_json
+    from dashboard.changelog.export import export_json
 
     return JsonResponse({"entries": json.loads(export_json())})
 

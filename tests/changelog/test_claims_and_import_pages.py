@@ -5,7 +5,7 @@ import re
 
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from dashboard.changelog.markdown import apply_import, plan_import
+from dashboard.changelog.importer import apply_import, plan_import
 from dashboard.changelog.models import Entry
 from dashboard.models import Engine, KVPoolEntry
 

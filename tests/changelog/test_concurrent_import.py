@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from dashboard.changelog import markdown
+from dashboard.changelog import importer
 from dashboard.changelog.models import Claim, Correction, Entry, EvidenceLink, FlagChange
 from dashboard.models import Engine, Host
 
@@ -33,7 +33,7 @@ def test_two_imports_of_one_file_at_once_create_everything_once(tmp_path, monkey
     with_correction = tmp_path / "more.md"
     with_correction.write_text(log.read_text() + "\n> Correction 2026-09-01: measured again, same result.\n")
 
-    planned, real_plan = threading.local(), markdown.plan_import
+    planned, real_plan = threading.local(), importer.plan_import
     barrier = threading.Barrier(2, timeout=30)
 
     def plan_then_wait(text):
@@ -43,7 +43,7 @@ def test_two_imports_of_one_file_at_once_create_everything_once(tmp_path, monkey
             barrier.wait()
         return plan
 
-    monkeypatch.setattr(markdown, "plan_import", plan_then_wait)
+    monkeypatch.setattr(importer, "plan_import", plan_then_wait)
 
     def race(path):
         outputs, errors = [], []

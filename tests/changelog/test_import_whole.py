@@ -11,7 +11,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management import call_command
 
-from dashboard.changelog.markdown import apply_import, export_markdown, plan_import
+from dashboard.changelog.export import export_markdown
+from dashboard.changelog.importer import apply_import, plan_import
 from dashboard.changelog.models import Entry
 from dashboard.models import Engine
 

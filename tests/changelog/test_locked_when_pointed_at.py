@@ -10,7 +10,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
 from dashboard.changelog.grammar import FlagLine, parse_evidence, parse_flags
-from dashboard.changelog.markdown import import_log
+from dashboard.changelog.importer import import_log
 from dashboard.changelog.models import (
     OBSERVED_AUTHOR,
     OBSERVED_MARK,

@@ -4,8 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.changelog.markdown import LogSyntaxError, apply_import, export_markdown, parse_log, plan_import
+from dashboard.changelog.export import export_markdown
+from dashboard.changelog.importer import apply_import, plan_import
 from dashboard.changelog.models import Claim, Correction, Entry, EvidenceLink, FlagChange
+from dashboard.changelog.parse import LogSyntaxError, parse_log
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "changelog" / "spark-config-log.md"
 

@@ -3,8 +3,10 @@
 and the timeline's full-text search (PostgreSQL tsvector / SQLite FTS5) finds what it should.
 Timings are bench/changelog_scale.py's job, not a test's."""
 
-from dashboard.changelog.markdown import export_markdown, import_log, parse_log
+from dashboard.changelog.export import export_markdown
+from dashboard.changelog.importer import import_log
 from dashboard.changelog.models import Claim, Correction, Entry, SearchDocument
+from dashboard.changelog.parse import parse_log
 from dashboard.changelog.samplelog import generate
 from dashboard.changelog.selectors import entry_timeline
 from dashboard.models import Engine

@@ -4,7 +4,7 @@ from, the CSP (no inline script), the links to it, the setting form, and "Record
 import json
 import re
 
-from dashboard.changelog.markdown import export_markdown
+from dashboard.changelog.export import export_markdown
 from dashboard.changelog.models import Entry
 from dashboard.changelog.selectors import claim_measurement
 from dashboard.models import KVPoolEntry

@@ -120,7 +120,8 @@ def test_attach_adds_each_cells_run_as_evidence(operator_client, operator, finis
     shown = operator_client.get(entry.get_absolute_url()).content.decode()
     assert all(f"/bench/runs/{pk}/" in shown for pk in runs)
     # the change log's Markdown export reads back: the entry and its run:ID evidence plan as already there
-    from dashboard.changelog.markdown import export_markdown, plan_import
+    from dashboard.changelog.export import export_markdown
+    from dashboard.changelog.importer import plan_import
 
     text = export_markdown()
     assert all(f"Evidence: run:{pk}" in text for pk in runs)

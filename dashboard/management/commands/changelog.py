@@ -5,7 +5,9 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.changelog.markdown import LogSyntaxError, export_json, export_markdown, import_log, plan_import
+from dashboard.changelog.export import export_json, export_markdown
+from dashboard.changelog.importer import import_log, plan_import
+from dashboard.changelog.parse import LogSyntaxError
 
 
 class Command(BaseCommand):
