@@ -1,6 +1,7 @@
 """The argument models and the unit reading, on real-format text (engine-sources.md §6.1)."""
 
-from dashboard.collectors import flags, unitconfig
+from dashboard.collectors import flags, unitconfig, unitfiles
+from dashboard.systemctl_show import show_blocks
 
 SHOW = """Id=nemotron.service
 LoadState=loaded
@@ -52,7 +53,7 @@ PATHS = [
 
 
 def test_show_blocks_exec_struct_and_spans():
-    blocks = unitconfig.parse_show_blocks(SHOW)
+    blocks = show_blocks(SHOW)
     assert [b["Id"] for b in blocks] == ["nemotron.service", "q38.service"]
     assert blocks[0]["DropInPaths"].split()[1].endswith("30-old.conf")
     (start,) = unitconfig.exec_struct(blocks[0]["ExecStart"])
@@ -67,7 +68,7 @@ def test_the_last_drop_in_wins_and_each_word_knows_its_file():
     texts = unitconfig.split_cat(CAT, PATHS)
     assert list(texts) == PATHS  # the comment that looks like a path stays inside the fragment
     assert "not-a-header" in texts[PATHS[0]]
-    eff = unitconfig.effective([unitconfig.UnitFile(p, texts[p]) for p in PATHS], "nemotron.service")
+    eff = unitfiles.effective([unitfiles.UnitFile(p, texts[p]) for p in PATHS], "nemotron.service")
     start = eff["exec_start"]
     assert start["file"] == PATHS[2]
     parsed = flags.parse_argv("vllm", start["argv"], origins=start["origins"])
@@ -77,7 +78,7 @@ def test_the_last_drop_in_wins_and_each_word_knows_its_file():
     assert eff["directives"]["Restart"] == {"value": "always", "file": PATHS[2]}
     assert [s["file"] for s in eff["shadowed"]] == [PATHS[0], PATHS[1]]
     assert eff["edges"]["After"] == ["q38.service"]  # an empty After= resets the list, as in systemd
-    fragment_only = unitconfig.effective([unitconfig.UnitFile(PATHS[0], texts[PATHS[0]])])
+    fragment_only = unitfiles.effective([unitfiles.UnitFile(PATHS[0], texts[PATHS[0]])])
     spec = flags.parse_argv("vllm", fragment_only["exec_start"]["argv"]).flags["--speculative-config"]
     assert spec == {"method": "mtp", "num_speculative_tokens": 2}  # a JSON value survives (show's argv[] would not)
 
@@ -207,8 +208,8 @@ def test_observed_entries_export_import_and_never_count_as_human_lines(db):
     from django.utils import timezone
 
     from dashboard.alerts.models import AlertEvent
-    from dashboard.changelog.export import export_markdown
     from dashboard.changelog.grammar import FlagLine
+    from dashboard.changelog.export import export_markdown
     from dashboard.changelog.importer import import_log
     from dashboard.changelog.models import Entry
     from dashboard.changelog.services import entry_create
