@@ -208,8 +208,8 @@ def test_observed_entries_export_import_and_never_count_as_human_lines(db):
     from django.utils import timezone
 
     from dashboard.alerts.models import AlertEvent
-    from dashboard.changelog.grammar import FlagLine
     from dashboard.changelog.export import export_markdown
+    from dashboard.changelog.grammar import FlagLine
     from dashboard.changelog.importer import import_log
     from dashboard.changelog.models import Entry
     from dashboard.changelog.services import entry_create
