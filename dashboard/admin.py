@@ -83,7 +83,7 @@ class AuditThresholdForm(forms.ModelForm):
         fields = ("host", "check_key", "name", "value")
 
     def clean(self):
-        from dashboard.services.audit import threshold_value
+        from dashboard.audit.thresholds import threshold_value
 
         data = super().clean()
         try:

@@ -15,8 +15,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from dashboard.audit.checks import RESTART_DROPIN
 from dashboard.roles import require_role
-from dashboard.services.audit import RESTART_DROPIN
 
 log = logging.getLogger(__name__)
 # The drop-in the launch audit's restart_always_bounded check suggests: one text, on the card and the audit page.

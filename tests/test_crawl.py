@@ -419,6 +419,7 @@ def build_measured(spark, user=None):
     """What the probes, sweeps, rate runs, experiments and the planner show, measured for real: two simulated
     vLLM engines (dashboard/simulator, served from a loop thread) run through the apps' own services, so each
     page reads the shapes the code writes. Then the simulators stop (the pages read the database only)."""
+    from dashboard.audit.thresholds import thresholds, thresholds_save
     from dashboard.benchmarks.models import Run
     from dashboard.benchmarks.rate import rate_create, rate_execute
     from dashboard.benchmarks.spec import RunSpec
@@ -431,14 +432,13 @@ def build_measured(spark, user=None):
     from dashboard.probes.models import ProbeProfile, ProbeRun
     from dashboard.probes.schedule import probe_set_schedule
     from dashboard.probes.services import probe_run_create, probe_run_execute
-    from dashboard.services import audit
     from dashboard.simulator.core import EngineConfig
     from dashboard.simulator.engine import create_engine
     from tests.bench.conftest import LoopThread
 
     BoxSetting.objects.create(host=spark, headroom_gib=20.0)
-    key, field, default, _bounds = next(t for t in audit.thresholds() if isinstance(t[2], int) and t[2] > 1)
-    audit.thresholds_save(host=spark, values={(key, field): default + 1}, user=user)
+    key, field, default, _bounds = next(t for t in thresholds() if isinstance(t[2], int) and t[2] > 1)
+    thresholds_save(host=spark, values={(key, field): default + 1}, user=user)
 
     loop = LoopThread()
     sims = []
@@ -1013,8 +1013,8 @@ MUTATIONS = [
 
 def _valid_forms(world):
     from dashboard.alerts.models import AlertEvent
+    from dashboard.audit.thresholds import thresholds
     from dashboard.models import Engine, Incident
-    from dashboard.services import audit
 
     nemotron = Engine.objects.get(name="nemotron")
     entry, event = world["entry"], AlertEvent.objects.filter(state="firing").first()
@@ -1131,7 +1131,7 @@ def _valid_forms(world):
         },
         "/planner/spark/setting/": {"headroom_gib": "20", "memory_gib": "128"},
         "/planner/spark/claim/": {"engine": "nemotron", "util": "0.3", "window": "262144"},
-        "/hosts/spark/audit/": {f"{key}__{field}": str(default) for key, field, default, _ in audit.thresholds()},
+        "/hosts/spark/audit/": {f"{key}__{field}": str(default) for key, field, default, _ in thresholds()},
     }
 
 

@@ -73,7 +73,7 @@ def test_the_cards_drop_in_is_the_audits_fix(down):
     """One fix, one text (issue 25, item 6): the down card's drop-in writes what the audit's fix says."""
     from types import SimpleNamespace
 
-    from dashboard.services import audit
+    from dashboard.audit.checks import CHECKS, RESTART_DROPIN
 
     engine, _ = down
     card = html.unescape(engine_card_html(engine))
@@ -82,13 +82,13 @@ def test_the_cards_drop_in_is_the_audits_fix(down):
     )
     printf = re.search(r"printf '[^']*'", command).group(0)
     written = subprocess.run(["sh", "-c", printf], capture_output=True, text=True).stdout
-    check = audit.CHECKS["restart_always_bounded"]
+    check = CHECKS["restart_always_bounded"]
     data = {"unit": {"unit": engine.unit, "restart": "on-failure", "start_limit_burst": 5}}
     (result,) = check.run([(SimpleNamespace(name=engine.name, kind=engine.kind), data)], settings=check.DEFAULTS)
     assert result.status == "fail" and _settings(written) == _settings(result.fix)
-    assert _settings(written) == _settings(audit.RESTART_DROPIN.text) and audit.RESTART_DROPIN.name in result.fix
+    assert _settings(written) == _settings(RESTART_DROPIN.text) and RESTART_DROPIN.name in result.fix
     assert set(_settings(written)) == {"StartLimitIntervalSec", "StartLimitBurst", "Restart", "RestartSec"}
-    assert written == DROPIN_TEXT == audit.RESTART_DROPIN.text
+    assert written == DROPIN_TEXT == RESTART_DROPIN.text
 
 
 @pytest.mark.parametrize("who", ["viewer_client", "operator_client"])

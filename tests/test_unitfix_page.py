@@ -113,9 +113,9 @@ def test_the_readiness_fix_budgets_the_slowest_measured_cold_start_and_a_margin(
 
     from django.utils import timezone
 
+    from dashboard.audit.run import audit
     from dashboard.controls import unitfix
     from dashboard.models import EngineStart
-    from dashboard.services import audit
     from dashboard.services.launchconfig import observe_now
     from dashboard.simulator.client import Simulation
     from tests.simbox import point_collectors_at
@@ -142,7 +142,7 @@ def test_the_readiness_fix_budgets_the_slowest_measured_cold_start_and_a_margin(
         assert argv[1:] == ["wait-ready", "--url", engine.url, "--kind", "llamacpp", "--budget", "503"], argv
         assert ("Service", "TimeoutStartSec", "563") in fix.settings and "slowest cold start 335 s of 2" in fix.note
         observe_now(engine)
-        (result,) = [r for r in audit.audit([engine], only_engine=engine) if r.check == "readiness_budget"]
+        (result,) = [r for r in audit([engine], only_engine=engine) if r.check == "readiness_budget"]
         assert result.status == "pass" and "budget 503 s" in result.evidence, result
 
         # the simulated box runs the new gate for real on the next start, and journals what it says

@@ -255,8 +255,9 @@ def planner_share(engine):
 def running_shares(host, *, besides_url):
     """[(name, share or None, basis)] of the box's engines that run now: up, their unit active or
     activating, or launched through here with their process alive."""
+    from dashboard.audit.checks import memory_share
+    from dashboard.audit.run import snapshots_of
     from dashboard.models import Engine, Launch
-    from dashboard.services.audit import memory_share, snapshots_of
 
     units = (host.latest or {}).get("units") or {}
     live = {}
@@ -395,8 +396,8 @@ def record(plan, host, engine, *, waited_s, preflight_text, forced, user):
 
 def launch(argv, *, no_wait=False, force=None, budget_s=1200.0, share=None, name=None, say=print, exec_=True):
     """Everything but the exec when EXEC_ is False (then returns the Launch row and the lock)."""
+    from dashboard.audit.thresholds import effective_thresholds
     from dashboard.models import Host
-    from dashboard.services.audit import effective_thresholds
 
     plan = plan_of(argv, dict(os.environ))
     host, _ = Host.objects.get_or_create(name=settings.SPARKOPS_HOST_NAME)

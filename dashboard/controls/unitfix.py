@@ -24,8 +24,10 @@ from pathlib import Path
 
 from django.conf import settings
 
+from dashboard.audit.checks import CHECKS
+from dashboard.audit.run import audit, snapshots_of
+from dashboard.audit.thresholds import effective_thresholds
 from dashboard.controls.unitfix_checks import engine_settings, ordering_settings, overridden
-from dashboard.services import audit
 
 PREFIX = "50-sparkops-"
 LOCATE_PROPERTIES = ("Id", "LoadState", "FragmentPath", "DropInPaths", "Transient")
@@ -97,7 +99,7 @@ class Plan:
 
 def render(check, items, note=""):
     """A drop-in's text: a header saying what wrote it and why, then its sections in order."""
-    title = audit.CHECKS[check].title if check in audit.CHECKS else check
+    title = CHECKS[check].title if check in CHECKS else check
     lines = [f"# Written by `sparkops unit fix` for the audit check {check}: {title}.", "# Remove this file and"]
     lines[-1] += " run `systemctl daemon-reload` to undo it."
     lines += [f"# {n}" for n in note.splitlines() if n]
@@ -193,9 +195,9 @@ def plan(engine, *, checks=None, overrides=None, live=True):
 
     out = Plan(engine=engine.name, unit=engine.unit or "", scope=engine.unit_scope)
     wanted = set(checks or ())
-    unknown = wanted - set(audit.CHECKS)
+    unknown = wanted - set(CHECKS)
     if unknown:
-        out.refused = f"no such audit check: {', '.join(sorted(unknown))}; checks: {', '.join(audit.CHECKS)}"
+        out.refused = f"no such audit check: {', '.join(sorted(unknown))}; checks: {', '.join(CHECKS)}"
         return out
     if not engine.unit:
         out.refused = (
@@ -206,7 +208,7 @@ def plan(engine, *, checks=None, overrides=None, live=True):
     box = list(Engine.objects.filter(host_id=engine.host_id, retired_at__isnull=True).order_by("name"))
     if engine not in box:
         box.append(engine)
-    snaps = audit.snapshots_of(box)
+    snaps = snapshots_of(box)
     data = dict(snaps).get(engine)
     if data is None or not (data.get("unit") or {}).get("unit"):
         out.refused = (
@@ -225,9 +227,9 @@ def plan(engine, *, checks=None, overrides=None, live=True):
     if why:
         out.refused = f"cannot write a drop-in for {engine.unit}: {why}"
         return out
-    in_force = audit.effective_thresholds(engine.host_id, overrides)
+    in_force = effective_thresholds(engine.host_id, overrides)
     wants: dict = {}  # check -> [status, items, notes, evidence]: a box check may name this engine in several pairs
-    for result in audit.audit(box, overrides=overrides, only_engine=engine):
+    for result in audit(box, overrides=overrides, only_engine=engine):
         if result.status == "pass" or (wanted and result.check not in wanted):
             continue
         if result.check in ("after_enabled_units", "cold_starts_serialized"):

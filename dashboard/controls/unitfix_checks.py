@@ -12,7 +12,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from dashboard.services import audit
+from dashboard.audit.checks import GOOD_FILE_STATES, RESTART_DROPIN
+from dashboard.collectors.unitconfig import memory_bytes
 
 BUDGET_FACTOR = 1.5  # a cold start's budget: the slowest measured cold start and half again
 BUDGET_MIN_S = 60
@@ -76,7 +77,7 @@ def engine_settings(engine, data, check, s):
         burst = min(3, s["max_burst"])
         items = [
             (sect, k, str(burst) if k == "StartLimitBurst" else v)
-            for sect, kv in audit.RESTART_DROPIN.sections
+            for sect, kv in RESTART_DROPIN.sections
             for k, v in kv
         ]
         return items, "StartLimit* belong in [Unit]: a crash loop ends failed, visible, instead of looping."
@@ -110,7 +111,7 @@ def engine_settings(engine, data, check, s):
     if check == "memory_max_set":
         total, gib = memory_total(), 1 << 30
         cap = math.floor(total * MEMORY_MAX_SHARE / gib)
-        high = audit.memory_bytes(u.get("memory_high"))
+        high = memory_bytes(u.get("memory_high"))
         if high is not None:
             cap = max(cap, math.ceil(high / gib) + 1)
         cap = min(cap, max(1, math.floor(total / gib)))
@@ -132,16 +133,14 @@ def _peers(engine, snaps):
             continue
         if peer.name >= engine.name or mine in ((u.get("edges") or {}).get("After") or []):
             continue
-        if u.get("load_state") != "loaded" or (u.get("unit_file_state") or "") not in audit.GOOD_FILE_STATES:
+        if u.get("load_state") != "loaded" or (u.get("unit_file_state") or "") not in GOOD_FILE_STATES:
             continue
         out.append((peer, u["unit"]))
     return sorted(out, key=lambda p: p[0].name, reverse=True)
 
 
 def _live(state):
-    return (
-        state.get("LoadState") in ("loaded", None, "") and (state.get("UnitFileState") or "") in audit.GOOD_FILE_STATES
-    )
+    return state.get("LoadState") in ("loaded", None, "") and (state.get("UnitFileState") or "") in GOOD_FILE_STATES
 
 
 def ordering_settings(engine, result, snaps):

@@ -14,9 +14,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from dashboard.audit.checks import CHECKS
 from dashboard.controls import unitfix
 from dashboard.roles import require_role
-from dashboard.services import audit
 
 log = logging.getLogger(__name__)
 TITLE = "Unit fix"  # the first words of every note this module writes: the page lists them by it
@@ -41,7 +41,7 @@ def fix_request(*, engine, checks, user):
     """Queue the drop-ins of CHECKS for ENGINE's unit on its box's worker; the request's note."""
     require_role(user, "admin")
     checks = [c for c in checks if c]
-    unknown = [c for c in checks if c not in audit.CHECKS]
+    unknown = [c for c in checks if c not in CHECKS]
     if not checks or unknown:
         raise ValidationError(
             f"Name the checks to fix (unknown: {', '.join(unknown)})." if unknown else "No check named."

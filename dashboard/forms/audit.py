@@ -2,7 +2,8 @@
 
 from django import forms
 
-from dashboard.services import audit
+from dashboard.audit.checks import CHECKS
+from dashboard.audit.thresholds import STRING_MAX, threshold_value, thresholds
 
 
 def field_name(key, threshold):
@@ -16,7 +17,7 @@ class ThresholdsForm(forms.Form):
     def __init__(self, *args, in_force, stored, **kwargs):
         super().__init__(*args, **kwargs)
         self.rows = []
-        for key, threshold, default, bounds in audit.thresholds():
+        for key, threshold, default, bounds in thresholds():
             name = field_name(key, threshold)
             help_text = f"default {default:g}" if not isinstance(default, str) else f"default {default}"
             if bounds:
@@ -28,13 +29,13 @@ class ThresholdsForm(forms.Form):
                 field = forms.FloatField(min_value=bounds[0], max_value=bounds[1], **common)
                 field.widget.attrs["step"] = "any"
             else:
-                field = forms.CharField(max_length=audit.STRING_MAX, **common)
+                field = forms.CharField(max_length=STRING_MAX, **common)
             field.initial = in_force[key][threshold]
             self.fields[name] = field
             self.rows.append(
                 {
                     "check": key,
-                    "title": audit.CHECKS[key].title,
+                    "title": CHECKS[key].title,
                     "threshold": threshold,
                     "stored": threshold in stored.get(key, {}),
                 }
@@ -43,12 +44,12 @@ class ThresholdsForm(forms.Form):
     def clean(self):
         data = super().clean()
         self.values = {}
-        for key, threshold, _, _ in audit.thresholds():
+        for key, threshold, _, _ in thresholds():
             name = field_name(key, threshold)
             if name not in data:
                 continue  # its own field's error is shown there
             try:
-                self.values[(key, threshold)] = audit.threshold_value(key, threshold, data[name])
+                self.values[(key, threshold)] = threshold_value(key, threshold, data[name])
             except ValueError as exc:
                 self.add_error(name, str(exc))
         return data

@@ -74,7 +74,7 @@ class EngineStart(models.Model):
 
 
 class AuditThreshold(models.Model):
-    """A box's own value for one threshold of a launch-audit check (`services/audit.py`), set by an
+    """A box's own value for one threshold of a launch-audit check (`dashboard/audit/`), set by an
     admin on the box's audit page or with `sparkops audit --save CHECK.THRESHOLD=VALUE`. A check
     without a row here uses its DEFAULTS; `sparkops audit --set` overrides both for one run."""
 

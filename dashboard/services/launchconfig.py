@@ -179,7 +179,7 @@ def run_account(accounts, engine, started):
 
 def failing_counts(engines):
     """{engine pk: its failing launch-audit checks} over ENGINES (one box's): one audit."""
-    from dashboard.services import audit
+    from dashboard.audit import run as audit
 
     engines = [e for e in engines if e.retired_at is None]
     results = audit.audit(engines)
@@ -350,8 +350,8 @@ def record_start(engine, pending):
     """Store one measured start and raise what it broke: over its budget, or a cold start
     overlapping another engine's on the same box."""
     from dashboard.alerts.services import external_alert_fire, external_alert_resolve
+    from dashboard.audit.checks import helper_budget_s
     from dashboard.models import EngineStart
-    from dashboard.services.audit import helper_budget_s
 
     started = parse_timestamp(pending["stamp"])
     if started is None:

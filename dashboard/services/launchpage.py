@@ -233,7 +233,7 @@ def environment_rows(data):
 def readiness(unit, hidden):
     """The readiness helper (the last ExecStartPost=), its budget, TimeoutStartSec and the margin
     between them."""
-    from dashboard.services.audit import helper_budget_s
+    from dashboard.audit.checks import helper_budget_s
 
     posts = unit.get("exec_start_post") or []
     timeout = timespan_s(unit.get("timeout_start_usec"))

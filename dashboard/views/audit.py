@@ -2,10 +2,11 @@ from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
+from dashboard.audit.run import audit, audit_host
+from dashboard.audit.thresholds import effective_thresholds, stored_overrides, thresholds, thresholds_save
 from dashboard.forms.audit import ThresholdsForm
 from dashboard.models import Engine, Host
 from dashboard.roles import has_role, require_role
-from dashboard.services import audit
 
 
 @require_http_methods(["GET", "POST"])
@@ -13,22 +14,22 @@ def host_audit(request, name):
     """Every playbook check over the box's engines, worst first; the box's thresholds, which
     admins edit here (POST: stored, or the form again with the error at the field)."""
     host = get_object_or_404(Host, name=name)
-    stored = audit.stored_overrides(host.pk)
+    stored = stored_overrides(host.pk)
     form = None
     status = 200
     if request.method == "POST":
         require_role(request.user, "admin")
-        form = ThresholdsForm(request.POST, in_force=audit.effective_thresholds(host.pk), stored=stored)
+        form = ThresholdsForm(request.POST, in_force=effective_thresholds(host.pk), stored=stored)
         if form.is_valid():
-            changed = audit.thresholds_save(host=host, values=form.values, user=request.user)
+            changed = thresholds_save(host=host, values=form.values, user=request.user)
             messages.success(
                 request, f"Saved {', '.join(changed)}." if changed else "No threshold changed: nothing saved."
             )
             return redirect("host-audit", name=host.name)
         status = 400
     elif has_role(request.user, "admin"):
-        form = ThresholdsForm(in_force=audit.effective_thresholds(host.pk), stored=stored)
-    results = audit.audit_host(host)
+        form = ThresholdsForm(in_force=effective_thresholds(host.pk), stored=stored)
+    results = audit_host(host)
     from dashboard.services.launchconfig import box_cold_boot
 
     return render(
@@ -48,7 +49,7 @@ def host_audit(request, name):
 
 
 def _threshold_rows(host, stored):
-    in_force = audit.effective_thresholds(host.pk)
+    in_force = effective_thresholds(host.pk)
     return [
         {
             "name": f"{key}.{field}",
@@ -56,7 +57,7 @@ def _threshold_rows(host, stored):
             "default": default,
             "stored": field in stored.get(key, {}),
         }
-        for key, field, default, _ in audit.thresholds()
+        for key, field, default, _ in thresholds()
     ]
 
 
@@ -64,7 +65,7 @@ def _threshold_rows(host, stored):
 def engine_audit(request, name):
     engine = get_object_or_404(Engine.objects.select_related("host"), name=name)
     engines = list(Engine.objects.filter(host=engine.host, retired_at__isnull=True).order_by("name"))
-    results = audit.audit(engines, only_engine=engine)
+    results = audit(engines, only_engine=engine)
     return render(
         request,
         "dashboard/audit.html",

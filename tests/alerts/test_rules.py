@@ -197,7 +197,7 @@ def test_unit_no_restart_is_no_longer_a_rule_the_audit_owns_the_finding(fleet):
     from django.core.exceptions import ValidationError
 
     from dashboard.alerts.rules import REGISTRY
-    from dashboard.services.audit import CHECKS
+    from dashboard.audit.checks import CHECKS
 
     assert "unit_no_restart" not in REGISTRY and "restart_always_bounded" in CHECKS
     with pytest.raises(ValidationError, match="no rule named 'unit_no_restart'"):

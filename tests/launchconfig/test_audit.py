@@ -6,7 +6,8 @@ from types import SimpleNamespace
 import pytest
 from django.core.management import call_command
 
-from dashboard.services import audit
+from dashboard.audit.checks import CHECKS
+from dashboard.audit.thresholds import parse_overrides
 
 GOOD = {
     "unit": {
@@ -39,7 +40,7 @@ GOOD = {
 
 def run(key, data, kind="vllm", **overrides):
     engine = SimpleNamespace(name="a", kind=kind)
-    return audit.CHECKS[key].run([(engine, data)], settings={**audit.CHECKS[key].DEFAULTS, **overrides})
+    return CHECKS[key].run([(engine, data)], settings={**CHECKS[key].DEFAULTS, **overrides})
 
 
 def with_unit(**changes):
@@ -95,22 +96,22 @@ def test_box_checks_cold_starts_and_memory_shares():
         "unit": {**GOOD["unit"], "unit": "b.service", "edges": {"After": []}},
         "flags": {"flags": {"--mem-fraction-static": "0.45"}},
     }
-    check = audit.CHECKS["cold_starts_serialized"]
+    check = CHECKS["cold_starts_serialized"]
     assert [r.status for r in check.run([(a, da), (b, db)], settings={})] == ["pass"]  # a is After= b
     da2 = {**GOOD, "unit": {**GOOD["unit"], "edges": {"After": ["network-online.target"]}}}
     (r,) = check.run([(a, da2), (b, db)], settings={})
     assert r.status == "fail" and "cold starts not serialized" in r.evidence
-    (r,) = audit.CHECKS["memory_share_sum"].run([(a, da), (b, db)], settings={"headroom": 0.15})
+    (r,) = CHECKS["memory_share_sum"].run([(a, da), (b, db)], settings={"headroom": 0.15})
     assert r.status == "fail" and "= 0.90 (limit 0.85)" in r.evidence
-    assert audit.CHECKS["memory_share_sum"].run([(a, da), (b, db)], settings={"headroom": 0.1})[0].status == "pass"
+    assert CHECKS["memory_share_sum"].run([(a, da), (b, db)], settings={"headroom": 0.1})[0].status == "pass"
 
 
 def test_thresholds_from_the_command_line_are_checked():
-    assert audit.parse_overrides(["compile_caps.max_jobs=8"]) == {"compile_caps": {"max_jobs": 8}}
+    assert parse_overrides(["compile_caps.max_jobs=8"]) == {"compile_caps": {"max_jobs": 8}}
     with pytest.raises(ValueError, match="thresholds: .*compile_caps.max_jobs"):
-        audit.parse_overrides(["compile_caps.nope=1"])
+        parse_overrides(["compile_caps.nope=1"])
     with pytest.raises(ValueError, match="max_jobs takes a whole number"):
-        audit.parse_overrides(["compile_caps.max_jobs=many"])
+        parse_overrides(["compile_caps.max_jobs=many"])
 
 
 @pytest.mark.django_db(transaction=True)

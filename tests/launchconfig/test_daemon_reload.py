@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from dashboard.audit.checks import CHECKS
+from dashboard.audit.run import audit
 from dashboard.changelog.models import Entry
-from dashboard.services import audit
 from dashboard.services.launchconfig import Observer, latest_snapshot
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -22,7 +23,7 @@ def systemctl(sim, *args):
 
 
 def finding(engines):
-    results = audit.audit(list(engines.values()), only_engine=engines["nemotron"])
+    results = audit(list(engines.values()), only_engine=engines["nemotron"])
     return next(r for r in results if r.check == "running_matches_unit" and r.subject == "nemotron")
 
 
@@ -99,7 +100,7 @@ def test_an_edit_without_daemon_reload_is_named_until_reloaded_and_restarted(box
 def test_the_same_flags_spelled_differently_are_not_a_difference():
     from types import SimpleNamespace
 
-    check = audit.CHECKS["running_matches_unit"]
+    check = CHECKS["running_matches_unit"]
     files = ["/opt/vllm/bin/vllm", "serve", "Q/8B", "--max-model-len", "131072", "--enable-prefix-caching"]
     running = ["/opt/vllm/bin/vllm", "serve", "Q/8B", "--enable-prefix-caching", "--max-model-len=131072"]
     data = {"unit": {"unit": "a.service", "exec_start": {"argv": files}, "running_argv": running}}

@@ -190,8 +190,8 @@ def test_a_hand_run_engine_outside_any_unit_is_watched_audited_and_retired_when_
 ):
     from django.conf import settings as django_settings
 
+    from dashboard.audit.run import audit
     from dashboard.models import Engine, Host
-    from dashboard.services import audit
     from dashboard.services.launchconfig import Observer
     from dashboard.simulator.client import Simulation
 
@@ -217,7 +217,7 @@ def test_a_hand_run_engine_outside_any_unit_is_watched_audited_and_retired_when_
             and "MAX_JOBS" not in snap.data["environment"]
         )
         assert snap.data["observed"]["process"]["cgroup"].endswith("session-3.scope")
-        results = audit.audit([nemotron, smoke], only_engine=smoke)
+        results = audit([nemotron, smoke], only_engine=smoke)
         (caps,) = [r for r in results if r.check == "compile_caps"]
         assert caps.status == "fail" and "in the environment of a hand-run engine" in caps.evidence
         (shares,) = [r for r in results if r.check == "memory_share_sum"]

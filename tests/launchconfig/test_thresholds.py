@@ -7,8 +7,9 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
+from dashboard.audit.run import audit_host
+from dashboard.audit.thresholds import stored_overrides
 from dashboard.models import AuditThreshold, ConfigSnapshot, Engine, Host
-from dashboard.services import audit
 from dashboard.services.launchconfig import failing_counts
 
 ENV = {
@@ -33,7 +34,7 @@ def box(db):
 
 
 def caps(host):
-    (r,) = [r for r in audit.audit_host(host) if r.check == "compile_caps"]
+    (r,) = [r for r in audit_host(host) if r.check == "compile_caps"]
     return r
 
 
@@ -49,7 +50,7 @@ def cli(*args):
 def test_save_reset_and_list_from_the_cli_and_the_audit_uses_the_stored_value(box):
     host, engine = box
     assert caps(host).status == "fail" and "MAX_JOBS=8" in caps(host).evidence  # default max_jobs 4
-    failing = {r.check for r in audit.audit_host(host) if r.status == "fail"}
+    failing = {r.check for r in audit_host(host) if r.status == "fail"}
     assert failing_counts([engine])[engine.pk] == len(failing) and "compile_caps" in failing, failing
     code, text = cli("--save", "compile_caps.max_jobs=8")
     assert code == 0 and "spark-a: compile_caps.max_jobs saved" in text
@@ -102,7 +103,7 @@ def test_a_stored_row_the_code_no_longer_takes_is_ignored(box):
     AuditThreshold.objects.create(host=host, check_key="retired_check", name="x", value="1")
     AuditThreshold.objects.create(host=host, check_key="compile_caps", name="max_jobs", value="9999")
     assert caps(host).status == "fail"  # max_jobs out of bounds: the default applies
-    assert audit.stored_overrides(host.pk) == {}
+    assert stored_overrides(host.pk) == {}
 
 
 def test_admins_edit_thresholds_on_the_audit_page_with_errors_at_the_field(box, client, admin_user, viewer):

@@ -286,12 +286,12 @@ def _contrast(a, b):
 def test_audit_fail_warn_and_pass_pills_differ_in_glyph_and_border_not_colour_alone(web, fleet, browser, viewer):  # noqa: F811
     from django.utils import timezone
 
-    from dashboard.services import audit
+    from dashboard.audit.run import audit_host
 
     host, now = fleet["host"], timezone.now()
     for engine in (fleet["vllm"], fleet["llama"]):
         _snapshot(engine, now)
-    assert {r.status for r in audit.audit_host(host)} == {"fail", "warn", "pass"}  # all three on the page
+    assert {r.status for r in audit_host(host)} == {"fail", "warn", "pass"}  # all three on the page
     for size in SIZES:
         session = SizedSession(browser, web.base, viewer, size)
         page = session.page

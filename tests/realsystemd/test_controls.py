@@ -364,12 +364,13 @@ def test_a_launch_without_caps_in_the_shell_puts_them_in_the_engines_environment
     """The box's thresholds in force (one stored: max_jobs 3), a lower value in the shell kept, a higher
     one replaced; the launch's process is the engine (exec), known before the process scan finds it,
     and the scan then finds the same engine, whose compile caps pass the audit."""
+    from dashboard.audit.run import audit
+    from dashboard.audit.thresholds import thresholds_save
     from dashboard.models import Engine, Host, Launch
-    from dashboard.services import audit
     from dashboard.services.launchconfig import Observer, latest_snapshot
 
     host = Host.objects.create(name=launcher.base["SPARKOPS_HOST_NAME"])
-    audit.thresholds_save(host=host, values={("compile_caps", "max_jobs"): 3})
+    thresholds_save(host=host, values={("compile_caps", "max_jobs"): 3})
     port = free_port()
     proc = launcher.start(
         env={"TORCHINDUCTOR_COMPILE_THREADS": "2", "FLASHINFER_NVCC_THREADS": "8"},
@@ -403,7 +404,7 @@ def test_a_launch_without_caps_in_the_shell_puts_them_in_the_engines_environment
     assert list(Engine.objects.filter(url=engine.url, retired_at__isnull=True)) == [engine]
     data = latest_snapshot(engine).data
     assert data["launch"] == "hand-run" and data["environment"]["MAX_JOBS"] == "3", data["launch"]
-    result = next(r for r in audit.audit([engine]) if r.check == "compile_caps")
+    result = next(r for r in audit([engine]) if r.check == "compile_caps")
     assert result.status == "pass", result
     from dashboard.live.cards import engine_card_html
 

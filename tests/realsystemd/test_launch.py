@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from dashboard.services import audit as launch_audit
+from dashboard.audit.run import audit
 from dashboard.services.launchconfig import Observer, latest_snapshot
 from tests.waiting import wait_for
 
@@ -33,7 +33,7 @@ def served(engine=None):
 
 
 def audit_result(engine, key):
-    found = [r for r in launch_audit.audit([engine], only_engine=engine) if r.check == key]
+    found = [r for r in audit([engine], only_engine=engine) if r.check == key]
     assert len(found) == 1, found
     return found[0]
 

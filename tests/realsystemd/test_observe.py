@@ -106,8 +106,8 @@ def test_an_engine_started_by_hand_outside_the_manager_is_found_with_its_own_env
     its unit by its cgroup), an engine started from a shell becomes `hand-run-PORT` with a snapshot of
     its argv and the environment it runs with (/proc/PID/environ: the shell's compile caps, none of
     the unit's); the compile-caps audit judges that environment; gone, it is retired."""
+    from dashboard.audit.run import audit
     from dashboard.models import Engine
-    from dashboard.services import audit
     from dashboard.services.launchconfig import Observer
 
     if box.kind == "real":
@@ -169,7 +169,7 @@ def test_an_engine_started_by_hand_outside_the_manager_is_found_with_its_own_env
     assert data["flags"]["flags"]["--gpu-memory-utilization"] == want_share, data["flags"]
     assert data["flags"]["origins"]["--gpu-memory-utilization"].endswith(f"/proc/{pid}/cmdline"), data["flags"]
     assert {k: data["environment"].get(k) for k in want_env} == want_env, data["environment"]
-    (caps,) = [r for r in audit.audit([engine, found], only_engine=found) if r.check == "compile_caps"]
+    (caps,) = [r for r in audit([engine, found], only_engine=found) if r.check == "compile_caps"]
     assert caps.status == "fail" and caps.evidence == want_caps, caps
     stop_hand_run()
     Observer().observe([engine], host=host)

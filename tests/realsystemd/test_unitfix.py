@@ -220,11 +220,11 @@ PER_ENGINE = ("restart_always_bounded", "compile_caps", "cuda_on_path", "readine
 
 
 def _audit(engine):
-    from dashboard.services import audit
+    from dashboard.audit.run import audit
     from dashboard.services.launchconfig import observe_now
 
     observe_now(engine)
-    return {r.check: r for r in audit.audit([engine], only_engine=engine)}
+    return {r.check: r for r in audit([engine], only_engine=engine)}
 
 
 def test_every_per_engine_fix_applied_makes_its_check_pass_and_the_gate_holds_the_start(real_box, engine_of):

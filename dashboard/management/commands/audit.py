@@ -6,8 +6,10 @@ import json
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from dashboard.audit.checks import CHECKS
+from dashboard.audit.run import audit
+from dashboard.audit.thresholds import parse_overrides, stored_overrides, thresholds, thresholds_save
 from dashboard.models import Engine, Host
-from dashboard.services import audit
 
 
 class Command(BaseCommand):
@@ -52,9 +54,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, engine=None, host=None, set=(), no_observe=False, save=(), reset=(), **opts):
         try:
-            overrides = audit.parse_overrides(set)
-            stored = audit.parse_overrides(save)
-            forget = audit.parse_overrides(f"{name}={self._default(name)}" for name in reset)
+            overrides = parse_overrides(set)
+            stored = parse_overrides(save)
+            forget = parse_overrides(f"{name}={self._default(name)}" for name in reset)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         only = None
@@ -72,7 +74,7 @@ class Command(BaseCommand):
             from dashboard.services.launchconfig import Observer
 
             Observer().observe(engines)
-        results = audit.audit(engines, overrides=overrides, only_engine=only)
+        results = audit(engines, overrides=overrides, only_engine=only)
         failed = any(r.status == "fail" for r in results)
         if opts.get("json"):
             self.stdout.write(
@@ -91,14 +93,14 @@ class Command(BaseCommand):
     @staticmethod
     def _default(name):
         key, _, field = name.partition(".")
-        check = audit.CHECKS.get(key)
+        check = CHECKS.get(key)
         if check is None or field not in check.DEFAULTS:
             return ""  # parse_overrides names the thresholds there are
         return check.DEFAULTS[field]
 
     def _thresholds(self, box, values, *, as_json=False):
-        changed = audit.thresholds_save(host=box, values=values) if values else []
-        stored = audit.stored_overrides(box.pk)
+        changed = thresholds_save(host=box, values=values) if values else []
+        stored = stored_overrides(box.pk)
         rows = [
             {
                 "threshold": f"{key}.{field}",
@@ -107,7 +109,7 @@ class Command(BaseCommand):
                 "in_force": stored.get(key, {}).get(field, default),
                 "bounds": list(bounds) if bounds else None,
             }
-            for key, field, default, bounds in audit.thresholds()
+            for key, field, default, bounds in thresholds()
         ]
         if as_json:
             self.stdout.write(json.dumps({"host": box.name, "changed": changed, "thresholds": rows}, indent=2))

@@ -5,9 +5,9 @@ import json
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from dashboard.audit.checks import CHECKS
 from dashboard.controls import unitfix
 from dashboard.models import Engine
-from dashboard.services import audit
 
 
 class Command(BaseCommand):
@@ -25,7 +25,7 @@ class Command(BaseCommand):
             action="append",
             default=[],
             metavar="KEY",
-            help=f"only this audit check (repeatable): {', '.join(audit.CHECKS)}",
+            help=f"only this audit check (repeatable): {', '.join(CHECKS)}",
         )
         fix.add_argument("--apply", action="store_true", help="write the drop-ins, daemon-reload, observe the unit")
         fix.add_argument("--json", action="store_true")

@@ -1,20 +1,16 @@
-"""The launch configuration audited against the playbook (../shared/reference: the field reports).
-
-Each check is a small class in CHECKS (registered like the alert rules) with DEFAULTS, its
-editable thresholds (`sparkops audit --set compile_caps.max_jobs=8`), reading the engines' latest
-`ConfigSnapshot`s and returning `Result`s: pass / warn / fail, the evidence line (what the unit
-or environment says, and which file said it) and the fix. Advisories are findings, never
-firing alerts: they show on the audit page and as a badge on the engine card."""
+"""The playbook's checks of a launch configuration, one class each, registered in CHECKS in the
+order the audit runs them: each reads an engine's (or the box's engines') latest snapshot and says
+pass / warn / fail with the evidence and the fix."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
 
 from dashboard.collectors.unitconfig import memory_bytes, timespan_s
 
+from .base import Check, DropIn, Result, file_note, unit_of
+
 CHECKS: dict[str, Check] = {}
-ORDER = {"fail": 0, "warn": 1, "pass": 2}
 GOOD_FILE_STATES = {
     "enabled",
     "enabled-runtime",
@@ -33,82 +29,7 @@ def register(cls):
     return cls
 
 
-@dataclass
-class Result:
-    check: str
-    title: str
-    subject: str  # an engine's name, or the box's
-    status: str  # pass | warn | fail
-    evidence: str
-    fix: str = ""
-
-    def as_dict(self):
-        return asdict(self)
-
-
-class Check:
-    key = ""
-    title = ""
-    scope = "engine"  # "engine": once per engine; "box": once for the box's engines together
-    DEFAULTS: dict = {}
-    BOUNDS: dict = {}  # threshold -> (lowest, highest) for numbers; strings: LIMITS below
-    fix = ""
-
-    def run(self, snapshots, *, settings):
-        """SNAPSHOTS: [(engine, data)] of one box. Returns a list of Result."""
-        if self.scope == "box":
-            return self.box(snapshots, settings)
-        out = []
-        for engine, data in snapshots:
-            res = self.engine(engine, data, settings)
-            if res is not None:
-                status, evidence = res
-                out.append(
-                    Result(self.key, self.title, engine.name, status, evidence, "" if status == "pass" else self.fix)
-                )
-        return out
-
-    def engine(self, engine, data, settings):  # pragma: no cover - per check
-        raise NotImplementedError
-
-    def box(self, snapshots, settings):  # pragma: no cover - per check
-        raise NotImplementedError
-
-
-def _unit(data):
-    return (data or {}).get("unit") or {}
-
-
-def _file(data, directive):
-    path = (_unit(data).get("directive_files") or {}).get(directive)
-    return f" ({path})" if path else ""
-
-
-@dataclass(frozen=True)
-class DropIn:
-    """A systemd drop-in a check's fix suggests: its file name and its settings, section by section. The
-    one source of that text: the audit's fix says it in a line, the down card's command writes the file."""
-
-    name: str
-    sections: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
-
-    @property
-    def text(self):
-        """The file, as written under UNIT.d/."""
-        return "\n".join(
-            f"[{section}]\n" + "".join(f"{key}={value}\n" for key, value in settings)
-            for section, settings in self.sections
-        )
-
-    def inline(self):
-        """The file in one line: "[Unit] A=1, B=2; [Service] C=3"."""
-        return "; ".join(
-            f"[{section}] " + ", ".join(f"{key}={value}" for key, value in settings)
-            for section, settings in self.sections
-        )
-
-
-# The field reports' bound: a crash loop ends `failed` after 3 starts in an hour, visible, instead of looping.
+# docs/field-notes.md §8: a crash loop ends `failed` after 3 starts in an hour, visible, instead of looping.
 RESTART_DROPIN = DropIn(
     "50-sparkops-restart_always_bounded.conf",
     (
@@ -131,12 +52,12 @@ class RestartBounded(Check):
     )
 
     def engine(self, engine, data, s):
-        u = _unit(data)
+        u = unit_of(data)
         if not u:
             return None
         restart, burst = u.get("restart") or "no", u.get("start_limit_burst")
         interval = timespan_s(u.get("start_limit_interval_usec"))
-        where = _file(data, "Restart")
+        where = file_note(data, "Restart")
         if restart != "always":
             return "fail", f"Restart={restart}{where}: an engine that exits 0 after a fatal error stays down"
         if not burst or not interval:
@@ -171,7 +92,7 @@ class CompileCaps(Check):
 
     def engine(self, engine, data, s):
         hand_run = (data or {}).get("launch") == "hand-run"
-        if engine.kind not in JIT_KINDS or not (_unit(data) or hand_run):
+        if engine.kind not in JIT_KINDS or not (unit_of(data) or hand_run):
             return None  # every launch path: the unit's environment, or the shell's a hand-run engine had
         env = data.get("environment") or {}
         missing, over = [], []
@@ -203,7 +124,7 @@ class CudaPath(Check):
     )
 
     def engine(self, engine, data, s):
-        if engine.kind not in JIT_KINDS or not _unit(data):
+        if engine.kind not in JIT_KINDS or not unit_of(data):
             return None
         env = data.get("environment") or {}
         path = env.get("PATH") or "(systemd's default) /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"
@@ -246,7 +167,7 @@ class Readiness(Check):
     )
 
     def engine(self, engine, data, s):
-        u = _unit(data)
+        u = unit_of(data)
         if not u:
             return None
         timeout = timespan_s(u.get("timeout_start_usec"))
@@ -287,7 +208,7 @@ class OrderingEnabled(Check):
     )
 
     def engine(self, engine, data, s):
-        u = _unit(data)
+        u = unit_of(data)
         if not u:
             return None
         states = u.get("edge_states") or {}
@@ -318,12 +239,12 @@ class ColdStartsSerialized(Check):
 
     def box(self, snapshots, s):
         out = []
-        items = [(e, d) for e, d in snapshots if _unit(d).get("unit")]
+        items = [(e, d) for e, d in snapshots if unit_of(d).get("unit")]
         for i, (a, da) in enumerate(items):
             for b, db in items[i + 1 :]:
-                ua, ub = _unit(da)["unit"], _unit(db)["unit"]
-                edge = ub in ((_unit(da).get("edges") or {}).get("After") or []) or ua in (
-                    (_unit(db).get("edges") or {}).get("After") or []
+                ua, ub = unit_of(da)["unit"], unit_of(db)["unit"]
+                edge = ub in ((unit_of(da).get("edges") or {}).get("After") or []) or ua in (
+                    (unit_of(db).get("edges") or {}).get("After") or []
                 )
                 subject = f"{a.name} + {b.name}"
                 if edge:
@@ -352,7 +273,7 @@ class MemoryMaxSet(Check):
     )
 
     def engine(self, engine, data, s):
-        u = _unit(data)
+        u = unit_of(data)
         if not u:
             return None
         high, cap = memory_bytes(u.get("memory_high")), memory_bytes(u.get("memory_max"))
@@ -360,7 +281,7 @@ class MemoryMaxSet(Check):
             return "fail", f"MemoryMax={u.get('memory_max') or 'infinity'}" + (
                 f", MemoryHigh={high / (1 << 30):.0f}G only" if high else ""
             )
-        return "pass", f"MemoryMax={cap / (1 << 30):.0f}G{_file(data, 'MemoryMax')}"
+        return "pass", f"MemoryMax={cap / (1 << 30):.0f}G{file_note(data, 'MemoryMax')}"
 
 
 def memory_share(engine, data):
@@ -442,7 +363,7 @@ class RunsItsUnit(Check):
     def engine(self, engine, data, s):
         from dashboard.collectors.handrun import is_engine_launch
 
-        u = _unit(data)
+        u = unit_of(data)
         start = u.get("exec_start") or {}
         running, files = u.get("running_argv"), start.get("argv")
         if engine.kind not in ("vllm", "llamacpp", "sglang") or not u or not running or not files:
@@ -468,152 +389,3 @@ class RunsItsUnit(Check):
             else "reloaded but not restarted since"
         )
         return "fail", f"the running engine was started from an older unit: these flags differ: {lines} ({why})"
-
-
-# --- thresholds: defaults, a box's stored values, one run's --set -------------------------------
-
-STRING_MAX = 200
-TYPE_NAMES = {int: "a whole number", float: "a number", str: "text"}
-
-
-def thresholds():
-    """[(check key, threshold, default, (low, high) or None)] of every check, in order."""
-    return [(k, f, d, c.BOUNDS.get(f)) for k, c in CHECKS.items() for f, d in c.DEFAULTS.items()]
-
-
-def threshold_value(key, field, raw):
-    """RAW (text, or a number) as threshold FIELD of check KEY: its default's type, within its
-    bounds; ValueError with a sentence an operator can act on."""
-    if key not in CHECKS or field not in CHECKS[key].DEFAULTS:
-        known = ", ".join(f"{k}.{f}" for k, f, _, _ in thresholds())
-        raise ValueError(f"{key}.{field} is not a threshold; thresholds: {known}")
-    default, bounds = CHECKS[key].DEFAULTS[field], CHECKS[key].BOUNDS.get(field)
-    kind = type(default)
-    text = str(raw).strip()
-    if kind is str:
-        if not text or len(text) > STRING_MAX:
-            raise ValueError(f"{field} takes text of 1 to {STRING_MAX} characters")
-        if field == "cuda_bin" and not text.startswith("/"):
-            raise ValueError(f"{field} is an absolute directory, e.g. /usr/local/cuda/bin")
-        return text
-    try:
-        value = kind(text)
-    except ValueError:
-        raise ValueError(f"{field} takes {TYPE_NAMES[kind]} (got {text!r})") from None
-    if kind is float and value != value:  # NaN compares with nothing
-        raise ValueError(f"{field} takes {TYPE_NAMES[kind]} (got {text!r})")
-    if bounds and not bounds[0] <= value <= bounds[1]:
-        raise ValueError(f"{field} must be between {bounds[0]:g} and {bounds[1]:g} (got {value:g})")
-    return value
-
-
-def parse_overrides(pairs):
-    """['compile_caps.max_jobs=8'] → {'compile_caps': {'max_jobs': 8}}; ValueError names a bad one."""
-    out: dict = {}
-    for pair in pairs or ():
-        name, sep, raw = pair.partition("=")
-        key, dot, field = name.partition(".")
-        if not sep or not dot or key not in CHECKS or field not in CHECKS[key].DEFAULTS:
-            known = ", ".join(f"{k}.{f}" for k, c in CHECKS.items() for f in c.DEFAULTS)
-            raise ValueError(f"{pair!r} is not CHECK.THRESHOLD=VALUE; thresholds: {known}")
-        try:
-            value = threshold_value(key, field, raw)
-        except ValueError as exc:
-            raise ValueError(f"{pair!r}: {exc}") from None
-        out.setdefault(key, {})[field] = value
-    return out
-
-
-def stored_overrides(host_id):
-    """The box's stored thresholds as overrides ({check: {threshold: value}}). A stored value the
-    code no longer takes (a check renamed, bounds narrowed) is left out, and its check runs on its
-    default: an old row never breaks the audit."""
-    from dashboard.models import AuditThreshold
-
-    out: dict = {}
-    for row in AuditThreshold.objects.filter(host_id=host_id):
-        try:
-            out.setdefault(row.check_key, {})[row.name] = threshold_value(row.check_key, row.name, row.value)
-        except ValueError:
-            continue
-    return out
-
-
-def thresholds_save(*, host, values, user=None):
-    """Store VALUES ({(check, threshold): typed value}) for HOST: a value equal to its default
-    removes the row (the box follows the default again). All or nothing; returns the changed keys."""
-    from django.db import transaction
-
-    from dashboard.models import AuditThreshold
-
-    changed = []
-    with transaction.atomic():
-        current = {(r.check_key, r.name): r for r in AuditThreshold.objects.select_for_update().filter(host=host)}
-        for (key, field), value in values.items():
-            value = threshold_value(key, field, value)
-            row = current.get((key, field))
-            if value == CHECKS[key].DEFAULTS[field]:
-                if row is not None:
-                    row.delete()
-                    changed.append(f"{key}.{field}")
-                continue
-            if row is None:
-                AuditThreshold.objects.create(host=host, check_key=key, name=field, value=str(value), updated_by=user)
-            elif row.value != str(value):
-                row.value, row.updated_by = str(value), user
-                row.save(update_fields=["value", "updated_by", "updated_at"])
-            else:
-                continue
-            changed.append(f"{key}.{field}")
-    return changed
-
-
-def effective_thresholds(host_id, overrides=None):
-    """{check: {threshold: value}} in force for a box: defaults, then its stored values, then OVERRIDES."""
-    stored = stored_overrides(host_id) if host_id is not None else {}
-    return {
-        key: {**c.DEFAULTS, **stored.get(key, {}), **((overrides or {}).get(key) or {})} for key, c in CHECKS.items()
-    }
-
-
-def snapshots_of(engines):
-    """[(engine, its latest snapshot's data)] for those of ENGINES that have one: two queries
-    for any number of engines."""
-    from django.db.models import OuterRef, Subquery
-
-    from dashboard.models import ConfigSnapshot, Engine
-
-    engines = list(engines)
-    newest = ConfigSnapshot.objects.filter(engine=OuterRef("pk")).order_by("-observed_at", "-id").values("id")[:1]
-    ids = dict(
-        Engine.objects.filter(pk__in=[e.pk for e in engines]).annotate(snap=Subquery(newest)).values_list("pk", "snap")
-    )
-    snaps = ConfigSnapshot.objects.in_bulk([i for i in ids.values() if i is not None])
-    return [(e, snaps[ids[e.pk]].data) for e in engines if ids.get(e.pk) in snaps]
-
-
-def concerns(result, engine):
-    """Whether RESULT is about ENGINE: its own, a pair it is in, or the box's."""
-    return result.subject in (engine.name, "box") or engine.name in result.subject.split(" + ")
-
-
-def audit(engines, *, overrides=None, only_engine=None):
-    """Every check over ENGINES (one box's), worst first, with the box's stored thresholds and
-    OVERRIDES (one run's) over them. ONLY_ENGINE: that engine's results (box-wide checks: those
-    naming it)."""
-    engines = list(engines)
-    snaps = snapshots_of(engines)
-    in_force = effective_thresholds(getattr(engines[0], "host_id", None) if engines else None, overrides)
-    results = []
-    for key, check in CHECKS.items():
-        results += check.run(snaps, settings=in_force[key])
-    if only_engine is not None:
-        results = [r for r in results if concerns(r, only_engine)]
-    return sorted(results, key=lambda r: (ORDER[r.status], r.subject, r.check))
-
-
-def audit_host(host, *, overrides=None):
-    from dashboard.models import Engine
-
-    engines = list(Engine.objects.filter(host=host, retired_at__isnull=True).order_by("name"))
-    return audit(engines, overrides=overrides)
