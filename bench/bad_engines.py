@@ -111,20 +111,21 @@ def main():
     from django.core.management import call_command
 
     from dashboard.models import Engine, Host
-    from dashboard.services import polling, resident
+    from dashboard.poller import fetch, resident
+    from dashboard.poller.pending import PendingWrites
 
     call_command("migrate", verbosity=0)
     server = subprocess.Popen(
         [sys.executable, "-c", SERVE], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     seen = {}  # engine name -> when its answers came (epoch s: the samples' timestamps)
-    original = polling.PendingWrites.add_engine
+    original = PendingWrites.add_engine
 
     def add_engine(self, engine, fetched, states):
         seen.setdefault(engine.name, []).append(fetched.at)
         return original(self, engine, fetched, states)
 
-    polling.PendingWrites.add_engine = add_engine
+    PendingWrites.add_engine = add_engine
     ticks = []
     tick = resident.ResidentPoller.metrics_tick
 
@@ -168,7 +169,7 @@ def main():
         print(
             f"metrics tick: median {statistics.median(ticks):.2f} s, max {max(ticks):.2f} s (it waits "
             f"{resident.FETCH_WAIT * poller.poll_interval:.2f} s for its engines; the slower ones, bounded by "
-            f"the {polling.poll_timeout():.2f} s poll timeout, are read at a later tick)"
+            f"the {fetch.poll_timeout():.2f} s poll timeout, are read at a later tick)"
         )
         print(f"load average over the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         for engine in Engine.objects.filter(name__startswith="bad-").order_by("name"):
@@ -176,7 +177,7 @@ def main():
         print(f"poller process peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
         Engine.objects.filter(host=host).update(retired_at=django.utils.timezone.now())
     finally:
-        polling.PendingWrites.add_engine = original
+        PendingWrites.add_engine = original
         resident.ResidentPoller.metrics_tick = tick
         server.stdin.close()
         server.wait(10)

@@ -59,7 +59,7 @@ def main():
     from django.db import connection
 
     from dashboard.models import Host
-    from dashboard.services.resident import ResidentPoller
+    from dashboard.poller.resident import ResidentPoller
 
     call_command("migrate", verbosity=0)
     server = subprocess.Popen(

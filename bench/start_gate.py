@@ -59,7 +59,7 @@ def main():
         call_command("migrate", verbosity=0)
         from dashboard.benchmarks.conditions import box_starting
         from dashboard.models import Engine, Host
-        from dashboard.services.resident import ResidentPoller
+        from dashboard.poller.resident import ResidentPoller
 
         host, _ = Host.objects.get_or_create(name="gate-box")
         for n, k in (("g-vllm", "vllm"), ("g-llama", "llamacpp")):

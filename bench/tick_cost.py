@@ -70,7 +70,8 @@ def main():
     from dashboard.collectors import hostread, store
     from dashboard.live.publish import LivePublisher
     from dashboard.models import Host
-    from dashboard.services import polling, resident
+    from dashboard.poller import exits, fetch, fleet, liveness, resident
+    from dashboard.poller.pending import PendingWrites
 
     call_command("migrate", verbosity=0)
     server = subprocess.Popen(
@@ -85,22 +86,22 @@ def main():
         )
         for owner, name in (
             (resident.ResidentPoller, "metrics_tick"),
-            (polling, "host_collect"),
-            (polling, "engines_fetch"),
-            (polling.PendingWrites, "add_host"),
-            (polling.PendingWrites, "add_engine"),
-            (polling.PendingWrites, "flush"),
-            (resident, "fleet_roles"),
+            (fetch, "host_collect"),
+            (fetch, "engines_fetch"),
+            (PendingWrites, "add_host"),
+            (PendingWrites, "add_engine"),
+            (PendingWrites, "flush"),
+            (fleet, "fleet_roles"),
             (hostread.hostsrc, "read_psi"),
             (hostread, "_memory"),
             (hostread.gpu, "read_gpus"),
             (hostread.processes, "read_compilers"),
             (hostread, "_units"),
             (hostread, "_journal"),
-            (polling, "engines_probe"),
+            (liveness, "engines_probe"),
             (store, "samples_insert"),
             (store, "states_put"),
-            (polling, "liveness_record"),
+            (liveness, "liveness_record"),
             (resident.ResidentPoller, "probe_tick"),
         ):
             timed(owner, name)
@@ -110,7 +111,9 @@ def main():
         timed(QuerySet, "update", "QuerySet.update")
         for name in ("evaluate_polled", "evaluate_host", "evaluate_liveness"):
             timed(alert_evaluate, name, f"alerts.{name}")
-            timed(resident, name, f"alerts.{name}")  # the poller imported them by name
+            for poller_module in (resident, exits):  # the poller imported them by name
+                if hasattr(poller_module, name):
+                    timed(poller_module, name, f"alerts.{name}")
         for name in ("engines_polled", "host_polled", "liveness"):
             timed(LivePublisher, name, f"live.{name}")
         poller = resident.ResidentPoller("bench-box")

@@ -5,7 +5,7 @@
   up (tests/collectors/test_commands.py checks it). Benchmark crons are not here: they live in
   the database through django-celery-beat, editable in the UI (dashboard/benchmarks/schedule.py).
 - `resident_duties()`: upkeep the fleet's leading worker runs between its polls, without a
-  Celery task per run (dashboard/services/resident.py).
+  Celery task per run (dashboard/poller/resident.py).
 
 The polls themselves are neither: each worker's resident poller runs them on its own clock."""
 

@@ -1,5 +1,5 @@
 """Collector tasks: the slow, periodic store upkeep. The polls themselves are not Celery
-tasks: each worker's resident poller runs them on the clock (dashboard/services/resident.py)."""
+tasks: each worker's resident poller runs them on the clock (dashboard/poller/resident.py)."""
 
 from celery import shared_task
 

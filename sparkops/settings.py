@@ -303,7 +303,7 @@ SPARKOPS_SCRAPE_PARSE_TIME_LIMIT_S = env_number(
 SPARKOPS_CLOCK_SKEW_MAX_S = env_number("SPARKOPS_CLOCK_SKEW_MAX_S", 5.0, cast=float, minimum=0.1, maximum=3600)
 SPARKOPS_LIVENESS_INTERVAL = env_number("SPARKOPS_LIVENESS_INTERVAL", 1.0, cast=float, minimum=0.2, maximum=3600)
 # The box's worker watches its engines' processes through pidfds and follows their units' journal
-# (dashboard/services/exitwatch.py): a death is seen when it happens, not at the next probe.
+# (dashboard/poller/exitwatch.py): a death is seen when it happens, not at the next probe.
 SPARKOPS_EXIT_WATCH = env_bool("SPARKOPS_EXIT_WATCH", True)
 # The request contract on live traffic (dashboard/collectors/contract.py): finish-reason shares,
 # prompts at the window's edge and journal 400/500/peg-native counts over this trailing window;

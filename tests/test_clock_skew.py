@@ -16,7 +16,8 @@ from dashboard.alerts.models import AlertEvent, Delivery
 from dashboard.clock import db_now
 from dashboard.collectors.store import SeriesIds
 from dashboard.models import Host
-from dashboard.services.polling import HostCollected, PendingWrites
+from dashboard.poller.fetch import HostCollected
+from dashboard.poller.pending import PendingWrites
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,7 @@ from dashboard.changelog.export import export_markdown
 from dashboard.changelog.grammar import parse_flags
 from dashboard.changelog.services import entry_create
 from dashboard.models import Engine, Incident, KVPoolEntry
-from dashboard.services.resident import fleet_roles
+from dashboard.poller.fleet import fleet_roles
 
 
 def run(*args):

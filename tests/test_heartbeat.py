@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from dashboard.heartbeat import Heartbeat, fail_url
 from dashboard.models import Engine, Host
+from dashboard.poller.resident import ResidentPoller
 from dashboard.schedule import resident_duties
-from dashboard.services.resident import ResidentPoller
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -359,7 +359,7 @@ def evaluate_host(host, reading, *, memory=None, observed_at=None):
 
 def evaluate_liveness(finding, *, memory):
     """A probe's rules, run in the probing worker so a confirmed death is an outbox row at once
-    and a webhook the moment its transaction commits. FINDING: a `polling.Liveness`."""
+    and a webhook the moment its transaction commits. FINDING: a `poller/liveness.Liveness`."""
     engine = finding.engine
     seen = memory.seen_since.get(engine.pk)
     if seen is None or seen[0] != finding.up:

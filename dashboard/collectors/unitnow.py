@@ -3,7 +3,7 @@ last started, so the engine_down rule can say why it is down (and whether system
 back) the moment the death is confirmed.
 
 The host reading can be a poll old; `systemctl show` and `journalctl` on the engine's own box
-answer in milliseconds. Read in the probe step (`services/polling.engines_probe`) and carried
+answer in milliseconds. Read in the probe step (`poller/liveness.engines_probe`) and carried
 by its finding: a rule reads what was collected, it runs no command."""
 
 import logging

@@ -1,6 +1,6 @@
 """End to end: simulated engines with faults, the real collectors, a real webhook receiver and SMTP server.
 
-The poller's probe tick (dashboard.services.resident) evaluates the rules in the same process and the outbox sends after commit (Celery in eager mode here;
+The poller's probe tick (dashboard.poller.resident) evaluates the rules in the same process and the outbox sends after commit (Celery in eager mode here;
 tests/alerts/test_worker_restart.py runs a real worker)."""
 
 import time
@@ -55,7 +55,7 @@ def watched(sim, eager, receiver, smtp):
 
 
 def probe_until(engine, predicate, timeout=10.0, interval=None):
-    from dashboard.services.resident import ResidentPoller
+    from dashboard.poller.resident import ResidentPoller
 
     interval = interval or django_settings.SPARKOPS_LIVENESS_INTERVAL
     deadline = time.monotonic() + timeout
@@ -74,7 +74,7 @@ def pages_at_the_first_probe(engine, receiver, firing):
     moment its fault is set) must page: FIRING pages received without a second tick. This is the
     promise "within two seconds" (a probe every second, then the send) without a wall-clock bound
     that a loaded machine breaks; bench/ measures the seconds."""
-    from dashboard.services.resident import ResidentPoller
+    from dashboard.poller.resident import ResidentPoller
 
     poller = ResidentPoller(engine.host.name, duties={})
     poller.engines = [Engine.objects.select_related("host").get(pk=engine.pk)]

@@ -13,8 +13,8 @@ from django.conf import settings as django_settings
 
 from dashboard.alerts.models import AlertEvent, Delivery, NotificationChannel
 from dashboard.models import Engine, Host
-from dashboard.services import exitwatch
-from dashboard.services.resident import ResidentPoller
+from dashboard.poller import exitwatch
+from dashboard.poller.resident import ResidentPoller
 from dashboard.simulator.supervisor import REPO_ROOT
 from sparkops.redisproc import free_port
 from tests.waiting import wait_for

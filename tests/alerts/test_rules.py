@@ -350,7 +350,7 @@ def test_a_recovery_first_seen_by_a_metrics_poll_still_resolves_engine_down(flee
     import time
 
     from dashboard.alerts.evaluate import Memory, evaluate_liveness
-    from dashboard.services.polling import Liveness
+    from dashboard.poller.liveness import Liveness
 
     vllm, memory, now = fleet["vllm"], Memory(), timezone.now()
     evaluate_liveness(Liveness(vllm, "down", "connection refused", False, now, changed=True), memory=memory)

@@ -1,4 +1,4 @@
-"""The journal follower of the exit watch (dashboard/services/exitwatch.py) against a real process
+"""The journal follower of the exit watch (dashboard/poller/exitwatch.py) against a real process
 standing in for `journalctl -f -o json`: it keeps each unit's fatal line since the unit last
 started (a CUDA line over a later generic "EngineCore died"), starts journalctl again when it
 ends, and stops starting one that cannot follow until the watched units change."""
@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from dashboard.services import exitwatch
+from dashboard.poller import exitwatch
 from tests.waiting import wait_for
 
 STARTED = "39f53479d3a045ac8e11786248231fbf"

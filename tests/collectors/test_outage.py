@@ -19,8 +19,8 @@ from django.utils import timezone
 from dashboard.alerts.evaluate import Memory, evaluate_liveness
 from dashboard.alerts.models import AlertEvent, RuleState
 from dashboard.models import Engine, Sample
-from dashboard.services.polling import Liveness
-from dashboard.services.resident import ResidentPoller
+from dashboard.poller.liveness import Liveness
+from dashboard.poller.resident import ResidentPoller
 from dashboard.simulator.fleet import FleetThread
 from tests.dbfaults import refusing
 
@@ -47,7 +47,7 @@ def test_readings_held_across_failed_stores_are_all_written_once_the_database_re
         stored = Sample.objects.count()
         with refusing(Sample):
             # Two ticks whose stores the database refuses: neither raises, both keep their readings.
-            caplog.set_level(logging.WARNING, logger="dashboard.services.resident")
+            caplog.set_level(logging.WARNING, logger="dashboard.poller.resident")
             _tick_again(poller)
             poller.metrics_tick()
             first_held = len(poller.pending.batch.samples)
@@ -95,7 +95,7 @@ def test_held_readings_are_bounded_the_oldest_dropped_first_and_said(fleet, sett
         poller = ResidentPoller("spark-1", duties={}, flush_interval=60)
         poller.metrics_tick()
         stored = Sample.objects.count()
-        caplog.set_level(logging.WARNING, logger="dashboard.services.resident")
+        caplog.set_level(logging.WARNING, logger="dashboard.poller.resident")
         with refusing(Sample):
             _tick_again(poller)
             poller.metrics_tick()

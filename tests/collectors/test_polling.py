@@ -6,8 +6,9 @@ import time
 import pytest
 
 from dashboard.models import Engine, KVPoolEntry
+from dashboard.poller import fetch, liveness
+from dashboard.poller.pending import PendingWrites
 from dashboard.selectors.series import latest_value
-from dashboard.services import polling
 from tests.collectors.conftest import fixture_bytes
 from tests.polls import poll, poll_one
 
@@ -69,8 +70,8 @@ def test_a_ledger_row_is_held_with_the_reading_and_stored_by_the_flush(fleet, ht
     Engine.objects.filter(pk=engine.pk).update(url=http_server(vllm_routes("0.33.0_metrics_busy.txt")))
     engine.refresh_from_db()
     states = {}
-    [(_, fetched)] = polling.engines_fetch(engines=[engine], states=states)
-    pending = polling.PendingWrites(store.SeriesIds())
+    [(_, fetched)] = fetch.engines_fetch(engines=[engine], states=states)
+    pending = PendingWrites(store.SeriesIds())
     with CaptureQueriesContext(connection) as queries:
         reading = pending.add_engine(engine, fetched, states)
     assert reading["kv_pool_tokens"] == 766464 and pending.urgent and len(pending.kv_writes) == 1
@@ -95,10 +96,10 @@ def test_refused_engine_is_down_with_reason_and_others_still_polled(fleet, http_
 
 def test_liveness_recheck_and_status_change(fleet, http_server):
     llama = fleet["llama"]  # down in the fixture, nothing listens on its port
-    [result] = polling.engines_probe(engines=[llama])
+    [result] = liveness.engines_probe(engines=[llama])
     assert result.status == "down" and result.rechecked is True and not result.changed
     Engine.objects.filter(pk=llama.pk).update(url=http_server({"/health": (503, b'{"error":{"code":503}}', {})}))
     llama.refresh_from_db()
-    [result] = polling.engines_probe(engines=[llama])
+    [result] = liveness.engines_probe(engines=[llama])
     assert result.status == "loading" and result.rechecked is False and result.changed and not result.up
     assert Engine.objects.get(pk=llama.pk).status == "loading"

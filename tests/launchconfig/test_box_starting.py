@@ -29,7 +29,7 @@ def cold_box(tmp_path, settings, monkeypatch, db):
 
 
 def _poller(engines):
-    from dashboard.services.resident import ResidentPoller
+    from dashboard.poller.resident import ResidentPoller
 
     return ResidentPoller(next(iter(engines.values())).host.name, duties={}, flush_interval=0)
 

@@ -10,7 +10,7 @@ WINDOW = "[Service]\nExecStart=\nExecStart=/opt/vllm/bin/vllm serve Qwen/Qwen3-8
 
 
 def tick(engines):
-    from dashboard.services.resident import ResidentPoller
+    from dashboard.poller.resident import ResidentPoller
 
     engine = next(iter(engines.values()))
     poller = ResidentPoller(engine.host.name, duties={}, flush_interval=0)
@@ -140,7 +140,7 @@ def test_starts_are_measured_cold_with_compilers_then_warm(tmp_path, settings, m
 
     from dashboard.alerts.models import AlertEvent
     from dashboard.models import Engine, EngineStart, Host
-    from dashboard.services.resident import ResidentPoller
+    from dashboard.poller.resident import ResidentPoller
     from dashboard.simulator.client import Simulation
 
     with Simulation(engines=["vllm:cold,cold_seconds=7"], state_dir=tmp_path / "sim", ready_timeout=30) as sim:
@@ -232,7 +232,7 @@ def test_a_hung_systemctl_cat_never_delays_the_metrics_poll(box_engines, sim_box
     """The launch observation is a duty with a thread of its own: while its `systemctl cat`
     hangs, the metrics ticks go on (each reads the units with `systemctl show`), and the
     observation is made once `cat` answers."""
-    from dashboard.services.resident import ResidentPoller
+    from dashboard.poller.resident import ResidentPoller
     from tests.waiting import wait_for
 
     entered, release = tmp_path / "cat-entered", tmp_path / "cat-release"

@@ -104,7 +104,7 @@ class Poller:
     every tick, with `errors` for the tests: what its duties logged as failures."""
 
     def __init__(self, *, host, engines, liveness_s=1.0, poll_s=2.0):
-        from dashboard.services.resident import ResidentPoller
+        from dashboard.poller.resident import ResidentPoller
 
         self.poller = ResidentPoller(
             host.name, poll_interval=poll_s, liveness_interval=liveness_s, duties={}, flush_interval=0

@@ -30,7 +30,7 @@ def sim_box(tmp_path, settings, monkeypatch):
 
 
 def _tick(engine):
-    from dashboard.services.resident import ResidentPoller
+    from dashboard.poller.resident import ResidentPoller
 
     ResidentPoller(engine.host.name, duties={}, flush_interval=0).metrics_tick(engines=[engine])
 

@@ -14,8 +14,9 @@ import pytest
 
 from dashboard.alerts.models import AlertEvent
 from dashboard.models import Engine
-from dashboard.services import exitwatch
-from dashboard.services.resident import EXIT_SEEN, ResidentPoller
+from dashboard.poller import exitwatch
+from dashboard.poller.exits import EXIT_SEEN
+from dashboard.poller.resident import ResidentPoller
 from tests.waiting import wait_for
 
 pytestmark = [

@@ -104,7 +104,7 @@ def _from_unit(unit, reason, activating_for_s, budget, fatal):
 
 def _from_probe(reason):
     text = (reason or "").lower()
-    if "exited" in text:  # the worker saw the process exit (services/exitwatch), no unit to ask
+    if "exited" in text:  # the worker saw the process exit (poller/exitwatch), no unit to ask
         return Cause("process_gone", f"its process is gone ({reason})")
     if "refused" in text:
         return Cause("connection_refused", f"connection refused: nothing listens on the engine's port ({reason})")

@@ -6,7 +6,7 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from dashboard.services.resident import poll_once
+from dashboard.poller.entrypoints import poll_once
 
 
 class Command(BaseCommand):

@@ -1,6 +1,6 @@
 """`sparkops worker [--host NAME]`: this box's watcher. Its resident poller reads the box's
 sources (PSI, NVML, systemd, journal, processes) and polls the box's engines on the clock
-(dashboard/services/resident.py); its Celery side consumes the shared `celery` queue
+(dashboard/poller/resident.py); its Celery side consumes the shared `celery` queue
 (alert deliveries, benchmarks, store upkeep) and this box's own `host.<NAME>` queue.
 
 The threads pool: polls wait on sockets and subprocesses, not the CPU, and one process
@@ -63,7 +63,7 @@ class Command(BaseCommand):
         app.conf.broker_transport_options = {**app.conf.broker_transport_options, "client_name": client_name}
         signals.worker_shutting_down.connect(_unblock_reads(app.conf.broker_url, client_name), weak=False)
         if not opts["no_poller"]:
-            from dashboard.services.resident import PollerStep
+            from dashboard.poller.entrypoints import PollerStep
 
             app.conf.sparkops_poller_host = name
             app.steps["worker"].add(PollerStep)

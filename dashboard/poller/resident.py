@@ -11,31 +11,25 @@ HTTP pools too), and run on the clock:
   hold their rows, store what is held when due, evaluate the alert rules, publish to the
   live view — in that order, in that one function;
 - every SPARKOPS_FLUSH_INTERVAL (or at once when an engine's status moved): store what is
-  held in one transaction (`polling.PendingWrites`), then re-read the engine list and roles
+  held in one transaction (`pending.PendingWrites`), then re-read the engine list and roles
   every ROLES_REFRESH_S. Between, a steady tick reads nothing from the database but the open
   alert events: the collector states, the series ids, the alert memory and the roles stay here;
 - every liveness interval, `probe_tick`: probe the owned engines (one cheap request each),
   then evaluate and publish what the probes found;
 - every poll interval, half an interval after the metrics, `launch_tick`: follow the unit
   states and compiler scans the metrics ticks read (engine starts), and when due observe how
-  the engines were launched (`services/launchconfig.py`: `systemctl show`/`cat`, a /proc scan,
+  the engines were launched (`dashboard/launch/observer.py`: `systemctl show`/`cat`, a /proc scan,
   the audit, the change log), with the engines' accounts as their collectors last read them.
   It has a thread of its own so a slow `systemctl` never delays a poll.
-- at once, when a watched engine's process exits (`services/exitwatch.py`: a pidfd for each
-  unit's main process and its engine-core children, and the units' journal followed),
-  `exit_seen`: the same finding a failed probe makes, evaluated under the probe's lock, so a
+- at once, when a watched engine's process exits (`exitwatch.py`: a pidfd for each unit's
+  main process and its engine-core children, and the units' journal followed), `exit_seen`
+  (`exits.py`): the same finding a failed probe makes, evaluated under the probe's lock, so a
   death is one alert whichever saw it first; the probe stays the backstop and sees hangs.
 
-Ownership: a worker owns the engines of its own host. Engines of a host with no live worker
-(none reported within `ORPHAN_AFTER_INTERVALS` poll intervals and a store interval: a remote OpenAI-compatible
-endpoint, a box whose worker is down) are adopted by the live worker whose host name sorts
-first, so in a steady fleet every engine is polled by exactly one worker; during a hand-over
-an engine may be polled twice for a few seconds, which is harmless.
-
-One poller per box: a second worker started for the same host (a scaled compose service,
-`sparkops up` beside a hand-started worker) finds the box's lease taken in Redis and polls
-nothing until the holder is gone (`PollerLease`), so no engine is sampled twice. Extra
-task-only workers: `sparkops worker --no-poller`.
+Ownership: a worker owns the engines of its own host, and the live worker whose host name
+sorts first adopts the engines of hosts with no live worker and runs the fleet's upkeep
+(`fleet.py`). One poller per box: a second worker started for the same host polls nothing
+while the box's lease in Redis is held (`lease.PollerLease`). How a poller is run: `entrypoints.py`.
 
 A tick that comes due while the previous one still runs is skipped, never queued: a stale
 poll is worth less than none. No exception in a duty ends a thread (it is logged, the next
@@ -43,31 +37,24 @@ tick proceeds); a thread that ends anyway stops the worker process, so its super
 
 import logging
 import os
-import socket
 import threading
 import time
-import uuid
 from collections import deque
-from datetime import timedelta
 from typing import Any, NamedTuple
 
-from celery import bootsteps
 from django.conf import settings
 from django.db import close_old_connections, connection
-from django.db.models import Q
-from django.utils import timezone
 
 from dashboard.alerts.evaluate import Memory, evaluate_host, evaluate_liveness, evaluate_polled
-from dashboard.clock import db_now
 from dashboard.collectors import runner, store
-from dashboard.engine_lifecycle import report_lag_s
 from dashboard.live.publish import LivePublisher
 from dashboard.models import Engine, Host
-from dashboard.services import polling
-from dashboard.services.polling import StateKey
+from dashboard.poller import fetch, fleet, liveness
+from dashboard.poller.exits import ExitPath
+from dashboard.poller.fetch import StateKey
+from dashboard.poller.pending import PendingWrites
 
 log = logging.getLogger(__name__)
-ORPHAN_AFTER_INTERVALS = 5
 PROBE_LAG_S = 0.02  # the probe clock runs this far behind the metrics clock
 METRICS_WAIT_S = 0.3  # a probe waits at most this long for a metrics tick in progress
 ROLES_REFRESH_S = 10.0  # the engine list, who leads and who is orphaned may be this stale
@@ -76,55 +63,6 @@ ROLES_REFRESH_S = 10.0  # the engine list, who leads and who is orphaned may be 
 FETCH_WAIT = 0.4
 LAUNCH_LAG = 0.5  # the launch duty runs this share of a poll interval after the metrics tick
 LAUNCH_BACKLOG = 64  # metrics ticks' readings the launch duty may be behind (the oldest go first)
-# After a main process exits, wait at most this long for its unit to say so. systemd reaps in tens
-# of ms on a quiet box; at load 8 CI once saw it still "active" with the old MainPID after 0.5 s, and
-# the page went out without systemd's cause. A page a second later with its cause beats one at once
-# without it; the wait ends as soon as the unit has moved on.
-EXIT_SETTLE_S = 2.0
-EXIT_SEEN = "exit seen at once"  # the card's words for an engine whose process this worker watches
-
-
-def fleet_hosts():
-    """Every host with its last report: (the rows, when they were read, by the database's clock:
-    the reports are stamped with it)."""
-    return list(Host.objects.only("pk", "name", "last_report_at")), db_now()
-
-
-def fleet_roles(*, host, hosts=None):
-    """(engines HOST's worker polls, whether it leads the fleet's upkeep).
-
-    It polls its own host's engines, plus every orphan's when it is the leader: the live
-    worker whose host name sorts first. The leader also runs the upkeep duties (alert
-    outbox sweep, collector-stale check), so they run once per fleet, on a box other than
-    the one they watch for every box but the leader's own."""
-    hosts, read_at = hosts or fleet_hosts()
-    cutoff = read_at - timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * ORPHAN_AFTER_INTERVALS + report_lag_s())
-    live = [h for h in hosts if h.pk == host.pk or (h.last_report_at is not None and h.last_report_at >= cutoff)]
-    leader = host.name == min(h.name for h in live)
-    orphans = [h.pk for h in hosts if h not in live]
-    query = Q(host=host) | Q(host__in=orphans) if leader and orphans else Q(host=host)
-    # The JSON of the last readings stays in the database: parsing it for every engine (and
-    # its host's, through the join) each tick was most of this query's cost. Every polled
-    # engine gets a fresh `latest` anyway; the rare reader of a deferred one loads it.
-    engines = (
-        Engine.objects.select_related("host")
-        .defer("latest", "host__latest")
-        .filter(query, retired_at__isnull=True)
-        .order_by("pk")
-    )
-    return list(engines), leader
-
-
-def engines_due(engines, *, now=None):
-    """Those of ENGINES whose own metrics interval has elapsed (half a tick of slack, so a
-    2 s engine polled a few ms early never skips a tick)."""
-    now = now or timezone.now()
-    tick = settings.SPARKOPS_POLL_INTERVAL
-    return [
-        e
-        for e in engines
-        if e.last_poll_at is None or (now - e.last_poll_at).total_seconds() >= (e.poll_interval_s or tick) - tick / 2
-    ]
 
 
 class Clock:
@@ -140,66 +78,6 @@ class Clock:
         self.next += self.interval
         if self.next <= now:  # the duty overran one or more ticks: skip them
             self.next = now + self.interval
-
-
-class PollerLease:
-    """The right to poll one host, held in Redis by one poller at a time.
-
-    Taken with SET NX and renewed (only by its holder) every `RENEW_S` for `TTL_S`, so a
-    poller that dies frees the box within TTL_S. Redis unreachable: poll anyway (a box
-    polled twice for a while is better than a box not watched)."""
-
-    TTL_S, RENEW_S = 15.0, 5.0
-    _RENEW = (
-        "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
-    )
-    _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
-
-    def __init__(self, host_name, url=None):
-        import redis
-
-        self.key = f"{settings.SPARKOPS_CHANNEL_PREFIX}:poller:{host_name}"
-        self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.client = redis.Redis.from_url(
-            url or settings.CELERY_BROKER_URL, socket_timeout=1.0, socket_connect_timeout=1.0
-        )
-        self.held, self.checked_at, self.warned = False, float("-inf"), False
-        self._lock = threading.Lock()  # the probe and metrics threads both ask
-
-    def holds(self):
-        """Whether this poller may poll now (asks Redis at most every RENEW_S)."""
-        with self._lock:
-            return self._holds()
-
-    def _holds(self):
-        now = time.monotonic()
-        if now - self.checked_at < self.RENEW_S:
-            return self.held
-        self.checked_at = now
-        ttl_ms = int(self.TTL_S * 1000)
-        try:
-            if self.held:
-                self.held = bool(self.client.eval(self._RENEW, 1, self.key, self.token, ttl_ms))
-            if not self.held:
-                self.held = bool(self.client.set(self.key, self.token, nx=True, px=ttl_ms))
-                if not self.held and not self.warned:
-                    log.warning(
-                        "another poller holds %s (%s): this worker polls nothing until it is gone; "
-                        "run extra workers with --no-poller",
-                        self.key,
-                        self.client.get(self.key),
-                    )
-                    self.warned = True
-        except Exception as exc:  # Redis down: fail open
-            log.warning("poller lease %s unknown (%s): polling anyway", self.key, exc)
-            self.held = True
-        return self.held
-
-    def release(self):
-        try:
-            self.client.eval(self._RELEASE, 1, self.key, self.token)
-        except Exception:
-            pass  # it expires on its own
 
 
 class TickResult(NamedTuple):
@@ -221,7 +99,7 @@ class LaunchInput(NamedTuple):
     accounts: dict[int, tuple[float, dict]]
 
 
-class ResidentPoller:
+class ResidentPoller(ExitPath):
     """Two daemon threads polling HOST's sources and owned engines until `stop()`.
 
     Everything a tick needs between ticks is held here: the engine list and fleet roles
@@ -258,7 +136,7 @@ class ResidentPoller:
         self._metrics_started = float("-inf")
         self._stop = threading.Event()
         self._threads = []
-        self.exit_watch, self.journal = None, None  # services/exitwatch: started by start()
+        self.exit_watch, self.journal = None, None  # exitwatch.py's watchers: started by start()
         self._liveness_lock = threading.Lock()  # one finding evaluated at a time: probe or exit
         self.exited_at: dict[int, Any] = {}  # engine pk -> when exit_seen found it down
 
@@ -282,17 +160,6 @@ class ResidentPoller:
             self._threads.append(thread)
         self._start_exit_watch()
         return self
-
-    def _start_exit_watch(self):
-        from dashboard.services import exitwatch
-
-        if not settings.SPARKOPS_EXIT_WATCH:
-            return
-        if not exitwatch.pidfd_supported():
-            log.info("resident poller (%s): no pidfds here; deaths are seen by the probe", self.host_name)
-            return
-        self.exit_watch = exitwatch.ExitWatcher(self.exit_seen, name=f"sparkops-exits-{self.host_name}").start()
-        self.journal = exitwatch.JournalFollower(name=f"sparkops-journal-{self.host_name}").start()
 
     def stop(self, timeout=10.0):
         self._stop.set()
@@ -374,13 +241,13 @@ class ResidentPoller:
         rolled-back store may have taken new series with it. What was not stored yet goes
         too, unless KEEP_HELD (a failed tick: the readings are real, the next store writes
         them; a sample whose series is gone by then is left out by the store)."""
-        self.states: polling.States = {}
+        self.states: fetch.States = {}
         self.roles_at = None  # when the engine list and roles were read
         held = self.pending if keep_held and getattr(self, "pending", None) else None
-        self.pending = polling.PendingWrites(store.SeriesIds())
+        self.pending = PendingWrites(store.SeriesIds())
         if held is not None:
             self.pending = self._hold(held, self.pending)
-        self.inflight = polling.InFlight()  # fetches a tick left running (on the metrics thread's loop)
+        self.inflight = fetch.InFlight()  # fetches a tick left running (on the metrics thread's loop)
         self.flushed_at = float("-inf")  # the first tick is stored at once
 
     def flush(self):
@@ -388,7 +255,7 @@ class ResidentPoller:
         fails (the database refused, or is gone), what it held is held again, before anything
         read since, for the next flush; bounded by SPARKOPS_FLUSH_HOLD_MAX samples, the oldest
         dropped first (said in the log); the error is raised."""
-        pending, self.pending = self.pending, polling.PendingWrites(self.pending.batch.series)
+        pending, self.pending = self.pending, PendingWrites(self.pending.batch.series)
         self.flushed_at = time.monotonic()
         if pending:
             try:
@@ -433,7 +300,7 @@ class ResidentPoller:
             if not self._flush_or_hold() and self.roles_at is not None:
                 self.roles_at = time.monotonic()
                 return
-            self.engines, self.leader = fleet_roles(host=self.host, hosts=fleet_hosts())
+            self.engines, self.leader = fleet.fleet_roles(host=self.host, hosts=fleet.fleet_hosts())
             self.roles_at = time.monotonic()
 
     def metrics_tick(self, engines=None) -> TickResult:
@@ -441,19 +308,19 @@ class ResidentPoller:
         live. ENGINES: poll these rather than the owned engines that are due (`poll --once`)."""
         self._read_roles_if_due()
         host = self.host
-        due = engines_due(self.engines) if engines is None else list(engines)
+        due = fleet.engines_due(self.engines) if engines is None else list(engines)
         own = [e for e in self.engines if e.host_id == host.pk]
         self._metrics_started = time.monotonic()
         self._metrics_idle.clear()
         try:
             # 1. Collect: the host's sources, then every due engine at once (no transaction open).
             host_key = StateKey("host", host.pk)
-            polling.states_read(self.states, [host_key])
-            collected = polling.host_collect(host=host, engines=own, state=self.states[host_key])
+            fetch.states_read(self.states, [host_key])
+            collected = fetch.host_collect(host=host, engines=own, state=self.states[host_key])
             self.states[host_key] = collected.state
             self.states.update({StateKey("unit", pk): info for pk, info in collected.unit_infos.items()})
             wanted, self.accounts_wanted = self.accounts_wanted, set()
-            answers = polling.engines_fetch(
+            answers = fetch.engines_fetch(
                 engines=due,
                 states=self.states,
                 inflight=self.inflight,
@@ -483,7 +350,7 @@ class ResidentPoller:
         self._guard("live push", self.live.host_polled, host, collected.reading)
         self._guard("live push", self.live.engines_polled, polled)
         # 5. Hand the launch duty (its own thread) what it follows.
-        accounts = {e.pk: polling.engine_account(self.states.get(StateKey("engine", e.pk))) for e in own}
+        accounts = {e.pk: fetch.engine_account(self.states.get(StateKey("engine", e.pk))) for e in own}
         self.launch_inputs.append(
             LaunchInput(
                 host,
@@ -495,113 +362,10 @@ class ResidentPoller:
         )
         return TickResult(collected.reading, polled)
 
-    def _rearm(self, own, units, polled):
-        """Point the exit watcher at the main processes this tick's `systemctl show` read and the
-        journal follower at the units; say on each polled engine's reading how it is watched."""
-        mains = {}
-        if self.exit_watch is not None:
-            mains = {e.pk: (units.get(e.unit) or {}).get("MainPID") or 0 for e in own if e.unit}
-            self.exit_watch.watch(mains)
-            self.journal.follow(
-                [e.unit for e in own if e.unit and e.unit_scope != "user"],
-                [e.unit for e in own if e.unit and e.unit_scope == "user"],
-            )
-        probe = f"probe every {self.liveness_interval:g} s"
-        for engine, reading in polled:
-            reading["watched"] = EXIT_SEEN if mains.get(engine.pk) else probe
-
-    def exit_seen(self, engine_pk, pid, what):
-        """A watched process of engine ENGINE_PK exited (the exit watcher's thread): the finding a
-        failed probe makes, now — Engine.status, the unit read as it settles, the alert rules
-        (engine_down with its cause), the live card. The probe confirms later and stays the
-        backstop; both evaluate under one lock, so the death is one alert."""
-        from dashboard.collectors import unitnow
-
-        engine = next((e for e in self.engines if e.pk == engine_pk), None)
-        if engine is None or not engine.expected_up or self._stop.is_set():
-            return
-        if self.lease is not None and not self.lease.holds():
-            return
-        main = what == "main process"
-        reason = f"its {what} (pid {pid}) exited" + ("" if main else " while the API server runs")
-        seen = time.monotonic()
-        try:
-            with self._liveness_lock:
-                finding = polling.liveness_record(polling.Liveness(engine, "down", reason, True, timezone.now()))
-                self.exited_at[engine.pk] = finding.checked_at
-                recorded = time.monotonic()
-                if unitnow.is_local(engine):
-                    finding.unit_now = self._unit_at_exit(engine, pid if main else None)
-                read = time.monotonic()
-                self._guard("alert rules", evaluate_liveness, finding, memory=self.alerts)
-                evaluated = time.monotonic()
-                self._guard("send now", self._send_now, engine)
-                self._guard("live push", self.live.liveness, finding)
-        finally:
-            close_old_connections()
-        log.info(
-            "resident poller (%s): %s %s; status stored in %.0f ms, unit read in %.0f ms, rules in %.0f ms",
-            self.host_name,
-            engine.name,
-            reason,
-            (recorded - seen) * 1000,
-            (read - recorded) * 1000,
-            (evaluated - read) * 1000,
-        )
-
-    def _send_now(self, engine):
-        """Send the pages the exit just raised from here, on a thread of their own, rather than
-        after a broker round trip (the `alerts.deliver` task queued for them finds them claimed:
-        `outbox.delivery_send` claims a row with a conditional UPDATE, so each is sent once)."""
-        from dashboard.alerts.models import Delivery
-        from dashboard.alerts.outbox import delivery_send
-
-        ids = list(
-            Delivery.objects.filter(
-                event__engine=engine, event__rule="engine_down", transition="firing", status="pending"
-            ).values_list("pk", flat=True)
-        )
-
-        def send():
-            try:
-                for pk in ids:
-                    delivery_send(delivery_id=pk)
-            except Exception:
-                log.exception(
-                    "resident poller (%s): sending a page at once failed; the outbox retries it", self.host_name
-                )
-            finally:
-                connection.close()
-
-        if ids:
-            threading.Thread(target=send, name=f"sparkops-page-{engine.pk}", daemon=True).start()
-
-    def _unit_at_exit(self, engine, pid):
-        """ENGINE's unit (`unitnow.UnitNow`) once systemd has seen its main process PID exit (at
-        most EXIT_SETTLE_S), with the cause lines the journal follower already holds (read from
-        the journal only when it holds none)."""
-        from dashboard.collectors import unitnow
-
-        deadline = time.monotonic() + EXIT_SETTLE_S
-        props = unitnow._props(engine)
-        while (
-            pid is not None
-            and props is not None
-            and props.get("ActiveState") == "active"
-            and props.get("MainPID") == pid
-            and time.monotonic() < deadline
-        ):
-            self._stop.wait(0.01)
-            props = unitnow._props(engine)
-        fatal, limit = self.journal.cause(engine.unit) if self.journal is not None else ("", "")
-        if not fatal:
-            fatal, limit = unitnow._journal_lines(engine)
-        return unitnow.UnitNow(props, fatal, limit)
-
     def launch_tick(self):
         """The launch duty: follow the engines' starts through every metrics tick's readings
         since the last launch tick, then observe how the engines were launched when due
-        (`services/launchconfig.Observer.tick`: a time check on most ticks; every 60 s, and at
+        (`launch/observer.Observer.tick`: a time check on most ticks; every 60 s, and at
         once when a unit or an engine's status moved, a read). The snapshots it made."""
         from dashboard.services.launchconfig import Observer
 
@@ -633,12 +397,12 @@ class ResidentPoller:
             self._metrics_idle.wait(METRICS_WAIT_S - running_for)
         engines, now = self.engines, time.time()  # the metrics thread may swap the list meanwhile
         answered = {pk: at for pk, at in self.answered.items() if now - at < self.liveness_interval / 2}
-        probed = polling.engines_probe(
+        probed = liveness.engines_probe(
             engines=[e for e in engines if e.pk not in answered], keep_down=self.down_by_metrics
         )
         findings = [f for f in probed if not (f.up and f.engine.pk in self.down_by_metrics)]
         findings += [
-            polling.liveness_record(polling.Liveness(e, "up", "", False, e.last_poll_at))
+            liveness.liveness_record(liveness.Liveness(e, "up", "", False, e.last_poll_at))
             for e in engines
             if e.pk in answered
         ]
@@ -656,49 +420,3 @@ class ResidentPoller:
             fn(*args, **kwargs)
         except Exception:
             log.exception("resident poller (%s): %s failed", self.host_name, what)
-
-
-def poll_once(*, host_name=None, engines=None):
-    """`sparkops poll --once`: one tick of a poller of its own over ENGINES (default every
-    watched engine), then a flush; the `poll --json` object."""
-    poller = ResidentPoller(host_name or settings.SPARKOPS_HOST_NAME, duties={}, flush_interval=0)
-    if engines is None:
-        engines = Engine.objects.select_related("host").filter(retired_at__isnull=True).order_by("pk")
-    try:
-        result = poller.metrics_tick(engines=list(engines))
-        poller.flush()
-        poller._guard("launch config", poller.launch_tick)
-    finally:
-        runner.close()
-    host = result.host
-    return {
-        "time": timezone.now().isoformat(),
-        "engines": [reading for _, reading in result.engines],
-        "host": host["host"],
-        "gpus": host["gpus"],
-        "gpu_state": host["gpu_state"],
-        "processes": host["processes"],
-        "kernel_lines": host["kernel_lines"],
-    }
-
-
-class PollerStep(bootsteps.StartStopStep):
-    """Runs a ResidentPoller for `app.conf.sparkops_poller_host` alongside the worker: it
-    starts when the worker starts and stops on the worker's warm shutdown."""
-
-    label = "SparkOps resident poller"
-
-    def __init__(self, worker, **kwargs):
-        super().__init__(worker, **kwargs)
-        self.poller = None
-
-    def start(self, worker):
-        host_name = worker.app.conf.sparkops_poller_host
-        self.poller = ResidentPoller(host_name, lease=PollerLease(host_name)).start()
-
-    def stop(self, worker):
-        if self.poller is not None:
-            self.poller.stop()
-            self.poller = None
-
-    shutdown = stop

@@ -15,7 +15,7 @@
   the cause is in memory when the death is seen, not read after it.
 
 Neither raises an alert: the poller's `exit_seen` turns an exit into the same liveness finding a
-failed probe makes (`polling.liveness_record`, the unit read, `evaluate_liveness`), under the lock
+failed probe makes (`liveness.liveness_record`, the unit read, `evaluate_liveness`), under the lock
 the probe takes too, so a death is one alert whichever saw it first. The probe stays the backstop
 (remote engines, a lost event, a hang)."""
 

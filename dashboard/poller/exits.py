@@ -1,0 +1,146 @@
+"""The poller's side of a death seen at once (`ExitPath`, mixed into the ResidentPoller).
+
+The exit watch (`exitwatch.py`: a pidfd for each watched unit's main process and its
+engine-core children, and the units' journal followed) calls `exit_seen` from its own thread
+when a watched process exits. It makes the same finding a failed probe makes, evaluated under
+the probe's lock, so a death is one alert whichever saw it first; the probe stays the backstop
+and sees hangs. Every metrics tick re-arms the watch with the MainPIDs it read (`_rearm`)."""
+
+import logging
+import threading
+import time
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.utils import timezone
+
+from dashboard.alerts.evaluate import evaluate_liveness
+from dashboard.poller import liveness
+
+log = logging.getLogger(__name__)
+# After a main process exits, wait at most this long for its unit to say so. systemd reaps in tens
+# of ms on a quiet box; at load 8 CI once saw it still "active" with the old MainPID after 0.5 s, and
+# the page went out without systemd's cause. A page a second later with its cause beats one at once
+# without it; the wait ends as soon as the unit has moved on.
+EXIT_SETTLE_S = 2.0
+EXIT_SEEN = "exit seen at once"  # the card's words for an engine whose process this worker watches
+
+
+class ExitPath:
+    """The exit watch's start, re-arming and findings, for a ResidentPoller: it uses the
+    poller's engines, lease, liveness lock, alert memory, live publisher and `_guard`, and
+    fills its `exit_watch`, `journal` and `exited_at`."""
+
+    def _start_exit_watch(self):
+        from dashboard.poller import exitwatch
+
+        if not settings.SPARKOPS_EXIT_WATCH:
+            return
+        if not exitwatch.pidfd_supported():
+            log.info("resident poller (%s): no pidfds here; deaths are seen by the probe", self.host_name)
+            return
+        self.exit_watch = exitwatch.ExitWatcher(self.exit_seen, name=f"sparkops-exits-{self.host_name}").start()
+        self.journal = exitwatch.JournalFollower(name=f"sparkops-journal-{self.host_name}").start()
+
+    def _rearm(self, own, units, polled):
+        """Point the exit watcher at the main processes this tick's `systemctl show` read and the
+        journal follower at the units; say on each polled engine's reading how it is watched."""
+        mains = {}
+        if self.exit_watch is not None:
+            mains = {e.pk: (units.get(e.unit) or {}).get("MainPID") or 0 for e in own if e.unit}
+            self.exit_watch.watch(mains)
+            self.journal.follow(
+                [e.unit for e in own if e.unit and e.unit_scope != "user"],
+                [e.unit for e in own if e.unit and e.unit_scope == "user"],
+            )
+        probe = f"probe every {self.liveness_interval:g} s"
+        for engine, reading in polled:
+            reading["watched"] = EXIT_SEEN if mains.get(engine.pk) else probe
+
+    def exit_seen(self, engine_pk, pid, what):
+        """A watched process of engine ENGINE_PK exited (the exit watcher's thread): the finding a
+        failed probe makes, now — Engine.status, the unit read as it settles, the alert rules
+        (engine_down with its cause), the live card. The probe confirms later and stays the
+        backstop; both evaluate under one lock, so the death is one alert."""
+        from dashboard.collectors import unitnow
+
+        engine = next((e for e in self.engines if e.pk == engine_pk), None)
+        if engine is None or not engine.expected_up or self._stop.is_set():
+            return
+        if self.lease is not None and not self.lease.holds():
+            return
+        main = what == "main process"
+        reason = f"its {what} (pid {pid}) exited" + ("" if main else " while the API server runs")
+        seen = time.monotonic()
+        try:
+            with self._liveness_lock:
+                finding = liveness.liveness_record(liveness.Liveness(engine, "down", reason, True, timezone.now()))
+                self.exited_at[engine.pk] = finding.checked_at
+                recorded = time.monotonic()
+                if unitnow.is_local(engine):
+                    finding.unit_now = self._unit_at_exit(engine, pid if main else None)
+                read = time.monotonic()
+                self._guard("alert rules", evaluate_liveness, finding, memory=self.alerts)
+                evaluated = time.monotonic()
+                self._guard("send now", self._send_now, engine)
+                self._guard("live push", self.live.liveness, finding)
+        finally:
+            close_old_connections()
+        log.info(
+            "resident poller (%s): %s %s; status stored in %.0f ms, unit read in %.0f ms, rules in %.0f ms",
+            self.host_name,
+            engine.name,
+            reason,
+            (recorded - seen) * 1000,
+            (read - recorded) * 1000,
+            (evaluated - read) * 1000,
+        )
+
+    def _send_now(self, engine):
+        """Send the pages the exit just raised from here, on a thread of their own, rather than
+        after a broker round trip (the `alerts.deliver` task queued for them finds them claimed:
+        `outbox.delivery_send` claims a row with a conditional UPDATE, so each is sent once)."""
+        from dashboard.alerts.models import Delivery
+        from dashboard.alerts.outbox import delivery_send
+
+        ids = list(
+            Delivery.objects.filter(
+                event__engine=engine, event__rule="engine_down", transition="firing", status="pending"
+            ).values_list("pk", flat=True)
+        )
+
+        def send():
+            try:
+                for pk in ids:
+                    delivery_send(delivery_id=pk)
+            except Exception:
+                log.exception(
+                    "resident poller (%s): sending a page at once failed; the outbox retries it", self.host_name
+                )
+            finally:
+                connection.close()
+
+        if ids:
+            threading.Thread(target=send, name=f"sparkops-page-{engine.pk}", daemon=True).start()
+
+    def _unit_at_exit(self, engine, pid):
+        """ENGINE's unit (`unitnow.UnitNow`) once systemd has seen its main process PID exit (at
+        most EXIT_SETTLE_S), with the cause lines the journal follower already holds (read from
+        the journal only when it holds none)."""
+        from dashboard.collectors import unitnow
+
+        deadline = time.monotonic() + EXIT_SETTLE_S
+        props = unitnow._props(engine)
+        while (
+            pid is not None
+            and props is not None
+            and props.get("ActiveState") == "active"
+            and props.get("MainPID") == pid
+            and time.monotonic() < deadline
+        ):
+            self._stop.wait(0.01)
+            props = unitnow._props(engine)
+        fatal, limit = self.journal.cause(engine.unit) if self.journal is not None else ("", "")
+        if not fatal:
+            fatal, limit = unitnow._journal_lines(engine)
+        return unitnow.UnitNow(props, fatal, limit)

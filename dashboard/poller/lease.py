@@ -1,0 +1,76 @@
+"""One poller per box: the box's lease in Redis (`PollerLease`).
+
+A second worker started for the same host (a scaled compose service, `sparkops up` beside a
+hand-started worker) finds the lease taken and polls nothing until the holder is gone, so no
+engine is sampled twice. Extra task-only workers: `sparkops worker --no-poller`."""
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+
+class PollerLease:
+    """The right to poll one host, held in Redis by one poller at a time.
+
+    Taken with SET NX and renewed (only by its holder) every `RENEW_S` for `TTL_S`, so a
+    poller that dies frees the box within TTL_S. Redis unreachable: poll anyway (a box
+    polled twice for a while is better than a box not watched)."""
+
+    TTL_S, RENEW_S = 15.0, 5.0
+    _RENEW = (
+        "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
+    )
+    _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+
+    def __init__(self, host_name, url=None):
+        import redis
+
+        self.key = f"{settings.SPARKOPS_CHANNEL_PREFIX}:poller:{host_name}"
+        self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.client = redis.Redis.from_url(
+            url or settings.CELERY_BROKER_URL, socket_timeout=1.0, socket_connect_timeout=1.0
+        )
+        self.held, self.checked_at, self.warned = False, float("-inf"), False
+        self._lock = threading.Lock()  # the probe and metrics threads both ask
+
+    def holds(self):
+        """Whether this poller may poll now (asks Redis at most every RENEW_S)."""
+        with self._lock:
+            return self._holds()
+
+    def _holds(self):
+        now = time.monotonic()
+        if now - self.checked_at < self.RENEW_S:
+            return self.held
+        self.checked_at = now
+        ttl_ms = int(self.TTL_S * 1000)
+        try:
+            if self.held:
+                self.held = bool(self.client.eval(self._RENEW, 1, self.key, self.token, ttl_ms))
+            if not self.held:
+                self.held = bool(self.client.set(self.key, self.token, nx=True, px=ttl_ms))
+                if not self.held and not self.warned:
+                    log.warning(
+                        "another poller holds %s (%s): this worker polls nothing until it is gone; "
+                        "run extra workers with --no-poller",
+                        self.key,
+                        self.client.get(self.key),
+                    )
+                    self.warned = True
+        except Exception as exc:  # Redis down: fail open
+            log.warning("poller lease %s unknown (%s): polling anyway", self.key, exc)
+            self.held = True
+        return self.held
+
+    def release(self):
+        try:
+            self.client.eval(self._RELEASE, 1, self.key, self.token)
+        except Exception:
+            pass  # it expires on its own
