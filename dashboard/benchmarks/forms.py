@@ -4,10 +4,10 @@ from django import forms
 
 from dashboard.forms import ids
 from dashboard.forms.bounds import bound_widgets
+from dashboard.measured.services import parse_cron
 from dashboard.models import Engine
 
 from .models import PairRun, Profile
-from .schedule import parse_cron
 
 
 class SamplingCronMixin:

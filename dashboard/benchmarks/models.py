@@ -5,6 +5,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.db import models
 
+from dashboard.measured.models import MeasuredRun
 from dashboard.models.fleet import NAME_VALIDATOR
 
 from .spec import RunSpec
@@ -111,14 +112,7 @@ class Profile(models.Model):
         return RunSpec.from_profile(self)
 
 
-class Run(models.Model):
-    class Status(models.TextChoices):
-        QUEUED = "queued", "queued"
-        RUNNING = "running", "running"
-        DONE = "done", "done"
-        FAILED = "failed", "failed"
-        REFUSED = "refused", "refused"
-
+class Run(MeasuredRun):
     class Trigger(models.TextChoices):
         MANUAL = "manual", "manual"
         SCHEDULED = "scheduled", "scheduled"
@@ -129,38 +123,32 @@ class Run(models.Model):
 
     profile = models.ForeignKey(Profile, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
     engine = models.ForeignKey("dashboard.Engine", on_delete=models.PROTECT, related_name="bench_runs")
-    params_hash = models.CharField(max_length=16, db_index=True)
     trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.MANUAL)
-    status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
-    reason = models.TextField(blank=True, help_text="Why it was refused or failed")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    config = models.JSONField(
-        default=dict, blank=True, help_text="Everything that was measured: params, models, version, KV pool, window"
-    )
-    conditions = models.JSONField(default=dict, blank=True, help_text="GPU clock, PSI, neighbours, at start and end")
-    tainted = models.BooleanField(default=False)
-    taint_reasons = models.JSONField(default=list, blank=True)
     checks = models.JSONField(default=list, blank=True, help_text="Cold/follow-up cache and depth verification")
     stats = models.JSONField(default=dict, blank=True)
     done_reps = models.PositiveIntegerField(default=0)
     total_reps = models.PositiveIntegerField(default=0)
-    regression = models.BooleanField(default=False)
-    regression_detail = models.JSONField(default=dict, blank=True)
     pair = models.ForeignKey("PairRun", null=True, blank=True, on_delete=models.CASCADE, related_name="runs")
     phase = models.CharField(max_length=4, blank=True, help_text="solo | both (co-residency)")
     sweep = models.ForeignKey("Sweep", null=True, blank=True, on_delete=models.CASCADE, related_name="cells")
     sweep_value = models.PositiveIntegerField(null=True, blank=True, help_text="This cell's value on the sweep's axis")
 
-    class Meta:
-        ordering = ["-created_at"]
+    PROGRESS_EVENT = "bench.progress"
+
+    class Meta(MeasuredRun.Meta):
         # the trend chart and the regression baseline: one profile's runs by hash, newest first
         indexes = [models.Index(fields=["profile", "params_hash", "created_at"], name="bench_run_trend")]
 
     def __str__(self):
         return f"run {self.pk} {self.engine} {self.status}"
+
+    def counts(self):
+        return self.done_reps, self.total_reps
+
+    def stale_budget_s(self):
+        params = self.config.get("params") or {}
+        arrivals = (self.config.get("rate") or {}).get("duration_s", 0)  # a rate run sends for its whole duration
+        return params.get("timeout_s", 600) * (params.get("reps", 3) + 3) + arrivals
 
     @property
     def decode_median(self):

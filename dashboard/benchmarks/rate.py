@@ -19,7 +19,7 @@ from .bounds import spec_problems
 from .client import stream_chat
 from .conditions import conditions_snapshot, config_snapshot
 from .models import MAX_DEPTH, MAX_OUTPUT, Run
-from .services import _claim, _progress, _save_round, run_finish, run_refuse
+from .services import run_finish, save_round
 from .session import BenchSession, CalibrationError
 from .spec import RunSpec
 from .stats import summarize
@@ -114,9 +114,9 @@ async def _send_all(session, offsets):
 
 def rate_execute(*, run):
     """Execute a queued rate run end to end; engine faults are recorded, never raised."""
-    if not _claim(run):
+    if not run.claim():
         return run
-    _progress(run)
+    run.progress()
     spec, cfg = RunSpec.from_dict(run.config["params"]), run.config["rate"]
     offsets = arrival_offsets(
         rate=cfg["rate_rps"], duration_s=cfg["duration_s"], arrival=cfg["arrival"], seed=cfg["seed"]
@@ -130,7 +130,7 @@ def rate_execute(*, run):
                 window = (run.engine.latest or {}).get("window") or session.info.get("window")
                 refusal = preflight(spec=spec, window=window, engine_status=run.engine.status)
                 if refusal:
-                    return run_refuse(run=run, reason=refusal)
+                    return run.refuse(refusal)
                 runner.run(session.calibrate())
                 run.config = {**config_snapshot(engine=run.engine, spec=spec, info=session.info), "rate": cfg}
                 run.config["warmup"] = {"ok": runner.run(session.warmup()).bucket is None}
@@ -141,17 +141,10 @@ def rate_execute(*, run):
             finally:
                 runner.run(session.close())
     except CalibrationError as exc:
-        run.status, run.reason, run.finished_at = (
-            Run.Status.FAILED,
-            f"could not build the prompt: {exc}",
-            timezone.now(),
-        )
-        run.save(update_fields=["status", "reason", "finished_at", "config"])
-        _progress(run)
-        return run
+        return run.end(Run.Status.FAILED, f"could not build the prompt: {exc}", also=("config",))
     reps = []
     for i, result in enumerate(results):
-        reps += _save_round(run, i, [result], spec, anchor)
+        reps += save_round(run, i, [result], spec, anchor)
     run = run_finish(run=run, spec=spec, reps=reps, before=before)
     run.stats = {**run.stats, "rate": goodput(reps, cfg, wall)}
     run.save(update_fields=["stats"])

@@ -14,8 +14,6 @@ from datetime import UTC, datetime
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
-
 from .client import check_output, measure
 from .conditions import conditions_snapshot, config_snapshot, taint_reasons
 from .models import Repetition, Run
@@ -53,37 +51,8 @@ def run_enqueue(*, profile, user=None, trigger=Run.Trigger.MANUAL):
     return run
 
 
-def _claim(run):
-    """Queued → running, once: a redelivered task finds nothing to do."""
-    claimed = Run.objects.filter(pk=run.pk, status=Run.Status.QUEUED).update(
-        status=Run.Status.RUNNING, started_at=timezone.now()
-    )
-    run.refresh_from_db()
-    return claimed == 1
-
-
-def _progress(run):
-    publish_on_commit(
-        GROUP_ALL,
-        LiveEvent(
-            type="bench.progress",
-            payload={"run": run.pk, "done": run.done_reps, "total": run.total_reps, "status": run.status},
-        ),
-    )
-
-
-def run_refuse(*, run, reason):
-    run.status, run.reason, run.finished_at = Run.Status.REFUSED, reason, timezone.now()
-    run.save(update_fields=["status", "reason", "finished_at"])
-    _progress(run)
-    return run
-
-
 def _fail(run, reason):
-    run.status, run.reason, run.finished_at = Run.Status.FAILED, reason[:2000], timezone.now()
-    run.save(update_fields=["status", "reason", "finished_at", "stats", "checks", "config"])
-    _progress(run)
-    return run
+    return run.end(Run.Status.FAILED, reason, also=("stats", "checks", "config"))
 
 
 def _wall(t_mono, anchor):
@@ -91,7 +60,8 @@ def _wall(t_mono, anchor):
     return datetime.fromtimestamp(anchor[1] + (t_mono - anchor[0]), tz=UTC)
 
 
-def _save_round(run, index, results, spec, anchor):
+def save_round(run, index, results, spec, anchor):
+    """One round's requests as Repetition rows (checked against the pinned output), counted on the run."""
     rows = []
     for stream, result in enumerate(results):
         check_output(result, spec.output_tokens)
@@ -131,7 +101,7 @@ def _save_round(run, index, results, spec, anchor):
     Repetition.objects.bulk_create(rows)
     run.done_reps += len(rows)
     run.save(update_fields=["done_reps"])
-    _progress(run)
+    run.progress()
     return rows
 
 
@@ -156,7 +126,7 @@ def _measure(run, spec, runner, anchor, ready=None):
             ready()
         reps = []
         for index in range(spec.reps):
-            reps += _save_round(run, index, runner.run(session.round(index)), spec, anchor)
+            reps += save_round(run, index, runner.run(session.round(index)), spec, anchor)
         return None, reps
     finally:
         runner.run(session.close())
@@ -173,9 +143,9 @@ def _brief(result):
 
 def run_execute(*, run, partner_ids=(), ready=None):
     """Execute a queued run end to end; never raises for engine faults (they are recorded)."""
-    if not _claim(run):
+    if not run.claim():
         return run
-    _progress(run)
+    run.progress()
     spec = RunSpec.from_dict(run.config["params"])
     before = conditions_snapshot(engine=run.engine, partner_ids=partner_ids)
     anchor = (time.monotonic(), timezone.now().timestamp())
@@ -185,7 +155,7 @@ def run_execute(*, run, partner_ids=(), ready=None):
     except CalibrationError as exc:
         return _fail(run, f"could not build the prompt to depth {spec.depth}: {exc}")
     if refusal:
-        return run_refuse(run=run, reason=refusal)
+        return run.refuse(refusal)
     return run_finish(run=run, spec=spec, reps=reps, before=before, partner_ids=partner_ids)
 
 
@@ -211,7 +181,7 @@ def run_finish(*, run, spec, reps, before, partner_ids=()):
     else:
         run.status = Run.Status.DONE
     run.save()
-    _progress(run)
+    run.progress()
     if run.trigger == Run.Trigger.SCHEDULED:
         from .regression import regression_check
 

@@ -6,13 +6,14 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from dashboard.measured.services import profile_cron
 from dashboard.params import ParamError, int_param
 from dashboard.roles import role_required
 
 from .forms import PairForm, ProfileForm
 from .models import PairRun, Profile, Run, Sweep
 from .pair import pair_create
-from .schedule import profile_cron, profile_set_schedule
+from .schedule import profile_set_schedule
 from .selectors import profile_trend, runs_for_compare
 from .services import run_enqueue, run_summary
 

@@ -224,7 +224,7 @@ def experiments_sweep_stale(*, margin_s=None):
 
     from django.db.models import Max, Q
 
-    from dashboard.benchmarks.schedule import STALE_MARGIN_S
+    from dashboard.measured.services import STALE_MARGIN_S
 
     cutoff = timezone.now() - timedelta(seconds=STALE_MARGIN_S if margin_s is None else margin_s)
     busy = [Run.Status.QUEUED, Run.Status.RUNNING]  # a probe run's statuses are the same words

@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from dashboard.measured.models import MeasuredRun
 from dashboard.models.fleet import NAME_VALIDATOR
 
 from .spec import KINDS, MAX_DECOYS, MAX_REPS, MAX_TIMEOUT_S, MAX_TOKENS, ProbeSpec, parse_depths
@@ -91,14 +92,7 @@ class ProbeProfile(models.Model):
         return ProbeSpec.from_profile(self)
 
 
-class ProbeRun(models.Model):
-    class Status(models.TextChoices):
-        QUEUED = "queued", "queued"
-        RUNNING = "running", "running"
-        DONE = "done", "done"
-        FAILED = "failed", "failed"
-        REFUSED = "refused", "refused"
-
+class ProbeRun(MeasuredRun):
     class Trigger(models.TextChoices):
         MANUAL = "manual", "manual"
         SCHEDULED = "scheduled", "scheduled"
@@ -107,33 +101,34 @@ class ProbeRun(models.Model):
     profile = models.ForeignKey(ProbeProfile, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
     engine = models.ForeignKey("dashboard.Engine", on_delete=models.PROTECT, related_name="probe_runs")
     kind = models.CharField(max_length=10)
-    params_hash = models.CharField(max_length=16, db_index=True)
     trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.MANUAL)
-    status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
+    # The shared fields whose description is the probes' own.
     reason = models.TextField(blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
     config = models.JSONField(default=dict, blank=True, help_text="params, engine, model, version, window")
     conditions = models.JSONField(default=dict, blank=True)
-    tainted = models.BooleanField(default=False)
-    taint_reasons = models.JSONField(default=list, blank=True)
     result = models.JSONField(default=dict, blank=True, help_text="the kind's table and verdict")
     passed = models.BooleanField(null=True, help_text="every case scored good; None when not scored")
     headline = models.CharField(max_length=200, blank=True)
     done_cases = models.PositiveIntegerField(default=0)
     total_cases = models.PositiveIntegerField(default=0)
-    regression = models.BooleanField(default=False)
-    regression_detail = models.JSONField(default=dict, blank=True)
 
-    class Meta:
-        ordering = ["-created_at"]
+    PROGRESS_EVENT = "probe.progress"
+
+    class Meta(MeasuredRun.Meta):
         # the trend and the last good run: one profile's runs by hash, newest first
         indexes = [models.Index(fields=["profile", "params_hash", "created_at"], name="probe_run_trend")]
 
     def __str__(self):
         return f"probe run {self.pk} {self.kind} {self.engine} {self.status}"
+
+    def counts(self):
+        return self.done_cases, self.total_cases
+
+    def stale_budget_s(self):
+        """Every case timing out (at least 8, or the needle's depths × reps × corpora), plus two."""
+        params = self.config.get("params") or {}
+        cases = max(self.total_cases, 2 * len(params.get("depths") or [1]) * params.get("reps", 3), 8)
+        return params.get("timeout_s", 600) * (cases + 2)
 
 
 class ProbeCase(models.Model):

@@ -1,15 +1,9 @@
-"""Probe scheduling: each profile's cron in django-celery-beat (PeriodicTask + CrontabSchedule), parsed
-and shown by the benchmarks' helpers. A scheduled probe waits like a scheduled benchmark: a run row at
-once, queued with the reason while an engine of its box is starting, released by the beat sweep."""
+"""Probe scheduling: each profile's cron in django-celery-beat (PeriodicTask + CrontabSchedule). A
+scheduled probe waits like a scheduled benchmark (the lifecycle of every measured run, in
+dashboard/measured/services.py): a run row at once, queued with the reason while an engine of its
+box is starting, released by the beat sweep."""
 
-from dashboard.benchmarks.conditions import box_starting, engine_busy  # the benchmarks' gates, shared
-from dashboard.benchmarks.schedule import (  # noqa: F401 (profile_cron: shared)
-    cron_set_schedule,
-    fail_overdue,
-    postpone,
-    profile_cron,
-    release_postponed,
-)
+from dashboard.measured.services import cron_set_schedule, fail_overdue, release_postponed, run_scheduled
 
 
 def probe_set_schedule(*, profile, cron, enabled=True):
@@ -23,43 +17,24 @@ def profile_run_scheduled(*, profile):
     """One scheduled run of PROFILE, here and now, or postponed (queued, saying why) while an engine of
     its box is inside its start; `probe_runs_release_postponed` releases or refuses it."""
     from .models import ProbeRun
-    from .services import _end, _progress, probe_run_create, probe_run_execute
+    from .services import probe_run_create, probe_run_execute
 
     run = probe_run_create(
         engine=profile.engine, spec=profile.spec(), profile=profile, trigger=ProbeRun.Trigger.SCHEDULED
     )
-    why = box_starting(profile.engine)
-    if why:
-        return postpone(run, why, progress=_progress)
-    busy = engine_busy(profile.engine, asking=run)
-    if busy:
-        return _end(run, ProbeRun.Status.REFUSED, busy)
-    return probe_run_execute(run=run)
+    return run_scheduled(run, execute=probe_run_execute)
 
 
 def probe_runs_release_postponed(*, now=None):
-    """The postponed scheduled probe runs (the benchmarks' `release_postponed`). Returns the number released."""
+    """The postponed scheduled probe runs, released, postponed again or refused. Returns the number released."""
     from .models import ProbeRun
-    from .services import _end, _progress
     from .tasks import probe_run_execute_task
 
-    return release_postponed(
-        ProbeRun,
-        execute=probe_run_execute_task,
-        refuse=lambda run, reason: _end(run, ProbeRun.Status.REFUSED, reason),
-        progress=_progress,
-        now=now,
-    )
+    return release_postponed(ProbeRun, execute=probe_run_execute_task, now=now)
 
 
 def probe_runs_sweep_stale():
-    """Runs left "running" past their time budget (every case timing out, plus a margin) by a worker that
-    died: failed with the reason, by a conditional UPDATE. Returns how many."""
+    """Probe runs whose worker died mid-run (no result within `ProbeRun.stale_budget_s`), failed. Returns how many."""
     from .models import ProbeRun
 
-    def budget(run):
-        params = run.config.get("params") or {}
-        cases = max(run.total_cases, 2 * len(params.get("depths") or [1]) * params.get("reps", 3), 8)
-        return params.get("timeout_s", 600) * (cases + 2)
-
-    return fail_overdue(ProbeRun, budget)
+    return fail_overdue(ProbeRun)

@@ -15,7 +15,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard.benchmarks.conditions import conditions_snapshot, taint_reasons
-from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
 
 from .contract import ContractProbe
 from .haystack import CorpusError
@@ -59,31 +58,11 @@ def probe_run_enqueue(*, profile, user=None, trigger=ProbeRun.Trigger.MANUAL):
     return run
 
 
-def _claim(run):
-    claimed = ProbeRun.objects.filter(pk=run.pk, status=ProbeRun.Status.QUEUED).update(
-        status=ProbeRun.Status.RUNNING, started_at=timezone.now()
-    )
-    run.refresh_from_db()
-    return claimed == 1
-
-
-def _progress(run):
-    payload = {"run": run.pk, "done": run.done_cases, "total": run.total_cases, "status": run.status}
-    publish_on_commit(GROUP_ALL, LiveEvent(type="probe.progress", payload=payload))
-
-
-def _end(run, status, reason):
-    run.status, run.reason, run.finished_at = status, reason[:2000], timezone.now()
-    run.save()
-    _progress(run)
-    return run
-
-
 def _save_case(run, index, data):
     ProbeCase.objects.create(run=run, index=index, **data)
     run.done_cases = index + 1
     run.save(update_fields=["done_cases"])
-    _progress(run)
+    run.progress()
 
 
 def _window(run, session):
@@ -102,7 +81,7 @@ def _measure(run, spec, runner):
         run.config = {**run.config, **_config(run, spec, session)}
         run.config["warmup"] = _brief(runner.run(session.warmup()))
         run.save(update_fields=["config", "total_cases"])
-        _progress(run)
+        run.progress()
         cases = []
         for index, job in enumerate(probe.jobs()):
             data = runner.run(job())
@@ -136,20 +115,20 @@ def _brief(result):
 
 def probe_run_execute(*, run):
     """Execute a queued run end to end; never raises for engine faults (they are recorded)."""
-    if not _claim(run):
+    if not run.claim():
         return run
-    _progress(run)
+    run.progress()
     spec = ProbeSpec.from_dict(run.config["params"])
     before = conditions_snapshot(engine=run.engine)
     try:
         with asyncio.Runner() as runner:
             refusal, probe, cases = _measure(run, spec, runner)
     except CorpusError as exc:
-        return _end(run, ProbeRun.Status.FAILED, str(exc))
+        return run.end(ProbeRun.Status.FAILED, str(exc))
     except TokenizeError as exc:
-        return _end(run, ProbeRun.Status.FAILED, f"could not count the haystack's tokens on the engine: {exc}")
+        return run.end(ProbeRun.Status.FAILED, f"could not count the haystack's tokens on the engine: {exc}")
     if refusal:
-        return _end(run, ProbeRun.Status.REFUSED, refusal)
+        return run.refuse(refusal)
     return probe_run_finish(run=run, probe=probe, cases=cases, before=before)
 
 
@@ -172,7 +151,7 @@ def probe_run_finish(*, run, probe, cases, before):
         run.status = ProbeRun.Status.DONE
     run.result["errors"] = dict(errors)
     run.save()
-    _progress(run)
+    run.progress()
     if run.profile_id is not None:
         from .regression import quality_check
 

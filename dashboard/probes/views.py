@@ -6,11 +6,12 @@ from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from dashboard.measured.services import profile_cron
 from dashboard.roles import role_required
 
 from .forms import ProbeProfileForm
 from .models import ProbeProfile, ProbeRun
-from .schedule import probe_set_schedule, profile_cron
+from .schedule import probe_set_schedule
 from .selectors import needle_table, profile_trend
 from .services import probe_run_enqueue
 

@@ -8,8 +8,9 @@ from django_celery_beat.models import PeriodicTask
 from dashboard.alerts.models import AlertEvent
 from dashboard.benchmarks.models import Profile, Run
 from dashboard.benchmarks.regression import judge
-from dashboard.benchmarks.schedule import parse_cron, profile_set_schedule, runs_sweep_stale
+from dashboard.benchmarks.schedule import profile_set_schedule, runs_sweep_stale
 from dashboard.benchmarks.tasks import bench_profile_scheduled
+from dashboard.measured.services import parse_cron
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

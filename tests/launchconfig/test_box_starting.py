@@ -102,7 +102,8 @@ def test_a_run_still_waiting_after_the_schedule_expiry_is_refused_with_why(cold_
     from django.utils import timezone
 
     from dashboard.benchmarks.models import Profile, Run
-    from dashboard.benchmarks.schedule import SCHEDULE_EXPIRES_S, profile_run_scheduled, runs_release_postponed
+    from dashboard.benchmarks.schedule import profile_run_scheduled, runs_release_postponed
+    from dashboard.measured.services import SCHEDULE_EXPIRES_S
 
     sim, engines = cold_box
     poller = _poller(engines)
@@ -199,7 +200,7 @@ def test_a_scheduled_probe_still_waiting_after_the_hour_is_kept_refused_with_why
 
     from django.utils import timezone
 
-    from dashboard.benchmarks.schedule import SCHEDULE_EXPIRES_S
+    from dashboard.measured.services import SCHEDULE_EXPIRES_S
     from dashboard.probes.models import ProbeProfile, ProbeRun
     from dashboard.probes.schedule import probe_runs_release_postponed
     from dashboard.probes.tasks import probe_profile_scheduled

@@ -4,8 +4,8 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.benchmarks.cli_args import engine_named, whole
+from dashboard.measured.services import profile_cron
 from dashboard.probes.models import ProbeProfile, ProbeRun
-from dashboard.probes.schedule import profile_cron
 from dashboard.probes.services import probe_run_create, probe_run_execute, probe_summary
 from dashboard.probes.spec import KINDS, ProbeSpec, parse_depths
 

@@ -1,0 +1,93 @@
+"""What every measured run shares (benchmark runs and quality probe runs): the status, the
+parameters' hash, who and when, the conditions and taint, the regression mark, and the lifecycle
+that moves a run from queued to an end. Each kind keeps its own spec, session and scoring, and
+says how its progress is counted (`counts`) and how long it may run (`stale_budget_s`).
+
+An abstract model: each kind's table keeps its own name and columns; these fields are declared
+once here instead of twice."""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
+
+REASON_MAX = 2000  # a failure's reason can carry an engine's whole error body
+POSTPONED = "postponed: "  # the start of a postponed run's reason (what the release sweep looks for)
+
+
+class MeasuredRun(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        FAILED = "failed", "failed"
+        REFUSED = "refused", "refused"
+
+    params_hash = models.CharField(max_length=16, db_index=True)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.QUEUED)
+    reason = models.TextField(blank=True, help_text="Why it was refused or failed")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    config = models.JSONField(
+        default=dict, blank=True, help_text="Everything that was measured: params, models, version, KV pool, window"
+    )
+    conditions = models.JSONField(default=dict, blank=True, help_text="GPU clock, PSI, neighbours, at start and end")
+    tainted = models.BooleanField(default=False)
+    taint_reasons = models.JSONField(default=list, blank=True)
+    regression = models.BooleanField(default=False)
+    regression_detail = models.JSONField(default=dict, blank=True)
+
+    # The live event a run page listens to for this kind's progress.
+    PROGRESS_EVENT = ""
+
+    class Meta:
+        abstract = True
+        ordering = ["-created_at"]
+
+    def counts(self):
+        """(done, total) units of work: repetitions for a benchmark, cases for a probe."""
+        raise NotImplementedError
+
+    def stale_budget_s(self):
+        """Seconds this run may stay "running" before its worker is taken for dead (plus a margin)."""
+        raise NotImplementedError
+
+    def claim(self):
+        """Queued → running, once: a redelivered task finds nothing to do. True when this call claimed it."""
+        model = type(self)
+        claimed = model.objects.filter(pk=self.pk, status=self.Status.QUEUED).update(
+            status=self.Status.RUNNING, started_at=timezone.now()
+        )
+        self.refresh_from_db()
+        return claimed == 1
+
+    def progress(self):
+        """Tell the run's page (and the lists) where the run stands, after the transaction commits."""
+        done, total = self.counts()
+        payload = {"run": self.pk, "done": done, "total": total, "status": self.status}
+        publish_on_commit(GROUP_ALL, LiveEvent(type=self.PROGRESS_EVENT, payload=payload))
+
+    def end(self, status, reason, *, also=None):
+        """Finish with STATUS (refused or failed) and why. ALSO: the other fields to save with it, in
+        case the run changed them in memory; None saves the whole row."""
+        self.status, self.reason, self.finished_at = status, reason[:REASON_MAX], timezone.now()
+        self.save(update_fields=None if also is None else ["status", "reason", "finished_at", *also])
+        self.progress()
+        return self
+
+    def refuse(self, reason):
+        """Refused before it sent anything (the prompt cannot fit, the engine is busy, the box did not start)."""
+        return self.end(self.Status.REFUSED, reason, also=())
+
+    def postpone(self, why):
+        """Keep this scheduled run queued, saying why it waits; the first reason and time stay in
+        `config["waited"]`."""
+        waited = self.config.get("waited") or {"since": timezone.now().isoformat(), "first_reason": why}
+        self.config = {**self.config, "waited": {**waited, "reason": why}}
+        self.reason = f"{POSTPONED}{why}; scheduled runs wait until the box's engines have started"
+        self.save(update_fields=["config", "reason"])
+        self.progress()
+        return self

@@ -1,0 +1,124 @@
+"""The lifecycle of measured runs (benchmark and probe runs) around their execution: a profile's
+cron in django-celery-beat, a scheduled run that waits while its box starts, the sweep that
+releases or refuses the waiting ones, and the sweep that fails runs whose worker died. Each kind
+passes its own model, Celery task and executor; the static sweeps are in dashboard/schedule.py."""
+
+import json
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from dashboard.benchmarks.conditions import box_starting, engine_busy
+
+from .models import POSTPONED
+
+STALE_MARGIN_S = 600
+SCHEDULE_EXPIRES_S = 3600  # a scheduled run that could not start within an hour is skipped, not piled up
+
+
+def parse_cron(text):
+    """'m h dom mon dow' -> dict of CrontabSchedule fields; ValueError with a readable reason."""
+    parts = (text or "").split()
+    if len(parts) != 5:
+        raise ValueError("Use five cron fields: minute hour day-of-month month day-of-week, e.g. '0 3 * * *'.")
+    from celery.schedules import crontab
+
+    fields = dict(zip(("minute", "hour", "day_of_month", "month_of_year", "day_of_week"), parts))
+    try:
+        crontab(**fields)
+    except Exception as exc:  # celery raises ValueError or its own ParseException
+        raise ValueError(f"Not a valid cron expression: {exc}") from None
+    return fields
+
+
+def cron_set_schedule(*, profile, cron, enabled, name, task):
+    """Create, update or (cron empty) remove PROFILE's PeriodicTask (its `schedule` field): TASK
+    called with [profile.pk] on the cron, named "NAME <pk>"."""
+    from django_celery_beat.models import CrontabSchedule, PeriodicTask
+
+    if not (cron or "").strip():
+        if profile.schedule_id:
+            periodic = profile.schedule
+            profile.schedule = None
+            profile.save(update_fields=["schedule"])
+            periodic.delete()
+        return None
+    fields = parse_cron(cron)
+    crontab, _ = CrontabSchedule.objects.get_or_create(**fields, timezone="UTC")
+    periodic = profile.schedule or PeriodicTask(name=f"{name} {profile.pk}", task=task)
+    periodic.crontab, periodic.interval, periodic.enabled = crontab, None, enabled
+    periodic.args, periodic.expire_seconds = json.dumps([profile.pk]), SCHEDULE_EXPIRES_S
+    periodic.save()
+    if profile.schedule_id != periodic.pk:
+        profile.schedule = periodic
+        profile.save(update_fields=["schedule"])
+    return periodic
+
+
+def profile_cron(profile):
+    """PROFILE's cron as text ("" when it has none)."""
+    task = profile.schedule
+    if task is None or task.crontab is None:
+        return ""
+    c = task.crontab
+    return " ".join((c.minute, c.hour, c.day_of_month, c.month_of_year, c.day_of_week))
+
+
+def run_scheduled(run, *, execute):
+    """A just-created scheduled RUN, here and now (EXECUTE(run=run)), or postponed while an engine of
+    its box is inside its start (`conditions.box_starting`): queued with the reason, released by
+    `release_postponed` once the starts are over. Refused when a benchmark or probe runs on its engine."""
+    why = box_starting(run.engine)
+    if why:
+        return run.postpone(why)
+    busy = engine_busy(run.engine, asking=run)
+    if busy:
+        return run.refuse(busy)
+    return execute(run=run)
+
+
+def release_postponed(model, *, execute, now=None):
+    """Every postponed scheduled run of MODEL: released to its box's worker (EXECUTE, a Celery task
+    taking the run's id) when its box is no longer starting, claimed by a conditional UPDATE so two
+    sweeps release it once; postponed again with the current reason; refused once it has waited
+    SCHEDULE_EXPIRES_S, or when a benchmark or probe runs on its engine at release
+    (`conditions.engine_busy`). Returns the number released."""
+    now = now or timezone.now()
+    released = 0
+    rows = model.objects.filter(
+        status=model.Status.QUEUED, trigger=model.Trigger.SCHEDULED, reason__startswith=POSTPONED
+    )
+    for run in rows.select_related("engine__host"):
+        why = box_starting(run.engine, now=now)
+        if why and (now - run.created_at).total_seconds() > SCHEDULE_EXPIRES_S:
+            run.refuse(f"skipped: the box was still starting after {SCHEDULE_EXPIRES_S // 60} min ({why})")
+        elif why:
+            if why != (run.config.get("waited") or {}).get("reason"):
+                run.postpone(why)
+        elif busy := engine_busy(run.engine, asking=run):
+            run.refuse(busy)
+        else:
+            waited = {**(run.config.get("waited") or {}), "until": now.isoformat()}
+            claimed = model.objects.filter(pk=run.pk, status=model.Status.QUEUED, reason=run.reason).update(
+                reason="", config={**run.config, "waited": waited}
+            )
+            if claimed == 1:
+                released += 1
+                queue = run.engine.host.queue
+                transaction.on_commit(lambda pk=run.pk, q=queue: execute.apply_async(args=[pk], queue=q))
+    return released
+
+
+def fail_overdue(model):
+    """MODEL's rows left "running" past their `stale_budget_s()` + STALE_MARGIN_S seconds by a worker
+    that died: failed with the reason, by a conditional UPDATE. Returns how many."""
+    failed = 0
+    for run in model.objects.filter(status=model.Status.RUNNING, started_at__isnull=False):
+        if run.started_at < timezone.now() - timedelta(seconds=run.stale_budget_s() + STALE_MARGIN_S):
+            failed += model.objects.filter(pk=run.pk, status=model.Status.RUNNING).update(
+                status=model.Status.FAILED,
+                finished_at=timezone.now(),
+                reason="the worker stopped mid-run (no result within the run's time budget)",
+            )
+    return failed
