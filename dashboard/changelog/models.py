@@ -188,13 +188,33 @@ def _verdict_experiment(entry_id):
     return model.objects.filter(entry_id=entry_id).values_list("pk", flat=True).first()
 
 
-def _guard_child(entry, adding=False):
-    """Flags, claims and evidence belong to the entry's text: frozen with it."""
-    if entry is not None and entry.pk and entry.is_locked and not (adding and entry.assembling):
-        raise AppendOnlyError(f"{entry} is {entry.locked_why}.")
+class PartOfEntry(models.Model):
+    """A row that belongs to an entry's text (its flags, claims, evidence): frozen with the entry.
+    save() and delete() refuse once the entry is locked; an observed entry still being assembled
+    takes new parts (its flags and claims are written after the entry row)."""
+
+    class Meta:
+        abstract = True
+
+    def owning_entry(self):
+        """The entry whose lock freezes this row (None: no entry's lock applies here)."""
+        return self.entry
+
+    def _refuse_if_locked(self, adding=False):
+        entry = self.owning_entry()
+        if entry is not None and entry.pk and entry.is_locked and not (adding and entry.assembling):
+            raise AppendOnlyError(f"{entry} is {entry.locked_why}.")
+
+    def save(self, *args, **kwargs):
+        self._refuse_if_locked(adding=self._state.adding)
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        self._refuse_if_locked()
+        return super().delete(*args, **kwargs)
 
 
-class FlagChange(models.Model):
+class FlagChange(PartOfEntry):
     entry = models.ForeignKey(Entry, on_delete=models.CASCADE, related_name="flags")
     position = models.PositiveSmallIntegerField(default=0)
     flag = models.CharField(max_length=120, help_text="e.g. --max-model-len")
@@ -209,16 +229,8 @@ class FlagChange(models.Model):
     def __str__(self):
         return f"{self.flag}: {self.old} → {self.new}"
 
-    def save(self, *args, **kwargs):
-        _guard_child(self.entry, adding=self._state.adding)
-        super().save(*args, **kwargs)
 
-    def delete(self, *args, **kwargs):
-        _guard_child(self.entry)
-        return super().delete(*args, **kwargs)
-
-
-class Claim(models.Model):
+class Claim(PartOfEntry):
     """One statement in an entry, optionally with a number the ledger can check later."""
 
     class Metric(models.TextChoices):
@@ -247,14 +259,6 @@ class Claim(models.Model):
     @property
     def has_prediction(self):
         return bool(self.metric) and self.predicted is not None
-
-    def save(self, *args, **kwargs):
-        _guard_child(self.entry, adding=self._state.adding)
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        _guard_child(self.entry)
-        return super().delete(*args, **kwargs)
 
 
 class Correction(models.Model):
@@ -316,7 +320,7 @@ class Correction(models.Model):
         )
 
 
-class EvidenceLink(models.Model):
+class EvidenceLink(PartOfEntry):
     class Kind(models.TextChoices):
         BENCHMARK_RUN = "benchmark_run", "benchmark run"
         ALERT_EVENT = "alert_event", "alert event"
@@ -347,10 +351,13 @@ class EvidenceLink(models.Model):
     def __str__(self):
         return self.label or self.url or f"{self.get_kind_display()} {self.ref_id or ''}".strip()
 
+    def owning_entry(self):
+        """The entry it is evidence for; None for a correction's evidence, which save() below guards."""
+        return self.entry if self.entry_id else None
+
     def save(self, *args, **kwargs):
         if self.correction_id and self.pk and not self._state.adding:
             raise AppendOnlyError("A correction's evidence is never edited.")
-        _guard_child(self.entry if self.entry_id else None, adding=self._state.adding)
         super().save(*args, **kwargs)
 
 

@@ -6,8 +6,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard.changelog.grammar import parse_flags
-from dashboard.changelog.models import AppendOnlyError, Claim, Correction, Entry, FlagChange, grace_period
+from dashboard.changelog.grammar import parse_evidence, parse_flags
+from dashboard.changelog.models import AppendOnlyError, Claim, Correction, Entry, EvidenceLink, FlagChange, grace_period
 from dashboard.changelog.services import correction_create, entry_create
 
 from .conftest import at
@@ -38,7 +38,7 @@ def _entry(author=None, written=None, **kw):
 
 
 def test_model_refuses_every_write_after_the_grace_period(db):
-    entry = _entry(written=timezone.now() - timedelta(hours=1))
+    entry = _entry(written=timezone.now() - timedelta(hours=1), evidence=[parse_evidence("https://example.test/run")])
     assert entry.is_locked
     entry.title = "Raise the window (silently fixed)"
     with pytest.raises(AppendOnlyError):
@@ -53,8 +53,14 @@ def test_model_refuses_every_write_after_the_grace_period(db):
         FlagChange.objects.create(entry=entry, flag="--max-num-seqs", old="256", new="128")
     with pytest.raises(AppendOnlyError):
         Claim.objects.create(entry=entry, text="a claim slipped in later")
+    with pytest.raises(AppendOnlyError):
+        EvidenceLink.objects.create(entry=entry, url="https://example.test/later")
+    for part in (claim, entry.flags.get(), entry.evidence.get()):
+        with pytest.raises(AppendOnlyError, match="locked"):
+            part.delete()
     stored = Entry.objects.get(pk=entry.pk)
     assert stored.title == "Raise the window" and stored.claims.get().text == "allocates nothing"
+    assert stored.flags.count() == 1 and stored.evidence.count() == 1
 
 
 def test_bulk_update_and_delete_are_refused(db):
