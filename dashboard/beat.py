@@ -5,8 +5,9 @@ edited in the UI), with two changes:
   tick (with 1 s ticks that query was most of beat's CPU);
 - at start it deletes the rows of static entries that `dashboard/schedule.py` no longer
   declares. django-celery-beat copies the static schedule into PeriodicTask rows and never
-  removes one, so an entry dropped from the code (the 1 s probe and 2 s tick that moved to
-  the resident poller) would go on being sent for ever, to a task that may not exist.
+  removes one, so an entry dropped from the code would go on being sent for ever, to a task
+  that may not exist. Beat marks each row it copied (`StaticBeatEntry`), so a row is the
+  schedule's by that mark, never by its name.
 
 It also touches VAR_DIR/beat.alive every ALIVE_EVERY_S while it ticks: the docker-compose
 healthcheck of beat reads its age (beat has no port to ask)."""
@@ -27,23 +28,28 @@ def alive_path():
     return Path(settings.VAR_DIR) / "beat.alive"
 
 
-# Static entries are named "<concern>-…" (dashboard/schedule.py); UI-made rows are not.
-STATIC_PREFIXES = ("collectors-", "alerts-", "bench-")
-
-
 def retired_static_entries(current):
-    """Delete PeriodicTask rows named like static entries but absent from CURRENT; their names."""
-    from django.db.models import Q
+    """Delete the PeriodicTask rows the static schedule made (marked by a StaticBeatEntry) that
+    CURRENT no longer declares; their names. Rows made in the UI are never marked."""
     from django_celery_beat.models import PeriodicTask
 
-    named = Q()
-    for prefix in STATIC_PREFIXES:
-        named |= Q(name__startswith=prefix)
-    retired = PeriodicTask.objects.filter(named).exclude(name__in=list(current))
+    retired = PeriodicTask.objects.filter(static_entry__isnull=False).exclude(name__in=list(current))
     names = sorted(retired.values_list("name", flat=True))
     if names:
         retired.delete()
     return names
+
+
+def mark_static_entries(current):
+    """Mark the PeriodicTask rows beat has just copied from CURRENT (the static schedule) as its own."""
+    from django_celery_beat.models import PeriodicTask
+
+    from dashboard.models import StaticBeatEntry
+
+    unmarked = PeriodicTask.objects.filter(name__in=list(current), static_entry__isnull=True)
+    StaticBeatEntry.objects.bulk_create(
+        [StaticBeatEntry(task_id=pk) for pk in unmarked.values_list("pk", flat=True)], ignore_conflicts=True
+    )
 
 
 class SparkOpsScheduler(DatabaseScheduler):
@@ -64,6 +70,7 @@ class SparkOpsScheduler(DatabaseScheduler):
     def setup_schedule(self):
         retired_static_entries(self.app.conf.beat_schedule)
         super().setup_schedule()
+        mark_static_entries(self.app.conf.beat_schedule)
 
     def schedule_changed(self):
         now = time.monotonic()

@@ -37,9 +37,9 @@ BEAT_SCHEDULE = {
     "bench-sweep-stale": _every("bench.sweep_stale", BENCH_SWEEP_S),
     # Release scheduled benchmark runs postponed while an engine of their box was starting.
     "bench-release-postponed": _every("bench.release_postponed", BENCH_POSTPONED_S),
-    # The same for scheduled probe runs (a static entry: the bench- prefix).
+    # The same for scheduled probe runs.
     "bench-probes-release-postponed": _every("probe.release_postponed", BENCH_POSTPONED_S),
-    # Fail probe runs left "running" by a worker that died mid-run (a static entry: the bench- prefix).
+    # Fail probe runs left "running" by a worker that died mid-run.
     "bench-probes-sweep-stale": _every("probe.sweep_stale", BENCH_SWEEP_S),
     # Fail A/B experiments left "running" by a worker that died between or during their repetitions.
     "bench-experiments-sweep-stale": _every("experiments.sweep_stale", BENCH_SWEEP_S),

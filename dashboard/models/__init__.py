@@ -1,3 +1,4 @@
+from .beat import StaticBeatEntry
 from .controls import Launch
 from .fleet import Engine, Host
 from .launchconfig import AuditThreshold, ConfigSnapshot, EngineStart
@@ -17,4 +18,5 @@ __all__ = [
     "Rollup",
     "Sample",
     "Series",
+    "StaticBeatEntry",
 ]

@@ -80,22 +80,55 @@ def test_every_beat_entry_expires_and_names_a_registered_task():
 @pytest.mark.django_db(transaction=True)  # the scheduler closes and reopens its connection
 def test_beat_drops_static_entries_the_code_no_longer_declares():
     """django-celery-beat copies the static schedule into rows and never deletes one: an entry
-    removed from the code (the old 1 s probe) must not go on being sent."""
+    removed from the code (the old 1 s probe) must not go on being sent. A row is the schedule's by
+    its mark (StaticBeatEntry), not by its name: a UI-made row named like a static entry is kept."""
     from celery import Celery
     from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-    from dashboard.beat import STATIC_PREFIXES, SparkOpsScheduler
+    from dashboard.beat import SparkOpsScheduler
+    from dashboard.models import StaticBeatEntry
     from dashboard.schedule import beat_schedule
 
     current = beat_schedule()
-    assert all(name.startswith(STATIC_PREFIXES) for name in current)  # the convention the cleanup relies on
     every_s = IntervalSchedule.objects.create(every=1, period="seconds")
-    for name, task in (("collectors-probe", "collectors.probe"), ("bench profile 3", "bench.profile_scheduled")):
-        PeriodicTask.objects.create(name=name, task=task, interval=every_s)
+    rows = {
+        name: PeriodicTask.objects.create(name=name, task=task, interval=every_s)
+        for name, task in (
+            ("collectors-probe", "collectors.probe"),  # copied by an earlier beat, since retired
+            ("bench profile 3", "bench.profile_scheduled"),  # a profile's cron, made in the UI
+            ("bench-nightly-by-hand", "bench.profile_scheduled"),  # made by hand, named like a static entry
+        )
+    }
+    StaticBeatEntry.objects.create(task=rows["collectors-probe"])
     app = Celery("beat-test", set_as_current=False)
     app.conf.beat_schedule = current
     scheduler = SparkOpsScheduler(app=app, lazy=False)
     assert "collectors-probe" not in scheduler.schedule
     assert not PeriodicTask.objects.filter(name="collectors-probe").exists()
     assert PeriodicTask.objects.filter(name="bench profile 3").exists()  # made in the UI: kept
+    assert PeriodicTask.objects.filter(name="bench-nightly-by-hand").exists()  # not the schedule's: kept
     assert set(current) <= set(PeriodicTask.objects.values_list("name", flat=True))
+    marked = set(PeriodicTask.objects.filter(static_entry__isnull=False).values_list("name", flat=True))
+    assert marked == set(current)  # what the next start deletes once the code drops it
+
+
+@pytest.mark.django_db(transaction=True)  # the migration's step runs on committed rows, as on a live database
+def test_the_migration_marks_the_static_rows_beat_made_before_rows_were_marked():
+    """Rows copied by a beat that told static rows apart by their name prefix become the schedule's."""
+    import importlib
+
+    from django.apps import apps
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+    from dashboard.beat import retired_static_entries
+    from dashboard.models import StaticBeatEntry
+
+    migration = importlib.import_module("dashboard.migrations.0012_static_beat_entry")
+    every_s = IntervalSchedule.objects.create(every=1, period="seconds")
+    for name in ("collectors-probe", "alerts-renotify", "bench-sweep-stale", "bench profile 3"):
+        PeriodicTask.objects.create(name=name, task="x", interval=every_s)
+    migration.mark_static_rows(apps, None)
+    marked = set(StaticBeatEntry.objects.values_list("task__name", flat=True))
+    assert marked == {"collectors-probe", "alerts-renotify", "bench-sweep-stale"}
+    assert retired_static_entries({"alerts-renotify": {}, "bench-sweep-stale": {}}) == ["collectors-probe"]
+    assert PeriodicTask.objects.filter(name="bench profile 3").exists()
