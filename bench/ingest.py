@@ -1,4 +1,4 @@
-"""Sustained sample inserts through the collectors' write path (dashboard.collectors.store).
+"""Sustained sample inserts through the collectors' write path (dashboard.samples.store).
 
 Each transaction is one fleet poll cycle: N engines × 14 values, gathered in one
 `store.WriteBatch` and flushed exactly as a poller's metrics tick does. Target: ≥ 10,000 samples/s on PostgreSQL.
@@ -22,9 +22,9 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from dashboard.collectors import store  # noqa: E402
 from dashboard.collectors.derive import SAMPLE_METRICS  # noqa: E402
 from dashboard.models import Engine, Host, Sample  # noqa: E402
+from dashboard.samples import store  # noqa: E402
 
 
 def main():

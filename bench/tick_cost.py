@@ -67,11 +67,12 @@ def main():
     from django.core.management import call_command
 
     from dashboard.alerts import evaluate as alert_evaluate
-    from dashboard.collectors import hostread, store
+    from dashboard.collectors import hostread
     from dashboard.live.publish import LivePublisher
     from dashboard.models import Host
     from dashboard.poller import exits, fetch, fleet, liveness, resident
     from dashboard.poller.pending import PendingWrites
+    from dashboard.samples import store
 
     call_command("migrate", verbosity=0)
     server = subprocess.Popen(

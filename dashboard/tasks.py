@@ -3,8 +3,8 @@ tasks: each worker's resident poller runs them on the clock (dashboard/poller/re
 
 from celery import shared_task
 
-from dashboard.collectors import store
 from dashboard.controls.unitfix_tasks import unit_fix  # noqa: F401 — registered with the worker
+from dashboard.samples import store
 from dashboard.unit_actions import unit_restart  # noqa: F401 — registered with the worker
 
 

@@ -14,10 +14,10 @@ from django.utils import timezone
 from dashboard.alerts.evaluate import evaluate
 from dashboard.alerts.models import AlertEvent, Delivery
 from dashboard.clock import db_now
-from dashboard.collectors.store import SeriesIds
 from dashboard.models import Host
 from dashboard.poller.fetch import HostCollected
 from dashboard.poller.pending import PendingWrites
+from dashboard.samples.store import SeriesIds
 
 pytestmark = pytest.mark.django_db
 

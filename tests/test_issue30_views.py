@@ -33,7 +33,7 @@ def test_a_30_day_chart_reaches_the_newest_sample(viewer_client, fleet):
     start: the line ended ~10 min before now. It ends at the newest sample."""
     from datetime import datetime, timedelta
 
-    from dashboard.collectors import store
+    from dashboard.samples import store
     from tests.live.helpers import add_samples
 
     now = timezone.now()

@@ -6,7 +6,7 @@ from datetime import timedelta
 from django.db import models
 
 # How long samples are kept: raw 48 h, 1-minute rollups 90 days, 1-hour rollups for ever
-# (applied by collectors/store.retention_apply, relied on by selectors/series.choose_source).
+# (applied by samples/store.retention_apply, relied on by selectors/series.choose_source).
 RAW_RETENTION = timedelta(hours=48)
 MINUTE_RETENTION = timedelta(days=90)
 

@@ -9,10 +9,10 @@ from django.db import transaction
 from django.db.models.functions import Now
 
 from dashboard import clock
-from dashboard.collectors import store
 from dashboard.models import Engine, Host, Series
 from dashboard.poller.fetch import Fetched, HostCollected, StateKey, States
 from dashboard.poller.reading import ENGINE_FIELDS, engine_apply, engine_reading
+from dashboard.samples import store
 
 
 class PendingWrites:

@@ -46,13 +46,14 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 
 from dashboard.alerts.evaluate import Memory, evaluate_host, evaluate_liveness, evaluate_polled
-from dashboard.collectors import runner, store
+from dashboard.collectors import runner
 from dashboard.live.publish import LivePublisher
 from dashboard.models import Engine, Host
 from dashboard.poller import fetch, fleet, liveness
 from dashboard.poller.exits import ExitPath
 from dashboard.poller.fetch import StateKey
 from dashboard.poller.pending import PendingWrites
+from dashboard.samples import store
 
 log = logging.getLogger(__name__)
 PROBE_LAG_S = 0.02  # the probe clock runs this far behind the metrics clock

@@ -10,10 +10,10 @@ from django.http import HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET
 
 from dashboard.clock import db_now, skew_text
-from dashboard.collectors.store import states_put
 from dashboard.dbfail import unavailable
 from dashboard.engine_lifecycle import report_lag_s
 from dashboard.models import Engine, Host
+from dashboard.samples.store import states_put
 
 STALE_AFTER_INTERVALS = 3
 WRITE_CHECK_KEY = "healthz:write"  # the CollectorState row the write check upserts

@@ -64,7 +64,7 @@ def test_a_ledger_row_is_held_with_the_reading_and_stored_by_the_flush(fleet, ht
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from dashboard.collectors import store
+    from dashboard.samples import store
 
     engine = fleet["vllm"]
     Engine.objects.filter(pk=engine.pk).update(url=http_server(vllm_routes("0.33.0_metrics_busy.txt")))

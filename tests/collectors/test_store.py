@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard.collectors import store
 from dashboard.models import Rollup, Sample
+from dashboard.samples import store
 from dashboard.selectors.series import choose_source, series_points, series_points_many
 
 pytestmark = pytest.mark.django_db
