@@ -125,9 +125,8 @@ class RuleForm(forms.Form):
         from .rules.base import param_bounds
 
         for name, default in rule.DEFAULTS.items():
-            low, high = param_bounds(name)
             self.fields[f"p_{name}"] = forms.FloatField(
-                label=name, min_value=low, max_value=high, initial=current.params.get(name, default)
+                label=name, **param_bounds(name).field_kwargs(), initial=current.params.get(name, default)
             )
 
     def clean_renotify_s(self):

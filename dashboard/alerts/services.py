@@ -214,8 +214,8 @@ def _clean_params(rule, params):
             number = float(value)
         except (TypeError, ValueError):
             raise ValidationError(f"{name} must be a number, not {value!r}") from None
-        low, high = param_bounds(name)
-        if not low <= number <= high:
-            raise ValidationError(f"{name} must be between {low} and {high}, not {value}")
+        bounds = param_bounds(name)
+        if not bounds.holds(number):
+            raise ValidationError(f"{name} must be between {bounds.low} and {bounds.high}, not {value}")
         clean[name] = int(number) if isinstance(rule.DEFAULTS[name], int) and number.is_integer() else number
     return clean

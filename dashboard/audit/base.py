@@ -24,7 +24,7 @@ class Check:
     title = ""
     scope = "engine"  # "engine": once per engine; "box": once for the box's engines together
     DEFAULTS: dict = {}
-    BOUNDS: dict = {}  # threshold -> (lowest, highest) for numbers; text: thresholds.STRING_MAX
+    BOUNDS: dict = {}  # threshold -> dashboard.bounds.Bounds for numbers; text: thresholds.STRING_MAX
     fix = ""
 
     def run(self, snapshots, *, settings):

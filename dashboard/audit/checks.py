@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from dashboard.bounds import Bounds
 from dashboard.collectors.unitconfig import memory_bytes, timespan_s
 
 from .base import Check, DropIn, Result, file_note, unit_of
@@ -44,7 +45,7 @@ class RestartBounded(Check):
     key = "restart_always_bounded"
     title = "Restart=always, bounded by StartLimitBurst"
     DEFAULTS = {"max_burst": 5}
-    BOUNDS = {"max_burst": (1, 100)}
+    BOUNDS = {"max_burst": Bounds(1, 100)}
     dropin = RESTART_DROPIN
     fix = (
         "An engine can die fatally and hand systemd a clean exit (Restart=on-failure never fires): add the drop-in "
@@ -79,10 +80,10 @@ class CompileCaps(Check):
     title = "Compile caps in the effective environment"
     DEFAULTS = {"max_jobs": 4, "nvcc_threads": 1, "torchinductor_compile_threads": 4, "flashinfer_nvcc_threads": 1}
     BOUNDS = {
-        "max_jobs": (1, 256),
-        "nvcc_threads": (1, 64),
-        "torchinductor_compile_threads": (1, 256),
-        "flashinfer_nvcc_threads": (1, 64),
+        "max_jobs": Bounds(1, 256),
+        "nvcc_threads": Bounds(1, 64),
+        "torchinductor_compile_threads": Bounds(1, 256),
+        "flashinfer_nvcc_threads": Bounds(1, 64),
     }
     fix = (
         "A cold JIT cache spawns nproc+2 compilers at 3-6 GiB each: set Environment=MAX_JOBS=4 NVCC_THREADS=1 "
@@ -160,7 +161,7 @@ class Readiness(Check):
     key = "readiness_budget"
     title = "Readiness helper within TimeoutStartSec"
     DEFAULTS = {"margin_s": 60}
-    BOUNDS = {"margin_s": (0, 3600)}
+    BOUNDS = {"margin_s": Bounds(0, 3600)}
     fix = (
         "Hold the unit in activating until the engine serves: ExecStartPost=wait-ready PORT BUDGET that exits 1 "
         "when $MAINPID dies or the budget runs out, counting wall clock, with BUDGET + a margin below TimeoutStartSec"
@@ -305,7 +306,7 @@ class MemoryShareSum(Check):
     title = "Memory shares fit with headroom"
     scope = "box"
     DEFAULTS = {"headroom": 0.15}
-    BOUNDS = {"headroom": (0.0, 0.9)}
+    BOUNDS = {"headroom": Bounds(0.0, 0.9)}
     fix = (
         "Each engine reserves its share of the one unified pool at boot: lower --gpu-memory-utilization / "
         "--mem-fraction-static so the shares sum to at most 1 - headroom"

@@ -8,7 +8,7 @@ TYPE_NAMES = {int: "a whole number", float: "a number", str: "text"}
 
 
 def thresholds():
-    """[(check key, threshold, default, (low, high) or None)] of every check, in order."""
+    """[(check key, threshold, default, its Bounds or None)] of every check, in order."""
     return [(k, f, d, c.BOUNDS.get(f)) for k, c in CHECKS.items() for f, d in c.DEFAULTS.items()]
 
 
@@ -33,8 +33,8 @@ def threshold_value(key, field, raw):
         raise ValueError(f"{field} takes {TYPE_NAMES[kind]} (got {text!r})") from None
     if kind is float and value != value:  # NaN compares with nothing
         raise ValueError(f"{field} takes {TYPE_NAMES[kind]} (got {text!r})")
-    if bounds and not bounds[0] <= value <= bounds[1]:
-        raise ValueError(f"{field} must be between {bounds[0]:g} and {bounds[1]:g} (got {value:g})")
+    if bounds and not bounds.holds(value):
+        raise ValueError(f"{field} must be between {bounds.low:g} and {bounds.high:g} (got {value:g})")
     return value
 
 

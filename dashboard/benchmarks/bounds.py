@@ -2,7 +2,8 @@
 
 A saved profile is checked by its model's validators and `clean()`; an ad-hoc run from the CLI builds a
 RunSpec directly and so bypassed them (`--output-tokens 99999999999` was taken). `spec_problems` runs
-the same validators on an unsaved Profile built from the spec, so the two paths cannot disagree."""
+the same validators on an unsaved Profile built from the spec, so the two paths cannot disagree: the
+validators are the profile's `models.BOUNDS` (`dashboard.bounds.Bounds`), each range declared once."""
 
 from django.core.exceptions import ValidationError
 

@@ -5,6 +5,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.db import models
 
+from dashboard.bounds import Bounds
 from dashboard.measured.models import MeasuredRun
 from dashboard.models.fleet import NAME_VALIDATOR
 
@@ -13,6 +14,14 @@ from .spec import RunSpec
 # Bounds of a profile: a context of 1M tokens is the largest any engine here serves.
 MAX_DEPTH, MAX_OUTPUT, MAX_REPS, MAX_CONCURRENCY, MAX_TIMEOUT_S = 1_048_576, 131_072, 51, 256, 86_400
 MAX_INSTRUCTION = 4000
+# The profile's numbers, each field's validators; an ad-hoc run is held to them too (bounds.spec_problems).
+BOUNDS = {
+    "depth": Bounds(None, MAX_DEPTH),  # a PositiveIntegerField: 0 is its own lower end
+    "output_tokens": Bounds(1, MAX_OUTPUT),
+    "reps": Bounds(1, MAX_REPS),
+    "concurrency": Bounds(1, MAX_CONCURRENCY),
+    "timeout_s": Bounds(1, MAX_TIMEOUT_S),
+}
 
 
 class Profile(models.Model):
@@ -41,13 +50,13 @@ class Profile(models.Model):
     )
     depth = models.PositiveIntegerField(
         default=1024,
-        validators=[MaxValueValidator(MAX_DEPTH)],
+        validators=BOUNDS["depth"].validators(),
         help_text="Prompt tokens (checked against usage.prompt_tokens), 0–1,048,576",
     )
     mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.COLD)
     output_tokens = models.PositiveIntegerField(
         default=512,
-        validators=[MinValueValidator(1), MaxValueValidator(MAX_OUTPUT)],
+        validators=BOUNDS["output_tokens"].validators(),
         help_text="Pinned with min_tokens/n_predict + ignore_eos, 1–131,072",
     )
     sampling = models.CharField(max_length=10, choices=Sampling.choices, default=Sampling.SERVER)
@@ -57,12 +66,12 @@ class Profile(models.Model):
     thinking = models.CharField(max_length=8, choices=Thinking.choices, default=Thinking.SERVER)
     reps = models.PositiveSmallIntegerField(
         default=3,
-        validators=[MinValueValidator(1), MaxValueValidator(MAX_REPS)],
+        validators=BOUNDS["reps"].validators(),
         help_text="Odd, so the median is a measured value; 1–51",
     )
     concurrency = models.PositiveSmallIntegerField(
         default=1,
-        validators=[MinValueValidator(1), MaxValueValidator(MAX_CONCURRENCY)],
+        validators=BOUNDS["concurrency"].validators(),
         help_text="Parallel requests, 1–256",
     )
     force = models.BooleanField(
@@ -70,7 +79,7 @@ class Profile(models.Model):
     )
     timeout_s = models.PositiveIntegerField(
         default=600,
-        validators=[MinValueValidator(1), MaxValueValidator(MAX_TIMEOUT_S)],
+        validators=BOUNDS["timeout_s"].validators(),
         help_text="Per request, whole answer; 1–86,400 s",
     )
     schedule = models.OneToOneField(

@@ -21,12 +21,12 @@ class ThresholdsForm(forms.Form):
             name = field_name(key, threshold)
             help_text = f"default {default:g}" if not isinstance(default, str) else f"default {default}"
             if bounds:
-                help_text += f"; {bounds[0]:g}–{bounds[1]:g}"
+                help_text += f"; {bounds.text()}"
             common = {"label": threshold.replace("_", " "), "help_text": help_text, "required": True}
             if isinstance(default, int):
-                field = forms.IntegerField(min_value=bounds[0], max_value=bounds[1], **common)
+                field = forms.IntegerField(**bounds.field_kwargs(), **common)
             elif isinstance(default, float):
-                field = forms.FloatField(min_value=bounds[0], max_value=bounds[1], **common)
+                field = forms.FloatField(**bounds.field_kwargs(), **common)
                 field.widget.attrs["step"] = "any"
             else:
                 field = forms.CharField(max_length=STRING_MAX, **common)

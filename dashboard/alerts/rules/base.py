@@ -1,5 +1,7 @@
 """The rule interface: a rule looks at one reading and returns findings for the subjects it covers."""
 
+from dashboard.bounds import Bounds
+
 
 class Rule:
     key = ""
@@ -25,13 +27,13 @@ MAX_COUNT = 1_000_000
 
 
 def param_bounds(name):
-    """(lowest, highest) a rule setting NAME may take: percentages (…_pct, drop_points) 0–100,
+    """The Bounds a rule setting NAME may take: percentages (…_pct, drop_points) 0–100,
     durations (…_s) up to 30 days (for_s may be 0: fire at once; other spans at least 1 s),
     sizes in MiB up to 1 TiB, and counts (failures, count, min_queries, intervals) 1–1,000,000."""
     if name.endswith("_pct") or name.endswith("_points"):
-        return 0, 100
+        return Bounds(0, 100)
     if name.endswith("_s"):
-        return (0 if name == "for_s" else 1), MAX_SPAN_S
+        return Bounds(0 if name == "for_s" else 1, MAX_SPAN_S)
     if name.endswith("_mib"):
-        return 0, 1024 * 1024
-    return 1, MAX_COUNT
+        return Bounds(0, 1024 * 1024)
+    return Bounds(1, MAX_COUNT)
