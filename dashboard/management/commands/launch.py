@@ -8,6 +8,7 @@ import math
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.controls import launch as guarded
+from dashboard.controls.launchplan import Refused
 
 
 class Command(BaseCommand):
@@ -57,5 +58,5 @@ class Command(BaseCommand):
                 name=o["name"],
                 say=say,
             )
-        except guarded.Refused as exc:
+        except Refused as exc:
             raise CommandError(str(exc), returncode=exc.code) from None
