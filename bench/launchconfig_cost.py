@@ -49,8 +49,8 @@ def main():
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
+        from dashboard.launch.observer import Observer
         from dashboard.models import ConfigSnapshot, Engine, Host
-        from dashboard.services.launchconfig import Observer
 
         host, _ = Host.objects.get_or_create(name="bench-box")
         engines = [

@@ -51,7 +51,7 @@ def box(tmp_path, settings, monkeypatch):
 
 
 def test_preview_apply_and_the_logged_change_in_chromium(box, settings, admin_user, viewer, browser, shared_web):  # noqa: F811
-    from dashboard.services.launchconfig import observe_now
+    from dashboard.launch.observer import observe_now
 
     host = Host.objects.create(name=settings.SPARKOPS_HOST_NAME, unit_actions=True)
     engine = Engine.objects.create(

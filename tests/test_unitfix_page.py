@@ -27,7 +27,7 @@ def box(tmp_path, settings, monkeypatch):
 
 @pytest.fixture
 def engine(box, settings, db):
-    from dashboard.services.launchconfig import observe_now
+    from dashboard.launch.observer import observe_now
 
     host = Host.objects.create(name=settings.SPARKOPS_HOST_NAME)
     made = Engine.objects.create(
@@ -115,8 +115,8 @@ def test_the_readiness_fix_budgets_the_slowest_measured_cold_start_and_a_margin(
 
     from dashboard.audit.run import audit
     from dashboard.controls import unitfix
+    from dashboard.launch.observer import observe_now
     from dashboard.models import EngineStart
-    from dashboard.services.launchconfig import observe_now
     from dashboard.simulator.client import Simulation
     from tests.simbox import point_collectors_at
 
@@ -168,7 +168,7 @@ def test_cold_start_edges_go_from_the_later_name_to_every_earlier_one_in_one_fil
     """Three engines of one box with no ordering: the last by name gets one drop-in ordering it after both
     others; the first gets none (the edges go one way, so two fixes never make a cycle)."""
     from dashboard.controls import unitfix
-    from dashboard.services.launchconfig import observe_now
+    from dashboard.launch.observer import observe_now
     from dashboard.simulator.client import Simulation
     from tests.simbox import point_collectors_at
 

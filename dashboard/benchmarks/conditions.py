@@ -144,7 +144,8 @@ def box_starting(engine, *, now=None) -> str | None:
     engine's last good answer, its measured starts), so any worker can ask. Scheduled
     benchmarks and probes call it and wait while it says why: measured during a cold start a
     run measures the compile storm, and a probe adds load to a box that may be out of memory."""
-    from dashboard.services.launchconfig import latest_snapshot, parse_timestamp
+    from dashboard.launch.snapshot import latest_snapshot
+    from dashboard.launch.starts import parse_timestamp
 
     now = now or timezone.now()
     host = engine.host

@@ -71,8 +71,8 @@ def attach(start, engine, *, since, mainpid=None):
 def record_failed_start(engine, pending, *, kind):
     """A start that ended without a healthy answer (the unit failed or started again): its row,
     with no healthy_at, and what its gate said."""
+    from dashboard.launch.starts import parse_timestamp
     from dashboard.models import EngineStart
-    from dashboard.services.launchconfig import parse_timestamp
 
     began = parse_timestamp(pending.get("inactive_exit")) or parse_timestamp(pending.get("stamp"))
     stamp = parse_timestamp(pending.get("stamp"))

@@ -54,8 +54,8 @@ def engine_for(plan, host, name=None):
     """The engine this launch starts: the box's engine at its address, else NAME or hand-run-PORT
     (made now, or watched again when retired), as the process scan would name it."""
     from dashboard.engine_lifecycle import engine_add
+    from dashboard.launch.handrun import HAND_RUN_PREFIX
     from dashboard.models import Engine
-    from dashboard.services.launchconfig import HAND_RUN_PREFIX
 
     same = [
         e

@@ -321,8 +321,8 @@ def _write(path, text):
 def observed_entry(engine, *, since):
     """Observe ENGINE's unit now (the launch observer) and return the observed change-log entry that the
     new configuration wrote, {id, title, url}, or None (the poller may have written it first)."""
+    from dashboard.launch.observer import observe_now
     from dashboard.models import ConfigSnapshot
-    from dashboard.services.launchconfig import observe_now
 
     observe_now(engine)
     snap = (

@@ -45,7 +45,7 @@ def sparkops_executable():
 
 def readiness_budget_s(engine):
     """(budget s, how it was found): the slowest measured cold start (else any start) and half again."""
-    from dashboard.services.launchconfig import restart_budget
+    from dashboard.launch.starts import restart_budget
 
     classes = restart_budget(engine)["classes"]
     basis = classes.get("cold") or classes.get("warm")

@@ -88,8 +88,8 @@ def unit_fix(engine_id, checks, user_id):
     """On the unit's own box: plan the drop-ins from what systemd says now, write them, reload, observe."""
     from django.contrib.auth import get_user_model
 
+    from dashboard.launch.observer import observe_now
     from dashboard.models import Engine
-    from dashboard.services.launchconfig import observe_now
 
     engine = Engine.objects.select_related("host").get(pk=engine_id)
     user = get_user_model().objects.filter(pk=user_id).first() if user_id else None

@@ -21,8 +21,11 @@ from django.utils import timezone
 from dashboard.benchmarks.models import Run
 from dashboard.benchmarks.services import run_create, run_execute
 from dashboard.benchmarks.spec import RunSpec
+from dashboard.launch.changelog import diff as config_diff
+from dashboard.launch.handrun import _same_address
+from dashboard.launch.observer import observe_now
+from dashboard.launch.snapshot import latest_snapshot, observe_engine
 from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
-from dashboard.services import launchconfig
 
 from .create import spec_fields
 from .models import Experiment, Slot
@@ -85,7 +88,7 @@ def _observe(engine):
     try:
         if not engine.unit:
             return _observe_hand_run(engine)
-        return launchconfig.observe_now(engine)
+        return observe_now(engine)
     except Exception:  # an unreadable unit leaves the slot unverified, it does not stop the experiment
         log.exception("configuration of %s not observed", engine.name)
         return None
@@ -98,7 +101,7 @@ def _observe_hand_run(engine):
     from dashboard.collectors import handrun
 
     for proc in handrun.scan():
-        if launchconfig._same_address(engine.url, proc["host"], proc["port"]):
+        if _same_address(engine.url, proc["host"], proc["port"]):
             pid = proc["pid"]
             cmdline, environ = f"/proc/{pid}/cmdline", f"/proc/{pid}/environ"
             cfg = {
@@ -109,8 +112,8 @@ def _observe_hand_run(engine):
             process = {"pid": pid, "cgroup": proc["cgroup"], "scope": proc["unit"]}
             # No account: the engine's last one is carried. An unchanged configuration stores no new
             # snapshot, so the arm's snapshot is the latest either way.
-            launchconfig.observe_engine(engine, cfg, launch="hand-run", process=process)
-            return launchconfig.latest_snapshot(engine)
+            observe_engine(engine, cfg, launch="hand-run", process=process)
+            return latest_snapshot(engine)
     return None
 
 
@@ -210,7 +213,7 @@ def mark_validity(*, experiment, final=None):
 
 
 def _change_text(before, after):
-    lines = launchconfig.diff(before.data or {}, after.data or {})
+    lines = config_diff(before.data or {}, after.data or {})
     return (
         "; ".join(f"{n} {o} → {v}" + (f" ({origin})" if origin else "") for n, o, v, origin in lines) or "the account"
     )

@@ -9,7 +9,7 @@ import statistics
 
 from dashboard.benchmarks.cells import cell_figures
 from dashboard.benchmarks.models import Run
-from dashboard.services import launchconfig
+from dashboard.launch.changelog import diff as config_diff
 
 from . import stats
 from .models import MIN_REPS, Experiment
@@ -58,7 +58,7 @@ def arm_difference(*, experiment):
     if a is None or b is None:
         return {"lines": [], "names": [], "expected": expected, "ignored": [], "warnings": warnings, "exact": False}
     lines, ignored = [], []
-    for n, o, v, origin in launchconfig.diff(a.data or {}, b.data or {}):
+    for n, o, v, origin in config_diff(a.data or {}, b.data or {}):
         if experiment.mode == Experiment.Mode.SIDE_BY_SIDE and _only_the_address(experiment, o, v):
             ignored.append(n)
         else:

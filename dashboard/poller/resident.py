@@ -368,7 +368,7 @@ class ResidentPoller(ExitPath):
         since the last launch tick, then observe how the engines were launched when due
         (`launch/observer.Observer.tick`: a time check on most ticks; every 60 s, and at
         once when a unit or an engine's status moved, a read). The snapshots it made."""
-        from dashboard.services.launchconfig import Observer
+        from dashboard.launch.observer import Observer
 
         inputs = []
         while self.launch_inputs:

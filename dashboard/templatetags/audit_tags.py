@@ -24,6 +24,6 @@ def audit_badge(engine):
 @register.inclusion_tag("dashboard/partials/_restart_budget.html")
 def restart_budget_table(engine):
     """The engine's cold and warm starts (median, min, max, dates) against its budgets."""
-    from dashboard.services.launchconfig import restart_budget
+    from dashboard.launch.starts import restart_budget
 
     return {"engine": engine, "budget": restart_budget(engine)}

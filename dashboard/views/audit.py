@@ -30,7 +30,7 @@ def host_audit(request, name):
     elif has_role(request.user, "admin"):
         form = ThresholdsForm(in_force=effective_thresholds(host.pk), stored=stored)
     results = audit_host(host)
-    from dashboard.services.launchconfig import box_cold_boot
+    from dashboard.launch.starts import box_cold_boot
 
     return render(
         request,

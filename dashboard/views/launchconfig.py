@@ -4,8 +4,8 @@ snapshot stores secret values as a hash only, and the page shows them as "redact
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
+from dashboard.launch.page import launch_page
 from dashboard.models import Engine
-from dashboard.services.launchpage import launch_page
 
 
 @require_GET

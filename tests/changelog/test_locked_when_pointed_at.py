@@ -22,7 +22,7 @@ from dashboard.changelog.models import (
 )
 from dashboard.changelog.services import correction_create, entry_create, entry_edit
 from dashboard.experiments.models import Experiment
-from dashboard.services import launchconfig
+from dashboard.launch import changelog as launch_changelog
 
 from .conftest import at
 
@@ -186,7 +186,7 @@ def test_the_edit_page_says_an_experiment_points_at_it(operator_client, pair):
 
 
 def test_the_observed_names_match_what_launchconfig_writes():
-    assert (OBSERVED_AUTHOR, OBSERVED_MARK) == (launchconfig.AUTHOR, launchconfig.OBSERVED_MARK)
+    assert (OBSERVED_AUTHOR, OBSERVED_MARK) == (launch_changelog.AUTHOR, launch_changelog.OBSERVED_MARK)
 
 
 def _observed(pair, **kw):
@@ -219,7 +219,7 @@ def test_launchconfig_log_change_writes_a_locked_entry(pair):
     from dashboard.models import ConfigSnapshot
 
     snap = ConfigSnapshot.objects.create(engine=pair["nemotron"], observed_at=timezone.now(), data={})
-    entry = launchconfig.log_change(
+    entry = launch_changelog.log_change(
         pair["nemotron"], snap, [("--max-num-seqs", "128", "64", "30-seqs64.conf")], now=timezone.now()
     )
     entry = Entry.objects.get(pk=entry.pk)

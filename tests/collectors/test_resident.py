@@ -331,8 +331,8 @@ def test_a_hung_engine_is_read_at_a_later_tick_and_never_holds_the_others(fleet,
 
 
 def test_a_tick_carries_the_last_launch_audit_onto_the_card(fleet, http_server):
+    from dashboard.launch.observer import Observer
     from dashboard.live.cards import engine_card_html
-    from dashboard.services.launchconfig import Observer
     from tests.collectors.test_polling import vllm_routes
 
     Engine.objects.filter(pk=fleet["vllm"].pk).update(url=http_server(vllm_routes("0.33.0_metrics_busy.txt")))

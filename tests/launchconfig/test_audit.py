@@ -131,7 +131,7 @@ def test_cli_page_and_badge_on_the_simulated_box(box_engines, sim_box, capsys, c
     client.force_login(viewer)
     page = client.get(f"/hosts/{box_engines['lla'].host.name}/audit/").content.decode()
     assert "demo-vision.service: loaded/disabled" in page and "systemctl enable" in page
-    from dashboard.services.launchconfig import failing_counts
+    from dashboard.launch.observer import failing_counts
     from dashboard.templatetags.audit_tags import audit_badge
 
     lla = box_engines["lla"]

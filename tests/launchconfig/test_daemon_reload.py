@@ -11,7 +11,8 @@ from django.core.management import call_command
 from dashboard.audit.checks import CHECKS
 from dashboard.audit.run import audit
 from dashboard.changelog.models import Entry
-from dashboard.services.launchconfig import Observer, latest_snapshot
+from dashboard.launch.observer import Observer
+from dashboard.launch.snapshot import latest_snapshot
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -55,7 +55,7 @@ def _observe(engine):
 
     from django.db import connection
 
-    from dashboard.services.launchconfig import Observer
+    from dashboard.launch.observer import Observer
 
     def run():
         try:

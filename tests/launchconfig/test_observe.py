@@ -24,7 +24,7 @@ def tick(engines):
 
 def test_snapshot_records_unit_files_environment_flags_and_account(box_engines, sim_box):
     from dashboard.collectors.unitconfig import read_units
-    from dashboard.services.launchconfig import Observer
+    from dashboard.launch.observer import Observer
 
     made = Observer().observe(list(box_engines.values()))
     assert {s.engine.name for s in made} == {"nemotron", "lla"}
@@ -191,8 +191,8 @@ def test_a_hand_run_engine_outside_any_unit_is_watched_audited_and_retired_when_
     from django.conf import settings as django_settings
 
     from dashboard.audit.run import audit
+    from dashboard.launch.observer import Observer
     from dashboard.models import Engine, Host
-    from dashboard.services.launchconfig import Observer
     from dashboard.simulator.client import Simulation
 
     with Simulation(engines=["vllm:nemotron", "vllm:smoke,hand_run=1"], state_dir=tmp_path / "sim") as sim:

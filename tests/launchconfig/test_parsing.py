@@ -163,8 +163,8 @@ def test_sglang_argument_model():
 
 
 def test_secrets_are_stored_as_a_hash(db):
+    from dashboard.launch.snapshot import build_data
     from dashboard.models import Engine, Host
-    from dashboard.services.launchconfig import build_data
 
     engine = Engine.objects.create(name="e", kind="vllm", url="http://127.0.0.1:1", host=Host.objects.create(name="h"))
     unit = {
@@ -181,8 +181,8 @@ def test_secrets_are_stored_as_a_hash(db):
 
 def test_the_engines_own_account_against_its_argv_is_drift(db):
     from dashboard.alerts.models import AlertEvent
+    from dashboard.launch.drift import check_account_drift
     from dashboard.models import Engine, Host
-    from dashboard.services.launchconfig import check_account_drift
 
     engine = Engine.objects.create(name="q", kind="vllm", url="http://127.0.0.1:1", host=Host.objects.create(name="h"))
     data = {
@@ -213,8 +213,10 @@ def test_observed_entries_export_import_and_never_count_as_human_lines(db):
     from dashboard.changelog.importer import import_log
     from dashboard.changelog.models import Entry
     from dashboard.changelog.services import entry_create
+    from dashboard.launch.changelog import is_observed
+    from dashboard.launch.drift import check_drift
+    from dashboard.launch.snapshot import observe_engine
     from dashboard.models import ConfigSnapshot, Engine, Host
-    from dashboard.services.launchconfig import check_drift, is_observed, observe_engine
 
     engine = Engine.objects.create(name="n", kind="vllm", url="http://127.0.0.1:1", host=Host.objects.create(name="h"))
 
@@ -256,8 +258,8 @@ def test_observed_entries_export_import_and_never_count_as_human_lines(db):
 def test_an_engine_that_hangs_costs_the_account_one_timeout(db):
     import time
 
+    from dashboard.launch.account import ACCOUNT_TIMEOUT_S, fetch_account
     from dashboard.models import Engine, Host
-    from dashboard.services.launchconfig import ACCOUNT_TIMEOUT_S, fetch_account
     from tests.collectors.conftest import serve
 
     server = serve(

@@ -9,8 +9,8 @@ from django.core.management import CommandError, call_command
 
 from dashboard.audit.run import audit_host
 from dashboard.audit.thresholds import stored_overrides
+from dashboard.launch.observer import failing_counts
 from dashboard.models import AuditThreshold, ConfigSnapshot, Engine, Host
-from dashboard.services.launchconfig import failing_counts
 
 ENV = {
     "MAX_JOBS": "8",

@@ -118,8 +118,8 @@ def test_the_gates_outcome_is_recorded_with_its_start(real_box, engine_of):
     from django.utils import timezone
 
     from dashboard.collectors.systemd import units_show
+    from dashboard.launch.starts import StartTracker, restart_budget
     from dashboard.models import EngineStart
-    from dashboard.services.launchconfig import StartTracker, restart_budget
 
     box = real_box
     never_serving(box, "rec", service="TimeoutStartSec=40\n")
@@ -366,8 +366,9 @@ def test_a_launch_without_caps_in_the_shell_puts_them_in_the_engines_environment
     and the scan then finds the same engine, whose compile caps pass the audit."""
     from dashboard.audit.run import audit
     from dashboard.audit.thresholds import thresholds_save
+    from dashboard.launch.observer import Observer
+    from dashboard.launch.snapshot import latest_snapshot
     from dashboard.models import Engine, Host, Launch
-    from dashboard.services.launchconfig import Observer, latest_snapshot
 
     host = Host.objects.create(name=launcher.base["SPARKOPS_HOST_NAME"])
     thresholds_save(host=host, values={("compile_caps", "max_jobs"): 3})
@@ -429,8 +430,8 @@ def test_a_launch_beside_a_running_engine_whose_memory_does_not_fit_is_refused(r
     """A unit engine holds 0.6 of the box (its running flags, observed); a launch of 0.4 more is
     refused with the numbers and starts nothing; `--force REASON` starts it and the change log says why."""
     from dashboard.changelog.models import Entry
+    from dashboard.launch.observer import Observer
     from dashboard.models import Launch
-    from dashboard.services.launchconfig import Observer
 
     unit_engine_with_share(real_box, "big", 0.6)
     engine = engine_of(real_box, "big")

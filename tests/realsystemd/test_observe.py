@@ -107,8 +107,8 @@ def test_an_engine_started_by_hand_outside_the_manager_is_found_with_its_own_env
     its argv and the environment it runs with (/proc/PID/environ: the shell's compile caps, none of
     the unit's); the compile-caps audit judges that environment; gone, it is retired."""
     from dashboard.audit.run import audit
+    from dashboard.launch.observer import Observer
     from dashboard.models import Engine
-    from dashboard.services.launchconfig import Observer
 
     if box.kind == "real":
         box.add("uni", start=False)
@@ -186,7 +186,7 @@ def test_a_drop_in_the_change_log_does_not_record_is_config_drift_naming_it(box,
     from dashboard.alerts.models import AlertEvent
     from dashboard.changelog.grammar import FlagLine
     from dashboard.changelog.services import entry_create
-    from dashboard.services.launchconfig import Observer
+    from dashboard.launch.observer import Observer
 
     box.add("drf", **({"max_model_len": 2048} if box.kind == "real" else {}))
     engine, host = host_engine(box, engine_of, "drf")

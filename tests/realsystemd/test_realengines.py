@@ -40,8 +40,10 @@ def test_real_llama_server_under_a_real_unit_is_observed_with_origins_readiness_
     from django.utils import timezone
 
     from dashboard.collectors.systemd import units_show
+    from dashboard.launch.observer import Observer
+    from dashboard.launch.snapshot import latest_snapshot
+    from dashboard.launch.starts import StartTracker, parse_timestamp
     from dashboard.models import Engine, Host
-    from dashboard.services.launchconfig import Observer, StartTracker, latest_snapshot, parse_timestamp
 
     server, model = llama_build
     box = real_box

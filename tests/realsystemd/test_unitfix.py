@@ -221,7 +221,7 @@ PER_ENGINE = ("restart_always_bounded", "compile_caps", "cuda_on_path", "readine
 
 def _audit(engine):
     from dashboard.audit.run import audit
-    from dashboard.services.launchconfig import observe_now
+    from dashboard.launch.observer import observe_now
 
     observe_now(engine)
     return {r.check: r for r in audit([engine], only_engine=engine)}

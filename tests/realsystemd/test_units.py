@@ -232,7 +232,7 @@ def test_a_readiness_helper_that_waits_holds_the_unit_activating_too_long(box, e
     from datetime import UTC, datetime
 
     from dashboard.alerts.services import rule_update
-    from dashboard.services.launchconfig import parse_timestamp
+    from dashboard.launch.starts import parse_timestamp
 
     box.add("act", restart="no", start=False, load_seconds=900)
     engine = engine_of(box, "act")

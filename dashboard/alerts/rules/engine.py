@@ -106,7 +106,7 @@ def _activating_for(state, unit, *, same_clock=False):
         return 0.0
     began = None
     if same_clock and unit.get("SubState") != "auto-restart":
-        from dashboard.services.launchconfig import parse_timestamp
+        from dashboard.launch.starts import parse_timestamp
 
         began = parse_timestamp(unit.get("InactiveExitTimestamp") or "")
     if began is not None and began.timestamp() <= time.time():

@@ -71,7 +71,7 @@ class Command(BaseCommand):
             return self._thresholds(box, {**_flat(forget), **_flat(stored)}, as_json=opts.get("json"))
         engines = list(Engine.objects.select_related("host").filter(host=box, retired_at__isnull=True).order_by("name"))
         if not no_observe and box.name == settings.SPARKOPS_HOST_NAME:
-            from dashboard.services.launchconfig import Observer
+            from dashboard.launch.observer import Observer
 
             Observer().observe(engines)
         results = audit(engines, overrides=overrides, only_engine=only)

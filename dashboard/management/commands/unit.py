@@ -43,7 +43,7 @@ class Command(BaseCommand):
                 opts.get("json"),
             )
         if on_box and found.unit:
-            from dashboard.services.launchconfig import observe_now
+            from dashboard.launch.observer import observe_now
 
             for peer in Engine.objects.filter(host_id=found.host_id, retired_at__isnull=True).exclude(unit=""):
                 observe_now(peer)  # the audit and the peers' units as they are now

@@ -1,7 +1,7 @@
 """What the launch configuration page shows of one engine: its newest (or a chosen) configuration
 snapshot read for a person — every flag with the file that set it, the unit's files in the order
 systemd applies them, the environment (secrets redacted), the readiness helper and its budgets,
-the measured starts, and the snapshot history with each version's difference (`launchconfig.diff`,
+the measured starts, and the snapshot history with each version's difference (`changelog.diff`,
 the same lines the observed change-log entries are written from).
 
 Everything shown comes from `ConfigSnapshot.data`, where secret values are already stored only as a
@@ -13,9 +13,14 @@ from __future__ import annotations
 import hashlib
 
 from dashboard.collectors import flags as flagmodel
-from dashboard.collectors.unitconfig import EDGES, timespan_s
+from dashboard.collectors.unitconfig import timespan_s
+from dashboard.collectors.unitfiles import EDGES
 from dashboard.models import ConfigSnapshot
-from dashboard.services import launchconfig as lc
+
+from .changelog import UNIT_LINES, diff
+from .drift import ACCOUNT_FLAGS, _same
+from .snapshot import OLDER_UNIT, _redact_argv
+from .starts import restart_budget
 
 HISTORY = 50  # versions listed; older ones stay in the Django admin
 REDACTED = "redacted"
@@ -27,7 +32,7 @@ def launch_page(engine, *, version=None):
     and the history. {"snapshot": None, ...} when the engine has none; LookupError for a VERSION that
     is not one of ENGINE's."""
     history = list(ConfigSnapshot.objects.filter(engine=engine).order_by("-observed_at", "-id")[:HISTORY])
-    budget = lc.restart_budget(engine)
+    budget = restart_budget(engine)
     if version is None:
         snap = history[0] if history else None
     else:
@@ -60,7 +65,7 @@ def launch_page(engine, *, version=None):
         process=(data.get("observed") or {}).get("process"),
         model=((data.get("flags") or {}).get("model")),
         flags=flags,
-        older_unit=any(r["origin"] == lc.OLDER_UNIT for r in flags),
+        older_unit=any(r["origin"] == OLDER_UNIT for r in flags),
         problems=((data.get("flags") or {}).get("problems") or []),
         unknown=_redact([str(w) for w in (data.get("flags") or {}).get("unknown") or []], hidden),
         exec_start=_argv_line(unit.get("exec_start"), hidden),
@@ -108,7 +113,7 @@ def origin_label(data, path):
         return f"drop-in {drop_ins.index(path) + 1} of {len(drop_ins)}"
     if any(f.get("path") == path for f in unit.get("environment_files") or []):
         return "EnvironmentFile="
-    if path == lc.OLDER_UNIT:
+    if path == OLDER_UNIT:
         return "what runs (an older unit)"
     if path.startswith(PROC):
         return "the process" + (" (hand-run)" if (data or {}).get("launch") == "hand-run" else "")
@@ -138,7 +143,7 @@ def flag_rows(data, hidden=frozenset()):
                 "label": origin_label(data, origin),
                 "via": via.get(flag, ""),
                 "account": account,
-                "agrees": None if account is None else lc._same(shown, account[0]),
+                "agrees": None if account is None else _same(shown, account[0]),
             }
         )
     rows.sort(key=lambda r: (order.get(r["origin"], len(order)), r["flag"]))
@@ -149,7 +154,7 @@ def _account_says(data):
     """{flag: (value, what the engine calls it)} from the engine's own account."""
     account = data.get("account") or {}
     out = {}
-    for flag, path, name in lc.ACCOUNT_FLAGS.get(data.get("kind"), ()):
+    for flag, path, name in ACCOUNT_FLAGS.get(data.get("kind"), ()):
         said = account
         for key in path:
             said = said.get(key) if isinstance(said, dict) else None
@@ -189,7 +194,7 @@ def directive_rows(unit):
     """[{directive, value, file}] of the unit's settings the audit holds to the playbook."""
     files = unit.get("directive_files") or {}
     rows = []
-    for label, key, directive in lc.UNIT_LINES:
+    for label, key, directive in UNIT_LINES:
         value = unit.get(key)
         if value not in (None, ""):
             rows.append({"directive": label, "value": flagmodel.render(value), "file": files.get(directive, "")})
@@ -263,12 +268,12 @@ def _secret_hashes(data):
 
 def _redact(argv, hidden):
     """ARGV with secret flags' values, and words whose hash is one of HIDDEN, redacted."""
-    argv = lc._redact_argv(list(argv), set())
+    argv = _redact_argv(list(argv), set())
     return [REDACTED if _digest(w) in hidden else w for w in argv]
 
 
 def _digest(text):
-    """The short hash a snapshot stores a secret under (`launchconfig._redact`)."""
+    """The short hash a snapshot stores a secret under (`snapshot._redact`)."""
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -287,14 +292,14 @@ def _argv_line(start, hidden):
 
 def versions(engine, history):
     """[{snapshot, lines: [(name, old, new, file)], first}] newest first: each version's difference
-    from the one before it (`launchconfig.diff`, as the observed change-log entry has it)."""
+    from the one before it (`changelog.diff`, as the observed change-log entry has it)."""
     missing = {s.previous_id for s in history if s.previous_id} - {s.pk for s in history}
     before = {s.pk: s for s in history}
     before.update(ConfigSnapshot.objects.in_bulk(missing))
     out = []
     for snap in history:
         previous = before.get(snap.previous_id) if snap.previous_id else None
-        lines = lc.diff(previous.data or {}, snap.data or {}) if previous is not None else []
+        lines = diff(previous.data or {}, snap.data or {}) if previous is not None else []
         hidden = _secret_hashes(snap.data or {}) | (_secret_hashes(previous.data or {}) if previous else set())
         out.append(
             {

@@ -1,0 +1,216 @@
+"""Every start of every engine's unit, measured (`StartTracker`, `record_start`), and the restart
+budget read from them: per engine (`restart_budget`) and for a whole box's cold boot
+(`box_cold_boot`); with `parse_timestamp`, systemd's timestamps as aware datetimes."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, timedelta
+
+from dashboard.collectors import unitconfig
+
+from .snapshot import latest_snapshot
+
+
+def parse_timestamp(text):
+    """systemd's `Tue 2026-07-14 10:02:11 UTC`, with microseconds (`… 10:02:11.492971 UTC`, what
+    `--timestamp=us+utc` prints) or `@1752487331` → aware datetime, or None."""
+    from datetime import datetime
+
+    if not text:
+        return None
+    text = text.strip()
+    if text.startswith("@"):
+        try:
+            return datetime.fromtimestamp(float(text[1:]), tz=UTC)
+        except ValueError:
+            return None
+    parts = text.split()
+    if len(parts) >= 3 and len(parts[0]) == 3:
+        parts = parts[1:]  # the weekday
+    try:
+        fmt = "%Y-%m-%d %H:%M:%S.%f" if len(parts) > 1 and "." in parts[1] else "%Y-%m-%d %H:%M:%S"
+        naive = datetime.strptime(" ".join(parts[:2]), fmt)
+    except ValueError:
+        return None
+    if len(parts) > 2 and parts[2] in ("UTC", "GMT"):
+        return naive.replace(tzinfo=UTC)
+    local = time.mktime(naive.timetuple()) + naive.microsecond / 1e6  # the box's local time
+    return datetime.fromtimestamp(local, tz=UTC)
+
+
+class StartTracker:
+    """Every start of every unit, from its InactiveExitTimestamp (noticed by a new
+    ExecMainStartTimestamp) to the first answer the poller
+    had from the new process (a time check and a dict per tick; one row when a start ends)."""
+
+    def __init__(self):
+        self.stamps: dict[int, str] = {}
+        self.last_ok: dict[int, object] = {}
+        self.pending: dict[int, dict] = {}
+
+    def track(self, engines, units, processes):
+        for e in engines:
+            props = units.get(e.unit) or {}
+            stamp = props.get("ExecMainStartTimestamp")
+            first = e.pk not in self.stamps
+            if first and not stamp and props.get("ActiveState") in ("inactive", "failed"):
+                # seen never started (or collected): its next start is one seen from its beginning,
+                # even when the engine answers by the next tick
+                self.stamps[e.pk] = ""
+                first = False
+            if stamp and stamp != self.stamps.get(e.pk):
+                self.stamps[e.pk] = stamp
+                self._failed(e, self.pending.pop(e.pk, None))  # started again before it served
+                if not first or (e.status != "up" and props.get("ActiveState") in ("active", "activating")):
+                    self.pending[e.pk] = {
+                        "stamp": stamp,
+                        "inactive_exit": props.get("InactiveExitTimestamp"),
+                        "active": props.get("ActiveEnterTimestamp"),
+                        "compilers": 0,
+                        "ok_before": self.last_ok.get(e.pk) if not first else e.last_ok_at,
+                        "pid": int(props.get("MainPID") or 0) or None,  # names its gate's journal lines
+                    }
+            p = self.pending.get(e.pk)
+            if p is not None and "healthy" not in p and props.get("ActiveState") in ("failed", "inactive"):
+                self._failed(e, self.pending.pop(e.pk))  # its gate gave up, or the process died
+                p = None
+            if p is not None:
+                mine = [c for c in processes.get("compiler_procs") or [] if c.get("unit") == e.unit]
+                p["compilers"] = max(p["compilers"], len(mine))
+                p["active"] = props.get("ActiveEnterTimestamp") or p["active"]
+                if e.status == "up" and e.last_ok_at and (p["ok_before"] is None or e.last_ok_at > p["ok_before"]):
+                    p.setdefault("healthy", e.last_ok_at)
+                # A readiness helper in ExecStartPost= sees the engine answer before systemd calls the
+                # unit active: the start is stored once the unit is no longer activating (with its
+                # ActiveEnterTimestamp), timed to the first answer.
+                if "healthy" in p and props.get("ActiveState") != "activating":
+                    del self.pending[e.pk]
+                    record_start(e, p)
+            self.last_ok[e.pk] = e.last_ok_at
+
+    @staticmethod
+    def _failed(engine, pending):
+        """A start that ended without serving: its row, with what its readiness gate said."""
+        if pending is None or "healthy" in pending:
+            return
+        from dashboard.controls.gates import record_failed_start
+
+        record_failed_start(engine, pending, kind="cold" if pending["compilers"] else "warm")
+
+
+def record_start(engine, pending):
+    """Store one measured start and raise what it broke: over its budget, or a cold start
+    overlapping another engine's on the same box."""
+    from dashboard.alerts.services import external_alert_fire, external_alert_resolve
+    from dashboard.audit.checks import helper_budget_s
+    from dashboard.models import EngineStart
+
+    started = parse_timestamp(pending["stamp"])
+    if started is None:
+        return None
+    # The start began when the unit left inactive (InactiveExitTimestamp), before its ExecStartPre=
+    # ran: systemd 252 updates it on every start, automatic restarts included. Without an
+    # ExecStartPre= it is a few hundred microseconds after ExecMainStartTimestamp (the fork is
+    # stamped first): the start is the earlier of the two, the same start when they are that close.
+    began = parse_timestamp(pending.get("inactive_exit"))
+    if began is not None and began <= started + timedelta(seconds=1):
+        started = min(began, started)
+    active = parse_timestamp(pending["active"])
+    snap = latest_snapshot(engine)
+    unit = ((snap.data if snap else {}) or {}).get("unit") or {}
+    posts = unit.get("exec_start_post") or []
+    budget = helper_budget_s(posts[-1].get("argv") or []) if posts else None
+    timeout = unitconfig.timespan_s(unit.get("timeout_start_usec"))
+    start = EngineStart.objects.create(
+        engine=engine,
+        started_at=started,
+        active_at=active if active and active >= started else None,
+        healthy_at=max(pending.get("healthy") or engine.last_ok_at, started),
+        kind="cold" if pending["compilers"] else "warm",
+        compilers_max=pending["compilers"],
+        budget_s=budget,
+        timeout_s=timeout if timeout not in (None, float("inf")) else None,
+    )
+    from dashboard.controls.gates import attach
+
+    attach(start, engine, since=started, mainpid=pending.get("pid"))  # its gate's verdict, from the journal
+    limit = start.budget_s or start.timeout_s
+    if limit and start.duration_s > limit:
+        external_alert_fire(
+            rule="start_over_budget",
+            severity="warning",
+            engine=engine,
+            subject=engine.name,
+            message=(
+                f"{engine.name}'s {start.kind} start took {start.duration_s:.0f} s, past its "
+                f"{'readiness budget' if start.budget_s else 'TimeoutStartSec'} of {limit:g} s"
+            ),
+        )
+    else:
+        external_alert_resolve(rule="start_over_budget", engine=engine, subject=engine.name)
+    if start.kind == "cold":
+        overlap = (
+            EngineStart.objects.filter(
+                engine__host_id=engine.host_id,
+                kind="cold",
+                started_at__lt=start.healthy_at,
+                healthy_at__gt=start.started_at,
+            )
+            .exclude(engine=engine)
+            .select_related("engine")
+            .first()
+        )
+        if overlap is not None:
+            external_alert_fire(
+                rule="cold_starts_overlap",
+                severity="warning",
+                host=engine.host,
+                subject=engine.host.name,
+                message=(
+                    f"{engine.name} and {overlap.engine.name} cold-started at once "
+                    f"({start.started_at:%H:%M:%S} and {overlap.started_at:%H:%M:%S}): two compile "
+                    "storms do not fit in one box; serialize the units"
+                ),
+            )
+    return start
+
+
+def restart_budget(engine):
+    """The engine's starts per class: {"cold"|"warm": {n, median, min, max, first, last}} (those that
+    served), the latest that failed before serving, and the budgets of its latest start."""
+    from statistics import median
+
+    from dashboard.models import EngineStart
+
+    rows = list(EngineStart.objects.filter(engine=engine).order_by("started_at"))
+    out = {"starts": rows[-20:][::-1], "classes": {}, "failed": [r for r in rows if r.healthy_at is None][-5:][::-1]}
+    for kind in ("cold", "warm"):
+        mine = [r for r in rows if r.kind == kind and r.healthy_at is not None]  # a failed start has no duration
+        if mine:
+            d = [r.duration_s for r in mine]
+            out["classes"][kind] = {
+                "n": len(mine),
+                "median": median(d),
+                "min": min(d),
+                "max": max(d),
+                "first": mine[0].started_at,
+                "last": mine[-1].started_at,
+            }
+    last = rows[-1] if rows else None
+    out["budget_s"], out["timeout_s"] = (last.budget_s, last.timeout_s) if last else (None, None)
+    return out
+
+
+def box_cold_boot(host):
+    """A full cold boot of HOST: the sum of its engines' median cold starts (they must be
+    serialized), with each engine's figure; engines never seen cold count their slowest start."""
+    from dashboard.models import Engine
+
+    parts = []
+    for engine in Engine.objects.filter(host=host, retired_at__isnull=True).order_by("name"):
+        b = restart_budget(engine)
+        figure = (b["classes"].get("cold") or {}).get("median") or max([c["max"] for c in b["classes"].values()] or [0])
+        if figure:
+            parts.append((engine.name, figure, b["budget_s"], b["timeout_s"]))
+    return {"total_s": sum(p[1] for p in parts), "engines": parts}
