@@ -1,54 +1,14 @@
-import json
-
 from django import forms
 
 from dashboard.forms import ids
-from dashboard.forms.bounds import bound_widgets
-from dashboard.measured.services import parse_cron
-from dashboard.models import Engine
+from dashboard.measured.forms import MeasuredProfileForm
 
 from .models import PairRun, Profile
 
 
-class SamplingCronMixin:
-    """The `sampling_params` (a JSON object as text) and `cron` fields' cleaning, for every form of
-    a profile that sends requests on a schedule (benchmark and probe profiles)."""
-
-    def clean_sampling_params(self):
-        text = (self.cleaned_data.get("sampling_params") or "").strip()
-        if not text:
-            return {}
-        try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise forms.ValidationError(f"Not JSON: {exc}") from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError('Give a JSON object, e.g. {"temperature": 0.6}.')
-        return value
-
-    def clean_cron(self):
-        text = (self.cleaned_data.get("cron") or "").strip()
-        if text:
-            try:
-                parse_cron(text)
-            except ValueError as exc:
-                raise forms.ValidationError(str(exc)) from None
-        return text
-
-
-class ProfileForm(SamplingCronMixin, forms.ModelForm):
-    sampling_params = forms.CharField(
-        required=False,
-        widget=forms.Textarea(attrs={"rows": 2}),
-        help_text='Explicit sampling only, a JSON object, e.g. {"temperature": 0.6, "top_p": 0.95}',
-    )
-    cron = forms.CharField(
-        required=False,
-        max_length=120,
-        label="Schedule (cron, UTC)",
-        help_text="minute hour day-of-month month day-of-week, e.g. '0 3 * * *'; empty = manual only",
-    )
-    schedule_enabled = forms.BooleanField(required=False, initial=True, label="Schedule enabled")
+class ProfileForm(MeasuredProfileForm):
+    SAMPLING_EXAMPLE = '{"temperature": 0.6, "top_p": 0.95}'
+    CRON_EXAMPLE = "0 3 * * *"
 
     class Meta:
         model = Profile
@@ -71,19 +31,10 @@ class ProfileForm(SamplingCronMixin, forms.ModelForm):
         ]
         widgets = {"instruction": forms.Textarea(attrs={"rows": 2})}
 
-    def __init__(self, *args, cron="", schedule_enabled=True, **kwargs):
+    def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        bound_widgets(self)
-        # A retired engine is not offered: nothing runs on it.
-        engine_field = self.fields["engine"]
-        assert isinstance(engine_field, forms.ModelChoiceField)
-        engine_field.queryset = Engine.objects.filter(retired_at__isnull=True).order_by("name")
-        self.fields["cron"].initial = cron
-        self.fields["schedule_enabled"].initial = schedule_enabled
-        if self.instance.pk:
-            self.initial["sampling_params"] = (
-                json.dumps(self.instance.sampling_params) if self.instance.sampling_params else ""
-            )
+        if self.instance.pk and not self.instance.sampling_params:
+            self.initial["sampling_params"] = ""  # not "{}"
 
     def clean(self):
         data = super().clean()

@@ -6,8 +6,7 @@ from django.core.validators import MaxLengthValidator, MaxValueValidator, MinVal
 from django.db import models
 
 from dashboard.bounds import Bounds
-from dashboard.measured.models import MeasuredRun
-from dashboard.models.fleet import NAME_VALIDATOR
+from dashboard.measured.models import MeasuredProfile, MeasuredRun
 
 from .spec import RunSpec
 
@@ -24,7 +23,7 @@ BOUNDS = {
 }
 
 
-class Profile(models.Model):
+class Profile(MeasuredProfile):
     class Mode(models.TextChoices):
         COLD = "cold", "cold (fresh prompt, salted, nothing cached)"
         FOLLOW_UP = "follow_up", "follow-up (warm prefix cache)"
@@ -34,12 +33,6 @@ class Profile(models.Model):
         GREEDY = "greedy", "greedy (temperature 0)"
         EXPLICIT = "explicit", "explicit JSON"
 
-    class Thinking(models.TextChoices):
-        SERVER = "server", "server default"
-        ON = "on", "on"
-        OFF = "off", "off"
-
-    name = models.CharField(max_length=63, unique=True, validators=[NAME_VALIDATOR])
     engine = models.ForeignKey("dashboard.Engine", on_delete=models.PROTECT, related_name="bench_profiles")
     workload = models.CharField(max_length=80, default="essay", help_text="Label of the prompt shape, e.g. 'codegen'")
     instruction = models.TextField(
@@ -63,7 +56,6 @@ class Profile(models.Model):
     sampling_params = models.JSONField(
         default=dict, blank=True, help_text='Only for explicit, e.g. {"temperature": 0.6}'
     )
-    thinking = models.CharField(max_length=8, choices=Thinking.choices, default=Thinking.SERVER)
     reps = models.PositiveSmallIntegerField(
         default=3,
         validators=BOUNDS["reps"].validators(),
@@ -89,16 +81,6 @@ class Profile(models.Model):
         on_delete=models.SET_NULL,
         related_name="bench_profile",
     )
-    params_hash = models.CharField(max_length=16, editable=False, db_index=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self):
-        return self.name
 
     def clean(self):
         errors = {}
@@ -112,10 +94,6 @@ class Profile(models.Model):
             errors["output_tokens"] = "Pin at least 2 output tokens (decode rate needs two)."
         if errors:
             raise ValidationError(errors)
-
-    def save(self, *args, **kwargs):
-        self.params_hash = self.spec().params_hash()
-        super().save(*args, **kwargs)
 
     def spec(self):
         return RunSpec.from_profile(self)

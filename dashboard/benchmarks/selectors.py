@@ -1,6 +1,6 @@
 """Read side: the trend of a profile and what the pages list."""
 
-from datetime import timedelta
+from dashboard.measured.selectors import trend_annotations
 
 from .models import Run
 from .regression import BASELINE_RUNS, METRICS, judge
@@ -8,11 +8,7 @@ from .regression import BASELINE_RUNS, METRICS, judge
 
 def profile_trend(*, profile):
     """Done runs of the profile's current hash, oldest first, as chart series; plus annotations."""
-    runs = list(
-        Run.objects.filter(profile=profile, params_hash=profile.params_hash, status=Run.Status.DONE)
-        .order_by("created_at")
-        .only("id", "created_at", "stats", "tainted", "regression")
-    )
+    runs = profile.trend_runs("id", "created_at", "stats", "tainted", "regression")
     series = {"t": [], "run": [], "tainted": [], "regression": []}
     for metric in METRICS:
         series[metric] = {"median": [], "min": [], "max": [], "band": _noise_band(runs, metric)}
@@ -44,18 +40,6 @@ def _noise_band(runs, metric):
     _, detail = judge(history[0], history, METRICS[metric])
     base, threshold = detail["baseline_median"], detail["threshold"]
     return {"low": base - threshold, "high": base + threshold, "runs": [r.pk for r in comparable[:BASELINE_RUNS]]}
-
-
-def trend_annotations(profile, runs):
-    """The change-log marks of PROFILE's engine over RUNS (oldest first), a day either side; for
-    the benchmark and probe trends."""
-    if not runs:
-        return []
-    from dashboard.changelog.selectors import chart_annotations
-
-    start = runs[0].created_at - timedelta(days=1)
-    end = runs[-1].created_at + timedelta(days=1)
-    return chart_annotations(engine=profile.engine, start=start, end=end)
 
 
 def runs_for_compare(*, a, b):

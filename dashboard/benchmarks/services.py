@@ -11,8 +11,9 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 
-from django.db import transaction
 from django.utils import timezone
+
+from dashboard.measured.services import queue_on_box
 
 from .client import check_output, measure
 from .conditions import conditions_snapshot, config_snapshot, taint_reasons
@@ -41,14 +42,11 @@ def run_create(*, engine, spec: RunSpec, profile=None, trigger=Run.Trigger.MANUA
 
 
 def run_enqueue(*, profile, user=None, trigger=Run.Trigger.MANUAL):
-    """Queue a run of PROFILE on the worker of the engine's own box (after commit): measured
-    over loopback there, TTFT is the engine's, not the network's."""
+    """Queue a run of PROFILE on the worker of the engine's own box (after commit)."""
     from .tasks import bench_run_execute
 
     run = run_create(engine=profile.engine, spec=profile.spec(), profile=profile, trigger=trigger, user=user)
-    queue = profile.engine.host.queue
-    transaction.on_commit(lambda: bench_run_execute.apply_async(args=[run.pk], queue=queue))
-    return run
+    return queue_on_box(run, bench_run_execute)
 
 
 def _fail(run, reason):

@@ -6,7 +6,7 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from dashboard.measured.services import profile_cron
+from dashboard.measured.services import profile_cron, profile_save, schedule_initial
 from dashboard.params import ParamError, int_param
 from dashboard.roles import role_required
 
@@ -32,23 +32,11 @@ def index(request):
     )
 
 
-def _save_profile(request, form):
-    with transaction.atomic():
-        profile = form.save(commit=False)
-        if profile.created_by_id is None:
-            profile.created_by = request.user
-        profile.save()
-        profile_set_schedule(
-            profile=profile, cron=form.cleaned_data["cron"], enabled=form.cleaned_data["schedule_enabled"]
-        )
-    return profile
-
-
 @role_required("operator")
 def profile_create(request):
     form = ProfileForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        profile = _save_profile(request, form)
+        profile = profile_save(form=form, user=request.user, set_schedule=profile_set_schedule)
         messages.success(request, f"Profile {profile.name} saved.")
         return redirect("bench:profile", pk=profile.pk)
     return render(request, "bench/profile_form.html", {"form": form})
@@ -57,10 +45,9 @@ def profile_create(request):
 @role_required("operator")
 def profile_edit(request, pk):
     profile = get_object_or_404(Profile, pk=pk)
-    enabled = profile.schedule.enabled if profile.schedule else True
-    form = ProfileForm(request.POST or None, instance=profile, cron=profile_cron(profile), schedule_enabled=enabled)
+    form = ProfileForm(request.POST or None, instance=profile, **schedule_initial(profile))
     if request.method == "POST" and form.is_valid():
-        _save_profile(request, form)
+        profile_save(form=form, user=request.user, set_schedule=profile_set_schedule)
         messages.success(request, f"Profile {profile.name} saved.")
         return redirect("bench:profile", pk=profile.pk)
     return render(request, "bench/profile_form.html", {"form": form, "profile": profile})
@@ -88,7 +75,7 @@ def profile_run(request, pk):
 def run_detail(request, pk):
     run = get_object_or_404(Run.objects.select_related("engine", "profile", "created_by"), pk=pk)
     if request.GET.get("format") == "progress":  # run.js catches up with this when its socket (re)opens
-        return JsonResponse({"run": run.pk, "done": run.done_reps, "total": run.total_reps, "status": run.status})
+        return JsonResponse(run.progress_payload())
     return render(
         request,
         "bench/run_detail.html",

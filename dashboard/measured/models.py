@@ -1,4 +1,4 @@
-"""What every measured run shares (benchmark runs and quality probe runs): the status, the
+"""What every measured profile and run shares (benchmark runs and quality probe runs): the status, the
 parameters' hash, who and when, the conditions and taint, the regression mark, and the lifecycle
 that moves a run from queued to an end. Each kind keeps its own spec, session and scoring, and
 says how its progress is counted (`counts`) and how long it may run (`stale_budget_s`).
@@ -11,9 +11,53 @@ from django.db import models
 from django.utils import timezone
 
 from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
+from dashboard.models.fleet import NAME_VALIDATOR
 
 REASON_MAX = 2000  # a failure's reason can carry an engine's whole error body
 POSTPONED = "postponed: "  # the start of a postponed run's reason (what the release sweep looks for)
+
+
+class MeasuredProfile(models.Model):
+    """Pinned parameters with their hash, a name and a cron (the kind's own `schedule` field);
+    `spec()` is the kind's spec, the one thing hashed."""
+
+    class Thinking(models.TextChoices):
+        SERVER = "server", "server default"
+        ON = "on", "on"
+        OFF = "off", "off"
+
+    name = models.CharField(max_length=63, unique=True, validators=[NAME_VALIDATOR])
+    thinking = models.CharField(max_length=8, choices=Thinking.choices, default=Thinking.SERVER)
+    params_hash = models.CharField(max_length=16, editable=False, db_index=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    def save(self, *args, **kwargs):
+        self.params_hash = self.spec().params_hash()
+        super().save(*args, **kwargs)
+
+    def spec(self):
+        raise NotImplementedError
+
+    def last_run(self):
+        """The newest run with the profile's current parameters (None when it has none yet)."""
+        return self.runs.filter(params_hash=self.params_hash).order_by("-created_at").first()
+
+    def trend_runs(self, *fields):
+        """The done runs of the profile's current parameters, oldest first (only FIELDS loaded): its trend."""
+        return list(
+            self.runs.filter(params_hash=self.params_hash, status=MeasuredRun.Status.DONE)
+            .order_by("created_at")
+            .only(*fields)
+        )
 
 
 class MeasuredRun(models.Model):
@@ -64,11 +108,14 @@ class MeasuredRun(models.Model):
         self.refresh_from_db()
         return claimed == 1
 
+    def progress_payload(self):
+        """Where the run stands: what its live event carries and what its page catches up with."""
+        done, total = self.counts()
+        return {"run": self.pk, "done": done, "total": total, "status": self.status}
+
     def progress(self):
         """Tell the run's page (and the lists) where the run stands, after the transaction commits."""
-        done, total = self.counts()
-        payload = {"run": self.pk, "done": done, "total": total, "status": self.status}
-        publish_on_commit(GROUP_ALL, LiveEvent(type=self.PROGRESS_EVENT, payload=payload))
+        publish_on_commit(GROUP_ALL, LiveEvent(type=self.PROGRESS_EVENT, payload=self.progress_payload()))
 
     def end(self, status, reason, *, also=None):
         """Finish with STATUS (refused or failed) and why. ALSO: the other fields to save with it, in

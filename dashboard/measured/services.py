@@ -56,6 +56,24 @@ def cron_set_schedule(*, profile, cron, enabled, name, task):
     return periodic
 
 
+def profile_save(*, form, user, set_schedule):
+    """Save a profile's valid FORM (USER its creator the first time) and its cron (SET_SCHEDULE, the
+    kind's), in one transaction."""
+    with transaction.atomic():
+        profile = form.save(commit=False)
+        if profile.created_by_id is None:
+            profile.created_by = user
+        profile.save()
+        set_schedule(profile=profile, cron=form.cleaned_data["cron"], enabled=form.cleaned_data["schedule_enabled"])
+    return profile
+
+
+def schedule_initial(profile):
+    """A profile form's schedule fields as PROFILE has them: its cron and whether it is enabled."""
+    enabled = profile.schedule.enabled if profile.schedule else True
+    return {"cron": profile_cron(profile), "schedule_enabled": enabled}
+
+
 def profile_cron(profile):
     """PROFILE's cron as text ("" when it has none)."""
     task = profile.schedule
@@ -63,6 +81,14 @@ def profile_cron(profile):
         return ""
     c = task.crontab
     return " ".join((c.minute, c.hour, c.day_of_month, c.month_of_year, c.day_of_week))
+
+
+def queue_on_box(run, task):
+    """Send TASK (a Celery task taking the run's id) to the worker of RUN's engine's own box once the
+    transaction commits: measured over loopback there, TTFT is the engine's, not the network's."""
+    queue = run.engine.host.queue
+    transaction.on_commit(lambda: task.apply_async(args=[run.pk], queue=queue))
+    return run
 
 
 def run_scheduled(run, *, execute):
@@ -105,8 +131,7 @@ def release_postponed(model, *, execute, now=None):
             )
             if claimed == 1:
                 released += 1
-                queue = run.engine.host.queue
-                transaction.on_commit(lambda pk=run.pk, q=queue: execute.apply_async(args=[pk], queue=q))
+                queue_on_box(run, execute)
     return released
 
 

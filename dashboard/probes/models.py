@@ -3,29 +3,21 @@
 A probe profile is a benchmark profile for quality: pinned parameters with a hash, a cron, odd
 repetitions, production sampling unless stated; its runs keep their conditions and taint."""
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from dashboard.measured.models import MeasuredRun
-from dashboard.models.fleet import NAME_VALIDATOR
+from dashboard.measured.models import MeasuredProfile, MeasuredRun
 
 from .spec import KINDS, MAX_DECOYS, MAX_REPS, MAX_TIMEOUT_S, MAX_TOKENS, ProbeSpec, parse_depths
 
 
-class ProbeProfile(models.Model):
+class ProbeProfile(MeasuredProfile):
     class Sampling(models.TextChoices):
         SERVER = "server", "server defaults (production: what an agent that sends nothing gets)"
         GREEDY = "greedy", "greedy (temperature 0)"
         EXPLICIT = "explicit", "explicit JSON"
 
-    class Thinking(models.TextChoices):
-        SERVER = "server", "server default"
-        ON = "on", "on"
-        OFF = "off", "off"
-
-    name = models.CharField(max_length=63, unique=True, validators=[NAME_VALIDATOR])
     engine = models.ForeignKey("dashboard.Engine", on_delete=models.PROTECT, related_name="probe_profiles")
     kind = models.CharField(max_length=10, choices=[(k, k) for k in KINDS])
     tokens = models.PositiveIntegerField(
@@ -44,7 +36,6 @@ class ProbeProfile(models.Model):
     control_corpus = models.CharField(max_length=300, default="orchard")
     sampling = models.CharField(max_length=10, choices=Sampling.choices, default=Sampling.SERVER)
     sampling_params = models.JSONField(default=dict, blank=True)
-    thinking = models.CharField(max_length=8, choices=Thinking.choices, default=Thinking.SERVER)
     reps = models.PositiveSmallIntegerField(
         default=3,
         validators=[MinValueValidator(3), MaxValueValidator(MAX_REPS)],
@@ -60,16 +51,6 @@ class ProbeProfile(models.Model):
         on_delete=models.SET_NULL,
         related_name="probe_profile",
     )
-    params_hash = models.CharField(max_length=16, editable=False, db_index=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self):
-        return self.name
 
     def clean(self):
         errors = {}
@@ -83,10 +64,6 @@ class ProbeProfile(models.Model):
             errors["sampling_params"] = "Sampling parameters apply only to explicit sampling."
         if errors:
             raise ValidationError(errors)
-
-    def save(self, *args, **kwargs):
-        self.params_hash = self.spec().params_hash()
-        super().save(*args, **kwargs)
 
     def spec(self):
         return ProbeSpec.from_profile(self)

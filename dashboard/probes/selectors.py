@@ -1,7 +1,7 @@
 """Read side: a profile's trend (a score per run, with change-log marks), the needle table over runs,
 and the latest contract reading of an engine (its page shows it)."""
 
-from dashboard.benchmarks.selectors import trend_annotations
+from dashboard.measured.selectors import trend_annotations
 
 from .models import ProbeRun
 
@@ -21,11 +21,7 @@ def run_score(run):
 
 
 def profile_trend(*, profile):
-    runs = list(
-        ProbeRun.objects.filter(profile=profile, params_hash=profile.params_hash, status=ProbeRun.Status.DONE)
-        .order_by("created_at")
-        .only("id", "created_at", "kind", "result", "passed", "tainted", "regression", "headline")
-    )
+    runs = profile.trend_runs("id", "created_at", "kind", "result", "passed", "tainted", "regression", "headline")
     series = {"t": [], "run": [], "score": [], "coerced": [], "headline": [], "tainted": [], "regression": []}
     for run in runs:
         series["t"].append(run.created_at.isoformat())

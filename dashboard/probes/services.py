@@ -11,10 +11,10 @@ import asyncio
 import uuid
 from collections import Counter
 
-from django.db import transaction
 from django.utils import timezone
 
 from dashboard.benchmarks.conditions import conditions_snapshot, taint_reasons
+from dashboard.measured.services import queue_on_box
 
 from .contract import ContractProbe
 from .haystack import CorpusError
@@ -53,9 +53,7 @@ def probe_run_enqueue(*, profile, user=None, trigger=ProbeRun.Trigger.MANUAL):
     from .tasks import probe_run_execute_task
 
     run = probe_run_create(engine=profile.engine, spec=profile.spec(), profile=profile, trigger=trigger, user=user)
-    queue = profile.engine.host.queue
-    transaction.on_commit(lambda: probe_run_execute_task.apply_async(args=[run.pk], queue=queue))
-    return run
+    return queue_on_box(run, probe_run_execute_task)
 
 
 def _save_case(run, index, data):

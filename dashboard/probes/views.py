@@ -1,12 +1,11 @@
 """Probe pages: profiles, a profile's trend and table, runs (cases and the scored result)."""
 
 from django.contrib import messages
-from django.db import transaction
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from dashboard.measured.services import profile_cron
+from dashboard.measured.services import profile_cron, profile_save, schedule_initial
 from dashboard.roles import role_required
 
 from .forms import ProbeProfileForm
@@ -24,23 +23,11 @@ def index(request):
     return render(request, "probes/index.html", {"profiles": profiles, "runs": runs})
 
 
-def _save(request, form):
-    with transaction.atomic():
-        profile = form.save(commit=False)
-        if profile.created_by_id is None:
-            profile.created_by = request.user
-        profile.save()
-        probe_set_schedule(
-            profile=profile, cron=form.cleaned_data["cron"], enabled=form.cleaned_data["schedule_enabled"]
-        )
-    return profile
-
-
 @role_required("operator")
 def profile_create(request):
     form = ProbeProfileForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        profile = _save(request, form)
+        profile = profile_save(form=form, user=request.user, set_schedule=probe_set_schedule)
         messages.success(request, f"Probe {profile.name} saved.")
         return redirect("probes:profile", pk=profile.pk)
     return render(request, "probes/profile_form.html", {"form": form})
@@ -49,12 +36,9 @@ def profile_create(request):
 @role_required("operator")
 def profile_edit(request, pk):
     profile = get_object_or_404(ProbeProfile, pk=pk)
-    enabled = profile.schedule.enabled if profile.schedule else True
-    form = ProbeProfileForm(
-        request.POST or None, instance=profile, cron=profile_cron(profile), schedule_enabled=enabled
-    )
+    form = ProbeProfileForm(request.POST or None, instance=profile, **schedule_initial(profile))
     if request.method == "POST" and form.is_valid():
-        _save(request, form)
+        profile_save(form=form, user=request.user, set_schedule=probe_set_schedule)
         messages.success(request, f"Probe {profile.name} saved.")
         return redirect("probes:profile", pk=profile.pk)
     return render(request, "probes/profile_form.html", {"form": form, "profile": profile})
@@ -85,7 +69,7 @@ def profile_run(request, pk):
 def run_detail(request, pk):
     run = get_object_or_404(ProbeRun.objects.select_related("engine", "profile", "created_by"), pk=pk)
     if request.GET.get("format") == "progress":  # run.js catches up with this when its socket (re)opens
-        return JsonResponse({"run": run.pk, "done": run.done_cases, "total": run.total_cases, "status": run.status})
+        return JsonResponse(run.progress_payload())
     context = {
         "run": run,
         "cases": run.cases.all(),

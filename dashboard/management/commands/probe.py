@@ -105,7 +105,7 @@ class Command(BaseCommand):
     def do_list(self, *, json: bool, **_):
         rows = []
         for p in ProbeProfile.objects.select_related("engine", "schedule__crontab"):
-            last = p.runs.filter(params_hash=p.params_hash).order_by("-created_at").first()
+            last = p.last_run()
             rows.append(
                 {
                     "profile": p.name,
