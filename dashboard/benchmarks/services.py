@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 
 from django.utils import timezone
 
-from dashboard.measured.services import queue_on_box
+from dashboard.measured.services import close_window, every_request_failed, queue_on_box
 
 from .client import check_output, measure
-from .conditions import conditions_snapshot, config_snapshot, taint_reasons
+from .conditions import conditions_snapshot, config_snapshot
 from .models import Repetition, Run
 from .session import BenchSession, CalibrationError
 from .spec import RunSpec
@@ -158,22 +158,13 @@ def run_execute(*, run, partner_ids=(), ready=None):
 
 
 def run_finish(*, run, spec, reps, before, partner_ids=()):
-    after = conditions_snapshot(engine=run.engine, partner_ids=partner_ids)
-    run.finished_at = timezone.now()
-    run.conditions = {"start": before, "end": after}
-    run.taint_reasons = taint_reasons(
-        engine=run.engine, before=before, after=after, start=run.started_at, end=run.finished_at
-    )
-    run.tainted = bool(run.taint_reasons)
+    close_window(run, before, partner_ids=partner_ids)
     run.checks = cache_checks(spec=spec, reps=reps) + depth_check(spec=spec, reps=reps)
     errors = Counter(r.bucket for r in reps if not r.ok)
     run.stats = run_stats([_as_dict(r) for r in reps if r.ok], errors, spec.reps)
     failed_checks = [c["name"] for c in run.checks if c["ok"] is False]
     if not any(r.ok for r in reps):
-        run.status, run.reason = (
-            Run.Status.FAILED,
-            "every request failed: " + ", ".join(f"{k} ×{v}" for k, v in errors.items()),
-        )
+        run.status, run.reason = Run.Status.FAILED, every_request_failed(errors)
     elif failed_checks:
         run.status, run.reason = Run.Status.FAILED, "verification failed: " + ", ".join(failed_checks)
     else:

@@ -9,7 +9,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.benchmarks.conditions import box_starting, engine_busy
+from dashboard.benchmarks.conditions import box_starting, conditions_snapshot, engine_busy, taint_reasons
 
 from .models import POSTPONED
 
@@ -89,6 +89,23 @@ def queue_on_box(run, task):
     queue = run.engine.host.queue
     transaction.on_commit(lambda: task.apply_async(args=[run.pk], queue=queue))
     return run
+
+
+def close_window(run, before, *, partner_ids=(), own_alert=None):
+    """End RUN's measured window: its finish time, its conditions at start (BEFORE) and now, and its
+    taint, what in that window could have moved its figures. An alert of OWN_ALERT's rule is no taint:
+    it is the alert the run itself may resolve."""
+    after = conditions_snapshot(engine=run.engine, partner_ids=partner_ids)
+    run.finished_at = timezone.now()
+    run.conditions = {"start": before, "end": after}
+    reasons = taint_reasons(engine=run.engine, before=before, after=after, start=run.started_at, end=run.finished_at)
+    run.taint_reasons = [r for r in reasons if own_alert is None or not r.startswith(f"alert {own_alert} ")]
+    run.tainted = bool(run.taint_reasons)
+
+
+def every_request_failed(errors):
+    """The reason of a run none of whose requests answered: ERRORS counted by bucket."""
+    return "every request failed: " + ", ".join(f"{k} ×{v}" for k, v in errors.items())
 
 
 def run_scheduled(run, *, execute):

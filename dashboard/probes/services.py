@@ -11,10 +11,8 @@ import asyncio
 import uuid
 from collections import Counter
 
-from django.utils import timezone
-
-from dashboard.benchmarks.conditions import conditions_snapshot, taint_reasons
-from dashboard.measured.services import queue_on_box
+from dashboard.benchmarks.conditions import conditions_snapshot
+from dashboard.measured.services import close_window, every_request_failed, queue_on_box
 
 from .contract import ContractProbe
 from .haystack import CorpusError
@@ -131,19 +129,14 @@ def probe_run_execute(*, run):
 
 
 def probe_run_finish(*, run, probe, cases, before):
-    after = conditions_snapshot(engine=run.engine)
-    run.finished_at = timezone.now()
-    run.conditions = {"start": before, "end": after}
-    reasons = taint_reasons(engine=run.engine, before=before, after=after, start=run.started_at, end=run.finished_at)
     # A probe's own alert must not taint the run that would resolve it.
-    run.taint_reasons = [r for r in reasons if not r.startswith(f"alert {QUALITY_RULE} ")]
-    run.tainted = bool(run.taint_reasons)
+    close_window(run, before, own_alert=QUALITY_RULE)
     run.result = probe.summarize(cases)
     run.passed, run.headline = run.result.get("passed"), run.result.get("headline", "")[:200]
     errors = Counter(c["bucket"] for c in cases if not c["ok"])
     if not any(c["ok"] for c in cases) and not isinstance(probe, ContractProbe):
         run.status = ProbeRun.Status.FAILED
-        run.reason = "every request failed: " + ", ".join(f"{k} ×{v}" for k, v in errors.items())
+        run.reason = every_request_failed(errors)
         run.passed = None
     else:
         run.status = ProbeRun.Status.DONE
