@@ -92,8 +92,8 @@ def unit_start(host, *, own_unit=None):
     (default: the unit this process runs in, when `sparkops launch` is a unit's ExecStart=) is not
     waited for: it is this very start."""
     from dashboard.benchmarks.conditions import STALE_HOST_S
+    from dashboard.launch.starts import parse_timestamp
     from dashboard.models import Engine
-    from dashboard.services.launchconfig import parse_timestamp
 
     if host.last_report_at is None or (timezone.now() - host.last_report_at).total_seconds() > STALE_HOST_S:
         return None  # no recent reading of the box's units: nothing to wait for that is known
