@@ -99,6 +99,10 @@ class MeasuredRun(models.Model):
         """Seconds this run may stay "running" before its worker is taken for dead (plus a margin)."""
         raise NotImplementedError
 
+    def list_row(self, **figures):
+        """The run as `sparkops bench list` / `probe list` show a profile's last one, with the kind's FIGURES."""
+        return {"id": self.pk, "status": self.status, **figures, "at": self.created_at.isoformat()}
+
     def claim(self):
         """Queued → running, once: a redelivered task finds nothing to do. True when this call claimed it."""
         model = type(self)

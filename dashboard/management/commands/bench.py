@@ -129,14 +129,7 @@ class Command(BaseCommand):
                     "output_tokens": p.output_tokens,
                     "reps": p.reps,
                     "hash": p.params_hash,
-                    "last_run": None
-                    if last is None
-                    else {
-                        "id": last.pk,
-                        "status": last.status,
-                        "decode_median": last.decode_median,
-                        "at": last.created_at.isoformat(),
-                    },
+                    "last_run": None if last is None else last.list_row(decode_median=last.decode_median),
                 }
             )
         if json:

@@ -117,15 +117,7 @@ class Command(BaseCommand):
                     "reps": p.reps,
                     "hash": p.params_hash,
                     "schedule": profile_cron(p),
-                    "last_run": None
-                    if last is None
-                    else {
-                        "id": last.pk,
-                        "status": last.status,
-                        "passed": last.passed,
-                        "headline": last.headline,
-                        "at": last.created_at.isoformat(),
-                    },
+                    "last_run": None if last is None else last.list_row(passed=last.passed, headline=last.headline),
                 }
             )
         if json:
