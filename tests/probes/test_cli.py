@@ -51,10 +51,25 @@ def test_probe_run_text_and_list(sim, make_engine):
     engine = make_engine(eng.url, name="sim-vllm")
     text = cli("run", "--engine", "sim-vllm", "--kind", "tool")
     assert "good" in text and "raw 3/3 valid, coerced 3/3" in text
-    ProbeProfile.objects.create(name="nightly-needle", engine=engine, kind="needle")
+    profile = ProbeProfile.objects.create(name="nightly-needle", engine=engine, kind="needle")
     rows = json.loads(cli("list", "--json"))
     assert rows[0]["profile"] == "nightly-needle" and rows[0]["last_run"] is None
     assert "nightly-needle" in cli("list")
+    run = ProbeRun.objects.create(
+        profile=profile, engine=engine, kind="needle", params_hash=profile.params_hash, headline="HIT HIT"
+    )
+    ProbeRun.objects.create(
+        profile=profile, engine=engine, kind="needle", params_hash="0" * 16
+    )  # newer, other parameters
+    (row,) = json.loads(cli("list", "--json"))
+    assert row["last_run"] == {  # the newest run of the profile's current parameters
+        "id": run.pk,
+        "status": "queued",
+        "passed": None,
+        "headline": "HIT HIT",
+        "at": run.created_at.isoformat(),
+    }
+    assert f"run {run.pk} queued: HIT HIT" in cli("list")
 
 
 @pytest.mark.parametrize(
