@@ -1,4 +1,4 @@
-"""What observing the launch configuration costs (dashboard/services/launchconfig.py).
+"""What observing the launch configuration costs (dashboard/launch/).
 
 Three simulated engines (vLLM, llama.cpp, SGLang) under the simulator's systemd, each with
 its unit files; the resident poller's observer runs every 60 s and at once on a change, and

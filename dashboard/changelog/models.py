@@ -24,7 +24,7 @@ from django.utils import timezone
 
 GRACE_DEFAULT_S = 15 * 60
 # What marks an entry SparkOps wrote from an observed configuration change
-# (dashboard/services/launchconfig.py writes them): its author, or — after an export and an
+# (dashboard/launch/changelog.py writes them): its author, or — after an export and an
 # import, whose author is the importer — the first words of its body. The triggers read the same.
 OBSERVED_AUTHOR = "SparkOps"
 OBSERVED_MARK = "Observed by SparkOps"

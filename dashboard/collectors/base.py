@@ -41,7 +41,7 @@ class Snapshot:
     info: dict = field(default_factory=dict)  # version, build... shown, not charted
     contract: dict = field(default_factory=dict)  # finished requests by reason, prompt and e2e histograms (contract.py)
     # The engine's own account of how it runs (its window, model, version, cache config: what
-    # services/launchconfig.py versions), read when every slow endpoint was; else None.
+    # dashboard/launch/ versions), read when every slow endpoint was; else None.
     account: dict | None = None
 
     @property

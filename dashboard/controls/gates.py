@@ -2,7 +2,7 @@
 
 The gate (`sparkops wait-ready` in the unit's ExecStartPost=) prints its verdict as its last line
 (readiness.READY / DIED / BUDGET); under systemd that is the unit's journal. The box's worker,
-which measures every start anyway (launchconfig.StartTracker), reads the line back when the start
+which measures every start anyway (dashboard/launch/starts.StartTracker), reads the line back when the start
 ends: from the unit's own journal, written since the start began, naming the start's main pid.
 
 Why the journal and not a report from the gate to SparkOps: the gate then needs nothing but its

@@ -8,7 +8,7 @@ checks, conditions and taint) right before its one measured request, and arm B n
 a warm engine from arm A's slot or the other way round. Slots alternate A, B, A, B … so a slow
 drift of the box (heat, a neighbour) lands on both arms, not on whichever ran second.
 
-Before every slot both arms' configuration snapshots are read afresh (services/launchconfig
+Before every slot both arms' configuration snapshots are read afresh (dashboard/launch/observer
 `observe_now`): a slot whose arm's snapshot is not the one that arm started the experiment with
 is marked invalid (say, a drop-in that overrides every arm) and left out of the verdict."""
 

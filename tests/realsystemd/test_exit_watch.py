@@ -28,6 +28,8 @@ pytestmark = [
 def running_poller(engine):
     poller = ResidentPoller(engine.host.name, duties={}, liveness_interval=3600, flush_interval=0).start()
     assert wait_for(lambda: poller.exit_watch is not None and poller.exit_watch.pids_of(engine.pk), timeout=60)
+    # The probe at start counts once it has finished: a test that compares the count later reads it after that.
+    assert wait_for(lambda: poller.cycles["probe"] >= 1, timeout=60)
     return poller
 
 

@@ -24,7 +24,7 @@ class ConfigDrift(Rule):
     help = (
         "After a restart, the running value of a flag disagrees with the newest flag line a person wrote for the "
         "engine in the change log; names the flag, both values and the file that set the running one (raised "
-        "by dashboard/services/launchconfig.py)."
+        "by dashboard/launch/drift.py)."
     )
 
 
@@ -37,7 +37,7 @@ class StartOverBudget(Rule):
     DEFAULTS = {}
     help = (
         "An engine's start (unit start to first healthy answer) took longer than its readiness helper's budget, "
-        "or than TimeoutStartSec without one (raised by dashboard/services/launchconfig.py)."
+        "or than TimeoutStartSec without one (raised by dashboard/launch/starts.py)."
     )
 
 
@@ -50,5 +50,5 @@ class ColdStartsOverlap(Rule):
     DEFAULTS = {}
     help = (
         "Two engines of one box were in a cold start (compilers running) at the same time: two compile storms "
-        "do not fit in one box (raised by dashboard/services/launchconfig.py)."
+        "do not fit in one box (raised by dashboard/launch/starts.py)."
     )
