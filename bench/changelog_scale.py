@@ -26,7 +26,7 @@ os.environ.setdefault("SPARKOPS_TEST_DB_NAME", "sparkops_clog_bench")
 if not os.environ.get("DATABASE_URL"):
     os.environ.setdefault("SPARKOPS_VAR_DIR", tempfile.mkdtemp(prefix="sparkops-clog-bench-"))
 
-import django  # noqa: E402
+import django
 
 django.setup()
 

@@ -21,7 +21,7 @@ from datetime import timedelta
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sparkops.settings")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 

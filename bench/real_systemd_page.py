@@ -28,10 +28,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _alerts_stack import PY, ROOT, Receiver, Stack  # noqa: E402
+from _alerts_stack import PY, ROOT, Receiver, Stack
 
-from sparkops.redisproc import free_port  # noqa: E402
-from tests.realsystemd.harness import UserManager, unavailable  # noqa: E402
+from sparkops.redisproc import free_port
+from tests.realsystemd.harness import UserManager, unavailable
 
 # The engine's main process: the simulator's vLLM engine in this process; when it ends (the exit0
 # fault: status 0), the time goes to EXITS, then the process exits with the engine's status.

@@ -50,7 +50,7 @@ def sample(fams, family, name=None, **labels):
 
 
 @pytest.fixture
-def polled(fleet, engine_factory, settings):  # noqa: F811
+def polled(fleet, engine_factory, settings):
     """fleet's vLLM engine pointed at a simulated vLLM with traffic, polled twice (rates need two)."""
     settings.SPARKOPS_HOST_NAME = "spark-1"
     sim = engine_factory(kind="vllm", name="vllm-main", background_rps=20.0)

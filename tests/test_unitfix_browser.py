@@ -50,7 +50,7 @@ def box(tmp_path, settings, monkeypatch):
         yield sim
 
 
-def test_preview_apply_and_the_logged_change_in_chromium(box, settings, admin_user, viewer, browser, shared_web):  # noqa: F811
+def test_preview_apply_and_the_logged_change_in_chromium(box, settings, admin_user, viewer, browser, shared_web):
     from dashboard.launch.observer import observe_now
 
     host = Host.objects.create(name=settings.SPARKOPS_HOST_NAME, unit_actions=True)

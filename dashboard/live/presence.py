@@ -112,7 +112,7 @@ class Sockets:
                 return
             client.set(key, "1", px=max(1, int(ttl_s() * 1000)))
             self._marked_at = now
-        except Exception as exc:  # noqa: BLE001 — the socket works without it; the poller fails open
+        except Exception as exc:  # the socket works without it; the poller fails open
             log.warning("live presence mark failed: %s", exc)
 
     def forget(self):
@@ -154,7 +154,7 @@ class Viewers:
                 return True
             self.lookups += 1
             found = bool(client.exists(key))
-        except Exception as exc:  # noqa: BLE001 — Redis down, misconfigured, anything: fail open
+        except Exception as exc:  # Redis down, misconfigured, anything: fail open
             if not self._failing:
                 log.warning("live presence check failed (%s); pushing samples as if a viewer were present", exc)
             self._failing = True

@@ -34,7 +34,7 @@ def firing(db):
     )
 
 
-def test_operator_acknowledges_from_the_alert_page(live_server, browser, operator, firing):  # noqa: F811
+def test_operator_acknowledges_from_the_alert_page(live_server, browser, operator, firing):
     page = Session(browser, live_server.url, operator).page
     page.goto(f"{live_server.url}/alerts/{firing.pk}/")
     assert "exited with status 0" in page.inner_text(".alert-message")

@@ -54,7 +54,7 @@ def test_two_imports_of_one_file_at_once_create_everything_once(tmp_path, monkey
                 out = StringIO()
                 call_command("changelog", "import", str(path), stdout=out)
                 outputs.append(out.getvalue())
-            except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            except Exception as exc:  # reported by the assertion below
                 errors.append(exc)
             finally:
                 connection.close()

@@ -17,7 +17,7 @@ def _poll_both(engines):
     poll(*Engine.objects.select_related("host").filter(pk__in=[e.pk for e in engines.values()]).order_by("pk"))
 
 
-def test_the_panel_at_desk_and_phone_sizes(sim, engines, settings, viewer, web):  # noqa: F811
+def test_the_panel_at_desk_and_phone_sizes(sim, engines, settings, viewer, web):
     settings.SPARKOPS_CONTRACT_WINDOW_S = settings.SPARKOPS_CONTRACT_CUT_WINDOW_S = 600.0
     _poll_both(engines)
     sim.traffic("ctr-vllm", 40, finish_reason={"stop": 30, "length": 8, "abort": 1, "repetition": 1})

@@ -23,7 +23,7 @@ def _until(page, predicate, timeout, what):
         page.wait_for_timeout(50)
 
 
-def test_start_watch_and_record_an_experiment(sim, make_engine, operator, browser, tmp_path, monkeypatch, shared_web):  # noqa: F811
+def test_start_watch_and_record_an_experiment(sim, make_engine, operator, browser, tmp_path, monkeypatch, shared_web):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
     a = make_engine(sim("vllm", rate=100.0, ttft=0.01).url, name="control")
     # B twice as fast, over 64 tokens: this test is the page's flow (the noise band is test_verdict's).

@@ -8,7 +8,7 @@ from tests.live.test_browser import Session, browser, stack, wait_for_js  # noqa
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
 
-def test_the_box_audit_page_shows_a_failing_check_with_its_fix(stack, browser, viewer):  # noqa: F811
+def test_the_box_audit_page_shows_a_failing_check_with_its_fix(stack, browser, viewer):
     from dashboard.models import ConfigSnapshot
 
     llama = stack.engines["sim-llama"]
@@ -52,7 +52,7 @@ def _control(stack):
     return json.loads(ports.read_text().splitlines()[0])["control"]
 
 
-def test_an_admin_sets_a_threshold_on_the_audit_page_at_desk_and_phone_sizes(stack, browser, admin_user):  # noqa: F811
+def test_an_admin_sets_a_threshold_on_the_audit_page_at_desk_and_phone_sizes(stack, browser, admin_user):
     import time
 
     from dashboard.models import AuditThreshold, ConfigSnapshot

@@ -72,7 +72,7 @@ def test_from_the_card_to_the_launch_configuration_with_its_origin_secret_and_di
     sim_box,
     web,
     browser,
-    viewer,  # noqa: F811
+    viewer,
 ):
     from dashboard.models import ConfigSnapshot
 

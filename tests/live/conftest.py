@@ -32,7 +32,7 @@ def _no_viewer_yet():
         if client is not None:
             try:
                 client.delete(key)
-            except Exception:  # noqa: BLE001 — the tests that need Redis will say so themselves
+            except Exception:  # the tests that need Redis will say so themselves
                 pass
 
     clear()

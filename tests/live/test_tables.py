@@ -101,7 +101,7 @@ MEASURE_TABLES = MEASURE_TABLES.replace(
 )
 
 
-def _seed_the_rest(everything, admin_user):  # noqa: F811
+def _seed_the_rest(everything, admin_user):
     """What `everything` and the measured objects leave out: claims, API tokens, a launch configuration
     (the audit's fail, warn and pass), an incident's change-log link, a delivery on the firing alert."""
     from django.utils import timezone
@@ -158,7 +158,7 @@ def _snapshot(engine, now):
     ConfigSnapshot.objects.create(engine=engine, observed_at=now, hash=f"{engine.pk:064d}", data=data)
 
 
-def _pages(everything, made):  # noqa: F811
+def _pages(everything, made):
     fleet, runs = everything["fleet"], everything["runs"]
     llama, host = fleet["llama"], fleet["host"]
     probe_runs = made["probe_runs"]
@@ -201,7 +201,7 @@ def test_every_table_fits_stacks_or_scrolls_with_a_cue_and_no_word_breaks_at_bot
     everything,
     web,
     browser,
-    admin_user,  # noqa: F811
+    admin_user,
 ):
     from concurrent.futures import ThreadPoolExecutor
 
@@ -283,7 +283,7 @@ def _contrast(a, b):
     return (high + 0.05) / (low + 0.05)
 
 
-def test_audit_fail_warn_and_pass_pills_differ_in_glyph_and_border_not_colour_alone(web, fleet, browser, viewer):  # noqa: F811
+def test_audit_fail_warn_and_pass_pills_differ_in_glyph_and_border_not_colour_alone(web, fleet, browser, viewer):
     from django.utils import timezone
 
     from dashboard.audit.run import audit_host
