@@ -2,6 +2,7 @@
 arguments the services take, so a view never saves half an entry."""
 
 from datetime import UTC, datetime, timedelta
+from typing import Any, cast
 
 from django import forms
 from django.utils import timezone
@@ -93,8 +94,9 @@ class EntryForm(forms.Form):
             raise forms.ValidationError(problem)
         return body
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         if data.get("kind") == Entry.Kind.FLAG_CHANGE and not data.get("flags") and "flags" not in self.errors:
             self.add_error("flags", "A flag-change entry names at least one flag change.")
         return data
@@ -107,8 +109,9 @@ class ClaimForm(forms.Form):
     window = forms.IntegerField(required=False, min_value=1, max_value=MAX_WINDOW, label="At window")
     engine = IdChoiceField(queryset=Engine.objects.all(), required=False)
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         has_number = data.get("metric") or data.get("predicted") is not None
         if has_number and not (data.get("text") or "").strip():
             raise forms.ValidationError("A prediction belongs to a claim: write the claim's text.")
@@ -147,7 +150,7 @@ class CorrectionForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.entry = entry
         self.claims = {str(c.pk): c for c in entry.claims.all()}
-        self.fields["target"].choices = [("entry", "the whole entry")] + [
+        cast(forms.ChoiceField, self.fields["target"]).choices = [("entry", "the whole entry")] + [
             (pk, f"claim {c.position + 1}: {c.text[:70]}") for pk, c in self.claims.items()
         ]
 
@@ -175,9 +178,10 @@ class CorrectionForm(forms.Form):
             raise forms.ValidationError(problem)
         return text
 
-    def clean(self):
-        data = super().clean()
-        data["claim"] = self.claims.get(data.get("target"))
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
+        data["claim"] = self.claims.get(data.get("target", ""))
         if data.get("mark") and data["claim"] is None and "target" not in self.errors:
             self.add_error("mark", "Withdrawn or superseded applies to one claim; pick the claim it corrects.")
         return data
@@ -194,7 +198,7 @@ class KVPoolEntryForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["recorded_at"].input_formats = DT_FORMATS
+        cast(forms.DateTimeField, self.fields["recorded_at"]).input_formats = DT_FORMATS
         self.fields["concurrency"].help_text = "Leave empty to compute pool ÷ window."
 
     def clean_memory_share(self):
@@ -203,8 +207,9 @@ class KVPoolEntryForm(forms.ModelForm):
             raise forms.ValidationError("--gpu-memory-utilization is a fraction between 0 and 1, e.g. 0.45.")
         return share
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         for name in ("pool_tokens", "window"):
             if data.get(name) is not None and data[name] <= 0:
                 self.add_error(name, "Must be a positive number.")
@@ -233,7 +238,7 @@ class IncidentCloseForm(forms.Form):
     def __init__(self, *args, incident, **kwargs):
         super().__init__(*args, **kwargs)
         self.incident = incident
-        self.fields["entries"].queryset = Entry.objects.filter(
+        cast(IdMultipleChoiceField, self.fields["entries"]).queryset = Entry.objects.filter(
             effective_at__gte=incident.opened_at - timedelta(days=1)
         ).order_by("effective_at")
 

@@ -17,7 +17,7 @@ from dashboard.models import Engine
 from dashboard.models.fleet import NAME_VALIDATOR
 
 from .models import Claim, Correction, DuplicateError, Entry, EvidenceLink, FlagChange, grace_period
-from .parse import LogSyntaxError, parse_log
+from .parse import LogSyntaxError, ParsedEntry, parse_log
 from .search import index_entries
 from .services import _body, _evidence_fields, _one_line, _units
 
@@ -49,14 +49,15 @@ def plan_import(text):
     A handful of queries whatever the log's size: fingerprints and corrections are read in bulk."""
     parsed = parse_log(text)
     engines = {e.name: e for e in Engine.objects.all()}
-    plan, seen = ImportPlan(), {}
+    plan = ImportPlan()
+    seen: dict[str, ParsedEntry] = {}
     fingerprints = [entry.fingerprint() for entry in parsed]
     stored = _stored_entries(set(fingerprints))
     known = _stored_corrections(stored.values())
     for entry, fp in zip(parsed, fingerprints):
         plan.notes += entry.notes
         _check_engines(entry, engines, plan.new_engines)
-        target = seen.get(fp) or stored.get(fp)
+        target: ParsedEntry | Entry | None = seen.get(fp) or stored.get(fp)
         if target is None:
             plan.new_entries.append(entry)
             seen[fp] = entry
@@ -71,8 +72,9 @@ def plan_import(text):
     return plan
 
 
-def _stored_entries(fingerprints, chunk=500):
-    out, fingerprints = {}, sorted(fingerprints)
+def _stored_entries(fingerprints, chunk=500) -> dict[str, Entry]:
+    out: dict[str, Entry] = {}
+    fingerprints = sorted(fingerprints)
     for i in range(0, len(fingerprints), chunk):
         for e in Entry.objects.filter(fingerprint__in=fingerprints[i : i + chunk]).order_by("pk"):
             out.setdefault(e.fingerprint, e)
@@ -82,7 +84,7 @@ def _stored_entries(fingerprints, chunk=500):
 def _stored_corrections(entries):
     """{id(entry): {correction fingerprints}} for stored ENTRIES."""
     by_pk = {e.pk: e for e in entries}
-    known = {id(e): set() for e in entries}
+    known: dict[int, set[str]] = {id(e): set() for e in entries}
     pks = sorted(by_pk)
     for i in range(0, len(pks), 500):
         for c in Correction.objects.filter(entry_id__in=pks[i : i + 500]).select_related("claim"):

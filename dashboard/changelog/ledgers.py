@@ -118,7 +118,7 @@ def export_ledger(*, ledger, fmt):
 
 def pool_chart_data():
     """Pool tokens per engine over time, one Plotly trace per engine."""
-    traces = {}
+    traces: dict[str, dict] = {}
     for r in KVPoolEntry.objects.select_related("engine").filter(pool_tokens__isnull=False).order_by("recorded_at"):
         t = traces.setdefault(r.engine.name, {"name": r.engine.name, "x": [], "y": [], "text": []})
         t["x"].append(r.recorded_at.isoformat())

@@ -56,7 +56,8 @@ class AppendOnlyQuerySet(models.QuerySet):
     def delete(self):
         raise AppendOnlyError(f"{self.model.__name__} rows cannot be deleted; write a correction.")
 
-    delete.queryset_only = True
+    # Django reads this mark to keep delete() off the manager; mypy types no attributes set on functions.
+    delete.queryset_only = True  # type: ignore[attr-defined]
 
 
 class Entry(models.Model):
@@ -193,10 +194,13 @@ class PartOfEntry(models.Model):
     save() and delete() refuse once the entry is locked; an observed entry still being assembled
     takes new parts (its flags and claims are written after the entry row)."""
 
+    # Every concrete part declares this foreign key (nullable on EvidenceLink).
+    entry: "models.ForeignKey[Entry | None, Entry | None]"
+
     class Meta:
         abstract = True
 
-    def owning_entry(self):
+    def owning_entry(self) -> "Entry | None":
         """The entry whose lock freezes this row (None: no entry's lock applies here)."""
         return self.entry
 
@@ -300,7 +304,7 @@ class Correction(models.Model):
     def save(self, *args, **kwargs):
         if self.pk and not self._state.adding:
             raise AppendOnlyError("A correction is never edited; write another correction.")
-        if self.claim_id and self.claim.entry_id != self.entry_id:
+        if self.claim is not None and self.claim.entry_id != self.entry_id:
             raise AppendOnlyError("The claim does not belong to the corrected entry.")
         self.content_fingerprint = self.fingerprint()
         twin = Correction.objects.filter(entry_id=self.entry_id, content_fingerprint=self.content_fingerprint).first()
@@ -314,7 +318,7 @@ class Correction(models.Model):
     def fingerprint(self):
         return content_hash(
             self.corrected_at.isoformat(timespec="minutes"),
-            self.claim.position if self.claim_id else None,
+            self.claim.position if self.claim is not None else None,
             self.mark,
             self.text_md.strip(),
         )

@@ -142,8 +142,8 @@ def _parse_entry(numbered, fenced=frozenset()):
         _fits("the title", entry.title, Entry._meta.get_field("title").max_length)
     except ValueError as exc:
         raise LogSyntaxError(n, str(exc)) from None
-    i = _parse_headers(entry, rest)
-    if not any(HEADER.match(line)["key"].capitalize() == "Kind" for _, line in rest[:i]):
+    i, keys = _parse_headers(entry, rest)
+    if "Kind" not in keys:
         entry.kind = Entry.Kind.FLAG_CHANGE if entry.flags else Entry.Kind.DECISION
     _parse_body(entry, rest[i:], fenced)
     return entry
@@ -162,18 +162,19 @@ def _when(n, text):
         raise LogSyntaxError(n, str(exc)) from None
 
 
-def _parse_headers(entry, rest):
-    seen = set()
+def _parse_headers(entry, rest) -> tuple[int, set[str]]:
+    """Where the headers end in REST, and the keys they named (capitalized)."""
+    seen: set[str] = set()
     for i, (n, line) in enumerate(rest):
         m = HEADER.match(line)
         if not m:
-            return i
+            return i, seen
         key, value = m["key"].capitalize(), m["value"].strip()
         if key in SINGLE_KEYS and key in seen:
             raise LogSyntaxError(n, f"'{key}:' appears twice in one entry")
         seen.add(key)
         _apply_header(entry, n, key, value)
-    return len(rest)
+    return len(rest), seen
 
 
 def _apply_header(entry, n, key, value):

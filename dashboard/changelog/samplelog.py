@@ -102,7 +102,9 @@ def generate(entries=600, corrections=150, seed=14, start=datetime(2026, 4, 1, 8
                 lines.append(f"Claim: {topic} {_sentence(rng, 9).lower()}")
                 if rng.random() < 0.6:
                     metric, (lo, hi) = rng.choice(METRICS)
-                    value = round(rng.uniform(lo, hi), 1) if metric != "pool_tokens" else rng.randrange(lo, hi)
+                    value = (
+                        round(rng.uniform(lo, hi), 1) if metric != "pool_tokens" else rng.randrange(int(lo), int(hi))
+                    )
                     window = rng.choice(("", " at 131072", " at 262144"))
                     lines.append(f"Prediction: {metric} {value}{window} on {engines[0]}")
         if rng.random() < 0.3:

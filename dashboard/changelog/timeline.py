@@ -1,6 +1,7 @@
 """The timeline's filter form: GET parameters in, selector keyword arguments out."""
 
 from datetime import date, datetime, time, timedelta
+from typing import Any
 
 from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -36,8 +37,9 @@ class TimelineFilter(forms.Form):
     )
     q = forms.CharField(required=False, label="Search", widget=forms.TextInput(attrs={"placeholder": "text search"}))
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         if data.get("start") and data.get("end") and data["end"] < data["start"]:
             raise forms.ValidationError("The range ends before it starts.")
         return data
@@ -52,7 +54,7 @@ class TimelineFilter(forms.Form):
             "kind": d.get("kind") or None,
             "start": day(d["start"]) if d.get("start") else None,
             "end": day(d["end"]) + timedelta(days=1) if d.get("end") else None,
-            "has_corrections": {"yes": True, "no": False}.get(d.get("corrected")),
+            "has_corrections": {"yes": True, "no": False}.get(d.get("corrected", "")),
             "text": d.get("q", "").strip() or None,
         }
 
@@ -89,8 +91,9 @@ class ImportForm(forms.Form):
     text = forms.CharField(required=False, strip=False, widget=forms.Textarea(attrs={"rows": 8}), label="or paste it")
     previewed = forms.CharField(required=False, widget=forms.HiddenInput)
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         upload = data.get("file")  # False when the form's "clear" box came ticked
         if upload:
             if upload.size > self.MAX_BYTES:
