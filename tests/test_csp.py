@@ -80,13 +80,13 @@ def test_the_plotly_style_hashes_match_the_vendored_bundle():
     from sparkops.staticstore import PLOTLY_STATIC
 
     body = open(finders.find(PLOTLY_STATIC), encoding="utf-8").read()
-    assert settings.PLOTLY_EMPTY_STYLE == _sha256("")
+    assert _sha256("") == settings.PLOTLY_EMPTY_STYLE
     assert re.search(
         r'createElement\("style"\),n\.setAttribute\("id",\w\),n\.appendChild\(document\.createTextNode\(""\)\)', body
     )
     injected = re.findall(r'createElement\("style"\);e\.id="[0-9a-f]+",e\.textContent=\'([^\'\\]*)\'', body)
     assert len(injected) == 1, "plotly.js injects other stylesheets now: run tests/test_csp_browser.py"
-    assert settings.PLOTLY_MAPLIBRE_STYLE == _sha256(injected[0]), (
+    assert _sha256(injected[0]) == settings.PLOTLY_MAPLIBRE_STYLE, (
         f"set PLOTLY_MAPLIBRE_STYLE = {_sha256(injected[0])!r}"
     )
     assert body.count('createElement("style")') == 2

@@ -43,7 +43,7 @@ def _locked_page(response, name):
 
 def test_defaults_are_five_failures_and_fifteen_minutes():
     assert settings.AXES_FAILURE_LIMIT == 5
-    assert settings.AXES_COOLOFF_TIME == timedelta(seconds=900)
+    assert timedelta(seconds=900) == settings.AXES_COOLOFF_TIME
     assert settings.AXES_LOCKOUT_PARAMETERS == [["username", "ip_address"]]
 
 

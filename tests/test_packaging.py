@@ -175,7 +175,7 @@ def test_version_and_user_agent():
         [sys.executable, "-m", "sparkops.cli", "--version"], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == f"sparkops {version('sparkops')}"
-    assert USER_AGENT == f"sparkops/{version('sparkops')}"
+    assert f"sparkops/{version('sparkops')}" == USER_AGENT
 
 
 _LOG = "import django, logging; django.setup(); logging.getLogger('sparkops.test').warning('disk %s full', 'sda')"

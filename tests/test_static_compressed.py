@@ -104,7 +104,7 @@ def test_the_vendored_plotly_is_the_pinned_basic_bundle():
     makefile = (settings.BASE_DIR / "Makefile").read_text()
     version = re.search(r"^PLOTLY_JS_VERSION\s*:=\s*(\S+)", makefile, re.M).group(1)
     sha256 = re.search(r"^PLOTLY_JS_SHA256\s*:=\s*(\S+)", makefile, re.M).group(1)
-    assert PLOTLY_STATIC == f"vendor/plotly-basic-{version}.min.js"
+    assert f"vendor/plotly-basic-{version}.min.js" == PLOTLY_STATIC
     assert hashlib.sha256(PLOTLY).hexdigest() == sha256
     assert PLOTLY.startswith(b"/**\n* plotly.js (basic - minified) v" + version.encode())
 

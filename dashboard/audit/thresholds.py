@@ -1,6 +1,8 @@
 """The audit checks' editable thresholds: their defaults, typed and bounded values from an
 operator (the audit page, `sparkops audit --set`), a box's stored values, and those in force."""
 
+import math
+
 from .checks import CHECKS
 
 STRING_MAX = 200
@@ -31,7 +33,7 @@ def threshold_value(key, field, raw):
         value = kind(text)
     except ValueError:
         raise ValueError(f"{field} takes {TYPE_NAMES[kind]} (got {text!r})") from None
-    if kind is float and value != value:  # NaN compares with nothing
+    if kind is float and math.isnan(value):
         raise ValueError(f"{field} takes {TYPE_NAMES[kind]} (got {text!r})")
     if bounds and not bounds.holds(value):
         raise ValueError(f"{field} must be between {bounds.low:g} and {bounds.high:g} (got {value:g})")

@@ -7,6 +7,7 @@ previous poll and live in dashboard/collectors/derive.py, the same for every eng
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -163,7 +164,7 @@ def as_int(value):
         number = float(str(value).replace(",", ""))
     except (TypeError, ValueError):
         return None
-    return int(number) if number == number and abs(number) != float("inf") else None
+    return int(number) if math.isfinite(number) else None
 
 
 def as_float(value):
@@ -171,4 +172,4 @@ def as_float(value):
         number = float(value)
     except (TypeError, ValueError):
         return None
-    return number if number == number and abs(number) != float("inf") else None
+    return number if math.isfinite(number) else None

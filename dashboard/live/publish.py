@@ -8,6 +8,7 @@ a poll renders no card and sends nothing (`stats` counts both cases). Alert and 
 events are not gated."""
 
 import logging
+import math
 from collections import Counter
 
 from django.utils import timezone
@@ -37,7 +38,7 @@ GPU_METRICS = ("sm_clock_mhz", "sm_clock_max_mhz", "utilization_pct", "power_w",
 def _finite(value):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value) if value == value and abs(value) != float("inf") else None
+    return float(value) if math.isfinite(value) else None
 
 
 def _points(pairs):

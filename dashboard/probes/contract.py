@@ -39,7 +39,7 @@ def behaviour(result, max_tokens) -> tuple[str, dict]:
     if result.bucket is not None and not cut:
         return "error", {"bucket": result.bucket, "message": result.error}
     n = (result.usage or {}).get("completion_tokens")
-    if result.finish_reason == "length" and (cut or isinstance(n, int) and n < max_tokens):
+    if result.finish_reason == "length" and (cut or (isinstance(n, int) and n < max_tokens)):
         return "clamped", {"completion_tokens": n, "finish_reason": "length"}
     return "accepted", {"completion_tokens": n, "finish_reason": result.finish_reason}
 

@@ -6,7 +6,7 @@ Importable without Django settings: nothing here touches Django models.
 
 from __future__ import annotations
 
-__all__ = ["EngineConfig", "Simulation", "serve_many", "main"]
+__all__ = ["EngineConfig", "Simulation", "main", "serve_many"]
 
 
 def __getattr__(name):  # lazy, so `python -m dashboard.simulator.bin.*` stays fast

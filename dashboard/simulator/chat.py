@@ -131,7 +131,7 @@ class OpenAIChatEngine(BaseEngine):
             self.inflight_tokens -= plan.prompt_tokens + plan.completion_tokens
             self.release(slot)
 
-    async def stream_chat(self, req: Request, plan: Plan, t0: float) -> None:
+    async def stream_chat(self, req: Request, plan: behaviours.BehavedPlan, t0: float) -> None:
         rid, created = request_id(), int(time.time())
         head, tail = self.chunk_templates(rid, created)
         stream = await req.start_stream(headers=self.stream_headers())
@@ -157,7 +157,6 @@ class OpenAIChatEngine(BaseEngine):
             stream.send(self.final_chunks(plan, rid, created) + b"data: [DONE]\n\n")
             self.account(plan, synthetic=False)
         stream.end()
-        return None
 
     def split(self, plan: Plan, i: int, n: int):
         """Token range [i, i+n) split into reasoning_content and content parts."""

@@ -1,5 +1,7 @@
 """Formatting for the live cards."""
 
+import math
+
 from django import template
 
 register = template.Library()
@@ -11,7 +13,7 @@ def _number(value):
         number = float(value)
     except (TypeError, ValueError):
         return None
-    return None if number != number else number  # NaN reads as "no value"
+    return None if math.isnan(number) else number  # NaN reads as "no value"
 
 
 @register.filter
