@@ -1,3 +1,5 @@
+from typing import Any
+
 from django import forms
 from django.contrib import admin
 
@@ -82,10 +84,11 @@ class AuditThresholdForm(forms.ModelForm):
         formfield_callback = ids.formfield  # its foreign keys' ids are checked before any query
         fields = ("host", "check_key", "name", "value")
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         from dashboard.audit.thresholds import threshold_value
 
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         try:
             data["value"] = str(threshold_value(data.get("check_key"), data.get("name"), data.get("value", "")))
         except ValueError as exc:

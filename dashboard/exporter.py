@@ -198,7 +198,7 @@ class SparkOpsCollector(Collector):
         failing = GaugeMetricFamily(
             "sparkops_channel_failing", "1 while the channel's deliveries fail", labels=["channel", "kind"]
         )
-        counts = {}
+        counts: dict[int, dict[str, int]] = {}
         for row in Delivery.objects.values("channel_id", "status").annotate(n=Count("id")):
             counts.setdefault(row["channel_id"], {})[row["status"]] = row["n"]
         for channel in NotificationChannel.objects.all():

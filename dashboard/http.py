@@ -38,12 +38,17 @@ class HttpError(Exception):
     """A failed request. `permanent` marks errors a retry will not fix (4xx, bad body)."""
 
     kind = "error"
-    permanent = False
 
     def __init__(self, message, *, url="", status=None):
         super().__init__(message)
         self.url = url
         self.status = status
+
+    @property
+    def permanent(self) -> bool:
+        """Read-only here so that HttpStatus can judge it from the status; kinds that are always
+        permanent say so with a plain class attribute."""
+        return False
 
     @property
     def reason(self):
@@ -62,7 +67,7 @@ class HttpStatus(HttpError):
     kind = "status"
 
     @property
-    def permanent(self):  # 3xx, 4xx: the request or the URL is wrong; 5xx: the server may recover
+    def permanent(self) -> bool:  # 3xx, 4xx: the request or the URL is wrong; 5xx: the server may recover
         return self.status is not None and 300 <= self.status < 500 and self.status not in (408, 429)
 
 

@@ -39,7 +39,8 @@ def main_help():
     from django.core.management import get_commands, load_command_class
 
     django.setup()
-    ours, theirs = [], {}
+    ours: list[str] = []
+    theirs: dict[str, list[str]] = {}
     for name, app in sorted(get_commands().items()):
         if app.startswith("dashboard"):
             help_text = load_command_class(app, name).help.strip().splitlines() or [""]

@@ -26,6 +26,7 @@ from dashboard.launch.handrun import _same_address
 from dashboard.launch.observer import observe_now
 from dashboard.launch.snapshot import latest_snapshot, observe_engine
 from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
+from dashboard.models import ConfigSnapshot
 
 from .create import spec_fields
 from .models import Experiment, Slot
@@ -185,7 +186,7 @@ def experiment_finish(*, experiment):
 def mark_validity(*, experiment, final=None):
     """A slot is invalid when its arm's snapshot is not the one the arm began with (FINAL: the
     snapshots read after the last slot, which judge each arm's last slot too)."""
-    baseline = {}
+    baseline: dict[str, ConfigSnapshot | None] = {}
     slots = list(experiment.slots.select_related("snapshot_a", "snapshot_b").order_by("order"))
     for slot in slots:
         snap = slot.snapshot()

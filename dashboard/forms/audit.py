@@ -1,5 +1,7 @@
 """The launch audit's thresholds for one box, edited by an admin on its audit page."""
 
+from typing import Any
+
 from django import forms
 
 from dashboard.audit.checks import CHECKS
@@ -23,6 +25,7 @@ class ThresholdsForm(forms.Form):
             if bounds:
                 help_text += f"; {bounds.text()}"
             common = {"label": threshold.replace("_", " "), "help_text": help_text, "required": True}
+            field: forms.Field
             if isinstance(default, int):
                 field = forms.IntegerField(**bounds.field_kwargs(), **common)
             elif isinstance(default, float):
@@ -41,8 +44,9 @@ class ThresholdsForm(forms.Form):
                 }
             )
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         self.values = {}
         for key, threshold, _, _ in thresholds():
             name = field_name(key, threshold)

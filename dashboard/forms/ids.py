@@ -72,7 +72,7 @@ class IdMultipleChoiceField(forms.ModelMultipleChoiceField):
                 raise ValidationError(
                     self.error_messages["invalid_choice"], code="invalid_choice", params={"value": one}
                 )
-        return super()._check_values(value)
+        return super()._check_values(value)  # type: ignore[misc]  # a private Django method the stubs leave out
 
 
 def formfield(db_field, **kwargs):

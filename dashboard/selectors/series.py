@@ -168,7 +168,7 @@ def _query(ids, source, bucket_s, start, end):
     with connection.cursor() as cur:
         cur.execute(sql, params)
         rows = cur.fetchall()
-    iso = {}
+    iso: dict[int, str] = {}
     return [(sid, iso.get(k) or iso.setdefault(k, _from_epoch(k)), y, lo_, hi_) for sid, k, y, lo_, hi_ in rows]
 
 

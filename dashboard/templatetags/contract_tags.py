@@ -15,7 +15,8 @@ REASONS = ("stop", "length", "abort", "error", "repetition")
 @register.inclusion_tag("dashboard/partials/_contract_live.html")
 def contract_panel(engine):
     latest = engine.latest if isinstance(engine.latest, dict) else {}
-    c = latest.get("contract") if isinstance(latest.get("contract"), dict) else {}
+    contract = latest.get("contract")
+    c: dict = contract if isinstance(contract, dict) else {}
     journal = c.get("journal") if isinstance(c.get("journal"), dict) else None
     finished = c.get("finished") or {}
     rows = [(reason, finished.get(reason, 0), (c.get("shares") or {}).get(reason)) for reason in REASONS]

@@ -95,7 +95,7 @@ def bench_runs(request):
         {
             "id": r.pk,
             "engine": r.engine.name,
-            "profile": r.profile.name if r.profile_id else None,
+            "profile": r.profile.name if r.profile is not None else None,
             "status": r.status,
             "reason": r.reason,
             "trigger": r.trigger,

@@ -20,6 +20,7 @@ def server_error(request, *args, **kwargs):
     reason = unavailable(sys.exc_info()[1])
     if reason is None:
         return django_server_error(request, *args, **kwargs)
+    response: HttpResponse
     if request.path.startswith("/api/"):
         response = JsonResponse({"error": "database unavailable", "reason": reason}, status=503)
     else:

@@ -1,6 +1,7 @@
 """/healthz: lets an outside checker watch the watcher; /livez: the web process answers. No login."""
 
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
@@ -81,7 +82,8 @@ def healthz(request):
 def health_report():
     """What /healthz says, as a dict: status "ok" or "unhealthy", the problems, the checks.
     The heartbeat (dashboard/heartbeat.py) sends its verdict outside."""
-    problems, body = [], {}
+    problems: list[str] = []
+    body: dict[str, Any] = {}
     for name, check in (("database", _check_database), ("redis", _check_redis)):
         try:
             check()
