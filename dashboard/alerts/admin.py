@@ -33,7 +33,8 @@ class NotificationChannelAdminForm(forms.ModelForm):
         self.fields["config"].required = False  # {} is a config with no keys: said by clean(), not "required"
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         config = data.get("config")
         if config is not None and not isinstance(config, dict):
             self.add_error("config", "The config is a JSON object: " + CONFIG_HINT)

@@ -215,11 +215,11 @@ def _rule_rows(keys, engine_ids, host_ids):
         mine |= Q(engine_id__in=engine_ids)
     if host_ids:
         mine |= Q(host_id__in=host_ids)
-    rows = AlertRule.objects.filter(key__in=keys)
+    query = AlertRule.objects.filter(key__in=keys)
     if engine_ids or host_ids:
-        rows = rows.annotate(has_override=Exists(AlertRuleOverride.objects.filter(mine, rule=OuterRef("pk"))))
-    rows = {r.key: r for r in rows}
-    overrides = {}
+        query = query.annotate(has_override=Exists(AlertRuleOverride.objects.filter(mine, rule=OuterRef("pk"))))
+    rows: dict[str, AlertRule] = {r.key: r for r in query}
+    overrides: dict[tuple[str, str, int], AlertRuleOverride] = {}
     overridden = {r.pk: r.key for r in rows.values() if getattr(r, "has_override", False)}
     if overridden:  # seldom: most rules have no per-engine or per-host override
         for o in AlertRuleOverride.objects.filter(mine, rule_id__in=overridden):

@@ -1,10 +1,16 @@
 from datetime import timedelta
+from typing import cast
 
 from django import forms
 from django.core.validators import URLValidator, validate_email
 from django.utils import timezone
 
+from dashboard.models import Engine, Host
+
 from .models import RENOTIFY_MAX_S, RENOTIFY_MIN_S, NotificationChannel, Severity
+from .rule_config import rule_settings
+from .rules.base import param_bounds
+from .transports.apprise import apprise_url_error
 
 
 class ChannelForm(forms.Form):
@@ -47,7 +53,8 @@ class ChannelForm(forms.Form):
         return name
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         for field, problem in config_problems(data.get("kind"), data).items():
             self.add_error(field, problem)
         return data
@@ -78,8 +85,6 @@ def config_problems(kind, config):
         if config.get("format", "sparkops") not in ("sparkops", "alertmanager", ""):
             return {"format": "A webhook's format is 'sparkops' or 'alertmanager'."}
     elif kind == "apprise":
-        from .transports.apprise import apprise_url_error
-
         problem = apprise_url_error(config.get("url"))
         if problem:
             return {"url": problem}
@@ -116,13 +121,11 @@ class RuleForm(forms.Form):
 
     def __init__(self, *args, rule, **kwargs):
         super().__init__(*args, **kwargs)
-        from .rule_config import rule_settings
 
         self.rule = rule
         current = rule_settings(rule)
         self.fields["enabled"].initial = current.enabled
         self.fields["severity"].initial = current.severity
-        from .rules.base import param_bounds
 
         for name, default in rule.DEFAULTS.items():
             self.fields[f"p_{name}"] = forms.FloatField(
@@ -156,7 +159,6 @@ START_GRACE = timedelta(minutes=10)
 
 def scope_choices():
     """'all', 'host:<pk>', 'engine:<pk>' — one select instead of two fields that could both be set."""
-    from dashboard.models import Engine, Host
 
     hosts = [(f"host:{h.pk}", f"host {h.name} (all its engines)") for h in Host.objects.order_by("name")]
     engines = [(f"engine:{e.pk}", f"engine {e.name}") for e in Engine.objects.order_by("name")]
@@ -178,10 +180,9 @@ class MaintenanceForm(forms.Form):
     def __init__(self, *args, now=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.now = now or timezone.now()
-        self.fields["scope"].choices = scope_choices()
+        cast(forms.ChoiceField, self.fields["scope"]).choices = scope_choices()
 
     def clean_scope(self):
-        from dashboard.models import Engine, Host
 
         value = self.cleaned_data["scope"]
         if value == SCOPE_EVERYTHING:
@@ -194,7 +195,8 @@ class MaintenanceForm(forms.Form):
             raise forms.ValidationError(f"that {kind} no longer exists") from None
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         start, end = data.get("starts_at") or self.now, data.get("ends_at")
         data["starts_at"] = start
         if start < self.now - START_GRACE:
@@ -222,7 +224,7 @@ class RouteForm(forms.Form):
 
     def __init__(self, *args, rules=(), **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["rule"].choices = [("", "every rule"), *((r, r) for r in rules)]
+        cast(forms.ChoiceField, self.fields["rule"]).choices = [("", "every rule"), *((r, r) for r in rules)]
 
 
 class BaseRouteFormSet(forms.BaseFormSet):
@@ -239,7 +241,10 @@ class BaseRouteFormSet(forms.BaseFormSet):
     def _kept(self):
         # Existing routes stay unless ticked for deletion; the blank extra row counts only once filled in.
         for i, form in enumerate(self.forms):
-            if (i < self.initial_form_count() or form.has_changed()) and not self._should_delete_form(form):
+            counts = i < self.initial_form_count() or form.has_changed()
+            # _should_delete_form is BaseFormSet's own (its deleted_forms reads it); the stubs
+            # leave Django's private methods out.
+            if counts and not self._should_delete_form(form):  # type: ignore[attr-defined]
                 yield form
 
     def routes(self):

@@ -11,7 +11,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from dashboard.clock import db_now, to_shared
-from dashboard.models import Incident
+from dashboard.models import Engine, Incident
 
 from . import outbox
 from .models import AlertEvent
@@ -80,7 +80,6 @@ def _engine_retired(engine):
     this waits for the retirement and sees it. Plain status updates of the row are not blocked."""
     if engine is None or engine.pk is None:
         return False
-    from dashboard.models import Engine
 
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -275,13 +274,13 @@ def renotify_due(*, now=None):
     now = now or db_now()
     interval_s = renotify_interval_s()
     count = 0
-    for event in AlertEvent.objects.filter(**_RENOTIFIABLE):
-        if not _renotify_is_due(event, interval_s, now):
+    for listed in AlertEvent.objects.filter(**_RENOTIFIABLE):
+        if not _renotify_is_due(listed, interval_s, now):
             continue
         with transaction.atomic():
             # Lock and look again: it may have been acked, resolved or re-notified (a cause learned
             # late) since the list was read; _refresh holds the same lock when it re-notifies.
-            event = AlertEvent.objects.select_for_update().filter(pk=event.pk, **_RENOTIFIABLE).first()
+            event = AlertEvent.objects.select_for_update().filter(pk=listed.pk, **_RENOTIFIABLE).first()
             if event is None or not _renotify_is_due(event, interval_s, now):
                 continue
             if outbox.notify(event=event, transition="renotify", now=now):

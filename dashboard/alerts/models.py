@@ -1,11 +1,14 @@
 """Alert rules, events, silences, maintenance windows, routing and the notification outbox."""
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
 from dashboard.models.fleet import NAME_VALIDATOR
+
+from .transports.apprise import redacted
 
 # A rule's re-notify interval, the one bound of it (the model, the rules form, rule_update).
 RENOTIFY_MIN_S, RENOTIFY_MAX_S = 60, 7 * 86400
@@ -52,15 +55,12 @@ class NotificationChannel(models.Model):
     @property
     def target(self):
         if self.kind == self.Kind.APPRISE:  # its URL holds the service's token: shown masked
-            from .transports.apprise import redacted
-
             return redacted(self.config.get("url", ""))
         return self.config.get("address") or self.config.get("url") or ""
 
     def clean(self):
         """The rules of the Channels form, for a config written as raw JSON (the admin): a webhook
         without a "url", an Apprise URL Apprise cannot read, … are refused when saved."""
-        from django.core.exceptions import ValidationError
 
         from .forms import config_problems
 
@@ -160,6 +160,9 @@ class AlertEvent(models.Model):
     incident = models.ForeignKey(
         "dashboard.Incident", null=True, blank=True, on_delete=models.SET_NULL, related_name="alert_events"
     )
+    # Not a column: what live/cards.worst_alerts hands the engine cards, {card field: severity}
+    # of the values an alert is firing on; only its events have it.
+    hot: dict[str, str]
 
     class Meta:
         ordering = ["-started_at"]

@@ -24,6 +24,7 @@ from . import conf
 from .models import AlertEvent, Delivery, DeliveryAttempt, MaintenanceWindow, NotificationChannel, Silence
 from .notes import note_add
 from .payloads import event_payload
+from .tasks import deliver
 from .transports import TransportError, transport_for
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ def notify(*, event, transition, now=None):
 def _delivery(event, channel, transition, now):
     seq = ""
     if transition == "renotify":
-        seq = Delivery.objects.filter(event=event, channel=channel, transition="renotify").count() + 1
+        seq = str(Delivery.objects.filter(event=event, channel=channel, transition="renotify").count() + 1)
     key = f"sparkops-{event.pk}-{transition}{seq}-{channel.pk}"
     return Delivery.objects.create(
         event=event,
@@ -96,7 +97,6 @@ def enqueue_on_commit(ids):
 
 
 def enqueue(ids):
-    from .tasks import deliver
 
     for pk in ids:
         try:

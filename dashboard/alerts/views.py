@@ -15,6 +15,7 @@ from dashboard.roles import has_role, role_required
 from . import selectors, services
 from .forms import ChannelForm, MaintenanceForm, RuleForm, SilenceForm, route_formset
 from .models import AlertEvent, MaintenanceWindow, NotificationChannel, Silence
+from .rule_config import rule_settings
 from .rules import REGISTRY
 
 
@@ -66,7 +67,7 @@ def silence(request, pk):
     event = get_object_or_404(AlertEvent, pk=pk)
     form = SilenceForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Silence not set: " + "; ".join(e for errs in form.errors.values() for e in errs))
+        messages.error(request, "Silence not set: " + "; ".join(str(e) for errs in form.errors.values() for e in errs))
         return _back(request, event)
     try:
         s = services.silence_create(
@@ -209,7 +210,6 @@ def rules(request):
 
 def _rules_page(request, *, bound=None, status=200):
     """The rules page; BOUND: a rule's form as submitted, drawn with its errors at the fields and its input kept."""
-    from .rule_config import rule_settings
 
     rows = [
         {

@@ -5,6 +5,7 @@ without a GPU reads `state: "no_gpu"` — both are states, never errors."""
 
 import shutil
 import time
+from typing import Any
 
 from django.conf import settings
 
@@ -37,7 +38,7 @@ QUERY = (
     "memory.used",
 )
 NO_GPU_RECHECK_S = 300.0
-_backend = {"name": None, "checked": 0.0, "reason": ""}
+_backend: dict[str, Any] = {"name": None, "checked": 0.0, "reason": ""}
 
 
 def decode_reasons(mask):

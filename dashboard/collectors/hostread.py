@@ -2,7 +2,7 @@
 journal. Runs on the host itself (that box's worker's resident poller). Every source fails alone."""
 
 import time
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from dashboard.collectors import contract, gpu, processes, systemd
 from dashboard.collectors import host as hostsrc
@@ -144,7 +144,8 @@ def _journal_source(source, engines, state, new_state, fatal):
         new_state[f"journal_error_{source}"] = str(exc) + _reanchor(which, key, state, new_state)
         return []
     new_state.pop(f"journal_error_{source}", None)
-    boot, kernel = dict(new_state.get("boot") or {}), []
+    boot = dict(new_state.get("boot") or {})
+    kernel: list[dict[str, Any]] = []  # systemd.fatal_line's
     now = time.time()
     for entry in entries:
         signature, facts = systemd.classify(entry)

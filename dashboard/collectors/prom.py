@@ -197,7 +197,7 @@ def first_labels(samples, name):
 
 def buckets(samples, name):
     """Cumulative histogram buckets {le: count}, summed over label sets (engines, models)."""
-    out = {}
+    out: dict[float, float] = {}
     for labels, value in samples.get(f"{name}_bucket", ()):
         try:
             le = float(labels.get("le", "nan"))

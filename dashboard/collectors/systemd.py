@@ -6,6 +6,7 @@ process is the dearest thing a collector does, so units are batched."""
 
 import json
 import re
+from typing import Any
 
 from django.conf import settings
 
@@ -60,7 +61,7 @@ GIB = 1024**3
 
 def _typed(props):
     """The polled properties of one unit: an empty value is None, the numeric ones ints."""
-    out = {k: props.get(k) or None for k in PROPERTIES}
+    out: dict[str, Any] = {k: props.get(k) or None for k in PROPERTIES}
     for key in INT_PROPS:
         try:
             out[key] = int(out[key]) if out[key] is not None else None
@@ -151,7 +152,7 @@ def message(entry):
 def classify(entry):
     """(signature name or None, boot facts dict) for one journal entry."""
     text = message(entry)
-    facts = {}
+    facts: dict[str, float] = {}  # pool_tokens, kv_memory_bytes, window: ints; concurrency: a float
     size = KV_SIZE.search(text)
     if size:
         facts["pool_tokens"] = int(size["tokens"].replace(",", ""))

@@ -130,7 +130,8 @@ def effective(files, unit_name="", root=None):
      "exec_start_post": [{"argv", "file"}], "environment": {NAME: value},
      "environment_origins": {NAME: file}, "environment_files": [{"path", "optional", "readable", "file"}],
      "edges": {"After": [unit...], ...}, "shadowed": [{"file", "argv"}]}"""
-    scalars, lists = {}, {k: [] for k in LIST_DIRECTIVES}
+    scalars: dict[str, dict[str, str]] = {}
+    lists: dict[str, list[tuple[str, str]]] = {k: [] for k in LIST_DIRECTIVES}
     for f in files:
         for _section, key, value, _line in f.directives:
             if key in LIST_DIRECTIVES:

@@ -1,11 +1,14 @@
 """Server-rendered cards: the same partials draw the first page and every pushed update."""
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from dashboard.alerts.models import AlertEvent
+from dashboard.controls.launch import guarded_launches
 from dashboard.engine_lifecycle import report_lag_s
 
 PSI_RESOURCES = ("memory", "cpu", "io")
@@ -65,10 +68,10 @@ ALERT_FIELDS = {"prefix_cache_drop": "prefix", "kv_saturated": "kv", "queue_grow
 
 def worst_alerts(engines):
     """{engine id: the firing alert that explains its state best} (critical first, newest first), in one query."""
-    from dashboard.alerts.models import AlertEvent
 
     firing = AlertEvent.objects.filter(engine__in=engines, state="firing").exclude(severity="info")
-    worst, hot = {}, {}
+    worst: dict[int | None, AlertEvent] = {}  # every one has an engine (the filter)
+    hot: dict[int | None, dict[str, str]] = {}  # engine id -> {card field: severity}
     for event in firing.order_by("severity", "-fired_at"):  # "critical" sorts before "warning"
         worst.setdefault(event.engine_id, event)
         field = ALERT_FIELDS.get(event.rule)
@@ -82,7 +85,6 @@ def worst_alerts(engines):
 def engine_card_context(engine, *, alerts=None, launches=None):
     """ALERTS: worst_alerts() of many engines, LAUNCHES: guarded_launches() of them, when a list page
     fetched them in one go (a card of an engine with a unit asks nothing for its launch)."""
-    from dashboard.controls.launch import guarded_launches
 
     reading = engine.latest or {}
     alerts = worst_alerts([engine]) if alerts is None else alerts
@@ -150,7 +152,6 @@ def host_card_html(host):
 def error_history(engine, *, limit=12):
     """The engine page's record of what went wrong: its recent warning and critical alerts (with when
     they fired and resolved) and the journal's fatal lines still held, newest first."""
-    from dashboard.alerts.models import AlertEvent
 
     events = (
         AlertEvent.objects.filter(engine=engine)
@@ -158,7 +159,7 @@ def error_history(engine, *, limit=12):
         .exclude(severity="info")
         .order_by("-started_at")[:limit]
     )
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "at": e.fired_at or e.started_at,
             "until": e.resolved_at,

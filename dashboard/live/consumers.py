@@ -10,11 +10,13 @@ anywhere, the poller renders and sends no samples at all."""
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from dashboard.models import Engine, Host
 from dashboard.roles import role_of
 
 from .events import GROUP_ALL, GROUP_OVERVIEW, engine_group, host_group
@@ -25,9 +27,8 @@ MAX_GROUPS = 16
 
 @database_sync_to_async
 def _subject_groups(names):
-    from dashboard.models import Engine, Host
 
-    wanted = {"engine": set(), "host": set()}
+    wanted: dict[str, set[int]] = {"engine": set(), "host": set()}
     groups = set()
     for name in names[:MAX_GROUPS]:
         kind, _, ident = name.partition(".")
@@ -41,7 +42,7 @@ def _subject_groups(names):
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):
-    groups_joined = ()
+    groups_joined: Sequence[str] = ()
     _presence_task = None
 
     async def connect(self):

@@ -13,7 +13,7 @@ GENERATING_TOK_S = 1.0  # below this an engine is idle, not "slow"
 def generating_intervals(trace, threshold=GENERATING_TOK_S):
     """[(start, end)] datetimes where the rate was above THRESHOLD (a point holds until the next)."""
     ts = [datetime.fromisoformat(t) for t in trace["t"]]
-    out = []
+    out: list[tuple[datetime, datetime]] = []
     for i, y in enumerate(trace["y"]):
         if y is None or y < threshold:
             continue
@@ -46,7 +46,8 @@ def _inside(moment, intervals, starts):
 
 def rate_alone_vs_together(trace, both):
     starts = [s for s, _ in both]
-    alone, together = [], []
+    alone: list[float] = []
+    together: list[float] = []
     for t, y in zip(trace["t"], trace["y"]):
         if y is None or y < GENERATING_TOK_S:
             continue

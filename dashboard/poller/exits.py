@@ -9,13 +9,26 @@ and sees hangs. Every metrics tick re-arms the watch with the MainPIDs it read (
 import logging
 import threading
 import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from dashboard.alerts.evaluate import evaluate_liveness
-from dashboard.poller import liveness
+from dashboard.alerts.models import Delivery
+from dashboard.alerts.outbox import delivery_send
+from dashboard.collectors import unitnow
+from dashboard.poller import exitwatch, liveness
+
+if TYPE_CHECKING:
+    from dashboard.alerts.evaluate import Memory
+    from dashboard.live.publish import LivePublisher
+    from dashboard.models import Engine
+    from dashboard.poller.exitwatch import ExitWatcher, JournalFollower
+    from dashboard.poller.lease import PollerLease
 
 log = logging.getLogger(__name__)
 # After a main process exits, wait at most this long for its unit to say so. systemd reaps in tens
@@ -31,8 +44,21 @@ class ExitPath:
     poller's engines, lease, liveness lock, alert memory, live publisher and `_guard`, and
     fills its `exit_watch`, `journal` and `exited_at`."""
 
+    # The ResidentPoller's, as this mixin uses them.
+    host_name: str
+    liveness_interval: float
+    engines: list["Engine"]
+    lease: "PollerLease | None"
+    alerts: "Memory"
+    live: "LivePublisher"
+    exit_watch: "ExitWatcher | None"
+    journal: "JournalFollower | None"
+    exited_at: dict[int, datetime]  # engine pk -> when exit_seen found it down
+    _stop: threading.Event
+    _liveness_lock: threading.Lock
+    _guard: Callable[..., Any]  # _guard(what, fn, *args, **kwargs): fn's exception logged, not raised
+
     def _start_exit_watch(self):
-        from dashboard.poller import exitwatch
 
         if not settings.SPARKOPS_EXIT_WATCH:
             return
@@ -46,7 +72,7 @@ class ExitPath:
         """Point the exit watcher at the main processes this tick's `systemctl show` read and the
         journal follower at the units; say on each polled engine's reading how it is watched."""
         mains = {}
-        if self.exit_watch is not None:
+        if self.exit_watch is not None and self.journal is not None:  # started together
             mains = {e.pk: (units.get(e.unit) or {}).get("MainPID") or 0 for e in own if e.unit}
             self.exit_watch.watch(mains)
             self.journal.follow(
@@ -62,7 +88,6 @@ class ExitPath:
         failed probe makes, now — Engine.status, the unit read as it settles, the alert rules
         (engine_down with its cause), the live card. The probe confirms later and stays the
         backstop; both evaluate under one lock, so the death is one alert."""
-        from dashboard.collectors import unitnow
 
         engine = next((e for e in self.engines if e.pk == engine_pk), None)
         if engine is None or not engine.expected_up or self._stop.is_set():
@@ -100,8 +125,6 @@ class ExitPath:
         """Send the pages the exit just raised from here, on a thread of their own, rather than
         after a broker round trip (the `alerts.deliver` task queued for them finds them claimed:
         `outbox.delivery_send` claims a row with a conditional UPDATE, so each is sent once)."""
-        from dashboard.alerts.models import Delivery
-        from dashboard.alerts.outbox import delivery_send
 
         ids = list(
             Delivery.objects.filter(
@@ -127,7 +150,6 @@ class ExitPath:
         """ENGINE's unit (`unitnow.UnitNow`) once systemd has seen its main process PID exit (at
         most EXIT_SETTLE_S), with the cause lines the journal follower already holds (read from
         the journal only when it holds none)."""
-        from dashboard.collectors import unitnow
 
         deadline = time.monotonic() + EXIT_SETTLE_S
         props = unitnow._props(engine)

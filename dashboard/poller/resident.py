@@ -47,6 +47,7 @@ from django.db import close_old_connections, connection
 
 from dashboard.alerts.evaluate import Memory, evaluate_host, evaluate_liveness, evaluate_polled
 from dashboard.collectors import runner
+from dashboard.launch.observer import Observer
 from dashboard.live.publish import LivePublisher
 from dashboard.models import Engine, Host
 from dashboard.poller import fetch, fleet, liveness
@@ -54,6 +55,7 @@ from dashboard.poller.exits import ExitPath
 from dashboard.poller.fetch import StateKey
 from dashboard.poller.pending import PendingWrites
 from dashboard.samples import store
+from dashboard.schedule import resident_duties
 
 log = logging.getLogger(__name__)
 PROBE_LAG_S = 0.02  # the probe clock runs this far behind the metrics clock
@@ -109,17 +111,20 @@ class ResidentPoller(ExitPath):
     the alert evaluations' memory and the live publisher. `stop()` stores what is still held.
     `poll --once` builds one for itself and runs one tick (`poll_once`)."""
 
+    pending: PendingWrites  # the rows read and not stored yet: made by forget()
+
     def __init__(
         self, host_name, *, poll_interval=None, liveness_interval=None, duties=None, lease=None, flush_interval=None
     ):
-        from dashboard.schedule import resident_duties
 
         self.host_name = host_name
         self.poll_interval = poll_interval or settings.SPARKOPS_POLL_INTERVAL
         self.liveness_interval = liveness_interval or settings.SPARKOPS_LIVENESS_INTERVAL
         self.flush_interval = settings.SPARKOPS_FLUSH_INTERVAL if flush_interval is None else flush_interval
         self.duties = resident_duties() if duties is None else duties  # name -> (interval, fn): leader only
-        self.host, self.engines, self.leader = None, [], False
+        self.host: Host | None = None  # read at the first tick, again after a failed one
+        self.engines: list[Engine] = []
+        self.leader = False
         self.alerts, self.live = Memory(), LivePublisher()
         self.launch = None  # the launch-configuration Observer, made at the first launch tick
         self.launch_inputs: deque[LaunchInput] = deque(maxlen=LAUNCH_BACKLOG)  # metrics → launch thread
@@ -291,24 +296,26 @@ class ResidentPoller(ExitPath):
             return False
         return True
 
-    def _read_roles_if_due(self):
+    def _read_roles_if_due(self) -> Host:
+        """This poller's Host (read when not known), after the engine list and roles when due."""
         if self.host is None:
             self.host, _ = Host.objects.get_or_create(name=self.host_name)
+        host = self.host
         if self.roles_at is None or time.monotonic() - self.roles_at >= ROLES_REFRESH_S:
             # The fresh rows must not be older than the ones held here: store first. When the
             # store fails, keep the roles and engines read before (their rows in the database
             # are older than these) and poll on, holding the readings; try again next refresh.
             if not self._flush_or_hold() and self.roles_at is not None:
                 self.roles_at = time.monotonic()
-                return
-            self.engines, self.leader = fleet.fleet_roles(host=self.host, hosts=fleet.fleet_hosts())
+                return host
+            self.engines, self.leader = fleet.fleet_roles(host=host, hosts=fleet.fleet_hosts())
             self.roles_at = time.monotonic()
+        return host
 
     def metrics_tick(self, engines=None) -> TickResult:
         """One poll, top to bottom: collect → hold (store when due) → evaluate alerts → publish
         live. ENGINES: poll these rather than the owned engines that are due (`poll --once`)."""
-        self._read_roles_if_due()
-        host = self.host
+        host = self._read_roles_if_due()
         due = fleet.engines_due(self.engines) if engines is None else list(engines)
         own = [e for e in self.engines if e.host_id == host.pk]
         self._metrics_started = time.monotonic()
@@ -368,7 +375,6 @@ class ResidentPoller(ExitPath):
         since the last launch tick, then observe how the engines were launched when due
         (`launch/observer.Observer.tick`: a time check on most ticks; every 60 s, and at
         once when a unit or an engine's status moved, a read). The snapshots it made."""
-        from dashboard.launch.observer import Observer
 
         inputs = []
         while self.launch_inputs:
@@ -397,13 +403,18 @@ class ResidentPoller(ExitPath):
         if running_for < METRICS_WAIT_S:  # a tick that has just started: its answers are coming
             self._metrics_idle.wait(METRICS_WAIT_S - running_for)
         engines, now = self.engines, time.time()  # the metrics thread may swap the list meanwhile
-        answered = {pk: at for pk, at in self.answered.items() if now - at < self.liveness_interval / 2}
+        # Those whose metrics poll answered lately, with the time of that poll.
+        answered = {
+            e.pk: e.last_poll_at
+            for e in engines
+            if e.last_poll_at is not None and now - self.answered.get(e.pk, float("-inf")) < self.liveness_interval / 2
+        }
         probed = liveness.engines_probe(
             engines=[e for e in engines if e.pk not in answered], keep_down=self.down_by_metrics
         )
         findings = [f for f in probed if not (f.up and f.engine.pk in self.down_by_metrics)]
         findings += [
-            liveness.liveness_record(liveness.Liveness(e, "up", "", False, e.last_poll_at))
+            liveness.liveness_record(liveness.Liveness(e, "up", "", False, answered[e.pk]))
             for e in engines
             if e.pk in answered
         ]

@@ -1,6 +1,13 @@
 """The rule interface: a rule looks at one reading and returns findings for the subjects it covers."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from dashboard.bounds import Bounds
+
+if TYPE_CHECKING:
+    from ..lifecycle import Finding
 
 
 class Rule:
@@ -15,8 +22,13 @@ class Rule:
     # False: the rule is off until someone turns it on (an AlertRule row with enabled=True).
     enabled_by_default = True
 
-    def evaluate(self, *, settings, **context):
-        """Return a list of dashboard.alerts.lifecycle.Finding (active or not) for this rule."""
+    def evaluate(self, *_: Any, **context: Any) -> list[Finding]:
+        """Return a list of dashboard.alerts.lifecycle.Finding (active or not) for this rule.
+
+        Called with keywords only: `settings`, `state`, `engine`, `host` and the context of the
+        rule's signal (`reading`; `up`, `reason`… for a probe). Each rule names the ones it reads,
+        required, and takes the rest as `**_`: this base accepts any arguments (a type checker
+        reads `*Any, **Any` as "any signature"), so no rule's narrower signature contradicts it."""
         raise NotImplementedError
 
 

@@ -6,6 +6,10 @@ from datetime import timedelta
 
 from django.conf import settings as django_settings
 
+from dashboard.clock import db_now, skew_text
+from dashboard.engine_lifecycle import report_lag_s
+from dashboard.models import Host
+
 from ..lifecycle import Finding
 from . import register
 from .base import Rule
@@ -35,7 +39,7 @@ class GpuClockStuckLow(Rule):
         "that explains it, sustained FOR_S."
     )
 
-    def evaluate(self, *, settings, host, reading, **_):
+    def evaluate(self, *, settings, host, reading, **_) -> list[Finding]:
         return [self.one(settings, host, gpu) for gpu in reading.get("gpus") or [] if gpu.get("index") is not None]
 
     def one(self, settings, host, gpu):
@@ -90,7 +94,7 @@ class MemoryPressure(Rule):
         "AVAILABLE_PCT of total, or swap grew SWAP_GROWTH_MIB within SWAP_WINDOW_S; sustained FOR_S."
     )
 
-    def evaluate(self, *, settings, host, reading, state, **_):
+    def evaluate(self, *, settings, host, reading, state, **_) -> list[Finding]:
         h = reading.get("host") or {}
         full, some = _psi(h, "memory", "full", "avg10"), _psi(h, "memory", "some", "avg60")
         total, avail = h.get("mem_total_bytes"), h.get("mem_available_bytes")
@@ -138,7 +142,7 @@ class CompileStorm(Rule):
         "fires before the OOM killer, names them and who spawned them."
     )
 
-    def evaluate(self, *, settings, host, reading, **_):
+    def evaluate(self, *, settings, host, reading, **_) -> list[Finding]:
         procs = reading.get("processes") or {}
         count, rss = procs.get("compilers") or 0, procs.get("compilers_rss_bytes") or 0
         total = (reading.get("host") or {}).get("mem_total_bytes") or 0
@@ -178,7 +182,7 @@ class KernelFault(Rule):
     DEFAULTS = {"clear_after_s": 900}
     help = "Kernel journal lines with NV_ERR_NO_MEMORY, an Xid, or an OOM kill; clears after CLEAR_AFTER_S without one."
 
-    def evaluate(self, *, settings, host, reading, state, **_):
+    def evaluate(self, *, settings, host, reading, state, **_) -> list[Finding]:
         lines = [_text(line) for line in reading.get("kernel_lines") or []]
         hits = [line for line in lines if KERNEL_FAULTS.search(line)]
         now = time.time()
@@ -223,10 +227,7 @@ class CollectorStale(Rule):
         "(SPARKOPS_FLUSH_INTERVAL; checked by the fleet's leading worker every 5 s, and by a beat backstop every 30 s)."
     )
 
-    def evaluate(self, *, settings, **_):
-        from dashboard.clock import db_now
-        from dashboard.engine_lifecycle import report_lag_s
-        from dashboard.models import Host
+    def evaluate(self, *, settings, **_) -> list[Finding]:
 
         now = db_now()  # the reports are stamped with the database's clock: judge them by it
 
@@ -260,8 +261,7 @@ class ClockSkew(Rule):
         "(sample times) and timers are off by as much."
     )
 
-    def evaluate(self, *, settings, host, reading, **_):
-        from dashboard.clock import skew_text
+    def evaluate(self, *, settings, host, reading, **_) -> list[Finding]:
 
         offset = reading.get("clock_offset_s") if isinstance(reading, dict) else None
         if offset is None:
