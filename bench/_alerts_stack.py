@@ -1,6 +1,7 @@
 """Shared by bench/detection_latency.py and bench/outbox_outage.py: a webhook receiver on
 loopback and the whole SparkOps stack (`sparkops up`) watching one simulated vLLM engine."""
 
+import contextlib
 import json
 import os
 import signal
@@ -167,12 +168,10 @@ class Stack:
     def stop(self):
         for proc in reversed(self.procs):
             if proc.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGINT) if proc.pid == os.getpgid(proc.pid) else proc.send_signal(
                         signal.SIGINT
                     )
-                except ProcessLookupError:
-                    pass
                 try:
                     proc.wait(timeout=20)
                 except subprocess.TimeoutExpired:

@@ -59,8 +59,19 @@ def manage(env, *args, stdin=None):
 def start_web(env):
     port = free_port()
     proc = subprocess.Popen(
-        [PY, "-m", "uvicorn", "sparkops.asgi:application", "--host", "127.0.0.1", "--port", str(port)]
-        + ["--no-access-log", "--lifespan", "off"],
+        [
+            PY,
+            "-m",
+            "uvicorn",
+            "sparkops.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-access-log",
+            "--lifespan",
+            "off",
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

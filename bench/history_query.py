@@ -137,7 +137,7 @@ def main():
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     now = timezone.now()
-    engines, host, ids, built = build(now, args.raw_hours, args.days)
+    engines, host, ids, _built = build(now, args.raw_hours, args.days)
     print(
         f"database: {connection.vendor} {connection.settings_dict['NAME']}; series: {len(ids)}; "
         f"raw rows: {Sample.objects.filter(series_id__in=ids).count():,}; "

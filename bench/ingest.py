@@ -40,7 +40,7 @@ def main():
         )[0]
         for i in range(args.engines)
     ]
-    metrics = list(SAMPLE_METRICS) + ["up", "restarts"]
+    metrics = [*SAMPLE_METRICS, "up", "restarts"]
     values = {m: float(i) for i, m in enumerate(metrics)}
     start_rows = Sample.objects.count()
     written, cycles = 0, 0

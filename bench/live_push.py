@@ -26,6 +26,8 @@ import sys
 import threading
 import time
 
+from django.contrib.auth import get_user_model
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sparkops.settings")
@@ -51,7 +53,6 @@ NAME = "bench-live"
 
 
 def setup_fleet():
-    from django.contrib.auth import get_user_model
 
     call_command("migrate", verbosity=0)
     host, _ = Host.objects.get_or_create(name=f"{NAME}-host")
@@ -190,7 +191,7 @@ def measure(clients, engine, polls, gap_s, timeout_s=5.0):
 
 def pct(values, q):
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 def main():

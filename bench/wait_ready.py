@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,8 +27,17 @@ SPARKOPS = str(Path(sys.executable).parent / "sparkops")
 
 def engine(port, load):
     return subprocess.Popen(
-        [sys.executable, "-m", "dashboard.simulator.engine", "--kind", "vllm", "--port", str(port)]
-        + ["--load-seconds", str(load)],
+        [
+            sys.executable,
+            "-m",
+            "dashboard.simulator.engine",
+            "--kind",
+            "vllm",
+            "--port",
+            str(port),
+            "--load-seconds",
+            str(load),
+        ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -54,7 +64,6 @@ def free_port():
 
 
 def serves(port):
-    import urllib.request
 
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:

@@ -755,14 +755,14 @@ def _admin_values(name, arg, route):
     from django.contrib.contenttypes.models import ContentType
 
     if arg == "app_label":
-        return sorted({m._meta.app_label for m in admin_site._registry}) + ["nope"]
+        return [*sorted({m._meta.app_label for m in admin_site._registry}), "nope"]
     if arg == "object_id" and name == "admin:view_on_site":
         return ["1", "424242"]
     if arg in ("object_id", "id"):
         app_label, model_name = route.split("/")[1:3]
         for model in admin_site._registry:
             if (model._meta.app_label, model._meta.model_name) == (app_label, model_name):
-                return _real_ids(model, edge=1) + ["424242", HUGE, "x%00"]
+                return [*_real_ids(model, edge=1), "424242", HUGE, "x%00"]
         raise AssertionError(f"no admin model for {route}")
     if arg == "content_type_id":
         return [str(ContentType.objects.first().pk), "424242"]

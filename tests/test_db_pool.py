@@ -49,8 +49,17 @@ def _web(tmp_path, app_name):
     env.pop("SPARKOPS_TEST_DB_NAME", None)
     log = tmp_path / "uvicorn.log"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "sparkops.asgi:application", "--host", "127.0.0.1", "--port", str(port)]
-        + ["--no-access-log"],
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "sparkops.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-access-log",
+        ],
         env=env,
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,

@@ -1,5 +1,6 @@
 """sparkops.lifeline: children that die with a parent killed by SIGKILL (real processes)."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -48,10 +49,8 @@ def _parent_of(child_code, *, env=None):
 def _kill(proc, child_pid):
     proc.kill()
     proc.wait()
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(child_pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def test_a_child_gets_sigterm_when_its_parent_is_sigkilled():

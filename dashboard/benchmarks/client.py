@@ -11,6 +11,7 @@ typed errors."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import time
@@ -260,7 +261,7 @@ def decode_rate(n_tokens, t_first, t_last):
 
 
 def gap_summary(times):
-    gaps = sorted((b - a) * 1000 for a, b in zip(times, times[1:]))
+    gaps = sorted((b - a) * 1000 for a, b in itertools.pairwise(times))
     if not gaps:
         return {}
     return {"min": gaps[0], "median": gaps[len(gaps) // 2], "max": gaps[-1]}

@@ -8,6 +8,7 @@ until the other is done, so every measured request had a busy neighbour."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 
 from django.db import connection
@@ -92,10 +93,8 @@ def _side(run, partner_engine_id, barrier, mine, theirs):
 
 
 def _wait(barrier):
-    try:
+    with contextlib.suppress(threading.BrokenBarrierError):  # the other side never got there; its run says why
         barrier.wait()
-    except threading.BrokenBarrierError:
-        pass  # the other side never got there; its run says why
 
 
 async def keep_busy(spec, stop: threading.Event):

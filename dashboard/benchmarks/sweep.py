@@ -11,6 +11,7 @@ A sweep stops early, and says why, when
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 
 from django.db import transaction
@@ -26,6 +27,7 @@ from .models import MAX_CONCURRENCY, MAX_DEPTH, MAX_OUTPUT, MAX_REPS, Run, Sweep
 from .services import run_create, run_execute
 from .spec import RunSpec
 from .sweep_export import chart_data
+from .tasks import bench_sweep_execute
 
 MAX_CELLS = 16
 STALE_IDLE_S = 900  # between two cells a sweep has none running for milliseconds, never minutes
@@ -63,7 +65,7 @@ def sweep_validate(*, axis, values, spec: RunSpec):
     bad = [v for v in values if not low <= v <= AXIS_MAX[axis]]
     if bad:
         problems.append(f"{axis} values must be {low}–{AXIS_MAX[axis]:,} (got {', '.join(map(str, bad))})")
-    if any(b <= a for a, b in zip(values, values[1:])):
+    if any(b <= a for a, b in itertools.pairwise(values)):
         problems.append(f"{axis} values must rise strictly, cell by cell (got {', '.join(map(str, values))})")
     if axis != "depth" and not 0 <= spec.depth <= MAX_DEPTH:
         problems.append(f"the fixed depth must be 0–{MAX_DEPTH:,} (got {spec.depth})")
@@ -112,7 +114,6 @@ def sweep_create(*, engine, axis, values, spec: RunSpec, user=None, trigger=Run.
 
 def sweep_enqueue(**kw):
     """Create and queue on the worker of the engine's own box (after commit)."""
-    from .tasks import bench_sweep_execute
 
     sweep = sweep_create(**kw)
     queue = sweep.engine.host.queue

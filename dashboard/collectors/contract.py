@@ -287,7 +287,7 @@ def journal_note(book, unit, entry, text, *, now):
     except (TypeError, ValueError):
         at = now
     mine = book.setdefault(unit, {})
-    mine[kind] = (mine.get(kind) or [])[-KEEP_EVENTS + 1 :] + [at]
+    mine[kind] = [*(mine.get(kind) or [])[-KEEP_EVENTS + 1 :], at]
     mine.setdefault("last", {})[kind] = {"at": at, "message": text[:500]}
 
 

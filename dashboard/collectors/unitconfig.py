@@ -208,7 +208,7 @@ def read_units(engines):
 def _paths(props):
     if props.get("LoadState") not in ("loaded", None):
         return []
-    return [p for p in [props.get("FragmentPath", "")] + (props.get("DropInPaths") or "").split() if p]
+    return [p for p in [props.get("FragmentPath", ""), *(props.get("DropInPaths") or "").split()] if p]
 
 
 def unit_config(unit, scope, props, paths, texts):

@@ -219,7 +219,7 @@ def wait(url, kind, budget_s, *, pid=None, say=print, clock=time.monotonic) -> O
 def unit_from_cgroup(text: str) -> tuple[str, str] | None:
     """(unit, scope) from a /proc/PID/cgroup: the innermost .service, 'user' under a user@.service."""
     for line in text.splitlines():
-        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        _, controllers, path = ([*line.split(":", 2), "", ""])[:3]
         if controllers not in ("", "name=systemd"):
             continue
         parts = [p for p in path.split("/") if p]

@@ -2,6 +2,7 @@
 (change-log annotations, alert periods, restarts). The browser turns it into Plotly figures
 and extends the traces from "engine.sample"/"host.sample" events (subject + metric)."""
 
+import itertools
 import re
 from datetime import UTC, datetime
 
@@ -96,7 +97,7 @@ def break_gaps(ts, *columns):
     """Insert a None into every column where consecutive times lie more than GAP_STEPS typical steps apart,
     so Plotly (connectgaps false) leaves a gap instead of a straight line across an outage."""
     secs = [_iso_seconds(t) for t in ts]
-    steps = sorted(b - a for a, b in zip(secs, secs[1:]) if a is not None and b is not None and b > a)
+    steps = sorted(b - a for a, b in itertools.pairwise(secs) if a is not None and b is not None and b > a)
     if len(steps) < 2:
         return ts, columns
     limit = max(steps[len(steps) // 2] * GAP_STEPS, 1.0)

@@ -36,6 +36,7 @@ Every prediction carries `basis`: the ledger rows it rests on, each with its id 
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -223,7 +224,7 @@ def _raise_pairs(rows):
     """Consecutive rows of one engine at one share and two windows (its recorded raises)."""
     ordered = sorted((r for r in rows if r.pool_tokens and r.window and r.share is not None), key=lambda r: r.order)
     pairs = []
-    for a, b in zip(ordered, ordered[1:], strict=False):
+    for a, b in itertools.pairwise(ordered):
         if a.window != b.window and abs(a.share - b.share) <= SAME_SHARE:
             pairs.append((a, b) if a.window < b.window else (b, a))
     return pairs

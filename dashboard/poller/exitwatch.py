@@ -21,6 +21,7 @@ the probe takes too, so a death is one alert whichever saw it first. The probe s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -118,10 +119,8 @@ class ExitWatcher:
         return sorted(pid for pid, (_, pk, _, _) in self.watched.items() if pk == engine_pk)
 
     def _poke(self):
-        try:
+        with contextlib.suppress(OSError):  # the pipe is full: a wake-up is already pending
             os.write(self._wake_w, b".")
-        except OSError:
-            pass  # the pipe is full: a wake-up is already pending
 
     def _run(self):
         while not self._stop.is_set():

@@ -4,6 +4,7 @@ A second worker started for the same host (a scaled compose service, `sparkops u
 hand-started worker) finds the lease taken and polls nothing until the holder is gone, so no
 engine is sampled twice. Extra task-only workers: `sparkops worker --no-poller`."""
 
+import contextlib
 import logging
 import os
 import socket
@@ -70,7 +71,5 @@ class PollerLease:
         return self.held
 
     def release(self):
-        try:
+        with contextlib.suppress(Exception):  # it expires on its own
             self.client.eval(self._RELEASE, 1, self.key, self.token)
-        except Exception:
-            pass  # it expires on its own

@@ -13,6 +13,7 @@ Healthy content is the fixed vocabulary in a pseudo-random order, so it never lo
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import re
@@ -132,7 +133,7 @@ def recall_at(spec: str, depth: float) -> float:
     points.sort()
     if depth <= points[0][0]:
         return points[0][1]
-    for (d0, p0), (d1, p1) in zip(points, points[1:]):
+    for (d0, p0), (d1, p1) in itertools.pairwise(points):
         if depth <= d1:
             return p0 + (p1 - p0) * (depth - d0) / max(1e-9, d1 - d0)
     return points[-1][1]

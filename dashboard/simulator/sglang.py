@@ -65,28 +65,28 @@ class SGLangMetrics:
         sg("sglang:page_size", "KV cache page size in tokens.").set(cfg.block_size)
         sg("sglang:context_len", "Maximum context length.").set(cfg.max_model_len)
         self.prompt = Counter(
-            "sglang:prompt_tokens_total", "Number of prefill tokens processed.", TOK + ["is_streaming"], registry=r
+            "sglang:prompt_tokens_total", "Number of prefill tokens processed.", [*TOK, "is_streaming"], registry=r
         )
         self.generation = Counter(
             "sglang:generation_tokens_total",
             "Number of generation tokens processed.",
-            TOK + ["is_streaming"],
+            [*TOK, "is_streaming"],
             registry=r,
         )
         self.cached = Counter(
             "sglang:cached_tokens_total",
             "Number of cached prompt tokens by source (device/host/storage).",
-            TOK + ["cache_source"],
+            [*TOK, "cache_source"],
             registry=r,
         ).labels(*tv, "device")
         self.requests = Counter(
-            "sglang:num_requests_total", "Number of requests processed.", TOK + ["is_streaming"], registry=r
+            "sglang:num_requests_total", "Number of requests processed.", [*TOK, "is_streaming"], registry=r
         )
         Counter("sglang:num_aborted_requests_total", "Number of requests aborted.", TOK, registry=r).labels(*tv)
         self.ttft = Histogram(
             "sglang:time_to_first_token_seconds",
             "Histogram of time to first token in seconds.",
-            TOK + ["is_streaming"],
+            [*TOK, "is_streaming"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
@@ -100,7 +100,7 @@ class SGLangMetrics:
         self.e2e = Histogram(
             "sglang:e2e_request_latency_seconds",
             "Histogram of End-to-end request latency in seconds",
-            TOK + ["is_streaming"],
+            [*TOK, "is_streaming"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )

@@ -12,7 +12,9 @@ the properties `systemctl show` prints, are `service.Unit`s.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -281,7 +283,6 @@ class Supervisor:
         task.add_done_callback(self._watchers.discard)
 
     def _reap_compilers(self, unit: Unit) -> None:
-        import shutil
 
         for d in unit.compilers:
             shutil.rmtree(d, ignore_errors=True)
@@ -294,7 +295,6 @@ class Supervisor:
         rc = await proc.wait()
         unit.proc = None
         self._reap_compilers(unit)
-        import shutil
 
         shutil.rmtree(self.host.dir / "proc" / str(proc.pid), ignore_errors=True)
         self.on_exit(unit, rc)
@@ -365,10 +365,8 @@ class Supervisor:
             unit.id, f"Stopped {unit.description}.", MESSAGE_ID=sd.MSG_STOPPED, JOB_TYPE="restart", JOB_RESULT="done"
         )
         unit.restart_task = None
-        try:
+        with contextlib.suppress(StartLimitHit):
             await self.start_unit(unit, manual=False)
-        except StartLimitHit:
-            pass
 
     def _start_limit_hit(self, unit: Unit) -> None:
         """As systemd 252's service_start → unit_test_start_limit → service_enter_dead: the unit

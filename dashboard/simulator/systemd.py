@@ -11,8 +11,10 @@ Only the supervisor writes; readers (the bin/ tools) tolerate a half-written las
 
 from __future__ import annotations
 
+import calendar
 import json
 import os
+import signal
 import socket
 import time
 import uuid
@@ -103,14 +105,13 @@ def fmt_timestamp(t: float | None, style: str = "us+utc") -> str:
     parts = time.gmtime(t) if utc else time.localtime(t)
     day = time.strftime("%a %Y-%m-%d %H:%M:%S", parts)
     if style in ("us", "us+utc"):
-        day += f".{int(round((t % 1) * 1e6)) % 1_000_000:06d}"
+        day += f".{round((t % 1) * 1e6) % 1_000_000:06d}"
     return f"{day} {'UTC' if utc else time.strftime('%Z', parts)}"
 
 
 def timestamp_seconds(text: str) -> float | None:
     """The epoch seconds of a timestamp fmt_timestamp wrote in us+utc (or pretty/utc in UTC, or
     unix); None when it is empty or another format."""
-    import calendar
 
     text = (text or "").strip()
     if text.startswith("@"):
@@ -138,7 +139,7 @@ def restyle_timestamp(text: str, style: str) -> str:
 def fmt_timespan(seconds: float) -> str:
     if seconds == 0:
         return "0"
-    ms = int(round(seconds * 1000))
+    ms = round(seconds * 1000)
     mins, ms = divmod(ms, 60_000)
     secs, ms = divmod(ms, 1000)
     parts = ([f"{mins}min"] if mins else []) + ([f"{secs}s"] if secs else []) + ([f"{ms}ms"] if ms else [])
@@ -146,7 +147,6 @@ def fmt_timespan(seconds: float) -> str:
 
 
 def signal_name(sig: int) -> str:
-    import signal
 
     try:
         return signal.Signals(sig).name[3:]

@@ -147,7 +147,7 @@ class VLLMMetrics:
         success = Counter(
             "vllm:request_success",
             "Count of successfully processed requests.",
-            LABELS + ["finished_reason"],
+            [*LABELS, "finished_reason"],
             registry=r,
         )
         self.success = {reason: success.labels(*lv, reason) for reason in FINISH_REASONS}
@@ -177,7 +177,7 @@ class SpecDecodeMetrics:
         per_pos = Counter(
             "vllm:spec_decode_num_accepted_tokens_per_pos",
             "Accepted tokens per draft position.",
-            LABELS + ["position"],
+            [*LABELS, "position"],
             registry=r,
         )
         self.per_pos = [per_pos.labels(*lv, str(p)) for p in range(k)]

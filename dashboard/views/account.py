@@ -17,7 +17,7 @@ def tokens(request):
         if len(name) > 100:
             error = "The name is longer than 100 characters; no token was created."
         else:
-            row, shown = ApiToken.issue(request.user, name=name)
+            _row, shown = ApiToken.issue(request.user, name=name)
     rows = ApiToken.objects.filter(user=request.user).order_by("-created_at")
     return render(
         request, "account/tokens.html", {"tokens": rows, "shown": shown, "error": error}, status=400 if error else 200

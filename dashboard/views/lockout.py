@@ -4,6 +4,7 @@ from datetime import timedelta
 
 from axes.helpers import get_client_ip_address, get_client_username, get_cool_off
 from axes.models import AccessAttempt
+from django.conf import settings
 from django.db.models import Max
 from django.shortcuts import render
 from django.utils import timezone
@@ -38,15 +39,11 @@ def login_username(request, credentials=None):
 
     A 5,000-character user name would otherwise fail the AccessAttempt insert (varchar 255) and
     the login page would answer 500; no real user name is that long (Django's hold 150)."""
-    if credentials:
-        username = credentials.get("username")
-    else:
-        username = getattr(request, "data", request.POST).get("username")
+    username = credentials.get("username") if credentials else getattr(request, "data", request.POST).get("username")
     return username[: AccessAttempt._meta.get_field("username").max_length] if isinstance(username, str) else username
 
 
 def lockout_response(request, original_response=None, credentials=None):
-    from django.conf import settings
 
     username = get_client_username(request, credentials) or ""
     left = remaining(username, get_client_ip_address(request))

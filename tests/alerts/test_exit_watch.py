@@ -94,7 +94,7 @@ def test_a_death_is_seen_through_the_pidfd_alone(watched, receiver):
 
 
 def test_the_probe_seeing_the_same_death_adds_nothing(watched, receiver):
-    engine, proc, poller = watched
+    _engine, proc, poller = watched
     proc.send_signal(signal.SIGKILL)
     assert wait_for(lambda: AlertEvent.objects.filter(rule="engine_down", state="firing").exists(), timeout=30)
     assert wait_for(lambda: len(firing_pages(receiver)) == 1, timeout=30)
@@ -125,7 +125,7 @@ def test_a_pid_already_gone_is_not_armed_and_a_new_one_is(watched):
 
 def test_an_engine_core_child_dying_pages_while_the_api_server_runs(watched, receiver):
     """vLLM's EngineCore (a child titled VLLM::EngineCore) dies seconds before its API server exits 0."""
-    engine, proc, poller = watched
+    engine, _proc, poller = watched
     api = subprocess.Popen(
         [
             sys.executable,
@@ -169,7 +169,7 @@ def test_the_card_says_how_the_engine_is_watched():
 def test_the_page_is_sent_from_the_worker_without_a_broker_hop(armed, receiver):
     """No Celery worker consumes the queue here (not eager either): the `alerts.deliver` task the
     outbox queues is never run, so only the exit path's own send can deliver the page."""
-    engine, proc, poller = armed
+    _engine, proc, _poller = armed
     proc.send_signal(signal.SIGKILL)
     assert wait_for(lambda: len(firing_pages(receiver)) == 1, timeout=30)
     # The receiver has the POST before the sender, on its answer, marks the row sent.

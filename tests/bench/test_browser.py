@@ -133,12 +133,12 @@ def test_run_page_follows_each_repetition_live_then_shows_the_result(
     run = run_create(engine=engine, spec=profile.spec(), profile=profile)  # queued, as run_enqueue leaves it
     assert run.status == "queued" and run.total_reps == 3
 
-    web, base, _log = shared_web
+    _web, base, _log = shared_web
     worker, failure = None, []
     try:
         ops = Session(browser, base, operator)
         page, seen, frames = ops.page, [], []
-        page.expose_function("benchSeen", lambda state: seen.append(state))
+        page.expose_function("benchSeen", seen.append)
         page.add_init_script(OBSERVE_PROGRESS)
         page.on("websocket", lambda ws: ws.on("framereceived", lambda data: frames.append(json.loads(data))))
         page.goto(f"{base}/bench/runs/{run.pk}/")

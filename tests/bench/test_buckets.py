@@ -16,7 +16,7 @@ TOKENS = [
     delta_chunk(content="c"),
     delta_chunk(content="d"),
 ]
-OK = TOKENS + [finish_chunk(), usage_chunk(4), sse(b"[DONE]")]
+OK = [*TOKENS, finish_chunk(), usage_chunk(4), sse(b"[DONE]")]
 CAPACITY_400 = (
     b'{"error":{"code":400,"message":"request (1811 tokens) exceeds the available context size '
     b'(256 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":1811,"n_ctx":256}}'
@@ -27,11 +27,11 @@ SCRIPTS = {
     "overload": (429, "application/json", [b'{"error":{"message":"too many requests","code":429}}'], False),
     "server_error": (500, "text/plain", [b"Internal Server Error"], False),
     "disconnect": (200, "text/event-stream", TOKENS[:3], True),
-    "malformed": (200, "text/event-stream", TOKENS[:2] + [b"data: {not json\n\n"] + OK[2:], False),
+    "malformed": (200, "text/event-stream", [*TOKENS[:2], b"data: {not json\n\n", *OK[2:]], False),
     "truncated": (
         200,
         "text/event-stream",
-        TOKENS[:3] + [finish_chunk("length"), usage_chunk(2), sse(b"[DONE]")],
+        [*TOKENS[:3], finish_chunk("length"), usage_chunk(2), sse(b"[DONE]")],
         False,
     ),
     "empty": (200, "text/event-stream", [TOKENS[0], finish_chunk("stop"), usage_chunk(0), sse(b"[DONE]")], False),
@@ -65,19 +65,19 @@ def test_bucket(bucket, scripted, make_engine):
 
 def test_error_chunk_mid_stream_is_server_error(scripted, make_engine):
     dead = sse({"error": {"message": "EngineCore encountered an issue.", "type": "InternalServerError", "code": 500}})
-    server = scripted(lambda body: (200, "text/event-stream", TOKENS[:3] + [dead, sse(b"[DONE]")], False))
+    server = scripted(lambda body: (200, "text/event-stream", [*TOKENS[:3], dead, sse(b"[DONE]")], False))
     rep = run_against(server.url, make_engine).repetitions.get()
     assert rep.bucket == "server_error" and "EngineCore" in rep.error
 
 
 def test_timeout(scripted, make_engine):
-    server = scripted(lambda body: SCRIPTS["disconnect"][:3] + (False,), part_delay=1.0)
+    server = scripted(lambda body: (*SCRIPTS["disconnect"][:3], False), part_delay=1.0)
     rep = run_against(server.url, make_engine, timeout_s=0.4).repetitions.get()
     assert rep.bucket == "timeout"
 
 
 def test_missing_usage_is_malformed_not_a_speed(scripted, make_engine):
-    server = scripted(lambda body: (200, "text/event-stream", TOKENS + [finish_chunk(), sse(b"[DONE]")], False))
+    server = scripted(lambda body: (200, "text/event-stream", [*TOKENS, finish_chunk(), sse(b"[DONE]")], False))
     rep = run_against(server.url, make_engine).repetitions.get()
     assert rep.bucket == "malformed" and "usage" in rep.error
 

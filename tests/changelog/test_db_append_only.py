@@ -135,9 +135,8 @@ def test_base_manager_and_plain_querysets_refused(locked):
     _refused(lambda: Claim._base_manager.filter(entry=entry).update(engine=None))
     # Corrections first (the entry PROTECTs them), then the entry: still refused.
     _refused(lambda: models.QuerySet(Correction).filter(entry=entry)._raw_delete(connection.alias))
-    with transaction.atomic():
-        with pytest.raises(ProtectedError):
-            Entry._base_manager.filter(pk=entry.pk).delete()
+    with transaction.atomic(), pytest.raises(ProtectedError):
+        Entry._base_manager.filter(pk=entry.pk).delete()
     _unchanged(locked)
 
 
@@ -166,12 +165,11 @@ def test_deleting_its_engine_cascades_nowhere(locked):
     with pytest.raises(ProtectedError), transaction.atomic():
         q38.delete()
     # Raw SQL: the foreign keys hold (checked now, not at commit).
-    with pytest.raises(IntegrityError), transaction.atomic():
-        with connection.cursor() as cur:
-            if connection.vendor == "postgresql":
-                cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
-            cur.execute("DELETE FROM dashboard_engine WHERE id = %s", [q38.pk])
-            connection.check_constraints()
+    with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            cur.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cur.execute("DELETE FROM dashboard_engine WHERE id = %s", [q38.pk])
+        connection.check_constraints()
     assert Engine.objects.filter(pk__in=[nemotron.pk, q38.pk]).count() == 2
     _unchanged(locked)
 

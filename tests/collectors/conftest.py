@@ -1,5 +1,6 @@
 """Recorded payloads (zulip-style fixtures per source and version) and real loopback servers."""
 
+import contextlib
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -36,10 +37,8 @@ def serve(routes):
             for key, value in {"Content-Length": str(len(body)), **headers}.items():
                 self.send_header(key, value)
             self.end_headers()
-            try:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 self.wfile.write(body)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
 
         def log_message(self, *args):
             pass

@@ -102,7 +102,7 @@ def test_journal_cursor_signatures_and_kv_boot_line(sim_state):
     assert systemd.classify(entries[2])[0] == "cuda_illegal_instruction"
     (sim_state / "journal" / "vllm-main.service.jsonl").write_text("".join(src))
     more, cursor2 = systemd.journal_read(units=["vllm-main.service"], cursor=cursor)
-    assert [systemd.message(e) for e in more][0].endswith("EngineCore encountered a fatal error.")
+    assert next(systemd.message(e) for e in more).endswith("EngineCore encountered a fatal error.")
     assert len(more) == 3 and cursor2 != cursor
     kernel, _ = systemd.journal_read(kernel=True)
     assert [systemd.classify(e)[0] for e in kernel] == ["xid", "nv_err_no_memory", None]
@@ -202,7 +202,7 @@ def test_host_read_survives_every_source_failing(settings, tmp_path, fleet):
     settings.SPARKOPS_JOURNALCTL = str(tmp_path / "nope")
     settings.SPARKOPS_GPU_BACKEND = "none"
     gpu.reset_backend()
-    reading, values, infos, state = host_read(engines=[fleet["vllm"], fleet["llama"]], state={})
+    reading, _values, infos, _state = host_read(engines=[fleet["vllm"], fleet["llama"]], state={})
     assert reading["host"]["psi"] is None and "absent" in reading["host"]["psi_error"]
     assert reading["host"]["mem_error"] and reading["processes"]["compilers"] is None
     assert "not found" in reading["units"]["vllm-main.service"]["error"]

@@ -33,7 +33,7 @@ def three_boxes():
 
 
 def test_each_worker_polls_its_own_box_and_the_leader_adopts_orphans(three_boxes):
-    boxes, engines = three_boxes
+    boxes, _engines = three_boxes
     a_engines, a_leads = fleet_roles(host=boxes["a-box"])
     b_engines, b_leads = fleet_roles(host=boxes["b-box"])
     assert a_leads and not b_leads
@@ -190,7 +190,7 @@ def test_a_probe_right_after_a_metrics_answer_is_not_sent_but_its_liveness_is(fl
 
     routes = vllm_routes("0.33.0_metrics_busy.txt")
     health_hits = []
-    status, body, headers = routes["/health"]
+    status, _body, _headers = routes["/health"]
 
     def health(handler):
         health_hits.append(time.monotonic())

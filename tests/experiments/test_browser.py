@@ -31,7 +31,7 @@ def test_start_watch_and_record_an_experiment(sim, make_engine, operator, browse
     # uvicorn beside the engines on two cores once stalled one of B's 32-token runs (150 tok/s against
     # 100) into A's range: CI read "no difference within noise". A stall must now halve B's rate.
     b = make_engine(sim("vllm", rate=200.0, ttft=0.01).url, name="variant")
-    web, base, _log = shared_web
+    _web, base, _log = shared_web
     worker, failure = None, []
     try:
         ops = Session(browser, base, operator)

@@ -107,7 +107,7 @@ def test_the_same_flags_spelled_differently_are_not_a_difference():
     data = {"unit": {"unit": "a.service", "exec_start": {"argv": files}, "running_argv": running}}
     engine = SimpleNamespace(name="a", kind="vllm")
     assert [r.status for r in check.run([(engine, data)], settings={})] == ["pass"]
-    data["unit"]["running_argv"] = running[:2] + ["Q/32B"] + running[3:]
+    data["unit"]["running_argv"] = [*running[:2], "Q/32B", *running[3:]]
     (result,) = check.run([(engine, data)], settings={})
     assert result.status == "fail" and "model runs Q/32B, the files say Q/8B" in result.evidence
     data["unit"]["need_daemon_reload"], data["unit"]["running_argv"] = True, running

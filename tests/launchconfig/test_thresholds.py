@@ -99,7 +99,7 @@ def test_a_bad_value_is_refused_with_why_and_stores_nothing(box, pair, message):
 
 
 def test_a_stored_row_the_code_no_longer_takes_is_ignored(box):
-    host, engine = box
+    host, _engine = box
     AuditThreshold.objects.create(host=host, check_key="retired_check", name="x", value="1")
     AuditThreshold.objects.create(host=host, check_key="compile_caps", name="max_jobs", value="9999")
     assert caps(host).status == "fail"  # max_jobs out of bounds: the default applies
@@ -107,7 +107,7 @@ def test_a_stored_row_the_code_no_longer_takes_is_ignored(box):
 
 
 def test_admins_edit_thresholds_on_the_audit_page_with_errors_at_the_field(box, client, admin_user, viewer):
-    host, engine = box
+    host, _engine = box
     url = f"/hosts/{host.name}/audit/"
     client.force_login(viewer)
     page = client.get(url).content.decode()

@@ -109,7 +109,7 @@ async def test_an_open_socket_gets_samples_again(open_socket, viewer, fleet, sen
 async def test_pushes_stop_once_the_last_socket_closed_and_the_ttl_passed(open_socket, viewer, fleet, sent, settings):
     settings.SPARKOPS_LIVE_PRESENCE_TTL = 3.0
     settings.SPARKOPS_LIVE_PRESENCE_CACHE = 0.2
-    client, key = presence_key()
+    _client, key = presence_key()
     comm = await _connect(open_socket, viewer)
     await comm.disconnect()
     await database_sync_to_async(poll_everything)(fleet)  # the key outlives the socket by up to the TTL

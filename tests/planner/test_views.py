@@ -82,7 +82,7 @@ def test_record_as_a_claim_writes_claim_and_prediction_lines_that_the_next_row_a
         assert f"/changelog/ledgers/#kv-{row['id']}" in entry.body_md  # the rows it rests on
 
     # the restart: the 2026-08-20 row, after the entry took effect, is compared with the claim
-    date, *rest = APPENDIX[9]
+    _date, *rest = APPENDIX[9]
     cli("ledger", *add_args((entry.effective_at.strftime("%Y-%m-%dT%H:%M"), *rest)))
     KVPoolEntry.objects.filter(window=262144, engine__name="nemotron").update(recorded_at=entry.effective_at)
     got = claim_measurement(claim=conc)

@@ -19,6 +19,7 @@ removes the cgroup directories it made."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -154,41 +155,31 @@ class UserManager:
                 continue
             for dirpath, _dirs, files in os.walk(top):
                 if "cgroup.procs" in files:
-                    try:
+                    with contextlib.suppress(OSError):
                         pids.update(int(p) for p in (Path(dirpath) / "cgroup.procs").read_text().split())
-                    except OSError:
-                        pass
         return pids
 
     def stop(self, timeout: float = 30.0):
         """Kill every process of the namespace and remove the cgroups made; idempotent."""
         deadline = time.monotonic() + timeout
         if self.process is not None and self.process.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.process.pid, signal.SIGKILL)  # the manager (the shell exec'd it)
-            except ProcessLookupError:
-                pass
         while True:
             pids = self._tree_pids()
             for pid in pids:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             if not pids or time.monotonic() > deadline:
                 break
             time.sleep(0.02)
         if self.journald_pid:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.journald_pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             self._reap(self.journald_pid, deadline)
         if self.process is not None:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
         for top in self.cgroups + [c.parent for c in self.cgroups]:
             self._rmtree(top, deadline)
         if getattr(self, "log", None):
@@ -197,10 +188,9 @@ class UserManager:
     @staticmethod
     def _reap(pid, deadline):
         while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-            try:  # journald is the unshare'd shell's child, reparented to init when it exec'd; wait if ours
+            # journald is the unshare'd shell's child, reparented to init when it exec'd; wait if ours
+            with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
             if Path(f"/proc/{pid}/status").exists():
                 try:
                     if "State:\tZ" in Path(f"/proc/{pid}/status").read_text():

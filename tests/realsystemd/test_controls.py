@@ -196,8 +196,17 @@ def _gate(url, budget, *, mainpid=None, kind="vllm"):
 def test_wait_ready_exits_1_within_2_s_of_its_main_process_dying():
     port = free_port()
     engine = subprocess.Popen(
-        [sys.executable, "-m", "dashboard.simulator.engine", "--kind", "vllm", "--port", str(port)]
-        + ["--load-seconds", "100000"],
+        [
+            sys.executable,
+            "-m",
+            "dashboard.simulator.engine",
+            "--kind",
+            "vllm",
+            "--port",
+            str(port),
+            "--load-seconds",
+            "100000",
+        ],
         cwd=REPO_ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -224,8 +233,17 @@ def test_llama_cpp_loading_503_is_waited_for_then_ready():
     and exits 0 once /health is 200 and /v1/models lists the model."""
     port = free_port()
     engine = subprocess.Popen(
-        [sys.executable, "-m", "dashboard.simulator.engine", "--kind", "llamacpp", "--port", str(port)]
-        + ["--load-seconds", "8"],  # the gate starts well inside it, even at load average 8
+        [
+            sys.executable,
+            "-m",
+            "dashboard.simulator.engine",
+            "--kind",
+            "llamacpp",
+            "--port",
+            str(port),
+            "--load-seconds",
+            "8",
+        ],  # the gate starts well inside it, even at load average 8
         cwd=REPO_ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

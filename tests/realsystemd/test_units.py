@@ -302,8 +302,16 @@ def test_systemctl_show_timestamp_styles(box, settings):
 
     def show(style):
         return subprocess.run(
-            [*shlex.split(settings.SPARKOPS_SYSTEMCTL), "--user", "show", box.unit("tss"), "--no-pager"]
-            + ["-p", "ActiveEnterTimestamp,InactiveEnterTimestamp", f"--timestamp={style}"],
+            [
+                *shlex.split(settings.SPARKOPS_SYSTEMCTL),
+                "--user",
+                "show",
+                box.unit("tss"),
+                "--no-pager",
+                "-p",
+                "ActiveEnterTimestamp,InactiveEnterTimestamp",
+                f"--timestamp={style}",
+            ],
             capture_output=True,
             text=True,
         )

@@ -72,7 +72,7 @@ def test_vllm_streaming_usage_prefix_cache_and_window(engine_factory):
     assert usage["prompt_tokens_details"]["cached_tokens"] == 0
     again = chat(e.url, prompt, max_tokens=3).json()["usage"]
     assert again["prompt_tokens_details"]["cached_tokens"] == 32  # two whole 16-token blocks
-    salted = chat(e.url, ["salt"] + prompt, max_tokens=3).json()["usage"]
+    salted = chat(e.url, ["salt", *prompt], max_tokens=3).json()["usage"]
     assert salted["prompt_tokens_details"]["cached_tokens"] == 0
     clamped = chat(e.url, prompt, max_tokens=90, ignore_eos=True).json()  # 40 + 90 > 100: clamp, not 400
     assert clamped["choices"][0]["finish_reason"] == "length" and clamped["usage"]["completion_tokens"] == 60

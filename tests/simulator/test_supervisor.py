@@ -91,7 +91,7 @@ def test_exit0_is_not_restarted_under_on_failure(sim):
 
 def test_gpu_nvidia_smi_csv(sim):
     q = "--query-gpu=name,pstate,clocks.sm,clocks.max.sm,utilization.gpu,clocks_event_reasons.active,memory.used"
-    code, out = run(sim, "sim-nvidia-smi", q, "--format=csv,noheader,nounits")
+    _code, out = run(sim, "sim-nvidia-smi", q, "--format=csv,noheader,nounits")
     name, pstate, sm, smax, util, reasons, mem = out.strip().split(", ")
     assert (name, pstate, util, reasons, mem) == ("NVIDIA GB10", "P0", "96", "0x0000000000000000", "[N/A]")
     assert 2400 <= int(sm) <= 2500 and smax == "2500"

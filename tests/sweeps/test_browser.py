@@ -72,12 +72,12 @@ def test_sweep_from_the_ui_fills_cells_live_and_charts_them(
     redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()  # no task left queued by an earlier test
     eng = sim("vllm", rate=60.0, aggregate_cap=150.0, ttft=0.01)  # 48 tokens: about 0.8 s to 1.3 s per cell
     engine = make_engine(eng.url, name="sim-sweep")
-    web, base, _log = shared_web
+    _web, base, _log = shared_web
     worker = None
     try:
         ops = Session(browser, base, operator)
         page, seen, frames = ops.page, [], []
-        page.expose_function("sweepSeen", lambda state: seen.append(state))
+        page.expose_function("sweepSeen", seen.append)
         page.add_init_script(OBSERVE_ROWS)
         page.on("websocket", lambda ws: ws.on("framereceived", lambda data: frames.append(json.loads(data))))
 

@@ -1,6 +1,9 @@
 """Engine rules: down (liveness), restart loop, prefix-cache drop, KV saturated, queue growing, no-restart advisory."""
 
+import itertools
 import time
+
+from dashboard.launch.starts import parse_timestamp
 
 from ..lifecycle import Finding
 from . import register
@@ -106,8 +109,6 @@ def _activating_for(state, unit, *, same_clock=False):
         return 0.0
     began = None
     if same_clock and unit.get("SubState") != "auto-restart":
-        from dashboard.launch.starts import parse_timestamp
-
         began = parse_timestamp(unit.get("InactiveExitTimestamp") or "")
     if began is not None and began.timestamp() <= time.time():
         state["activating_since"] = began.timestamp()
@@ -245,7 +246,7 @@ class QueueGrowing(Rule):
         state["samples"] = samples
         values = [v for _, v in samples]
         span = now - samples[0][0]
-        rising = all(b >= a for a, b in zip(values, values[1:])) and values[-1] > values[0]
+        rising = all(b >= a for a, b in itertools.pairwise(values)) and values[-1] > values[0]
         active = rising and span >= settings["window_s"] and waiting > 0
         message = (
             f"{engine.name} has {waiting} requests waiting, up from {values[0]} over {int(span)} s and still rising."

@@ -12,11 +12,13 @@ does); `daemon-reload` asks the supervisor (its control API) to load them."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from dashboard.systemctl_show import unit_props
 
 from ..systemd import SHOW_KEYS, TIMESTAMP_STYLES, not_found_properties, restyle_timestamp
+from ..units import fingerprint
 from . import state_dir, unit_name
 
 
@@ -32,7 +34,6 @@ def load(unit: str) -> dict:
 
 
 def stale(unit: str) -> bool:
-    from ..units import fingerprint
 
     try:
         loaded = (state_dir() / "units" / f"{unit}.loaded").read_text()
@@ -56,7 +57,6 @@ def daemon_reload() -> int:
 
 def unit_action(verb: str, units: list[str]) -> int:
     """start/stop/restart/reset-failed through the supervisor's control API, failing as systemctl does."""
-    import json
     import urllib.error
     import urllib.request
 
@@ -94,7 +94,6 @@ def unit_action(verb: str, units: list[str]) -> int:
 
 
 def _units(control: str) -> list[dict]:
-    import json
     import urllib.request
 
     with urllib.request.urlopen(control + "/_sim/units", timeout=10) as resp:
@@ -112,7 +111,7 @@ def show_text(props: dict, wanted: list[str] | None, all_: bool, value_only: boo
 
 def cat_text(unit: str) -> str | None:
     props = load(unit)
-    paths = [p for p in [props.get("FragmentPath", "")] + props.get("DropInPaths", "").split() if p]
+    paths = [p for p in [props.get("FragmentPath", ""), *props.get("DropInPaths", "").split()] if p]
     if props.get("LoadState") != "loaded" or not paths:
         return None
     root = state_dir() / "root"
