@@ -19,7 +19,7 @@ sys.path.insert(0, ROOT)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sparkops.settings")
 
 
-def metrics_text(cfg, metrics, plans):
+def metrics_text(metrics, plans):
     from prometheus_client import generate_latest
 
     for plan in plans:
@@ -56,7 +56,7 @@ def main():
         for i in range(200)
     ]
     polls = 600  # 20 minutes of 2 s polls, counters rising: the ring reaches its full size
-    texts = [metrics_text(cfg, metrics, plans[i % 200 : i % 200 + 3]) for i in range(polls)]
+    texts = [metrics_text(metrics, plans[i % 200 : i % 200 + 3]) for i in range(polls)]
     without = prom.wanted_names(vllm.FAMILIES)
     print(f"/metrics body: {len(texts[-1]):,} bytes, {texts[-1].count(chr(10)):,} lines")
     parse_old = cpu(lambda i: prom.parse(texts[i % polls], without), args.polls)

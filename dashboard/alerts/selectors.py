@@ -6,7 +6,7 @@ from django.utils import timezone
 from .models import AlertEvent, Delivery, MaintenanceWindow, NotificationChannel, Silence
 
 
-def firing_alerts(user=None):
+def firing_alerts():
     """Firing alerts for the live view, by severity (critical, warning, info), then newest first: an
     acknowledged critical stays above any warning or advisory."""
     qs = (

@@ -99,7 +99,7 @@ CLAIM_STATES = ("standing", "corrected", "withdrawn", "superseded")
 BELIEVED = ("standing", "corrected")  # what the log holds true now: as written, or as corrected
 
 
-def claim_state(claim, corrections):
+def claim_state(corrections):
     """CORRECTIONS: the claim's own, oldest first. The latest withdrawal or supersession
     decides; a correction without a mark leaves the claim standing, corrected."""
     marked = [c for c in corrections if c.mark]
@@ -144,7 +144,7 @@ def claims_overview(*, engine=None, state=None, measure=True):
     rows = []
     for claim in claims:
         own = corrections[claim.pk]
-        current = claim_state(claim, own)
+        current = claim_state(own)
         if wanted is not None and current not in wanted:
             continue
         rows.append(

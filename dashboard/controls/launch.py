@@ -132,7 +132,7 @@ def launch(argv, *, no_wait=False, force=None, budget_s=1200.0, share=None, name
     plan.share, plan.share_basis = planned_share(plan, engine, share)
     running = running_shares(host, besides_url=plan.url)
     fits, numbers = preflight(
-        plan, host, running, headroom=in_force["memory_share_sum"]["headroom"], memory_gib=box_memory_gib(host)
+        plan, running, headroom=in_force["memory_share_sum"]["headroom"], memory_gib=box_memory_gib(host)
     )
     if not fits and not force:
         raise Refused(
@@ -163,7 +163,7 @@ def launch(argv, *, no_wait=False, force=None, budget_s=1200.0, share=None, name
     if not exec_:
         return row, lock
     say(f"{PREFIX} exec {' '.join(plan.argv)} (pid {os.getpid()}); the box's start lock stays held until it serves")
-    watcher_spawn(lock, row.pk, plan, budget_s)
+    watcher_spawn(row.pk, plan, budget_s)
     try:
         os.execvpe(plan.argv[0], plan.argv, plan.env)
     except OSError as exc:
@@ -171,7 +171,7 @@ def launch(argv, *, no_wait=False, force=None, budget_s=1200.0, share=None, name
     return row, lock  # pragma: no cover - exec does not return
 
 
-def watcher_spawn(lock, launch_pk, plan, budget_s):
+def watcher_spawn(launch_pk, plan, budget_s):
     """Fork the watcher (a grandchild: nobody must reap it) holding the lock's open file."""
     engine_pid = os.getpid()
     sys.stdout.flush()
@@ -195,7 +195,7 @@ def watch(launch_pk, plan, engine_pid, budget_s):
     """In the watcher: wait for the engine to serve, record it, release the lock (by exiting)."""
     from dashboard.models import Launch
 
-    outcome = readiness.wait(plan.url, plan.kind, budget_s, pid=engine_pid, say=lambda line: None)
+    outcome = readiness.wait(plan.url, plan.kind, budget_s, pid=engine_pid, say=lambda _line: None)
     fields = {"outcome": outcome.gate, "outcome_line": outcome.line[:300]}
     if outcome.gate == "ready":
         fields["ready_at"] = timezone.now()

@@ -110,7 +110,7 @@ def box_memory_gib(host):
     return psutil.virtual_memory().total / GIB
 
 
-def preflight(plan, host, running, *, headroom, memory_gib):
+def preflight(plan, running, *, headroom, memory_gib):
     """(fits, the numbers in a sentence)."""
     limit = 1 - headroom
     known = [(n, s) for n, s, _ in running if s is not None]

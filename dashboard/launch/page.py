@@ -50,7 +50,7 @@ def launch_page(engine, *, version=None):
             for s in budget["starts"]
         ],
         "snapshot": snap,
-        "history": versions(engine, history),
+        "history": versions(history),
         "latest": history[0] if history else None,
     }
     if snap is None:
@@ -290,7 +290,7 @@ def _argv_line(start, hidden):
 # --- the history ---------------------------------------------------------------------------------
 
 
-def versions(engine, history):
+def versions(history):
     """[{snapshot, lines: [(name, old, new, file)], first}] newest first: each version's difference
     from the one before it (`changelog.diff`, as the observed change-log entry has it)."""
     missing = {s.previous_id for s in history if s.previous_id} - {s.pk for s in history}

@@ -163,7 +163,7 @@ class HostCollected(NamedTuple):
     state: dict  # the host's new collector state
 
 
-def host_collect(*, host, engines, state) -> HostCollected:
+def host_collect(*, engines, state) -> HostCollected:
     """Read HOST's sources (no database): ENGINES' units and journals, STATE as the last poll left it."""
     now = timezone.now()
     return HostCollected(now, *host_read(engines=engines, state=state, now=now.timestamp()))

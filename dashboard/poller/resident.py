@@ -144,8 +144,11 @@ class ResidentPoller(ExitPath):
         self._threads = []
         self.exit_watch, self.journal = None, None  # exitwatch.py's watchers: started by start()
         self._liveness_lock = threading.Lock()  # one finding evaluated at a time: probe or exit
+        self.stops = None  # stopsocket.StopListener, the units' stop hooks: started by start()
         self.exited_at: dict[int, Any] = {}  # engine pk -> when exit_seen found it down
 
+        self.units_seen: dict[int, dict] = {}  # engine pk -> its unit as the last metrics tick read it
+        self.deaths_seen: dict[int, tuple[str, float]] = {}  # engine pk -> (event source, when) of its last death
     def start(self):
         """Three threads: the probes, the metrics with the leader's upkeep, and the launch
         observation, so a slow host source or a hung engine's metrics never delays the other
@@ -169,7 +172,7 @@ class ResidentPoller(ExitPath):
 
     def stop(self, timeout=10.0):
         self._stop.set()
-        for watcher in (self.exit_watch, self.journal):
+        for watcher in (self.exit_watch, self.stops, self.journal):
             if watcher is not None:
                 watcher.stop()
         for thread in self._threads:
@@ -324,7 +327,7 @@ class ResidentPoller(ExitPath):
             # 1. Collect: the host's sources, then every due engine at once (no transaction open).
             host_key = StateKey("host", host.pk)
             fetch.states_read(self.states, [host_key])
-            collected = fetch.host_collect(host=host, engines=own, state=self.states[host_key])
+            collected = fetch.host_collect(engines=own, state=self.states[host_key])
             self.states[host_key] = collected.state
             self.states.update({StateKey("unit", pk): info for pk, info in collected.unit_infos.items()})
             wanted, self.accounts_wanted = self.accounts_wanted, set()

@@ -344,14 +344,14 @@ class Supervisor:
             )
         elif shall_restart(unit.spec.restart, result, code, status):
             unit.set_state("activating", "auto-restart")
-            unit.restart_task = asyncio.create_task(self._auto_restart(unit, result))
+            unit.restart_task = asyncio.create_task(self._auto_restart(unit))
             return
         if result == "success":
             unit.collect()
         else:
             unit.write()
 
-    async def _auto_restart(self, unit: Unit, result: str) -> None:
+    async def _auto_restart(self, unit: Unit) -> None:
         await asyncio.sleep(unit.spec.restart_sec)
         n = int(unit.p["NRestarts"]) + 1
         unit.p["NRestarts"] = str(n)

@@ -30,7 +30,7 @@ class Command(BaseCommand):
         fix.add_argument("--apply", action="store_true", help="write the drop-ins, daemon-reload, observe the unit")
         fix.add_argument("--json", action="store_true")
 
-    def handle(self, *args, action=None, engine=None, check=(), apply=False, **opts):
+    def handle(self, *args, engine=None, check=(), apply=False, **opts):
         found = Engine.objects.select_related("host").filter(name=engine).first()
         if found is None:
             raise CommandError(f"no engine named {engine!r}; `sparkops engine list` shows them")
