@@ -58,7 +58,7 @@ def cut_window_s():
 
 def vllm_metrics(samples):
     """What a vLLM scrape says about finished requests (cumulative), or {} when it lacks it."""
-    finished = {}
+    finished: dict[str, float] = {}
     for labels, value in samples.get("vllm:request_success_total", ()):
         reason = labels.get("finished_reason")
         if reason:

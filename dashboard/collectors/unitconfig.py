@@ -95,7 +95,8 @@ def split_cat(text, paths):
     """`systemctl cat` output → {path: text}. A file starts after a `# PATH` line naming one of
     PATHS (the FragmentPath and DropInPaths from `show`), so a comment inside a file that merely
     looks like a path is not taken for a header."""
-    files, current, wanted = {}, None, set(paths)
+    files: dict[str, list[str]] = {}
+    current, wanted = None, set(paths)
     for line in text.splitlines():
         if line.startswith("# ") and line[2:].strip() in wanted:
             current = line[2:].strip()

@@ -101,7 +101,8 @@ def break_gaps(ts, *columns):
     if len(steps) < 2:
         return ts, columns
     limit = max(steps[len(steps) // 2] * GAP_STEPS, 1.0)
-    out_t, out = [], [[] for _ in columns]
+    out_t: list[str] = []
+    out: list[list[float | None]] = [[] for _ in columns]
     for i, t in enumerate(ts):
         if i and secs[i] is not None and secs[i - 1] is not None and secs[i] - secs[i - 1] > limit:
             out_t.append(datetime.fromtimestamp((secs[i] + secs[i - 1]) / 2, tz=UTC).isoformat())

@@ -273,7 +273,8 @@ class JournalFollower:
             finally:
                 self._kill()
                 self._proc.wait()
-                self._proc.stdout.close()
+                if self._proc.stdout is not None:  # always: it is a pipe
+                    self._proc.stdout.close()
             if not self._stop.is_set() and not self._changed.is_set():
                 self.restarts += 1
                 self._young = self._young + 1 if time.monotonic() - began < YOUNG_S else 0

@@ -5,10 +5,10 @@ Rollups are upserts over a trailing window, so running them twice, late, or from
 workers gives the same rows."""
 
 import math
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import DatabaseError, IntegrityError, connection, transaction
-from django.db.models import Avg, Count, Max, Min
+from django.db.models import Avg, Count, Field, Max, Min
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
@@ -122,13 +122,24 @@ def samples_insert(rows):
             [Sample(series_id=sid, ts=ts, value=value) for sid, ts, value in rows], batch_size=5000
         )
         return
-    meta = Sample._meta
-    columns = ", ".join(connection.ops.quote_name(meta.get_field(f).column) for f in ("series", "ts", "value"))
+    table = connection.ops.quote_name(Sample._meta.db_table)
+    columns = ", ".join(connection.ops.quote_name(_column(Sample, f)) for f in ("series", "ts", "value"))
     # The raw psycopg cursor's errors become Django's (DatabaseError), as the ORM's do.
-    with connection.cursor() as cursor, connection.wrap_database_errors:
-        with cursor.cursor.copy(f"COPY {connection.ops.quote_name(meta.db_table)} ({columns}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
+    with (
+        connection.cursor() as cursor,
+        connection.wrap_database_errors,
+        cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy,
+    ):
+        for row in rows:
+            copy.write_row(row)
+
+
+def _column(model, name) -> str:
+    """The column of MODEL's field NAME (a relation's is its id's)."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field) or field.column is None:
+        raise LookupError(f"{model.__name__}.{name} is not a field with a column")
+    return field.column
 
 
 def states_put(states):
@@ -157,7 +168,7 @@ def rollups_minute(*, end=None, lookback=timedelta(minutes=5)):
 def rollups_hour(*, end=None, lookback=timedelta(hours=3)):
     """Roll 1-minute rollups of complete hours into 1-hour buckets (count-weighted mean)."""
     end = _floor(end or timezone.now(), 3600)
-    buckets = {}
+    buckets: dict[tuple[int, datetime], list[float]] = {}  # (series, hour) -> [min, sum, max, count]
     minute_rows = Rollup.objects.filter(resolution=MINUTE, ts__gte=end - lookback, ts__lt=end).values_list(
         "series_id", "ts", "min", "mean", "max", "count"
     )
