@@ -11,6 +11,8 @@ import copy
 import logging
 import marshal
 import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from django.db.models import Exists, OuterRef, Q
 
@@ -20,6 +22,10 @@ from .lifecycle import Finding, alert_observe, newest
 from .models import AlertEvent, AlertRule, AlertRuleOverride, RuleState
 from .rule_config import rule_settings
 from .rules import rules_for
+
+if TYPE_CHECKING:
+    from dashboard.collectors.derive import EngineReading
+    from dashboard.models import Engine
 
 log = logging.getLogger(__name__)
 
@@ -339,7 +345,7 @@ def evaluate_beat():
 # --- what a poller's tick evaluates -------------------------------------------------
 
 
-def evaluate_polled(polled, *, memory=None):
+def evaluate_polled(polled: Iterable[tuple["Engine", "EngineReading | None"]], *, memory=None):
     """The rules of a metrics tick (trigger "engine_polled") for all its engines in one batch:
     the same few queries for 1 engine as for 150. POLLED: (Engine, reading) pairs."""
     return evaluate_many(

@@ -4,43 +4,68 @@ prefix-cache hit rate over a window, latency quantiles from histogram deltas, an
 A counter that goes down means the engine restarted: the poll is marked `restarted`,
 the baselines start over and no rate is computed — never a negative rate."""
 
+from typing import Any, Literal, TypedDict, cast
+
 from dashboard.collectors import prom
 
 HIT_RATE_WINDOW_S = 60.0
-RATE_COUNTERS = {
+
+
+class DerivedReading(TypedDict):
+    """What `derive` makes of one poll: every key is there, None where the poll could not tell
+    (an engine down has its name, kind, status and error). The order is `poll --json`'s."""
+
+    name: str
+    kind: str
+    up: bool
+    status: str  # up | loading | down
+    error: str | None
+    models: list[str]
+    requests_running: float | None
+    requests_waiting: float | None
+    kv_cache_usage: float | None  # 0..1
+    kv_pool_tokens: int | None
+    prefix_cache_queries_total: float | None
+    prefix_cache_hits_total: float | None
+    prefix_cache_hit_rate: float | None  # over HIT_RATE_WINDOW_S
+    prompt_tokens_total: float | None
+    generation_tokens_total: float | None
+    prompt_tokens_per_s: float | None
+    generation_tokens_per_s: float | None
+    preemptions_per_s: float | None
+    spec_acceptance_rate: float | None
+    ttft_p50_s: float | None
+    ttft_p95_s: float | None
+    itl_p50_s: float | None
+    itl_p95_s: float | None
+    window: int | None
+    restarted: bool  # a counter went down since the last poll
+    unit: dict[str, Any] | None  # the engine's unit as the host reading's `systemctl show` read it
+    fatal_lines: list[dict[str, Any]]  # the journal's (systemd.fatal_line)
+
+
+class EngineReading(DerivedReading, total=False):
+    """One engine's reading as the poller hands it on (`poll --json`'s engine object, Engine.latest,
+    the alert rules' `reading`): `derive`'s, and what the poller adds after it."""
+
+    contract: dict[str, Any]  # contract.derive's: finished requests, prompt and e2e latency, journal
+    audit_failing: int  # failing launch-audit checks, as the last observation found them
+    watched: str  # how a death is seen: at once (exit watch) or by the probe
+
+
+# The keys `derive` fills, in order: an engine's reading starts with each of them None.
+READING_KEYS = tuple(DerivedReading.__annotations__)
+RateKey = Literal["prompt_tokens_per_s", "generation_tokens_per_s", "preemptions_per_s"]
+RATE_COUNTERS: dict[RateKey, str] = {
     "prompt_tokens_per_s": "prompt_tokens_total",
     "generation_tokens_per_s": "generation_tokens_total",
     "preemptions_per_s": "preemptions_total",
 }
-READING_KEYS = (
-    "name",
-    "kind",
-    "up",
-    "status",
-    "error",
-    "models",
-    "requests_running",
-    "requests_waiting",
-    "kv_cache_usage",
-    "kv_pool_tokens",
-    "prefix_cache_queries_total",
-    "prefix_cache_hits_total",
-    "prefix_cache_hit_rate",
-    "prompt_tokens_total",
-    "generation_tokens_total",
-    "prompt_tokens_per_s",
-    "generation_tokens_per_s",
-    "preemptions_per_s",
-    "spec_acceptance_rate",
-    "ttft_p50_s",
-    "ttft_p95_s",
-    "itl_p50_s",
-    "itl_p95_s",
-    "window",
-    "restarted",
-    "unit",
-    "fatal_lines",
-)
+# The latency histograms' quantiles: {histogram: (p50 key, p95 key)}.
+QUANTILE_KEYS: dict[str, tuple[Literal["ttft_p50_s", "itl_p50_s"], Literal["ttft_p95_s", "itl_p95_s"]]] = {
+    "ttft": ("ttft_p50_s", "ttft_p95_s"),
+    "itl": ("itl_p50_s", "itl_p95_s"),
+}
 # Engine numbers that become samples (Series.metric names of the sample-store contract).
 SAMPLE_METRICS = (
     "requests_running",
@@ -58,9 +83,12 @@ SAMPLE_METRICS = (
 )
 
 
-def empty_reading(*, name, kind):
-    reading = dict.fromkeys(READING_KEYS)
-    reading.update(name=name, kind=kind, up=False, status="down", models=[], restarted=False, fatal_lines=[])
+def empty_reading(*, name, kind) -> EngineReading:
+    # Every key, None until set: the cast is what fromkeys cannot say.
+    reading = cast(EngineReading, dict.fromkeys(READING_KEYS))
+    reading.update(
+        {"name": name, "kind": kind, "up": False, "status": "down", "models": [], "restarted": False, "fatal_lines": []}
+    )
     return reading
 
 
@@ -68,23 +96,27 @@ def went_down(now, before):
     return any(before.get(k) is not None and v is not None and v < before[k] for k, v in now.items())
 
 
-def derive(snapshot, state, *, now, name, kind):
+def derive(snapshot, state, *, now, name, kind) -> tuple[EngineReading, dict[str, Any]]:
     """Return (reading, new_state). `state` is the previous poll's state dict ({} at first)."""
     reading = empty_reading(name=name, kind=kind)
-    reading.update(up=snapshot.up, status=snapshot.status, error=snapshot.error, models=snapshot.models)
+    reading.update({"up": snapshot.up, "status": snapshot.status, "error": snapshot.error, "models": snapshot.models})
     if not snapshot.up:
         return reading, state  # keep the baselines: a lower counter after the outage is a restart
-    reading.update({k: snapshot.gauges.get(k) for k in ("requests_running", "requests_waiting", "kv_cache_usage")})
+    gauges = snapshot.gauges
+    reading.update(
+        {
+            "requests_running": gauges.get("requests_running"),
+            "requests_waiting": gauges.get("requests_waiting"),
+            "kv_cache_usage": gauges.get("kv_cache_usage"),
+        }
+    )
     counters = {k: v for k, v in snapshot.counters.items() if v is not None}
     reading.update(
         {
-            k: counters.get(k)
-            for k in (
-                "prefix_cache_queries_total",
-                "prefix_cache_hits_total",
-                "prompt_tokens_total",
-                "generation_tokens_total",
-            )
+            "prefix_cache_queries_total": counters.get("prefix_cache_queries_total"),
+            "prefix_cache_hits_total": counters.get("prefix_cache_hits_total"),
+            "prompt_tokens_total": counters.get("prompt_tokens_total"),
+            "generation_tokens_total": counters.get("generation_tokens_total"),
         }
     )
     reading["kv_pool_tokens"] = snapshot.kv.get("pool_tokens")
@@ -106,7 +138,7 @@ def derive(snapshot, state, *, now, name, kind):
     return reading, new_state
 
 
-def _rates(reading, counters, before, dt):
+def _rates(reading: EngineReading, counters, before, dt):
     if dt <= 0:
         return
     for out, key in RATE_COUNTERS.items():
@@ -123,13 +155,13 @@ def _delta(now, before, key):
     return now[key] - before[key]
 
 
-def _quantiles(reading, hists, before):
-    for short in ("ttft", "itl"):
+def _quantiles(reading: EngineReading, hists, before):
+    for short, (p50, p95) in QUANTILE_KEYS.items():
         old = {float(le): c for le, c in (before.get(short) or {}).items()}
         delta = prom.delta_buckets(hists.get(short) or {}, old)
         if delta:
-            reading[f"{short}_p50_s"] = prom.quantile(0.5, delta)
-            reading[f"{short}_p95_s"] = prom.quantile(0.95, delta)
+            reading[p50] = prom.quantile(0.5, delta)
+            reading[p95] = prom.quantile(0.95, delta)
 
 
 def _hit_rate(ring, counters, now):

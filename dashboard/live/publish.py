@@ -10,8 +10,12 @@ events are not gated."""
 import logging
 import math
 from collections import Counter
+from collections.abc import Sequence
 
 from django.utils import timezone
+
+from dashboard.collectors.derive import EngineReading
+from dashboard.models import Engine
 
 from .cards import engine_card_html, host_card_html, worst_alerts
 from .events import GROUP_OVERVIEW, LiveEvent, engine_group, host_group, publish_on_commit
@@ -96,7 +100,7 @@ class LivePublisher:
     samples not built because nobody watched (for tests and benchmarks)."""
 
     def __init__(self):
-        self.stats = Counter()
+        self.stats: Counter[str] = Counter()
         self.viewers = Viewers()
 
     def _nobody_watching(self, samples=1):
@@ -105,7 +109,7 @@ class LivePublisher:
         self.stats["skipped"] += samples
         return True
 
-    def engines_polled(self, polled):
+    def engines_polled(self, polled: Sequence[tuple[Engine, EngineReading | None]]):
         """POLLED: (Engine, reading) pairs of one metrics tick."""
         if not polled or self._nobody_watching(len(polled)):
             return

@@ -3,12 +3,12 @@ stores them."""
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 from django.db import transaction
 from django.db.models.functions import Now
 
 from dashboard import clock
+from dashboard.collectors.derive import EngineReading
 from dashboard.models import Engine, Host, Series
 from dashboard.poller.fetch import Fetched, HostCollected, StateKey, States
 from dashboard.poller.reading import ENGINE_FIELDS, engine_apply, engine_reading
@@ -48,7 +48,7 @@ class PendingWrites:
         host.latest, host.last_report_at = collected.reading, collected.at
         self.hosts[host.pk] = host
 
-    def add_engine(self, engine, fetched: Fetched, states: States) -> dict[str, Any]:
+    def add_engine(self, engine, fetched: Fetched, states: States) -> EngineReading:
         """Derive ENGINE's reading from what was fetched and hold its rows; STATES gets its new
         collector state. A KV-pool ledger row is held like the rest, and stored at once (the
         launch observation links its change-log entry to it)."""

@@ -6,10 +6,10 @@ written only when `pending.PendingWrites.flush` calls the held writes, in its tr
 import logging
 import time
 from functools import partial
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from dashboard.collectors import collector_for, contract, own
-from dashboard.collectors.derive import SAMPLE_METRICS, derive, kv_changed
+from dashboard.collectors.derive import SAMPLE_METRICS, EngineReading, derive, kv_changed
 from dashboard.models import Engine, KVPoolEntry
 from dashboard.poller.fetch import StateKey
 
@@ -39,13 +39,15 @@ def _carry_static(snapshot, state, slow):
     return static
 
 
-class EngineReading(NamedTuple):
-    reading: dict[str, Any]  # one engine object as `poll --json` prints it
+class EnginePoll(NamedTuple):
+    """What one poll of an engine yields."""
+
+    reading: EngineReading  # one engine object as `poll --json` prints it
     state: dict  # the engine's new collector state
     values: dict  # {metric: number} for the sample store
 
 
-def engine_reading(engine, snapshot, fetched_at, now, states, *, kv_writes) -> EngineReading:
+def engine_reading(engine, snapshot, fetched_at, now, states, *, kv_writes) -> EnginePoll:
     """KV_WRITES: where the KV-pool ledger writes this reading calls for are held."""
     state = states.get(StateKey("engine", engine.pk)) or {}
     unit_info = states.get(StateKey("unit", engine.pk)) or {}
@@ -73,7 +75,7 @@ def engine_reading(engine, snapshot, fetched_at, now, states, *, kv_writes) -> E
     if snapshot.up:
         new_state["kv"] = _kv_ledger(engine, kv, (state.get("kv") or {}), now, kv_writes)
         new_state["static"] = static
-    return EngineReading(reading, new_state, values)
+    return EnginePoll(reading, new_state, values)
 
 
 def _kv_facts(boot, metrics):
@@ -139,7 +141,7 @@ def _kv_memory_late(engine, facts):
 ENGINE_FIELDS = ["latest", "last_poll_at", "last_ok_at", "status", "status_reason", "status_changed_at"]
 
 
-def engine_apply(engine, reading, now):
+def engine_apply(engine, reading: EngineReading, now):
     """Update ENGINE from READING in memory; whether its status or reason moved."""
     engine.latest, engine.last_poll_at = reading, now
     if reading["up"]:

@@ -47,6 +47,7 @@ from django.db import close_old_connections, connection
 
 from dashboard.alerts.evaluate import Memory, evaluate_host, evaluate_liveness, evaluate_polled
 from dashboard.collectors import runner
+from dashboard.collectors.derive import EngineReading
 from dashboard.launch.observer import Observer
 from dashboard.live.publish import LivePublisher
 from dashboard.models import Engine, Host
@@ -87,7 +88,7 @@ class TickResult(NamedTuple):
     """What one metrics tick read: the host's reading and each polled engine's."""
 
     host: dict[str, Any]
-    engines: list[tuple[Engine, dict[str, Any]]]
+    engines: list[tuple[Engine, EngineReading]]
 
 
 class LaunchInput(NamedTuple):

@@ -6,6 +6,7 @@ failures in the journal, and requests cut by a timeout layer. Inputs: the readin
 finding clears once the window holds no more of what raised it."""
 
 from dashboard.collectors.contract import judged_text
+from dashboard.collectors.derive import EngineReading
 
 from ..lifecycle import Finding
 from . import register
@@ -52,7 +53,7 @@ class TruncatedAnswers(Rule):
         "with HTTP 200 instead of a 400."
     )
 
-    def evaluate(self, *, settings, engine, reading, **_) -> list[Finding]:
+    def evaluate(self, *, settings, engine, reading: EngineReading, **_) -> list[Finding]:
         c = _contract(reading)
         if not c.get("metrics") or _cannot_tell(c):
             return []
@@ -88,7 +89,7 @@ class FinishedInError(Rule):
         "(vllm:request_success_total, vLLM >= 0.20): the engine failed them, or stopped a degenerate generation."
     )
 
-    def evaluate(self, *, settings, engine, reading, **_) -> list[Finding]:
+    def evaluate(self, *, settings, engine, reading: EngineReading, **_) -> list[Finding]:
         c = _contract(reading)
         if not c.get("metrics") or _cannot_tell(c):
             return []
@@ -125,7 +126,7 @@ class PromptsAtWindowEdge(Rule):
         "of the window, where the next turn gets a 400 or a truncated answer."
     )
 
-    def evaluate(self, *, settings, engine, reading, **_) -> list[Finding]:
+    def evaluate(self, *, settings, engine, reading: EngineReading, **_) -> list[Finding]:
         c = _contract(reading)
         if not c.get("metrics"):
             return []
@@ -156,7 +157,7 @@ class RequestErrors(Rule):
         "window is the request contract, not a model failure."
     )
 
-    def evaluate(self, *, settings, engine, reading, **_) -> list[Finding]:
+    def evaluate(self, *, settings, engine, reading: EngineReading, **_) -> list[Finding]:
         j = _contract(reading).get("journal")
         if j is None:
             return []
@@ -192,7 +193,7 @@ class PegNativeOutput(Rule):
         "on b10766). The alert quotes the line."
     )
 
-    def evaluate(self, *, settings, engine, reading, **_) -> list[Finding]:
+    def evaluate(self, *, settings, engine, reading: EngineReading, **_) -> list[Finding]:
         j = _contract(reading).get("journal")
         if j is None:
             return []
@@ -227,7 +228,7 @@ class TimeoutCut(Rule):
         "them. llama.cpp publishes no end-to-end latency histogram, so this cannot be seen there."
     )
 
-    def evaluate(self, *, settings, engine, reading, **_) -> list[Finding]:
+    def evaluate(self, *, settings, engine, reading: EngineReading, **_) -> list[Finding]:
         c = _contract(reading)
         if not c.get("metrics"):
             return []

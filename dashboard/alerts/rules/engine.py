@@ -3,6 +3,7 @@
 import itertools
 import time
 
+from dashboard.collectors.derive import EngineReading
 from dashboard.launch.starts import parse_timestamp
 
 from ..lifecycle import Finding
@@ -24,7 +25,7 @@ class EngineDown(Rule):
         "answering, process gone, refused or timeout; it quotes the last fatal journal line."
     )
 
-    def evaluate(self, *, settings, engine, up, reason="", rechecked=False, state, unit_now=None, **_):
+    def evaluate(self, *, settings, engine, up, reason="", rechecked=False, state, unit_now=None, **_) -> list[Finding]:
         """UNIT_NOW: the engine's unit as the probe read it with this finding
         (`collectors/unitnow.UnitNow`), else what the last host reading said."""
         if up or not engine.expected_up:
@@ -128,7 +129,7 @@ def _last_fatal(engine):
     if not lines:
         return ""
     line = lines[-1]
-    return (line.get("message") if isinstance(line, dict) else str(line))[:500]
+    return ((line.get("message") or "") if isinstance(line, dict) else str(line))[:500]
 
 
 @register
@@ -140,7 +141,7 @@ class RestartLoop(Rule):
     DEFAULTS = {"count": 3, "window_s": 3600}
     help = "The unit restarted COUNT times within WINDOW_S (from NRestarts, or the engine's counters going down)."
 
-    def evaluate(self, *, settings, engine, reading, state, **_):
+    def evaluate(self, *, settings, engine, reading: EngineReading, state, **_) -> list[Finding]:
         now = time.time()
         unit = reading.get("unit") or {}
         restarts = [t for t in state.get("restarts", []) if now - t <= settings["window_s"]]
@@ -173,7 +174,7 @@ class PrefixCacheDrop(Rule):
         "percentage points below the engine's own trailing baseline."
     )
 
-    def evaluate(self, *, settings, engine, reading, state, **_):
+    def evaluate(self, *, settings, engine, reading: EngineReading, state, **_) -> list[Finding]:
         queries, hits = reading.get("prefix_cache_queries_total"), reading.get("prefix_cache_hits_total")
         if queries is None or hits is None:
             return []
@@ -216,7 +217,7 @@ class KVSaturated(Rule):
     DEFAULTS = {"usage_pct": 95, "for_s": 10}
     help = "KV-cache usage at or above USAGE_PCT: new requests queue or get preempted."
 
-    def evaluate(self, *, settings, engine, reading, **_):
+    def evaluate(self, *, settings, engine, reading: EngineReading, **_) -> list[Finding]:
         usage = reading.get("kv_cache_usage")
         if usage is None:
             return []
@@ -237,7 +238,7 @@ class QueueGrowing(Rule):
     DEFAULTS = {"window_s": 60}
     help = "Waiting requests rose without falling back for WINDOW_S: the engine takes less than it is given."
 
-    def evaluate(self, *, settings, engine, reading, state, **_):
+    def evaluate(self, *, settings, engine, reading: EngineReading, state, **_) -> list[Finding]:
         waiting = reading.get("requests_waiting")
         if waiting is None:
             return []
