@@ -196,7 +196,7 @@ def watch(launch_pk, plan, engine_pid, budget_s):
     from dashboard.models import Launch
 
     outcome = readiness.wait(plan.url, plan.kind, budget_s, pid=engine_pid, say=lambda _line: None)
-    fields = {"outcome": outcome.gate, "outcome_line": outcome.line[:300]}
+    fields: dict[str, object] = {"outcome": outcome.gate, "outcome_line": outcome.line[:300]}
     if outcome.gate == "ready":
         fields["ready_at"] = timezone.now()
     try:

@@ -330,7 +330,7 @@ def observed_entry(engine, *, since):
         .order_by("-observed_at", "-id")
         .first()
     )
-    if snap is None:
+    if snap is None or snap.logged_entry_id is None:  # the filter excludes the latter; the types do not know
         return None
     from dashboard.changelog.models import Entry
 

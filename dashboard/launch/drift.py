@@ -13,7 +13,8 @@ def _norm(value):
     return text.lower()
 
 
-ACCOUNT_FLAGS = {  # kind -> [(flag, where in the account, what the engine calls it)]
+# kind -> [(flag, where in the account, what the engine calls it)]
+ACCOUNT_FLAGS: dict[str, list[tuple[str, tuple[str, ...], str]]] = {
     "vllm": [
         ("--max-model-len", ("max_model_len",), "/v1/models max_model_len"),
         ("--kv-cache-dtype", ("cache_config", "cache_dtype"), "vllm:cache_config_info cache_dtype"),
@@ -86,7 +87,7 @@ def check_drift(engine, data):
         .select_related("entry")
         .order_by("-entry__effective_at", "-entry_id", "-position")
     )
-    newest = {}
+    newest: dict[str, FlagChange] = {}
     for line in lines:
         newest.setdefault(line.flag, line)
     for flag, line in newest.items():

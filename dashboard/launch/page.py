@@ -92,7 +92,7 @@ def _file_order(data):
     """Where each file stands in the order systemd applies them: the fragment, the drop-ins, then the
     EnvironmentFile=s (which override Environment=), then anything else (/proc, the engine)."""
     unit = (data or {}).get("unit") or {}
-    order = {}
+    order: dict[str, int] = {}
     for path in unit.get("files_read") or [unit.get("fragment_path", "")] + (unit.get("drop_in_paths") or []):
         order.setdefault(path, len(order))
     for f in unit.get("environment_files") or []:

@@ -5,11 +5,36 @@ budget read from them: per engine (`restart_budget`) and for a whole box's cold 
 from __future__ import annotations
 
 import time
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, TypedDict
 
 from dashboard.collectors import unitconfig
 
 from .snapshot import latest_snapshot
+
+if TYPE_CHECKING:
+    from dashboard.models import EngineStart
+
+
+class StartClass(TypedDict):
+    """The served starts of one class (cold or warm): how many, their durations, first and last."""
+
+    n: int
+    median: float
+    min: float
+    max: float
+    first: datetime
+    last: datetime
+
+
+class RestartBudget(TypedDict):
+    """What `restart_budget` reads from an engine's starts, for its page."""
+
+    starts: list[EngineStart]
+    classes: dict[str, StartClass]
+    failed: list[EngineStart]
+    budget_s: float | None
+    timeout_s: float | None
 
 
 def parse_timestamp(text):
@@ -176,7 +201,7 @@ def record_start(engine, pending):
     return start
 
 
-def restart_budget(engine):
+def restart_budget(engine) -> RestartBudget:
     """The engine's starts per class: {"cold"|"warm": {n, median, min, max, first, last}} (those that
     served), the latest that failed before serving, and the budgets of its latest start."""
     from statistics import median
@@ -184,7 +209,14 @@ def restart_budget(engine):
     from dashboard.models import EngineStart
 
     rows = list(EngineStart.objects.filter(engine=engine).order_by("started_at"))
-    out = {"starts": rows[-20:][::-1], "classes": {}, "failed": [r for r in rows if r.healthy_at is None][-5:][::-1]}
+    last = rows[-1] if rows else None
+    out: RestartBudget = {
+        "starts": rows[-20:][::-1],
+        "classes": {},
+        "failed": [r for r in rows if r.healthy_at is None][-5:][::-1],
+        "budget_s": last.budget_s if last else None,
+        "timeout_s": last.timeout_s if last else None,
+    }
     for kind in ("cold", "warm"):
         mine = [r for r in rows if r.kind == kind and r.healthy_at is not None]  # a failed start has no duration
         if mine:
@@ -197,8 +229,6 @@ def restart_budget(engine):
                 "first": mine[0].started_at,
                 "last": mine[-1].started_at,
             }
-    last = rows[-1] if rows else None
-    out["budget_s"], out["timeout_s"] = (last.budget_s, last.timeout_s) if last else (None, None)
     return out
 
 
@@ -210,7 +240,8 @@ def box_cold_boot(host):
     parts = []
     for engine in Engine.objects.filter(host=host, retired_at__isnull=True).order_by("name"):
         b = restart_budget(engine)
-        figure = (b["classes"].get("cold") or {}).get("median") or max([c["max"] for c in b["classes"].values()] or [0])
+        cold = b["classes"].get("cold")
+        figure = (cold["median"] if cold else None) or max([c["max"] for c in b["classes"].values()] or [0])
         if figure:
             parts.append((engine.name, figure, b["budget_s"], b["timeout_s"]))
     return {"total_s": sum(p[1] for p in parts), "engines": parts}

@@ -121,8 +121,9 @@ class WindowModel:
     missing: str = ""  # what a prediction at another share lacks; "" when the line is known
 
     @property
-    def tpg_spread_pct(self):
-        if not self.tokens_per_gib:
+    def tpg_spread_pct(self) -> float | None:
+        # The three are set together from the same rows; checking each lets the types follow.
+        if not self.tokens_per_gib or self.tpg_min is None or self.tpg_max is None:
             return None
         return (self.tpg_max - self.tpg_min) / 2 / self.tokens_per_gib * 100
 
@@ -141,12 +142,13 @@ class WindowModel:
         }
 
     def spread_json(self):
-        if not self.tokens_per_gib:
+        pct = self.tpg_spread_pct
+        if pct is None or self.tpg_min is None or self.tpg_max is None:
             return None
         return {
             "min": round(self.tpg_min),
             "max": round(self.tpg_max),
-            "pct": round(self.tpg_spread_pct, 2),
+            "pct": round(pct, 2),
             "rows": len(self.tpg_rows),
         }
 
@@ -373,7 +375,7 @@ def learn(name, rows, *, box_gib=None, all_rows=()):
         per_doubling = sum(
             (lo.pool_tokens - hi.pool_tokens) / math.log2(hi.window / lo.window) for lo, hi in pairs
         ) / len(pairs)
-    others = {}
+    others: dict[str, list] = {}
     for r in all_rows:
         if r.engine != name:
             others.setdefault(r.engine, []).append(r)

@@ -96,7 +96,9 @@ def box_setting(request, name):
         form.save()
         messages.success(request, f"Planner setting of {host.name} saved.")
     else:
-        errors = "; ".join(f"{form.fields[f].label}: {' '.join(e)}" for f, e in form.errors.items() if f in form.fields)
+        errors = "; ".join(
+            f"{form.fields[f].label}: {' '.join(str(m) for m in e)}" for f, e in form.errors.items() if f in form.fields
+        )
         messages.error(request, f"Nothing was saved: {errors or form.non_field_errors()}")
     return redirect("planner:host", name=host.name)
 
@@ -109,7 +111,9 @@ def record_claim(request, name):
     host = get_object_or_404(Host, name=name)
     form = PlanForm(request.POST)
     if not form.is_valid():
-        errors = "; ".join(f"{form.fields[f].label}: {' '.join(e)}" for f, e in form.errors.items() if f in form.fields)
+        errors = "; ".join(
+            f"{form.fields[f].label}: {' '.join(str(m) for m in e)}" for f, e in form.errors.items() if f in form.fields
+        )
         messages.error(request, f"Nothing was recorded: {errors}")
         return redirect("planner:host", name=host.name)
     d = form.cleaned_data

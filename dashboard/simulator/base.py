@@ -260,7 +260,9 @@ class BaseEngine:
                 await self.unhung.wait()
             if self.dead:
                 return "dead"
-            now, parts, counts = time.monotonic(), [], []
+            now = time.monotonic()
+            parts: list[bytes] = []
+            counts: list[int] = []
             while i < n and (not parts or anchor_t + (i - anchor_i) / rate <= now):
                 cnt = min(tpc, n - i)
                 parts.append(chunk_fn(i, cnt))

@@ -47,7 +47,7 @@ class Simulation:
         self.wait = wait_ready  # False: return once the supervisor is up, its engines maybe still loading
         self.specs = [spec_string(e) for e in engines]
         self._tmp = None if state_dir else tempfile.TemporaryDirectory(prefix="sparkops-sim-")
-        self.state_dir = Path(state_dir or self._tmp.name)
+        self.state_dir = Path(state_dir if self._tmp is None else self._tmp.name)
         self.control_port = control_port
         self.ready_timeout = ready_timeout
         self.proc: subprocess.Popen | None = None

@@ -79,9 +79,9 @@ class ControlAPI:
             raise BadRequest("request body must be a JSON object")
         return body
 
-    def choice(self, req, key, allowed) -> str:
+    def choice(self, req, key: str, allowed: tuple[str, ...]) -> str:
         value = self.body(req).get(key)
-        if value not in allowed:
+        if not isinstance(value, str) or value not in allowed:
             raise BadRequest(f"'{key}' must be one of {', '.join(allowed)}; got {value!r}")
         return value
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 from .systemd import write_atomic
 
 GIB_KB = 1024 * 1024
-GPU_HEALTHY = {
+GPU_HEALTHY: dict[str, Any] = {
     "index": 0,
     "uuid": "GPU-5e3f6a0c-7d1b-4c2e-9f84-2b1d0c9e7a11",
     "name": "NVIDIA GB10",

@@ -142,6 +142,8 @@ class HTTPServer:
 
     async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
+        if task is None:  # start_server runs each connection's callback in a task of its own
+            raise RuntimeError("connection handler called outside a task")
         self._conns.add(task)
         sock = writer.get_extra_info("socket")
         if sock is not None:
@@ -218,7 +220,8 @@ async def _read_body(reader, headers) -> bytes:
 
 
 async def _read_chunked(reader) -> bytes:
-    parts, total = [], 0
+    parts: list[bytes] = []
+    total = 0
     while True:
         size_line = await reader.readuntil(b"\r\n")
         try:

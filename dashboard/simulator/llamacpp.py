@@ -65,11 +65,11 @@ class LlamaCppEngine(OpenAIChatEngine):
         self.max_running = cfg.slots
         super().__init__(cfg, **kw)
         self.t_start = time.time()
-        self.c = {name: 0 for name, kind, _ in METRICS if kind == "counter"}
+        self.c: dict[str, float] = {name: 0 for name, kind, _ in METRICS if kind == "counter"}
         self.c.update(prompt_seconds_total=0.0, tokens_predicted_seconds_total=0.0)
-        self.bucket = {"prompt_n": 0, "prompt_s": 0.0, "pred_n": 0, "pred_s": 0.0}
+        self.bucket: dict[str, float] = {"prompt_n": 0, "prompt_s": 0.0, "pred_n": 0, "pred_s": 0.0}
         self.slot_prompts: list[list[str]] = [[] for _ in range(cfg.slots)]
-        self.slot_busy = [None] * cfg.slots
+        self.slot_busy: list[int | None] = [None] * cfg.slots
         self.task_id = 0
 
     def stamp(self):

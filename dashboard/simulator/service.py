@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,7 +29,7 @@ def _flag(value) -> bool:
     return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
-UNIT_OPTIONS = {
+UNIT_OPTIONS: dict[str, Callable[[str], object]] = {
     "restart": str,
     "restart_sec": float,
     "start_limit_burst": int,

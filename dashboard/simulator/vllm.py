@@ -103,7 +103,8 @@ STATUS_PHRASES = {200: "OK", 400: "Bad Request", 404: "Not Found", 500: "Interna
 
 def buckets_1_2_5(max_value: int) -> list[float]:
     """vLLM's build_1_2_5_buckets: 1, 2, 5, 10, 20, 50, ... up to max_value (the token histograms)."""
-    out, exponent = [], 0
+    out: list[int] = []
+    exponent = 0
     while True:
         for mantissa in (1, 2, 5):
             value = mantissa * 10**exponent

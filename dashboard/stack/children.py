@@ -26,8 +26,8 @@ class Child:
     name: str
     argv: list
     env: dict = field(default_factory=dict)
-    proc: subprocess.Popen = None
-    returncode: int = None  # as Popen's: negative for a signal; known once it has ended
+    proc: subprocess.Popen | None = None
+    returncode: int | None = None  # as Popen's: negative for a signal; known once it has ended
 
     def start(self, base_env):
         env = {**base_env, **self.env, SUPERVISOR_ENV: str(os.getpid())}
@@ -52,18 +52,25 @@ class Child:
             self.returncode = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
         return True
 
+    def _started(self) -> subprocess.Popen:
+        """Its process; signalling or reaping a child never started is a bug of the caller."""
+        if self.proc is None:
+            raise RuntimeError(f"{self.name} has not been started")
+        return self.proc
+
     def signal_group(self, sig):
         try:
-            os.killpg(self.proc.pid, sig)
+            os.killpg(self._started().pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
 
     def reap(self):
         """Sweep what is left of its process group, then collect its status."""
         self.signal_group(signal.SIGKILL)
-        self.proc.wait()
+        proc = self._started()
+        proc.wait()
         if self.returncode is None:
-            self.returncode = self.proc.returncode
+            self.returncode = proc.returncode
 
 
 class Supervisor:

@@ -2,11 +2,24 @@
 `sparkops token list [USER] [--json]`, `sparkops token revoke ID`."""
 
 import json
+from typing import TypedDict
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.tokens.models import ApiToken
+
+
+class TokenItem(TypedDict):
+    """One row of `token list --json`: what a token is, never the token itself."""
+
+    id: int
+    user: str
+    name: str
+    prefix: str
+    created_at: str
+    last_used_at: str | None
+    revoked_at: str | None
 
 
 class Command(BaseCommand):
@@ -49,7 +62,7 @@ class Command(BaseCommand):
         rows = ApiToken.objects.select_related("user")
         if user:
             rows = rows.filter(user=self._user(user))
-        items = [
+        items: list[TokenItem] = [
             {
                 "id": t.id,
                 "user": t.user.get_username(),

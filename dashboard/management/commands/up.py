@@ -54,7 +54,7 @@ class Command(BaseCommand):
         self._ensure_admin()
         redis = None if settings.REDIS_URL else PrivateRedis()
         try:
-            redis_url = settings.REDIS_URL or redis.start()
+            redis_url = settings.REDIS_URL if redis is None else redis.start()
         except RuntimeError as exc:
             raise CommandError(str(exc)) from None
         sup = Supervisor(out=self.stdout)
