@@ -128,7 +128,7 @@ def main():
 
         gc_spent = {"start": 0.0, "total": 0.0, "count": 0}
 
-        def gc_timer(phase, info):
+        def gc_timer(phase, info):  # noqa: ARG001 (gc.callbacks' signature)
             if phase == "start":
                 gc_spent["start"] = time.thread_time()
             else:

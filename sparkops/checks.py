@@ -8,7 +8,7 @@ INSECURE_KEY_PREFIX = "insecure-debug-only"
 
 
 @register(Tags.security, deploy=True)
-def secret_key_check(app_configs, **kwargs):
+def secret_key_check(app_configs, **kwargs):  # noqa: ARG001 (a system check's signature)
     try:
         key = settings.SECRET_KEY or ""
     except ImproperlyConfigured:  # Django refuses to hand out an empty key
@@ -25,7 +25,7 @@ def secret_key_check(app_configs, **kwargs):
 
 
 @register()
-def poll_interval_check(app_configs, **kwargs):
+def poll_interval_check(app_configs, **kwargs):  # noqa: ARG001 (a system check's signature)
     if settings.SPARKOPS_LIVENESS_INTERVAL > settings.SPARKOPS_POLL_INTERVAL:
         return [
             Warning(

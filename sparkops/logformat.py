@@ -33,7 +33,7 @@ class JsonFormatter(logging.Formatter):
             entry["stack"] = self.formatStack(record.stack_info)
         return json.dumps(entry, ensure_ascii=False, default=str)
 
-    def formatTime(self, record, datefmt=None):
+    def formatTime(self, record, datefmt=None):  # noqa: ARG002 (logging.Formatter's signature)
         return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
 
 

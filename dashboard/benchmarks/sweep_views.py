@@ -123,7 +123,7 @@ def sweep_detail(request, pk):
     )
 
 
-def sweep_export(request, pk, fmt):
+def sweep_export(request, pk, fmt):  # noqa: ARG001 (a view's signature)
     sweep = get_object_or_404(Sweep.objects.select_related("engine"), pk=pk)
     name = f"sweep-{sweep.pk}-{sweep.axis}"
     if fmt == "md":

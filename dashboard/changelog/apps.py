@@ -11,7 +11,7 @@ class ChangelogConfig(AppConfig):
         pre_delete.connect(_engine_named_in_the_log, sender="dashboard.Engine", dispatch_uid="changelog-engine-protect")
 
 
-def _engine_named_in_the_log(sender, instance, **kwargs):
+def _engine_named_in_the_log(sender, instance, **kwargs):  # noqa: ARG001 (a signal receiver's signature)
     """Entry.engines is a many-to-many, whose link rows Django would cascade away: an engine
     an entry names is as protected as one a claim points at (retire it instead)."""
     from django.db.models import ProtectedError

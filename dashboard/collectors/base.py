@@ -96,7 +96,7 @@ class EngineCollector:
                 raise res
         return Bodies(zip(names, results))
 
-    def ok_statuses(self, name):
+    def ok_statuses(self, name):  # noqa: ARG002 (kinds override it per endpoint)
         return None
 
     def snapshot(self, bodies):
@@ -118,7 +118,7 @@ class EngineCollector:
     def parse(self, bodies):  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def account_of(self, bodies, samples=None):
+    def account_of(self, bodies, samples=None):  # noqa: ARG002 (kinds override it)
         """The engine's account of itself from BODIES (a fetch that read every slow endpoint)
         and SAMPLES (its parsed /metrics, when it has them). An engine kind that says nothing
         about how it runs has none: {}."""

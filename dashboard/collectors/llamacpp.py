@@ -98,7 +98,7 @@ class LlamaCppCollector(EngineCollector):
             snap.account = self.account_of(bodies, samples)
         return snap
 
-    def account_of(self, bodies, samples=None):
+    def account_of(self, bodies, samples=None):  # noqa: ARG002 (Collector.account_of's signature)
         """From `/props`: the context per slot, the model's alias and path, the build, the
         slots and the chat template's arguments."""
         props = self.json_of(bodies, "props") or {}

@@ -66,7 +66,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         await self.send_json({"type": "live.hello", "payload": {"groups": self.groups_joined, "role": self.role}})
 
-    async def disconnect(self, code):
+    async def disconnect(self, code):  # noqa: ARG002 (Channels' signature)
         if self._presence_task is not None:
             self._presence_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

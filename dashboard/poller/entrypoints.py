@@ -49,7 +49,7 @@ class PollerStep(bootsteps.StartStopStep):
         host_name = worker.app.conf.sparkops_poller_host
         self.poller = ResidentPoller(host_name, lease=PollerLease(host_name)).start()
 
-    def stop(self, worker):
+    def stop(self, worker):  # noqa: ARG002 (Celery's bootstep signature)
         if self.poller is not None:
             self.poller.stop()
             self.poller = None

@@ -49,7 +49,7 @@ class ThinkingProbe:
     def total(self):
         return self.spec.reps * len(ARMS)
 
-    async def prepare(self, window):
+    async def prepare(self, window):  # noqa: ARG002 (the probes' prepare signature)
         return None
 
     def jobs(self):

@@ -111,7 +111,7 @@ class ToolProbe:
     def total(self):
         return self.spec.reps
 
-    async def prepare(self, window):
+    async def prepare(self, window):  # noqa: ARG002 (the probes' prepare signature)
         return None
 
     def jobs(self):

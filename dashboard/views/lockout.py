@@ -43,7 +43,7 @@ def login_username(request, credentials=None):
     return username[: AccessAttempt._meta.get_field("username").max_length] if isinstance(username, str) else username
 
 
-def lockout_response(request, original_response=None, credentials=None):
+def lockout_response(request, original_response=None, credentials=None):  # noqa: ARG001 (axes' lockout callable)
 
     username = get_client_username(request, credentials) or ""
     left = remaining(username, get_client_ip_address(request))

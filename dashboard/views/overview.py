@@ -9,7 +9,7 @@ from dashboard.live.cards import engine_card_context, host_card_context, worst_a
 from dashboard.models import Engine, Host
 
 
-def firing_alerts_context(request):
+def firing_alerts_context():
     """What templates/alerts/_firing.html reads."""
     return {"firing": list(firing_alerts())}
 
@@ -23,7 +23,7 @@ def overview(request):
     return render(
         request,
         "dashboard/overview.html",
-        {"engine_cards": engines, "host_cards": hosts, **firing_alerts_context(request)},
+        {"engine_cards": engines, "host_cards": hosts, **firing_alerts_context()},
     )
 
 
@@ -31,4 +31,4 @@ def overview(request):
 def firing_alerts_partial(request):
     """The alert list re-rendered for the requesting user's role, fetched when "alert.changed" arrives
     (so a viewer's page never receives Ack/Silence buttons, whatever the event carried)."""
-    return render(request, "dashboard/partials/_alerts.html", firing_alerts_context(request))
+    return render(request, "dashboard/partials/_alerts.html", firing_alerts_context())

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET
 @login_not_required
 @require_GET
 @cache_control(max_age=3600, public=True)
-def manifest(request):
+def manifest(request):  # noqa: ARG001 (a view's signature)
     icons = [
         {"src": static(f"icons/sparkops-{n}.png"), "sizes": f"{n}x{n}", "type": "image/png", "purpose": "any"}
         for n in (192, 512)
