@@ -1,4 +1,5 @@
 import json
+from typing import Any, TypedDict
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -20,6 +21,20 @@ FIGURES = (
     "reasoning_tokens",
     "chunks",
 )
+
+
+class ProfileListRow(TypedDict):
+    """One profile of `bench list`: its parameters and its last run (`MeasuredRun.list_row`), if any."""
+
+    profile: str
+    engine: str
+    workload: str
+    depth: int
+    mode: str
+    output_tokens: int
+    reps: int
+    hash: str
+    last_run: dict[str, Any] | None
 
 
 class Command(BaseCommand):
@@ -116,7 +131,7 @@ class Command(BaseCommand):
             self.stdout.write("  TAINTED: " + "; ".join(s["taint_reasons"]))
 
     def do_list(self, *, json: bool, **_):
-        rows = []
+        rows: list[ProfileListRow] = []
         for p in Profile.objects.select_related("engine"):
             last = p.last_run()
             rows.append(
