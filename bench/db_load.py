@@ -193,10 +193,13 @@ def main():
         engine = stack.start_simulator()
         stack.run("migrate", "-v", "0")
         # A database used before holds the engine of the last run (on another port): retire it first.
-        import subprocess
 
         subprocess.run(
-            [PY, "manage.py", "engine", "remove", engine["name"]], cwd=ROOT, env=stack.env, capture_output=True
+            [PY, "manage.py", "engine", "remove", engine["name"]],
+            cwd=ROOT,
+            env=stack.env,
+            capture_output=True,
+            check=False,
         )
         stack.run("engine", "add", engine["name"], "--kind", "vllm", "--url", engine["url"], "--unit", engine["unit"])
         keys = manage_json(stack, SESSIONS_SCRIPT.format(n=args.clients))

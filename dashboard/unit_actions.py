@@ -108,7 +108,7 @@ def restart_request(*, engine, user):
 def _run(*args):
     argv = [*shlex.split(settings.SPARKOPS_SYSTEMCTL), *args]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=RESTART_TIMEOUT_S)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=RESTART_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, str(exc)
     out = (done.stderr or done.stdout or "").strip().splitlines()

@@ -44,7 +44,7 @@ def test_commands_name_this_engines_unit(fleet):
     assert "daemon-reload" in commands[2]
     # The drop-in command, run by a shell, writes exactly the drop-in.
     printf = commands[2].split(" | ")[0].split(" && ")[1]
-    assert subprocess.run(["sh", "-c", printf], capture_output=True, text=True).stdout == DROPIN_TEXT
+    assert subprocess.run(["sh", "-c", printf], capture_output=True, text=True, check=True).stdout == DROPIN_TEXT
     assert "Restart=always" in DROPIN_TEXT
     user_unit = fleet["vllm"]
     user_unit.unit_scope = "user"
@@ -81,7 +81,7 @@ def test_the_cards_drop_in_is_the_audits_fix(down):
         line for line in card.splitlines() if "50-sparkops-restart_always_bounded.conf" in line and "printf" in line
     )
     printf = re.search(r"printf '[^']*'", command).group(0)
-    written = subprocess.run(["sh", "-c", printf], capture_output=True, text=True).stdout
+    written = subprocess.run(["sh", "-c", printf], capture_output=True, text=True, check=True).stdout
     check = CHECKS["restart_always_bounded"]
     data = {"unit": {"unit": engine.unit, "restart": "on-failure", "start_limit_burst": 5}}
     (result,) = check.run([(SimpleNamespace(name=engine.name, kind=engine.kind), data)], settings=check.DEFAULTS)

@@ -13,7 +13,7 @@ def run(argv, *, timeout):
     """The finished process whatever its exit status (undecodable bytes replaced);
     CommandError when it is missing, not runnable, or gives no answer within `timeout`."""
     try:
-        return subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout)
+        return subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout, check=False)
     except FileNotFoundError:
         raise CommandError(f"{argv[0]}: not found") from None
     except subprocess.TimeoutExpired:

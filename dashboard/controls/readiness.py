@@ -256,7 +256,7 @@ def timeout_start_s(unit: str, scope: str, *, systemctl: str | None = None) -> f
     argv += ["--user"] if scope == "user" else []
     argv += ["show", unit, "-p", "TimeoutStartUSec"]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RuntimeError(f"{' '.join(argv)}: {exc}") from None
     if done.returncode != 0:

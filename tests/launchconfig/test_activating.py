@@ -20,7 +20,12 @@ def sim(tmp_path):
 
 def systemctl(sim, *args):
     out = subprocess.run(
-        [str(sim.bin_dir / "sim-systemctl"), *args], env=sim.env(), capture_output=True, text=True, timeout=10
+        [str(sim.bin_dir / "sim-systemctl"), *args],
+        env=sim.env(),
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=False,
     )
     return out
 

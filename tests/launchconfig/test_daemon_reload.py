@@ -19,7 +19,12 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 def systemctl(sim, *args):
     return subprocess.run(
-        [str(sim.bin_dir / "sim-systemctl"), *args], env=sim.env(), capture_output=True, text=True, timeout=10
+        [str(sim.bin_dir / "sim-systemctl"), *args],
+        env=sim.env(),
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=False,
     )
 
 

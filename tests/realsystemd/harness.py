@@ -226,6 +226,7 @@ class UserManager:
             capture_output=True,
             text=True,
             timeout=timeout,
+            check=False,
         )
         if check and done.returncode != 0:
             raise RuntimeError(f"systemctl --user {' '.join(args)}: exit {done.returncode}: {done.stderr.strip()}")
@@ -243,6 +244,7 @@ class UserManager:
             capture_output=True,
             text=True,
             timeout=30,
+            check=False,
         )
         return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 

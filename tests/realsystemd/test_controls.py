@@ -174,6 +174,7 @@ def test_budget_not_below_timeout_start_sec_refuses_with_exit_2(real_box):
         capture_output=True,
         text=True,
         timeout=WAIT_S,
+        check=False,
     )
     assert done.returncode == 2, done
     assert done.stdout == "" and len(done.stderr.splitlines()) == 1, done
