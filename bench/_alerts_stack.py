@@ -126,7 +126,7 @@ class Stack:
         self.run("channel", "add", "bench-hook", "--webhook", hook_url, "--secret", "bench-secret")
 
     def start_up(self):
-        log = open(self.dir / "up.log", "w")
+        log = open(self.dir / "up.log", "w")  # noqa: SIM115 (the child's log: open while it runs)
         self.procs.append(
             subprocess.Popen(
                 [PY, "manage.py", "up", "--port", str(self.web_port)],

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -69,7 +70,7 @@ def main():
         _, state["s"] = contract.derive(found, state["s"], now=1000.0 + 2 * i, window=131072)
 
     derive_cost = cpu(derive, args.polls)
-    lines = open(os.path.join(ROOT, "tests/fixtures/llamacpp/b0-0c1e570_server_startup.log")).read().splitlines()
+    lines = Path(ROOT, "tests/fixtures/llamacpp/b0-0c1e570_server_startup.log").read_text().splitlines()
     classify_cost = cpu(lambda i: contract.classify(lines[i % len(lines)]), args.polls * 10)
     print(f"parse without the contract families: {parse_old * 1e6:8.1f} µs/poll")
     print(f"parse with them:                     {parse_new * 1e6:8.1f} µs/poll (+{(parse_new - parse_old) * 1e6:.1f})")

@@ -5,6 +5,7 @@ and the plotly.js style hashes it allows still matching the vendored plotly bund
 import base64
 import hashlib
 import re
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -79,7 +80,7 @@ def test_the_plotly_style_hashes_match_the_vendored_bundle():
 
     from sparkops.staticstore import PLOTLY_STATIC
 
-    body = open(finders.find(PLOTLY_STATIC), encoding="utf-8").read()
+    body = Path(finders.find(PLOTLY_STATIC)).read_text(encoding="utf-8")
     assert _sha256("") == settings.PLOTLY_EMPTY_STYLE
     assert re.search(
         r'createElement\("style"\),n\.setAttribute\("id",\w\),n\.appendChild\(document\.createTextNode\(""\)\)', body

@@ -6,6 +6,7 @@ import gzip
 import hashlib
 import os
 import re
+from pathlib import Path
 
 import brotli
 import pytest
@@ -19,7 +20,7 @@ from sparkops.staticstore import PLOTLY_STATIC, StaticStorage, collect_unless_cu
 
 IMMUTABLE = "max-age=315360000, public, immutable"
 PLOTLY_PLAIN = "/static/" + PLOTLY_STATIC
-PLOTLY = open(finders.find(PLOTLY_STATIC), "rb").read()
+PLOTLY = Path(finders.find(PLOTLY_STATIC)).read_bytes()
 
 
 @pytest.fixture(scope="module")

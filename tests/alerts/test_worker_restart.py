@@ -29,7 +29,7 @@ def start_worker(tmp_path, name):
         "DJANGO_SETTINGS_MODULE": "sparkops.settings",
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{connection.settings_dict['NAME']}",
     }
-    log = open(tmp_path / f"{name}.log", "w")
+    log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 (the child's log: open while it runs)
     return subprocess.Popen(
         [
             sys.executable,

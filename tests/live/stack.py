@@ -59,7 +59,7 @@ def start_web(*, db_name, log_path):
     url = f"sqlite:///{db_name}" if connection.vendor == "sqlite" else f"postgres://postgres@127.0.0.1:5432/{db_name}"
     env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "sparkops.settings"}
     env.pop("SPARKOPS_TEST_DB_NAME", None)
-    log = open(log_path, "w")
+    log = open(log_path, "w")  # noqa: SIM115 (the child's log: open while it runs)
     proc = subprocess.Popen(
         [
             sys.executable,

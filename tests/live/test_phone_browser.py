@@ -101,7 +101,7 @@ def _start_worker(tmp_path, host_name, *, unit_actions):
         "UNIT_ACTIONS_LOG": str(tmp_path / "unit-actions.log"),
     }
     env.pop("SPARKOPS_TEST_DB_NAME", None)
-    log = open(tmp_path / "worker.log", "w")
+    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 (the child's log: open while it runs)
     return subprocess.Popen(
         [sys.executable, "-m", "sparkops.cli", "worker", "--host", host_name, "--no-poller", "--concurrency", "1"],
         env=env,

@@ -112,7 +112,7 @@ class UserManager:
         }
         env.pop("DBUS_SESSION_BUS_ADDRESS", None)
         script = SCRIPT % {"journald": JOURNALD, "systemd": SYSTEMD}
-        self.log = open(self.root / "manager.log", "wb")
+        self.log = open(self.root / "manager.log", "wb")  # noqa: SIM115 (the manager's log, closed in stop())
         self.process = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
             env=env,

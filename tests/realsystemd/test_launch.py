@@ -3,6 +3,7 @@ against the simulator's systemd): `After=` edges to units that are disabled or a
 environment with the file that set each variable, the restart budget from the manager's timestamps."""
 
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -90,7 +91,7 @@ def proc_environ(pid):
     simulator's copy of it)."""
     from django.conf import settings
 
-    raw = open(f"{settings.SPARKOPS_PROC_ROOT}/{pid}/environ", "rb").read()
+    raw = Path(f"{settings.SPARKOPS_PROC_ROOT}/{pid}/environ").read_bytes()
     return dict(w.decode().partition("=")[::2] for w in raw.split(b"\0") if b"=" in w)
 
 

@@ -84,7 +84,7 @@ def shell_engine(tmp_path):
         proc = subprocess.Popen(
             ["sh", "-c", cmd],
             env=env,
-            stdout=open(tmp_path / f"shell-{port}.log", "wb"),
+            stdout=open(tmp_path / f"shell-{port}.log", "wb"),  # noqa: SIM115 (the shell's log: open while it runs)
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
@@ -135,7 +135,7 @@ def test_an_engine_started_by_hand_outside_the_manager_is_found_with_its_own_env
         hand = shell_engine(hand_port, env)
         pid, want_env = hand.pid, env  # sh exec'd vllm: the same process
         unit_pid = int(box.show("uni")["MainPID"])
-        cgroup = open(f"/proc/{unit_pid}/cgroup").read()
+        cgroup = Path(f"/proc/{unit_pid}/cgroup").read_text()
         assert f"/user@0.service/app.slice/{box.unit('uni')}" in cgroup, cgroup  # what the scan reads
         want_caps, want_share = "MAX_JOBS=32 (cap 4); NVCC_THREADS=8 (cap 1)", "0.2"
 

@@ -45,7 +45,7 @@ def start_worker(tmp_path, queue):
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{connection.settings_dict['NAME']}",
     }
     env.pop("SPARKOPS_TEST_DB_NAME", None)
-    log = open(tmp_path / "worker.log", "w")
+    log = open(tmp_path / "worker.log", "w")  # noqa: SIM115 (the child's log: open while it runs)
     args = ["worker", "--pool=solo", "--without-heartbeat", "--without-gossip", "--without-mingle", "-Q", queue]
     return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "sparkops", *args, "-n", "sweeps@h", "-l", "INFO"],

@@ -193,7 +193,7 @@ def _hold_var_dir_lock(var_dir):
     install is running. The file names the holder's pid."""
     var_dir.mkdir(parents=True, exist_ok=True)
     path = var_dir / "up.lock"
-    handle = open(path, "a+")  # not inherited by the children (Python opens fds close-on-exec)
+    handle = open(path, "a+")  # noqa: SIM115 (held for the lock's life); not inherited by the children (Python opens fds close-on-exec)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
