@@ -20,6 +20,10 @@ def main(argv=None):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)  # now: a probe thread may sit in a stalled read, and teardown is time off the budget
+    if argv[1:2] == ["stopped"]:  # a unit's ExecStopPost=: one datagram to the box's worker, never a failure
+        from dashboard.controls.stopped import main as stopped
+
+        os._exit(stopped(argv[2:]))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sparkops.settings")
     if argv[1:] in ([], ["--help"], ["-h"], ["help"]):
         print(main_help())

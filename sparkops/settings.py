@@ -305,6 +305,10 @@ SPARKOPS_LIVENESS_INTERVAL = env_number("SPARKOPS_LIVENESS_INTERVAL", 1.0, cast=
 # The box's worker watches its engines' processes through pidfds and follows their units' journal
 # (dashboard/poller/exitwatch.py): a death is seen when it happens, not at the next probe.
 SPARKOPS_EXIT_WATCH = env_bool("SPARKOPS_EXIT_WATCH", True)
+# Its sources, each on its own switch under that one: a pidfd per watched process, and the units'
+# own stop (an ExecStopPost= hook, `sparkops stopped`, sending one datagram to SPARKOPS_STOP_SOCKET).
+SPARKOPS_EXIT_WATCH_PIDFDS = env_bool("SPARKOPS_EXIT_WATCH_PIDFDS", True)
+SPARKOPS_EXIT_WATCH_STOP_HOOK = env_bool("SPARKOPS_EXIT_WATCH_STOP_HOOK", True)
 # The request contract on live traffic (dashboard/collectors/contract.py): finish-reason shares,
 # prompts at the window's edge and journal 400/500/peg-native counts over this trailing window;
 # requests cut at one round duration over the second.
@@ -345,6 +349,9 @@ SPARKOPS_RUNTIME_DIR = env_str("SPARKOPS_RUNTIME_DIR", "") or (
     if os.geteuid() == 0
     else os.path.join(os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/sparkops-{os.geteuid()}", "sparkops")
 )
+# The box's worker listens here for its engine units' stop hooks (`sparkops stopped`, written into
+# each unit's ExecStopPost= by `sparkops unit fix`); a socket only the worker's user may write to.
+SPARKOPS_STOP_SOCKET = env_str("SPARKOPS_STOP_SOCKET", "") or os.path.join(SPARKOPS_RUNTIME_DIR, "stopped.sock")
 SPARKOPS_GPU_BACKEND = env_str("SPARKOPS_GPU_BACKEND", "auto")  # auto | nvml | nvidia-smi | none
 
 # The watcher's heartbeat (dashboard/heartbeat.py): the leading worker GETs (or POSTs) this

@@ -21,7 +21,7 @@ from dashboard.alerts.evaluate import evaluate_liveness
 from dashboard.alerts.models import Delivery
 from dashboard.alerts.outbox import delivery_send
 from dashboard.collectors import unitnow
-from dashboard.poller import exitwatch, liveness
+from dashboard.poller import exitwatch, liveness, stopsocket
 
 if TYPE_CHECKING:
     from dashboard.alerts.evaluate import Memory
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from dashboard.models import Engine
     from dashboard.poller.exitwatch import ExitWatcher, JournalFollower
     from dashboard.poller.lease import PollerLease
+    from dashboard.poller.stopsocket import Stop, StopListener
 
 log = logging.getLogger(__name__)
 # After a main process exits, wait at most this long for its unit to say so. systemd reaps in tens
@@ -37,6 +38,9 @@ log = logging.getLogger(__name__)
 # without it; the wait ends as soon as the unit has moved on.
 EXIT_SETTLE_S = 2.0
 EXIT_SEEN = "exit seen at once"  # the card's words for an engine whose process this worker watches
+# A death seen by one event source (a pidfd, the unit's stop hook) and then by the other this soon
+# after, while the engine is still down, is the same death: the second adds nothing.
+SAME_DEATH_S = 10.0
 
 
 class ExitPath:
@@ -53,7 +57,10 @@ class ExitPath:
     live: "LivePublisher"
     exit_watch: "ExitWatcher | None"
     journal: "JournalFollower | None"
+    stops: "StopListener | None"
     exited_at: dict[int, datetime]  # engine pk -> when exit_seen found it down
+    units_seen: dict[int, dict]  # engine pk -> its unit as the last metrics tick read it
+    deaths_seen: dict[int, tuple[str, float]]  # engine pk -> (event source, monotonic s) of its last death
     _stop: threading.Event
     _liveness_lock: threading.Lock
     _guard: Callable[..., Any]  # _guard(what, fn, *args, **kwargs): fn's exception logged, not raised
@@ -62,19 +69,37 @@ class ExitPath:
 
         if not settings.SPARKOPS_EXIT_WATCH:
             return
-        if not exitwatch.pidfd_supported():
-            log.info("resident poller (%s): no pidfds here; deaths are seen by the probe", self.host_name)
-            return
-        self.exit_watch = exitwatch.ExitWatcher(self.exit_seen, name=f"sparkops-exits-{self.host_name}").start()
-        self.journal = exitwatch.JournalFollower(name=f"sparkops-journal-{self.host_name}").start()
+        pidfds = settings.SPARKOPS_EXIT_WATCH_PIDFDS and exitwatch.pidfd_supported()
+        if settings.SPARKOPS_EXIT_WATCH_PIDFDS and not pidfds:
+            log.info(
+                "resident poller (%s): no pidfds here; exits are seen by the stop hook and the probe", self.host_name
+            )
+        if pidfds:
+            self.exit_watch = exitwatch.ExitWatcher(self.exit_seen, name=f"sparkops-exits-{self.host_name}").start()
+        if settings.SPARKOPS_EXIT_WATCH_STOP_HOOK:
+            try:
+                self.stops = stopsocket.StopListener(
+                    settings.SPARKOPS_STOP_SOCKET, self.stop_seen, name=f"sparkops-stops-{self.host_name}"
+                ).start()
+            except OSError as exc:
+                log.warning(
+                    "resident poller (%s): cannot listen for units' stop hooks on %s (%s); pidfds and the probe watch",
+                    self.host_name,
+                    settings.SPARKOPS_STOP_SOCKET,
+                    exc,
+                )
+        if self.exit_watch is not None or self.stops is not None:
+            self.journal = exitwatch.JournalFollower(name=f"sparkops-journal-{self.host_name}").start()
 
     def _rearm(self, own, units, polled):
         """Point the exit watcher at the main processes this tick's `systemctl show` read and the
         journal follower at the units; say on each polled engine's reading how it is watched."""
         mains = {}
-        if self.exit_watch is not None and self.journal is not None:  # started together
+        self.units_seen = {e.pk: units[e.unit] for e in own if e.unit and units.get(e.unit)}
+        if self.exit_watch is not None:
             mains = {e.pk: (units.get(e.unit) or {}).get("MainPID") or 0 for e in own if e.unit}
             self.exit_watch.watch(mains)
+        if self.journal is not None:  # started with either event source
             self.journal.follow(
                 [e.unit for e in own if e.unit and e.unit_scope != "user"],
                 [e.unit for e in own if e.unit and e.unit_scope == "user"],
@@ -90,23 +115,71 @@ class ExitPath:
         backstop; both evaluate under one lock, so the death is one alert."""
 
         engine = next((e for e in self.engines if e.pk == engine_pk), None)
-        if engine is None or not engine.expected_up or self._stop.is_set():
-            return
-        if self.lease is not None and not self.lease.holds():
+        if engine is None or not self._ours(engine):
             return
         main = what == "main process"
         reason = f"its {what} (pid {pid}) exited" + ("" if main else " while the API server runs")
+
+        def unit_read(engine):
+            return self._unit_at_exit(engine, pid if main else None) if unitnow.is_local(engine) else None
+
+        # An engine core's death is refined by its API server's: only the main process's ends the death.
+        self._death_found(engine, reason, "pidfd" if main else "", unit_read)
+
+    def stop_seen(self, stop: "Stop"):
+        """A watched engine's unit stopped (the stop listener's thread; its ExecStopPost= hook said
+        so): the same finding as `exit_seen`, with the unit as systemd's own verdict makes it
+        (`stopsocket.unit_at_stop`) rather than read again. A stop by SIGTERM (`systemctl stop`
+        or `restart`: a start may follow) is left to the probe, which asks systemd."""
+        engine = next((e for e in self.engines if e.unit == stop.unit and unitnow.is_local(e)), None)
+        if engine is None or not self._ours(engine) or stop.by_hand:
+            return
+        last = self.units_seen.get(engine.pk)
+
+        def unit_read(engine):
+            fatal, limit = self.journal.cause(engine.unit) if self.journal is not None else ("", "")
+            return unitnow.UnitNow(stopsocket.unit_at_stop(stop, last), fatal, limit)
+
+        self._death_found(engine, stop.describe(), "stop hook", unit_read)
+
+    def _ours(self, engine):
+        """Whether ENGINE's death is this worker's to page now."""
+        if not engine.expected_up or self._stop.is_set():
+            return False
+        return self.lease is None or self.lease.holds()
+
+    def _death_found(self, engine, reason, source, unit_read):
+        """The down finding for ENGINE, its unit from UNIT_READ(engine), evaluated and sent now;
+        nothing when the other event source (SOURCE: "pidfd", "stop hook"; "" for a partial
+        death) already reported this death."""
         seen = time.monotonic()
         try:
             with self._liveness_lock:
+                before = self.deaths_seen.get(engine.pk)
+                if (
+                    source
+                    and before is not None
+                    and before[0] != source
+                    and seen - before[1] < SAME_DEATH_S
+                    and engine.status == "down"
+                ):
+                    log.info(
+                        "resident poller (%s): %s %s; the %s saw it first",
+                        self.host_name,
+                        engine.name,
+                        reason,
+                        before[0],
+                    )
+                    return
                 finding = liveness.liveness_record(liveness.Liveness(engine, "down", reason, True, timezone.now()))
                 self.exited_at[engine.pk] = finding.checked_at
                 recorded = time.monotonic()
-                if unitnow.is_local(engine):
-                    finding.unit_now = self._unit_at_exit(engine, pid if main else None)
+                finding.unit_now = unit_read(engine)
                 read = time.monotonic()
                 self._guard("alert rules", evaluate_liveness, finding, memory=self.alerts)
                 evaluated = time.monotonic()
+                if source:
+                    self.deaths_seen[engine.pk] = (source, time.monotonic())
                 self._guard("send now", self._send_now, engine)
                 self._guard("live push", self.live.liveness, finding)
         finally:
@@ -153,11 +226,15 @@ class ExitPath:
 
         deadline = time.monotonic() + EXIT_SETTLE_S
         props = unitnow._props(engine)
+        # Settled: neither still running the dead pid nor deactivating (an ExecStopPost= such as the stop
+        # hook runs then, and the unit's Result= is only final after it).
         while (
             pid is not None
             and props is not None
-            and props.get("ActiveState") == "active"
-            and props.get("MainPID") == pid
+            and (
+                (props.get("ActiveState") == "active" and props.get("MainPID") == pid)
+                or props.get("ActiveState") == "deactivating"
+            )
             and time.monotonic() < deadline
         ):
             self._stop.wait(0.01)

@@ -144,12 +144,12 @@ class ResidentPoller(ExitPath):
         self._stop = threading.Event()
         self._threads = []
         self.exit_watch, self.journal = None, None  # exitwatch.py's watchers: started by start()
-        self._liveness_lock = threading.Lock()  # one finding evaluated at a time: probe or exit
         self.stops = None  # stopsocket.StopListener, the units' stop hooks: started by start()
+        self._liveness_lock = threading.Lock()  # one finding evaluated at a time: probe or exit
         self.exited_at: dict[int, Any] = {}  # engine pk -> when exit_seen found it down
-
         self.units_seen: dict[int, dict] = {}  # engine pk -> its unit as the last metrics tick read it
         self.deaths_seen: dict[int, tuple[str, float]] = {}  # engine pk -> (event source, when) of its last death
+
     def start(self):
         """Three threads: the probes, the metrics with the leader's upkeep, and the launch
         observation, so a slow host source or a hung engine's metrics never delays the other
