@@ -20,6 +20,8 @@ import sys
 import tempfile
 import time
 
+from django.contrib.auth import get_user_model
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sparkops.settings")
 os.environ.setdefault("SPARKOPS_TEST_DB_NAME", "sparkops_clog_bench")
@@ -69,7 +71,6 @@ def main():
 
 
 def run(args):
-    from django.contrib.auth import get_user_model
 
     from dashboard.roles import set_role
 

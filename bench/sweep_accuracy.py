@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -49,7 +50,6 @@ def as_rep(index, result, anchor):
 
 
 async def cell(url, n, tokens, reps):
-    import time
 
     anchor = (time.monotonic(), time.time())
     reps_out = []

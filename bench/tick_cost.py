@@ -11,7 +11,9 @@ evaluations and the live publisher.
 """
 
 import argparse
+import cProfile
 import functools
+import gc
 import json
 import os
 import subprocess
@@ -124,7 +126,6 @@ def main():
             poller.run_duty("probe")
             time.sleep(interval / 2)
         SPENT.clear()
-        import gc
 
         gc_spent = {"start": 0.0, "total": 0.0, "count": 0}
 
@@ -138,8 +139,6 @@ def main():
         gc.callbacks.append(gc_timer)
         profile = None
         if args.profile:
-            import cProfile
-
             profile = cProfile.Profile()
         metrics_cpu = probe_cpu = 0.0
         wall0 = time.monotonic()

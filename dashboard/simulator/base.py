@@ -14,6 +14,7 @@ import secrets
 import string
 import time
 
+from . import traffic
 from .core import FAULT_KINDS, EngineConfig, Plan, PrefixCache, SendLog, sleep_until
 from .http import BadRequest, HTTPServer, Request, Response, json_response
 
@@ -148,8 +149,6 @@ class BaseEngine:
         if req.path == "/_sim/sendlog" and req.method == "GET":
             return json_response(self.sendlog.as_json())
         if req.path == "/_sim/traffic" and req.method == "POST":
-            from . import traffic
-
             try:
                 return json_response(traffic.inject(self, traffic.parse(req.json())))
             except BadRequest as exc:

@@ -16,6 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .control import ControlAPI
+from .service import UnitSpec
+
 # The demo should look alive: synthetic traffic moves the counters, rates and hit rates.
 DEFAULT_ENGINES = (
     "vllm:demo-vllm,background_rps=0.5,cold_seconds=7",
@@ -44,8 +47,6 @@ def add_arguments(p) -> None:
 
 
 async def serve(engines: list[str], state_dir: str | None, control_port: int, ports_file: str | None, out=print) -> int:
-    from .control import ControlAPI
-    from .service import UnitSpec
     from .supervisor import Supervisor
 
     specs = [UnitSpec.parse(e) for e in engines]

@@ -25,6 +25,7 @@ import signal
 from .core import FAULT_KINDS
 from .host import GPU_FAULTS, HOST_FAULTS
 from .http import BadRequest, HTTPServer, Request, json_response
+from .units import write_dropin
 
 
 class ControlAPI:
@@ -108,7 +109,6 @@ class ControlAPI:
             text = body.get("text")
             if not isinstance(body.get("name"), str) or (text is not None and not isinstance(text, str)):
                 raise BadRequest("'name' must be a drop-in file name and 'text' a string (or null to remove it)")
-            from .units import write_dropin
 
             try:
                 write_dropin(self.sup.root, unit.id, body["name"], text)

@@ -16,13 +16,13 @@ import sys
 from dataclasses import fields
 
 from .core import EngineConfig
+from .llamacpp import LlamaCppEngine
+from .openai import PlainOpenAIEngine
+from .sglang import SGLangEngine
+from .vllm import VLLMEngine
 
 
 def engine_class(kind: str):
-    from .llamacpp import LlamaCppEngine
-    from .openai import PlainOpenAIEngine
-    from .sglang import SGLangEngine
-    from .vllm import VLLMEngine
 
     return {"vllm": VLLMEngine, "llamacpp": LlamaCppEngine, "sglang": SGLangEngine, "openai": PlainOpenAIEngine}[kind]
 

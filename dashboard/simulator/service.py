@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from . import systemd as sd
 from . import units as unitfiles
+from .core import EngineConfig
 
 if TYPE_CHECKING:
     from .supervisor import Supervisor
@@ -75,7 +76,6 @@ class UnitSpec:
             self.engine_opts[key] = value
 
     def validate(self) -> None:
-        from .core import EngineConfig
 
         if self.restart not in RESTART_POLICIES:
             raise ValueError(f"Restart= must be one of {', '.join(RESTART_POLICIES)}")

@@ -22,6 +22,8 @@ starting as it was: `systemctl show` says NeedDaemonReload=yes until `systemctl 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from pathlib import Path
 
@@ -137,8 +139,6 @@ def fingerprint(root: Path, unit: str) -> str:
     """What daemon-reload loaded of UNIT: its files (fragment, drop-ins) and their contents. The
     simulated `systemctl show` compares it with the files now to say NeedDaemonReload=, as systemd
     compares the files' modification times with the ones it loaded."""
-    import hashlib
-    import json
 
     fragment, dropins = paths(root, unit)
     files = {}
