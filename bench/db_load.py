@@ -31,7 +31,9 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import statistics
+import subprocess
 import threading
 import time
 from urllib.parse import urlparse
@@ -71,7 +73,6 @@ print(json.dumps({{"samples": len(best), "gaps": gaps}}))
 
 
 def free_port():
-    import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -79,7 +80,6 @@ def free_port():
 
 
 def manage_json(stack, script):
-    import subprocess
 
     out = subprocess.run(
         [PY, "manage.py", "shell", "-c", script], cwd=ROOT, env=stack.env, check=True, capture_output=True, text=True
