@@ -189,7 +189,7 @@ _sync_client = None
 
 def sync_client():
     """One pooled client per process (keep-alive to every engine saves a TCP handshake a poll)."""
-    global _sync_client
+    global _sync_client  # noqa: PLW0603 (one client per process, made on first use)
     if _sync_client is None:
         _sync_client = httpx.Client(
             headers={"user-agent": USER_AGENT},

@@ -69,7 +69,7 @@ class PrivateRedis:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=die_with_parent(),
+            preexec_fn=die_with_parent(),  # noqa: PLW1509 (it only calls prctl, safe after fork)
         )  # gone with us, even when we are SIGKILLed
         _wait_ready(port, self.proc)
         self.url = f"redis://127.0.0.1:{port}/0"

@@ -94,7 +94,7 @@ def test_a_rule_edit_out_of_bounds_shows_the_error_at_the_field_and_keeps_the_in
 def test_rule_settings_from_the_command_line_are_bounded_too(db):
     with pytest.raises(ValidationError, match="failures must be between 1 and 1000000, not 0"):
         rule_update(key="engine_down", params={"failures": 0})
-    with pytest.raises(ValidationError, match="kv usage|usage_pct must be between 0 and 100"):
+    with pytest.raises(ValidationError, match=r"kv usage|usage_pct must be between 0 and 100"):
         rule_update(key="kv_saturated", params={"usage_pct": 150})
     with pytest.raises(ValidationError, match="re-notify every 60 s to 7 days"):
         rule_update(key="engine_down", renotify_s=10)

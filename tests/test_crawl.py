@@ -774,8 +774,8 @@ def _admin_values(name, arg, route):
 def crawl_paths():
     """(view name, path, is_real) for every URL pattern and argument value."""
     out = []
-    for route, name, _ in walk(get_resolver().url_patterns):
-        route = route.lstrip("^").replace("\\Z", "").rstrip("$")
+    for pattern, name, _ in walk(get_resolver().url_patterns):
+        route = pattern.lstrip("^").replace("\\Z", "").rstrip("$")
         args = [m.group("name") or m.group("rname") for m in ARG.finditer(route)]
         combos = [{}]
         for arg in args:
@@ -920,8 +920,8 @@ def test_every_query_parameter_fuzzed(crawl, recording):
         todo = {name: keys for name, keys in todo.items() if keys}
         if not todo:
             break
-        for name, keys in todo.items():
-            keys = sorted(fuzzed.setdefault(name, set()) | set(keys))
+        for name, found in todo.items():
+            keys = sorted(fuzzed.setdefault(name, set()) | set(found))
             fuzzed[name] = set(keys)
             for query in _fuzzed_queries(keys):
                 url = views[name] + "?" + urlencode(query)

@@ -27,7 +27,7 @@ def test_env_number_refuses_garbage_and_too_small(monkeypatch):
     with pytest.raises(ImproperlyConfigured, match="X_NUM='two' is not a valid float"):
         env_number("X_NUM", 2.0, cast=float)
     monkeypatch.setenv("X_NUM", "0.1")
-    with pytest.raises(ImproperlyConfigured, match="must be at least 0.5"):
+    with pytest.raises(ImproperlyConfigured, match=r"must be at least 0.5"):
         env_number("X_NUM", 2.0, cast=float, minimum=0.5)
     monkeypatch.setenv("X_NUM", "3")
     assert env_number("X_NUM", 2.0, cast=float) == 3.0

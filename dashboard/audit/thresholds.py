@@ -82,8 +82,8 @@ def thresholds_save(*, host, values, user=None):
     changed = []
     with transaction.atomic():
         current = {(r.check_key, r.name): r for r in AuditThreshold.objects.select_for_update().filter(host=host)}
-        for (key, field), value in values.items():
-            value = threshold_value(key, field, value)
+        for (key, field), raw in values.items():
+            value = threshold_value(key, field, raw)
             row = current.get((key, field))
             if value == CHECKS[key].DEFAULTS[field]:
                 if row is not None:

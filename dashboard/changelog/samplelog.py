@@ -79,8 +79,8 @@ def generate(entries=600, corrections=150, seed=14, start=datetime(2026, 4, 1, 8
     corrected = set(rng.sample(range(entries), corrections))
     out = ["# Spark config log (generated)\n", "Kept by hand since April; older engines included.\n"]
     seps = (" · ", " · ", " · ", " — ", " - ", ": ")
-    for i, t in enumerate(times):
-        t = t.replace(second=0, microsecond=0)
+    for i, stamp in enumerate(times):
+        t = stamp.replace(second=0, microsecond=0)
         kind = rng.choices(("flag_change", "claim", "measurement", "incident_note", "decision"), (5, 4, 2, 2, 2))[0]
         engines = sorted(rng.sample(ENGINES, rng.choice((1, 1, 2))))
         topic = rng.choice(TOPICS)

@@ -65,9 +65,8 @@ class WriteBatch:
 
     def add_samples(self, *, ts, values, engine=None, host=None):
         engine_id, host_id = getattr(engine, "pk", None), getattr(host, "pk", None)
-        for metric, value in values.items():
-            if isinstance(value, bool):
-                value = float(value)
+        for metric, raw in values.items():
+            value = float(raw) if isinstance(raw, bool) else raw
             # None (not measured), NaN: absent, never a fake zero
             if isinstance(value, (int, float)) and math.isfinite(value):
                 sid: int | tuple
@@ -89,7 +88,7 @@ class WriteBatch:
                     continue
                 engine_id, host_id, metric = sid
                 try:
-                    sid = self.series.get(metric=metric, engine_id=engine_id, host_id=host_id)
+                    sid = self.series.get(metric=metric, engine_id=engine_id, host_id=host_id)  # noqa: PLW2901 (the key becomes its id)
                 except IntegrityError:
                     gone.add(sid)
                     continue

@@ -86,8 +86,8 @@ class EngineConfig:
         """Build from string options (CLI / engine spec), converting by field type."""
         types = {f.name: f.type for f in fields(cls)}
         kw = {}
-        for key, raw in options.items():
-            key = key.replace("-", "_")
+        for name, raw in options.items():
+            key = name.replace("-", "_")
             if key not in types:
                 raise ValueError(f"unknown engine option {key!r}")
             kw[key] = _convert(types[key], raw)

@@ -31,7 +31,7 @@ class Child:
 
     def start(self, base_env):
         env = {**base_env, **self.env, SUPERVISOR_ENV: str(os.getpid())}
-        self.proc = subprocess.Popen(self.argv, env=env, start_new_session=True, preexec_fn=die_with_parent())
+        self.proc = subprocess.Popen(self.argv, env=env, start_new_session=True, preexec_fn=die_with_parent())  # noqa: PLW1509 (prctl only)
         return self
 
     @property

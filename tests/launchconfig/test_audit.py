@@ -108,7 +108,7 @@ def test_box_checks_cold_starts_and_memory_shares():
 
 def test_thresholds_from_the_command_line_are_checked():
     assert parse_overrides(["compile_caps.max_jobs=8"]) == {"compile_caps": {"max_jobs": 8}}
-    with pytest.raises(ValueError, match="thresholds: .*compile_caps.max_jobs"):
+    with pytest.raises(ValueError, match=r"thresholds: .*compile_caps.max_jobs"):
         parse_overrides(["compile_caps.nope=1"])
     with pytest.raises(ValueError, match="max_jobs takes a whole number"):
         parse_overrides(["compile_caps.max_jobs=many"])

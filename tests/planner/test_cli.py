@@ -131,7 +131,7 @@ def test_plan_refuses_what_the_ledger_cannot_say(spark):
     feed(SYSTEMD[:1])  # one row and no MemTotal: no line
     with pytest.raises(
         CommandError,
-        match="rows at 131,072 with KV memory are all at share 0.25; it needs a second share, or the box's memory",
+        match=r"rows at 131,072 with KV memory are all at share 0.25; it needs a second share, or the box's memory",
     ):
         cli("plan", "--engine", "nemotron", "--util", "0.3")
     with pytest.raises(CommandError, match="between 0 and 1"):
