@@ -4,6 +4,7 @@ snapshot's unit, and the systemd drop-in a fix suggests (so the fix's line and t
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import ClassVar
 
 
 @dataclass
@@ -23,8 +24,8 @@ class Check:
     key = ""
     title = ""
     scope = "engine"  # "engine": once per engine; "box": once for the box's engines together
-    DEFAULTS: dict = {}
-    BOUNDS: dict = {}  # threshold -> dashboard.bounds.Bounds for numbers; text: thresholds.STRING_MAX
+    DEFAULTS: ClassVar[dict] = {}
+    BOUNDS: ClassVar[dict] = {}  # threshold -> dashboard.bounds.Bounds for numbers; text: thresholds.STRING_MAX
     fix = ""
 
     def run(self, snapshots, *, settings):

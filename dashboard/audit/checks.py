@@ -5,6 +5,7 @@ pass / warn / fail with the evidence and the fix."""
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
 from dashboard.bounds import Bounds
 from dashboard.collectors.unitconfig import memory_bytes, timespan_s
@@ -44,8 +45,8 @@ RESTART_DROPIN = DropIn(
 class RestartBounded(Check):
     key = "restart_always_bounded"
     title = "Restart=always, bounded by StartLimitBurst"
-    DEFAULTS = {"max_burst": 5}
-    BOUNDS = {"max_burst": Bounds(1, 100)}
+    DEFAULTS: ClassVar[dict] = {"max_burst": 5}
+    BOUNDS: ClassVar[dict] = {"max_burst": Bounds(1, 100)}
     dropin = RESTART_DROPIN
     fix = (
         "An engine can die fatally and hand systemd a clean exit (Restart=on-failure never fires): add the drop-in "
@@ -78,8 +79,13 @@ class RestartBounded(Check):
 class CompileCaps(Check):
     key = "compile_caps"
     title = "Compile caps in the effective environment"
-    DEFAULTS = {"max_jobs": 4, "nvcc_threads": 1, "torchinductor_compile_threads": 4, "flashinfer_nvcc_threads": 1}
-    BOUNDS = {
+    DEFAULTS: ClassVar[dict] = {
+        "max_jobs": 4,
+        "nvcc_threads": 1,
+        "torchinductor_compile_threads": 4,
+        "flashinfer_nvcc_threads": 1,
+    }
+    BOUNDS: ClassVar[dict] = {
         "max_jobs": Bounds(1, 256),
         "nvcc_threads": Bounds(1, 64),
         "torchinductor_compile_threads": Bounds(1, 256),
@@ -117,7 +123,7 @@ class CompileCaps(Check):
 class CudaPath(Check):
     key = "cuda_on_path"
     title = "CUDA bin on PATH and CUDA_HOME"
-    DEFAULTS = {"cuda_bin": "/usr/local/cuda/bin"}
+    DEFAULTS: ClassVar[dict] = {"cuda_bin": "/usr/local/cuda/bin"}
     fix = (
         "FlashInfer needs nvcc at engine init; a compiler on PATH in a shell and absent under systemd makes the "
         'same command line fail as a unit: Environment="PATH=/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin" '
@@ -160,8 +166,8 @@ def helper_budget_s(argv):
 class Readiness(Check):
     key = "readiness_budget"
     title = "Readiness helper within TimeoutStartSec"
-    DEFAULTS = {"margin_s": 60}
-    BOUNDS = {"margin_s": Bounds(0, 3600)}
+    DEFAULTS: ClassVar[dict] = {"margin_s": 60}
+    BOUNDS: ClassVar[dict] = {"margin_s": Bounds(0, 3600)}
     fix = (
         "Hold the unit in activating until the engine serves: ExecStartPost=wait-ready PORT BUDGET that exits 1 "
         "when $MAINPID dies or the budget runs out, counting wall clock, with BUDGET + a margin below TimeoutStartSec"
@@ -305,8 +311,8 @@ class MemoryShareSum(Check):
     key = "memory_share_sum"
     title = "Memory shares fit with headroom"
     scope = "box"
-    DEFAULTS = {"headroom": 0.15}
-    BOUNDS = {"headroom": Bounds(0.0, 0.9)}
+    DEFAULTS: ClassVar[dict] = {"headroom": 0.15}
+    BOUNDS: ClassVar[dict] = {"headroom": Bounds(0.0, 0.9)}
     fix = (
         "Each engine reserves its share of the one unified pool at boot: lower --gpu-memory-utilization / "
         "--mem-fraction-static so the shares sum to at most 1 - headroom"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 from urllib.parse import urlsplit
 
 from dashboard import http
@@ -74,7 +75,7 @@ class EngineCollector:
     kind = ""
     liveness_path = "/health"
     # name -> path; "metrics" (or whatever `required` names) failing means the engine is down.
-    endpoints: dict[str, str] = {}
+    endpoints: ClassVar[dict[str, str]] = {}
     required: tuple[str, ...] = ()
     # Endpoints whose answers change only on a restart (model list, props): fetched when
     # `refresh` is asked for, their facts carried between polls — a third fewer requests.

@@ -1,6 +1,8 @@
 """llama.cpp llama-server: /health (503 while loading), /metrics, /slots, /props, /v1/models.
 Names: docs/engines.md §2. KV usage is not exported upstream; it is approximated from /slots."""
 
+from typing import ClassVar
+
 from dashboard import http
 from dashboard.collectors import prom
 from dashboard.collectors.base import EngineCollector, Snapshot, as_int, describe, register
@@ -49,7 +51,7 @@ def props_kv(props):
 class LlamaCppCollector(EngineCollector):
     kind = "llamacpp"
     liveness_path = "/health"
-    endpoints = {
+    endpoints: ClassVar[dict[str, str]] = {
         "health": "/health",
         "metrics": "/metrics",
         "slots": "/slots",

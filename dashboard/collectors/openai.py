@@ -1,5 +1,7 @@
 """Any OpenAI-compatible server: /v1/models only — up/down and the served model names."""
 
+from typing import ClassVar
+
 from dashboard.collectors.base import EngineCollector, Snapshot, register
 
 
@@ -7,7 +9,7 @@ from dashboard.collectors.base import EngineCollector, Snapshot, register
 class OpenAICollector(EngineCollector):
     kind = "openai"
     liveness_path = "/v1/models"
-    endpoints = {"models": "/v1/models"}
+    endpoints: ClassVar[dict[str, str]] = {"models": "/v1/models"}
     required = ("models",)
 
     def parse(self, bodies):

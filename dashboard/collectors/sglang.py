@@ -1,5 +1,7 @@
 """SGLang: /health, /metrics (with --enable-metrics), /get_server_info. Names: docs/engines.md §3."""
 
+from typing import ClassVar
+
 from dashboard.collectors import prom
 from dashboard.collectors.base import EngineCollector, Snapshot, as_float, as_int, register
 
@@ -47,7 +49,7 @@ def info_facts(info):
 class SglangCollector(EngineCollector):
     kind = "sglang"
     liveness_path = "/health"
-    endpoints = {"health": "/health", "metrics": "/metrics", "info": "/get_server_info"}
+    endpoints: ClassVar[dict[str, str]] = {"health": "/health", "metrics": "/metrics", "info": "/get_server_info"}
     required = ("health", "metrics")
     slow = frozenset({"info"})
 

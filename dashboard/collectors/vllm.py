@@ -1,5 +1,7 @@
 """vLLM (V1 engine): /health, /metrics, /v1/models, /version. Names: docs/engines.md §1."""
 
+from typing import ClassVar
+
 from dashboard.collectors import contract, prom
 from dashboard.collectors.base import EngineCollector, Snapshot, as_float, as_int, register
 
@@ -54,7 +56,12 @@ def kv_facts(labels):
 class VllmCollector(EngineCollector):
     kind = "vllm"
     liveness_path = "/health"
-    endpoints = {"health": "/health", "metrics": "/metrics", "models": "/v1/models", "version": "/version"}
+    endpoints: ClassVar[dict[str, str]] = {
+        "health": "/health",
+        "metrics": "/metrics",
+        "models": "/v1/models",
+        "version": "/version",
+    }
     required = ("health", "metrics")
     slow = frozenset({"models", "version"})
 

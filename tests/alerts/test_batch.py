@@ -2,6 +2,7 @@
 and each engine's rule memories, overrides and events kept apart."""
 
 from datetime import timedelta
+from typing import ClassVar
 
 import pytest
 from django.db import connection
@@ -40,7 +41,7 @@ def unit_probe_rule():
         title = "Test advisory: unit will not restart on a clean exit"
         severity = "info"
         signal = "engine_polled"
-        DEFAULTS: dict = {}
+        DEFAULTS: ClassVar[dict] = {}
         enabled_by_default = False
 
         def evaluate(self, *, settings, engine, reading, **_):

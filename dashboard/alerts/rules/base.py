@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from dashboard.bounds import Bounds
 
@@ -17,7 +17,7 @@ class Rule:
     # What triggers evaluation: "engine_liveness", "engine_polled", "host_polled", "beat" or "external".
     signal = ""
     # Editable thresholds and durations (seconds); for_s is how long the condition must hold (pending).
-    DEFAULTS: dict = {"for_s": 0}
+    DEFAULTS: ClassVar[dict] = {"for_s": 0}
     help = ""
     # False: the rule is off until someone turns it on (an AlertRule row with enabled=True).
     enabled_by_default = True

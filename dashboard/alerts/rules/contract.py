@@ -5,6 +5,8 @@ failures in the journal, and requests cut by a timeout layer. Inputs: the readin
 "contract" part (dashboard/collectors/contract.py), over its trailing window; each
 finding clears once the window holds no more of what raised it."""
 
+from typing import ClassVar
+
 from dashboard.collectors.contract import judged_text
 from dashboard.collectors.derive import EngineReading
 
@@ -45,7 +47,7 @@ class TruncatedAnswers(Rule):
     title = "Truncated answers (finish_reason length)"
     severity = "warning"
     signal = "engine_polled"
-    DEFAULTS = {"length_pct": 10, "min_requests": 20, "for_s": 0}
+    DEFAULTS: ClassVar[dict] = {"length_pct": 10, "min_requests": 20, "for_s": 0}
     help = (
         "Of the requests an engine finished over the contract window (vllm:request_success_total), LENGTH_PCT % "
         "or more ended with finish_reason length (at least MIN_REQUESTS requests): answers cut short, by a "
@@ -83,7 +85,7 @@ class FinishedInError(Rule):
     title = "Requests ending in error or repetition"
     severity = "warning"
     signal = "engine_polled"
-    DEFAULTS = {"count": 1, "for_s": 0}
+    DEFAULTS: ClassVar[dict] = {"count": 1, "for_s": 0}
     help = (
         "COUNT or more requests finished with finish_reason error or repetition over the contract window "
         "(vllm:request_success_total, vLLM >= 0.20): the engine failed them, or stopped a degenerate generation."
@@ -119,7 +121,7 @@ class PromptsAtWindowEdge(Rule):
     title = "Prompts at the edge of the window"
     severity = "info"
     signal = "engine_polled"
-    DEFAULTS = {"share_pct": 25, "min_requests": 20, "for_s": 0}
+    DEFAULTS: ClassVar[dict] = {"share_pct": 25, "min_requests": 20, "for_s": 0}
     help = (
         "SHARE_PCT % or more of the prompts over the contract window were longer than the top bucket of "
         "vllm:request_prompt_tokens below max_model_len (at least MIN_REQUESTS prompts): agents live at the edge "
@@ -150,7 +152,7 @@ class RequestErrors(Rule):
     title = "HTTP 400/500s in the engine's log"
     severity = "warning"
     signal = "engine_polled"
-    DEFAULTS = {"count_400": 5, "count_500": 3, "for_s": 0}
+    DEFAULTS: ClassVar[dict] = {"count_400": 5, "count_500": 3, "for_s": 0}
     help = (
         "The engine's journal logged COUNT_400 or more HTTP 400s (llama.cpp: the request exceeds the context "
         "size; vLLM: uvicorn's access line) or COUNT_500 or more 500s over the contract window. A 400 of the "
@@ -186,7 +188,7 @@ class PegNativeOutput(Rule):
     title = "llama.cpp discarded a generation (unparsed peg-native output)"
     severity = "warning"
     signal = "engine_polled"
-    DEFAULTS = {"for_s": 0}
+    DEFAULTS: ClassVar[dict] = {"for_s": 0}
     help = (
         "llama-server logged 'unparsed peg-native output' within the contract window: its strict PEG parser "
         "refused a finished generation and the client got only an HTTP 500 (llama.cpp#27733, a trailing <think> "
@@ -221,7 +223,7 @@ class TimeoutCut(Rule):
     title = "Requests cut at one round duration (a timeout layer)"
     severity = "warning"
     signal = "engine_polled"
-    DEFAULTS = {"count": 3, "for_s": 0}
+    DEFAULTS: ClassVar[dict] = {"count": 3, "for_s": 0}
     help = (
         "COUNT or more requests ended at the same round duration (600.0 s, 600.01 s) within the cut window, read "
         "from vllm:e2e_request_latency_seconds: a timeout layer (agent, provider config, proxy, server) is cutting "

@@ -2,6 +2,7 @@
 
 import itertools
 import time
+from typing import ClassVar
 
 from dashboard.collectors.derive import EngineReading
 from dashboard.launch.starts import parse_timestamp
@@ -18,7 +19,7 @@ class EngineDown(Rule):
     title = "Engine down"
     severity = "critical"
     signal = "engine_liveness"
-    DEFAULTS = {"failures": 2, "activating_budget_s": 600}
+    DEFAULTS: ClassVar[dict] = {"failures": 2, "activating_budget_s": 600}
     help = (
         "An engine expected up fails its liveness probe twice in a row (the failed probe is re-checked at once). "
         "The alert says why: exit 0 under Restart=on-failure, unit failed, activating too long, active but not "
@@ -138,7 +139,7 @@ class RestartLoop(Rule):
     title = "Restart loop"
     severity = "warning"
     signal = "engine_polled"
-    DEFAULTS = {"count": 3, "window_s": 3600}
+    DEFAULTS: ClassVar[dict] = {"count": 3, "window_s": 3600}
     help = "The unit restarted COUNT times within WINDOW_S (from NRestarts, or the engine's counters going down)."
 
     def evaluate(self, *, settings, engine, reading: EngineReading, state, **_) -> list[Finding]:
@@ -168,7 +169,13 @@ class PrefixCacheDrop(Rule):
     title = "Prefix-cache hit-rate drop"
     severity = "warning"
     signal = "engine_polled"
-    DEFAULTS = {"window_s": 300, "min_queries": 1000, "drop_points": 20, "baseline_s": 3600, "for_s": 60}
+    DEFAULTS: ClassVar[dict] = {
+        "window_s": 300,
+        "min_queries": 1000,
+        "drop_points": 20,
+        "baseline_s": 3600,
+        "for_s": 60,
+    }
     help = (
         "The hit rate over WINDOW_S (hits/queries deltas, at least MIN_QUERIES queries) falls DROP_POINTS "
         "percentage points below the engine's own trailing baseline."
@@ -214,7 +221,7 @@ class KVSaturated(Rule):
     title = "KV cache saturated"
     severity = "warning"
     signal = "engine_polled"
-    DEFAULTS = {"usage_pct": 95, "for_s": 10}
+    DEFAULTS: ClassVar[dict] = {"usage_pct": 95, "for_s": 10}
     help = "KV-cache usage at or above USAGE_PCT: new requests queue or get preempted."
 
     def evaluate(self, *, settings, engine, reading: EngineReading, **_) -> list[Finding]:
@@ -235,7 +242,7 @@ class QueueGrowing(Rule):
     title = "Queue growing"
     severity = "warning"
     signal = "engine_polled"
-    DEFAULTS = {"window_s": 60}
+    DEFAULTS: ClassVar[dict] = {"window_s": 60}
     help = "Waiting requests rose without falling back for WINDOW_S: the engine takes less than it is given."
 
     def evaluate(self, *, settings, engine, reading: EngineReading, state, **_) -> list[Finding]:

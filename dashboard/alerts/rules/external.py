@@ -1,5 +1,7 @@
 """Rules raised from elsewhere through services.external_alert_fire/resolve."""
 
+from typing import ClassVar
+
 from . import register
 from .base import Rule
 
@@ -10,7 +12,7 @@ class BenchmarkRegression(Rule):
     title = "Benchmark regression"
     severity = "warning"
     signal = "external"
-    DEFAULTS = {}
+    DEFAULTS: ClassVar[dict] = {}
     help = "A scheduled benchmark came out slower than its baseline (raised by the benchmarks module)."
 
 
@@ -20,7 +22,7 @@ class ConfigDrift(Rule):
     title = "Configuration drift"
     severity = "warning"
     signal = "external"
-    DEFAULTS = {}
+    DEFAULTS: ClassVar[dict] = {}
     help = (
         "After a restart, the running value of a flag disagrees with the newest flag line a person wrote for the "
         "engine in the change log; names the flag, both values and the file that set the running one (raised "
@@ -34,7 +36,7 @@ class StartOverBudget(Rule):
     title = "Start over its budget"
     severity = "warning"
     signal = "external"
-    DEFAULTS = {}
+    DEFAULTS: ClassVar[dict] = {}
     help = (
         "An engine's start (unit start to first healthy answer) took longer than its readiness helper's budget, "
         "or than TimeoutStartSec without one (raised by dashboard/launch/starts.py)."
@@ -47,7 +49,7 @@ class ColdStartsOverlap(Rule):
     title = "Cold starts at once"
     severity = "warning"
     signal = "external"
-    DEFAULTS = {}
+    DEFAULTS: ClassVar[dict] = {}
     help = (
         "Two engines of one box were in a cold start (compilers running) at the same time: two compile storms "
         "do not fit in one box (raised by dashboard/launch/starts.py)."

@@ -3,6 +3,7 @@
 import re
 import time
 from datetime import timedelta
+from typing import ClassVar
 
 from django.conf import settings as django_settings
 
@@ -33,7 +34,7 @@ class GpuClockStuckLow(Rule):
     title = "GPU clock stuck low"
     severity = "warning"
     signal = "host_polled"
-    DEFAULTS = {"util_pct": 80, "clock_ratio_pct": 50, "for_s": 60}
+    DEFAULTS: ClassVar[dict] = {"util_pct": 80, "clock_ratio_pct": 50, "for_s": 60}
     help = (
         "Utilisation ≥ UTIL_PCT, P-state P0, SM clock ≤ CLOCK_RATIO_PCT of its maximum and no throttle reason "
         "that explains it, sustained FOR_S."
@@ -81,7 +82,7 @@ class MemoryPressure(Rule):
     title = "Memory pressure"
     severity = "warning"
     signal = "host_polled"
-    DEFAULTS = {
+    DEFAULTS: ClassVar[dict] = {
         "full_avg10_pct": 5,
         "some_avg60_pct": 20,
         "available_pct": 5,
@@ -136,7 +137,7 @@ class CompileStorm(Rule):
     title = "Compile storm"
     severity = "critical"
     signal = "host_polled"
-    DEFAULTS = {"count": 6, "rss_pct": 25}
+    DEFAULTS: ClassVar[dict] = {"count": 6, "rss_pct": 25}
     help = (
         "COUNT or more compiler processes (cicc, nvcc, ptxas, cc1plus, ninja…) alive, or their RSS ≥ RSS_PCT of RAM: "
         "fires before the OOM killer, names them and who spawned them."
@@ -179,7 +180,7 @@ class KernelFault(Rule):
     title = "Kernel fault"
     severity = "critical"
     signal = "host_polled"
-    DEFAULTS = {"clear_after_s": 900}
+    DEFAULTS: ClassVar[dict] = {"clear_after_s": 900}
     help = "Kernel journal lines with NV_ERR_NO_MEMORY, an Xid, or an OOM kill; clears after CLEAR_AFTER_S without one."
 
     def evaluate(self, *, settings, host, reading, state, **_) -> list[Finding]:
@@ -221,7 +222,7 @@ class CollectorStale(Rule):
     title = "Collector stale"
     severity = "critical"
     signal = "beat"
-    DEFAULTS = {"intervals": 3}
+    DEFAULTS: ClassVar[dict] = {"intervals": 3}
     help = (
         "A host's worker has not reported for INTERVALS poll intervals plus its store interval "
         "(SPARKOPS_FLUSH_INTERVAL; checked by the fleet's leading worker every 5 s, and by a beat backstop every 30 s)."

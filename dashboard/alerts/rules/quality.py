@@ -1,5 +1,7 @@
 """Rules of the quality module (registered on import by rules/__init__.py)."""
 
+from typing import ClassVar
+
 from . import register
 from .base import Rule
 
@@ -10,7 +12,7 @@ class QualityRegression(Rule):
     title = "Quality regression"
     severity = "warning"
     signal = "external"
-    DEFAULTS = {}
+    DEFAULTS: ClassVar[dict] = {}
     help = (
         "A scheduled quality probe got worse than its last good run: a needle HIT became DECOY or MISS at a "
         "depth, a soak degenerated, tool calls stopped validating, a thinking setting turned inert or inverted. "
