@@ -15,6 +15,7 @@ from .models import (
     RENOTIFY_MAX_S,
     RENOTIFY_MIN_S,
     SEVERITY_RANK,
+    AlertRuleOverride,
     Delivery,
     MaintenanceWindow,
     NotificationChannel,
@@ -22,7 +23,11 @@ from .models import (
     Silence,
 )
 from .notes import note_add
+from .payloads import test_payload
 from .publish import alert_changed
+from .rule_config import rule_row
+from .rules import REGISTRY
+from .rules.base import param_bounds
 
 
 def channel_create(*, name, kind, address="", url="", secret="", format="sparkops"):
@@ -49,7 +54,6 @@ def channel_as_dict(channel):
 @transaction.atomic
 def channel_send_test(*, channel, now=None):
     """Queue one test notification to CHANNEL through the outbox; returns the delivery."""
-    from .payloads import test_payload
 
     now = now or timezone.now()
     n = Delivery.objects.filter(channel=channel, transition="test").count() + 1
@@ -174,9 +178,6 @@ def channel_routes_set(*, channel, routes):
 
 def rule_update(*, key, enabled=None, severity=None, params=None, renotify_s=None, engine=None):
     """Change a rule's settings (or one engine's override); params are validated against the rule's DEFAULTS."""
-    from .models import AlertRuleOverride
-    from .rule_config import rule_row
-    from .rules import REGISTRY
 
     rule = REGISTRY.get(key)
     if rule is None:
@@ -204,7 +205,6 @@ def rule_update(*, key, enabled=None, severity=None, params=None, renotify_s=Non
 
 
 def _clean_params(rule, params):
-    from .rules.base import param_bounds
 
     clean = {}
     for name, value in params.items():

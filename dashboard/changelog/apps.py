@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.db.models import ProtectedError
 from django.db.models.signals import pre_delete
 
 
@@ -14,7 +15,6 @@ class ChangelogConfig(AppConfig):
 def _engine_named_in_the_log(sender, instance, **kwargs):  # noqa: ARG001 (a signal receiver's signature)
     """Entry.engines is a many-to-many, whose link rows Django would cascade away: an engine
     an entry names is as protected as one a claim points at (retire it instead)."""
-    from django.db.models import ProtectedError
 
     entries = list(instance.changelog_entries.all()[:5])
     if entries:

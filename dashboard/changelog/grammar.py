@@ -5,6 +5,7 @@ fit to show the user."""
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 from django.utils import timezone
 
@@ -64,7 +65,6 @@ class Prediction:
 def format_number(value):
     """Plain digits that read back as the same float: never an exponent (which the grammar
     does not read: '1.2e+06' was refused on import), never rounded to 6 digits as :g does."""
-    from decimal import Decimal
 
     if float(value).is_integer() and abs(value) < 1e16:
         return str(int(value))

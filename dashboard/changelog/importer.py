@@ -19,7 +19,7 @@ from dashboard.models.fleet import NAME_VALIDATOR
 from .models import Claim, Correction, DuplicateError, Entry, EvidenceLink, FlagChange, grace_period
 from .parse import LogSyntaxError, ParsedEntry, parse_log
 from .search import index_entries
-from .services import _body, _evidence_fields, _one_line, _units
+from .services import _body, _evidence_fields, _one_line, _units, publish_entry
 
 
 @dataclass
@@ -187,7 +187,6 @@ def apply_import(plan, *, author=None, author_name="import"):
 
 
 def _publish_recent(rows, corrections, now):
-    from .services import publish_entry
 
     recent = sorted(
         {

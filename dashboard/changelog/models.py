@@ -18,9 +18,13 @@ import hashlib
 import json
 from datetime import timedelta
 
+from django.apps import apps
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 from django.utils import timezone
+
+from .grammar import format_when
 
 GRACE_DEFAULT_S = 15 * 60
 # What marks an entry SparkOps wrote from an observed configuration change
@@ -142,7 +146,6 @@ class Entry(models.Model):
         experiment = self.pk and _verdict_experiment(self.pk)
         if experiment:
             return f"the verdict of experiment {experiment} points at it"
-        from .grammar import format_when
 
         return f"its grace period ended {format_when(self.locked_at)}"
 
@@ -174,14 +177,12 @@ class Entry(models.Model):
         raise AppendOnlyError("Change-log entries are never deleted; write a correction.")
 
     def get_absolute_url(self):
-        from django.urls import reverse
 
         return reverse("changelog:entry", args=[self.pk])
 
 
 def _verdict_experiment(entry_id):
     """The experiment whose verdict ENTRY_ID records, if any (its id)."""
-    from django.apps import apps
 
     if not apps.is_installed("dashboard.experiments"):
         return None

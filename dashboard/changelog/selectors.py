@@ -1,10 +1,12 @@
 """Read side of the change log: timeline queries, chart annotations, prediction vs measurement."""
 
+from collections import defaultdict
+
 from django.db.models import Count, Exists, OuterRef, Q
 
-from dashboard.models import KVPoolEntry
+from dashboard.models import Engine, KVPoolEntry
 
-from .models import Claim, Correction, Entry
+from .models import Claim, Correction, Entry, EvidenceLink
 from .search import search_filter
 
 
@@ -115,11 +117,6 @@ def claims_overview(*, engine=None, state=None, measure=True):
     or None for all. MEASURE=False leaves "comparison" to measure_claims() (a page's rows only).
     Related rows are read once per table and grouped here (prefetch_related's per-claim
     querysets were most of the page's time at the size of docs/field-notes.md §15)."""
-    from collections import defaultdict
-
-    from dashboard.models import Engine
-
-    from .models import EvidenceLink
 
     qs = Claim.objects.select_related("entry", "engine")
     if engine is not None:
