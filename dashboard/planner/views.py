@@ -30,8 +30,8 @@ class PlanForm(forms.Form):
 class BoxSettingForm(forms.ModelForm):
     class Meta:
         model = BoxSetting
-        fields = ["headroom_gib", "memory_gib"]
-        labels = {"headroom_gib": "Headroom (GiB)", "memory_gib": "Memory (GiB, if no MemTotal)"}
+        fields = ["headroom_gib", "memory_gib"]  # noqa: RUF012 (Django's Meta)
+        labels = {"headroom_gib": "Headroom (GiB)", "memory_gib": "Memory (GiB, if no MemTotal)"}  # noqa: RUF012
 
 
 @require_GET

@@ -6,6 +6,7 @@ Stopping sends SIGTERM to every child's process group at the same time and waits
 STOP_GRACE_S for them together; what is still running then gets SIGKILL. A child is reaped
 only after its group has been swept, so the group id cannot have been reused meanwhile."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -59,10 +60,8 @@ class Child:
         return self.proc
 
     def signal_group(self, sig):
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._started().pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def reap(self):
         """Sweep what is left of its process group, then collect its status."""

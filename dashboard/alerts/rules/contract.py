@@ -195,7 +195,7 @@ class PegNativeOutput(Rule):
         "on b10766). The alert quotes the line."
     )
 
-    def evaluate(self, *, settings, engine, reading: EngineReading, **_) -> list[Finding]:
+    def evaluate(self, *, engine, reading: EngineReading, **_) -> list[Finding]:
         j = _contract(reading).get("journal")
         if j is None:
             return []

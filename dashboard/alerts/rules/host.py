@@ -262,7 +262,7 @@ class ClockSkew(Rule):
         "(sample times) and timers are off by as much."
     )
 
-    def evaluate(self, *, settings, host, reading, **_) -> list[Finding]:
+    def evaluate(self, *, host, reading, **_) -> list[Finding]:
 
         offset = reading.get("clock_offset_s") if isinstance(reading, dict) else None
         if offset is None:
