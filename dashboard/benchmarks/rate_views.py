@@ -12,6 +12,7 @@ from dashboard.roles import role_required
 from .models import MAX_DEPTH, MAX_OUTPUT
 from .rate import ARRIVALS, MAX_DURATION_S, MAX_RATE, RateError, rate_create
 from .spec import RunSpec
+from .tasks import bench_rate_execute
 
 
 class RateForm(forms.Form):
@@ -56,8 +57,6 @@ def rate_new(request):
         except RateError as exc:
             form.add_error(None, str(exc))
         else:
-            from .tasks import bench_rate_execute
-
             queue = engine.host.queue
             transaction.on_commit(lambda: bench_rate_execute.apply_async(args=[run.pk], queue=queue))
             messages.success(request, f"Rate run {run.pk} queued ({run.total_reps} requests).")

@@ -5,6 +5,9 @@ the static sweeps themselves are in dashboard/schedule.py."""
 
 from dashboard.measured.services import cron_set_schedule, fail_overdue, release_postponed, run_scheduled
 
+from .models import Run
+from .tasks import bench_run_execute
+
 
 def profile_set_schedule(*, profile, cron, enabled=True):
     """Create, update or (cron empty) remove the profile's PeriodicTask."""
@@ -17,7 +20,6 @@ def profile_run_scheduled(*, profile):
     """One scheduled run of PROFILE, here and now, or postponed while an engine of its box is
     inside its start: queued with the reason, released by `runs_release_postponed` once the
     starts are over."""
-    from .models import Run
     from .services import run_create, run_execute
 
     run = run_create(engine=profile.engine, spec=profile.spec(), profile=profile, trigger=Run.Trigger.SCHEDULED)
@@ -26,14 +28,11 @@ def profile_run_scheduled(*, profile):
 
 def runs_release_postponed(*, now=None):
     """The postponed scheduled benchmark runs, released, postponed again or refused. Returns the number released."""
-    from .models import Run
-    from .tasks import bench_run_execute
 
     return release_postponed(Run, execute=bench_run_execute, now=now)
 
 
 def runs_sweep_stale():
     """Benchmark runs whose worker died mid-run, failed. Returns how many."""
-    from .models import Run
 
     return fail_overdue(Run)

@@ -18,9 +18,11 @@ from dashboard.measured.services import close_window, every_request_failed, queu
 from .client import check_output, measure
 from .conditions import conditions_snapshot, config_snapshot
 from .models import Repetition, Run
+from .regression import regression_check
 from .session import BenchSession, CalibrationError
 from .spec import RunSpec
 from .stats import run_stats
+from .tasks import bench_run_execute
 from .verify import cache_checks, depth_check, preflight
 
 log = logging.getLogger(__name__)
@@ -43,7 +45,6 @@ def run_create(*, engine, spec: RunSpec, profile=None, trigger=Run.Trigger.MANUA
 
 def run_enqueue(*, profile, user=None, trigger=Run.Trigger.MANUAL):
     """Queue a run of PROFILE on the worker of the engine's own box (after commit)."""
-    from .tasks import bench_run_execute
 
     run = run_create(engine=profile.engine, spec=profile.spec(), profile=profile, trigger=trigger, user=user)
     return queue_on_box(run, bench_run_execute)
@@ -172,8 +173,6 @@ def run_finish(*, run, spec, reps, before, partner_ids=()):
     run.save()
     run.progress()
     if run.trigger == Run.Trigger.SCHEDULED:
-        from .regression import regression_check
-
         regression_check(run=run)
     return run
 

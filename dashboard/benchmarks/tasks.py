@@ -3,7 +3,7 @@ is a result to keep, and re-running it would measure a different moment."""
 
 from celery import shared_task
 
-from .models import PairRun, Profile, Run
+from .models import PairRun, Profile, Run, Sweep
 
 
 @shared_task(name="bench.run_execute", ignore_result=True)
@@ -53,7 +53,6 @@ def bench_release_postponed():
 
 @shared_task(name="bench.sweep_execute", ignore_result=True)
 def bench_sweep_execute(sweep_id):
-    from .models import Sweep
     from .sweep import sweep_execute
 
     sweep = Sweep.objects.select_related("engine").filter(pk=sweep_id).first()

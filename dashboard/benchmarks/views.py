@@ -16,6 +16,7 @@ from .pair import pair_create
 from .schedule import profile_set_schedule
 from .selectors import profile_trend, runs_for_compare
 from .services import run_enqueue, run_summary
+from .tasks import bench_pair_execute
 
 RECENT = 30
 
@@ -133,7 +134,6 @@ def pair_start(request):
     pair = pair_create(
         profile_a=form.cleaned_data["profile_a"], profile_b=form.cleaned_data["profile_b"], user=request.user
     )
-    from .tasks import bench_pair_execute
 
     queue = pair.profile_a.engine.host.queue  # both engines of a pair share one box
     transaction.on_commit(lambda: bench_pair_execute.apply_async(args=[pair.pk], queue=queue))

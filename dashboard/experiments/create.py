@@ -12,6 +12,7 @@ from dashboard.benchmarks.hashing import HASH_FIELDS, PROMPT_VERSION, stable_has
 from dashboard.benchmarks.spec import RunSpec
 
 from .models import MAX_REPS, MIN_REPS, PROBE_KINDS, Experiment, Slot
+from .tasks import experiment_advance_task
 
 ENGINE_FIELDS = ("engine_name", "engine_kind", "base_url", "model")
 WORKLOAD_DEFAULTS = {"depth": 1024, "output_tokens": 512, "mode": "cold", "concurrency": 1, "timeout_s": 600.0}
@@ -104,7 +105,6 @@ def experiment_create(
 def experiment_enqueue(*, experiment):
     """Run (or, after the operator's restart, continue) EXPERIMENT on the worker of arm A's box,
     where its units can be read."""
-    from .tasks import experiment_advance_task
 
     queue = experiment.engine_a.host.queue
     transaction.on_commit(lambda: experiment_advance_task.apply_async(args=[experiment.pk], queue=queue))

@@ -7,6 +7,9 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from dashboard.changelog.grammar import EvidenceLine
+from dashboard.changelog.services import entry_create
+
 from .create import ExperimentError
 from .models import Experiment
 
@@ -18,8 +21,6 @@ def _fmt(value, digits=3):
 def experiment_record(*, experiment, user=None):
     """ "Record the verdict": a change-log `measurement` entry with the table, the method and
     evidence (the experiment's page and every counted run). Once per experiment."""
-    from dashboard.changelog.grammar import EvidenceLine
-    from dashboard.changelog.services import entry_create
 
     if experiment.status != Experiment.Status.DONE:
         raise ExperimentError(f"experiment {experiment.pk} is {experiment.status}: only a finished one has a verdict")

@@ -15,18 +15,25 @@ is marked invalid (say, a drop-in that overrides every arm) and left out of the 
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from dashboard.benchmarks.models import Run
 from dashboard.benchmarks.services import run_create, run_execute
 from dashboard.benchmarks.spec import RunSpec
+from dashboard.collectors import handrun
 from dashboard.launch.changelog import diff as config_diff
 from dashboard.launch.handrun import _same_address
 from dashboard.launch.observer import observe_now
 from dashboard.launch.snapshot import latest_snapshot, observe_engine
 from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
+from dashboard.measured.services import STALE_MARGIN_S
 from dashboard.models import ConfigSnapshot
+from dashboard.probes.models import ProbeRun
+from dashboard.probes.services import probe_run_create, probe_run_execute
+from dashboard.probes.spec import ProbeSpec
 
 from .create import spec_fields
 from .models import Experiment, Slot
@@ -99,7 +106,6 @@ def _observe_hand_run(engine):
     """A hand-run ENGINE (no unit) as of now: the process serving its address read this moment,
     as the poller's hand-run scan reads it (argv and environment from /proc). None when no
     process serves it now."""
-    from dashboard.collectors import handrun
 
     for proc in handrun.scan():
         if _same_address(engine.url, proc["host"], proc["port"]):
@@ -137,9 +143,6 @@ def _run_slot(experiment, slot, trigger):
 
 def _probe_arm(experiment, arm, engine):
     """One run of the experiment's quality probe on ARM, with the workload's sampling and thinking."""
-    from dashboard.probes.models import ProbeRun
-    from dashboard.probes.services import probe_run_create, probe_run_execute
-    from dashboard.probes.spec import ProbeSpec
 
     w = experiment.workload
     spec = ProbeSpec(
@@ -224,11 +227,6 @@ def experiments_sweep_stale(*, margin_s=None):
     """Fail experiments left "running" by a worker that died: none of their runs (nor quality
     probe runs) is queued or running (a dead worker's run is failed by bench.sweep_stale) and
     none finished for MARGIN_S. What ran is kept, with the verdict of what ran."""
-    from datetime import timedelta
-
-    from django.db.models import Max, Q
-
-    from dashboard.measured.services import STALE_MARGIN_S
 
     cutoff = timezone.now() - timedelta(seconds=STALE_MARGIN_S if margin_s is None else margin_s)
     busy = [Run.Status.QUEUED, Run.Status.RUNNING]  # a probe run's statuses are the same words

@@ -6,6 +6,7 @@ finished repetitions."""
 from __future__ import annotations
 
 import statistics
+from urllib.parse import urlsplit
 
 from dashboard.benchmarks.cells import cell_figures
 from dashboard.benchmarks.models import Run
@@ -24,7 +25,6 @@ def _baselines(experiment):
 
 
 def _port(engine):
-    from urllib.parse import urlsplit
 
     try:
         return urlsplit(engine.url).port

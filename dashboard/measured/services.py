@@ -6,8 +6,10 @@ passes its own model, Celery task and executor; the static sweeps are in dashboa
 import json
 from datetime import timedelta
 
+from celery.schedules import crontab
 from django.db import transaction
 from django.utils import timezone
+from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
 from dashboard.benchmarks.conditions import box_starting, conditions_snapshot, engine_busy, taint_reasons
 
@@ -22,7 +24,6 @@ def parse_cron(text):
     parts = (text or "").split()
     if len(parts) != 5:
         raise ValueError("Use five cron fields: minute hour day-of-month month day-of-week, e.g. '0 3 * * *'.")
-    from celery.schedules import crontab
 
     fields = dict(zip(("minute", "hour", "day_of_month", "month_of_year", "day_of_week"), parts))
     try:
@@ -35,7 +36,6 @@ def parse_cron(text):
 def cron_set_schedule(*, profile, cron, enabled, name, task):
     """Create, update or (cron empty) remove PROFILE's PeriodicTask (its `schedule` field): TASK
     called with [profile.pk] on the cron, named "NAME <pk>"."""
-    from django_celery_beat.models import CrontabSchedule, PeriodicTask
 
     if not (cron or "").strip():
         if profile.schedule_id:

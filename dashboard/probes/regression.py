@@ -8,6 +8,8 @@ not alert."""
 
 from __future__ import annotations
 
+from dashboard.alerts.models import AlertEvent
+
 from .models import ProbeRun
 
 RULE = "quality_regression"
@@ -81,7 +83,6 @@ def quality_check(*, run):
 
 
 def _open(run):
-    from dashboard.alerts.models import AlertEvent
 
     return AlertEvent.objects.filter(
         rule=RULE, engine=run.engine, subject=_subject(run), resolved_at__isnull=True

@@ -5,6 +5,9 @@ box is starting, released by the beat sweep."""
 
 from dashboard.measured.services import cron_set_schedule, fail_overdue, release_postponed, run_scheduled
 
+from .models import ProbeRun
+from .tasks import probe_run_execute_task
+
 
 def probe_set_schedule(*, profile, cron, enabled=True):
     """Create, update or (cron empty) remove the profile's PeriodicTask."""
@@ -16,7 +19,6 @@ def probe_set_schedule(*, profile, cron, enabled=True):
 def profile_run_scheduled(*, profile):
     """One scheduled run of PROFILE, here and now, or postponed (queued, saying why) while an engine of
     its box is inside its start; `probe_runs_release_postponed` releases or refuses it."""
-    from .models import ProbeRun
     from .services import probe_run_create, probe_run_execute
 
     run = probe_run_create(
@@ -27,14 +29,11 @@ def profile_run_scheduled(*, profile):
 
 def probe_runs_release_postponed(*, now=None):
     """The postponed scheduled probe runs, released, postponed again or refused. Returns the number released."""
-    from .models import ProbeRun
-    from .tasks import probe_run_execute_task
 
     return release_postponed(ProbeRun, execute=probe_run_execute_task, now=now)
 
 
 def probe_runs_sweep_stale():
     """Probe runs whose worker died mid-run (no result within `ProbeRun.stale_budget_s`), failed. Returns how many."""
-    from .models import ProbeRun
 
     return fail_overdue(ProbeRun)

@@ -18,9 +18,11 @@ from .contract import ContractProbe
 from .haystack import CorpusError
 from .models import ProbeCase, ProbeRun
 from .needle import NeedleProbe
+from .regression import quality_check
 from .session import ProbeSession, TokenizeError
 from .soak import SoakProbe
 from .spec import ProbeSpec
+from .tasks import probe_run_execute_task
 from .thinking import ThinkingProbe
 from .toolcall import ToolProbe
 
@@ -48,7 +50,6 @@ def probe_run_create(*, engine, spec: ProbeSpec, profile=None, trigger=ProbeRun.
 
 def probe_run_enqueue(*, profile, user=None, trigger=ProbeRun.Trigger.MANUAL):
     """Queue a run of PROFILE on the worker of the engine's own box (after commit)."""
-    from .tasks import probe_run_execute_task
 
     run = probe_run_create(engine=profile.engine, spec=profile.spec(), profile=profile, trigger=trigger, user=user)
     return queue_on_box(run, probe_run_execute_task)
@@ -144,8 +145,6 @@ def probe_run_finish(*, run, probe, cases, before):
     run.save()
     run.progress()
     if run.profile_id is not None:
-        from .regression import quality_check
-
         quality_check(run=run)
     return run
 
