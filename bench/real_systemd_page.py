@@ -10,7 +10,11 @@ records each POST's arrival. Between deaths the unit is started again by the rea
 the alert resolves. Printed: each death's exit → webhook time and cause, median and worst (target:
 paged within 2 s), and the load average.
 
-    sudo .venv/bin/python bench/real_systemd_page.py [--deaths 10]
+    sudo .venv/bin/python bench/real_systemd_page.py [--deaths 10] [--stop-hook-only]
+
+`--stop-hook-only`: the unit runs the stop hook (`ExecStopPost=… -m dashboard.controls.stopped`),
+the worker's pidfds are off (SPARKOPS_EXIT_WATCH_PIDFDS=0) and its probe every 10 s (it finds the
+engine up again after each start), so each page goes out through the hook's datagram.
 
 Uses REDIS_URL if set (else `sparkops up` starts a private Redis), SQLite under a temp dir
 unless BENCH_DATABASE_URL names a PostgreSQL database."""
@@ -73,6 +77,7 @@ def healthy(url):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deaths", type=int, default=10)
+    parser.add_argument("--stop-hook-only", action="store_true", help="page through the ExecStopPost= hook alone")
     args = parser.parse_args()
     reason = unavailable()
     if reason:
@@ -86,12 +91,14 @@ def main():
         script.write_text(DYING.format(root=str(ROOT)))
         name, unit = "bench-real", f"bench-real-{uuid.uuid4().hex[:6]}.service"
         url = f"http://127.0.0.1:{port}"
+        sock = root / "stopped.sock"
+        hook = f"ExecStopPost={PY} -m dashboard.controls.stopped --socket {sock} %n\n" if args.stop_hook_only else ""
         manager.write_unit(
             unit,
             f"[Unit]\nDescription=simulated vLLM engine {name}\n"
             f"[Service]\nWorkingDirectory={ROOT}\nEnvironment=PYTHONUNBUFFERED=1 PYTHONPATH={ROOT}\n"
             f"ExecStart={PY} {script} {exits} --kind vllm --name {name} --port {port} --exit-delay 0.05\n"
-            "Restart=on-failure\n",
+            f"Restart=on-failure\n{hook}",
         )
         manager.systemctl("daemon-reload")
         manager.systemctl("start", unit)
@@ -100,7 +107,10 @@ def main():
             manager.env,
             SPARKOPS_SYSTEMCTL="systemctl",
             SPARKOPS_JOURNALCTL=str(manager.journalctl_wrapper()),
+            SPARKOPS_STOP_SOCKET=str(sock),
         )
+        if args.stop_hook_only:
+            stack.env.update(SPARKOPS_EXIT_WATCH_PIDFDS="0", SPARKOPS_LIVENESS_INTERVAL="10")
         stack.env.pop("DBUS_SESSION_BUS_ADDRESS", None)
         stack.run("migrate", "-v", "0")
         stack.run("engine", "add", name, "--kind", "vllm", "--url", url, "--unit", unit, "--user-unit")

@@ -101,7 +101,7 @@ def test_an_admins_fix_is_queued_on_the_box_applied_by_its_worker_and_shown(
     assert f"[entry {observed.pk}]" in done.body_md
     page = admin_client_.get(url).content.decode()
     assert done.title in page and reverse("changelog:entry", args=[observed.pk]) in page
-    assert "data-apply" not in page  # the check passes now: nothing left to write
+    assert f'data-apply="{CHECK}"' not in page  # the check passes now: nothing left to write for it
 
 
 @pytest.mark.django_db

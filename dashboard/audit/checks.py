@@ -396,3 +396,46 @@ class RunsItsUnit(Check):
             else "reloaded but not restarted since"
         )
         return "fail", f"the running engine was started from an older unit: these flags differ: {lines} ({why})"
+
+
+# The stop hook's command line: `sparkops stopped …` (any path, `sparkops.cli` too) or `-m dashboard.controls.stopped`.
+STOP_HOOK = re.compile(r"sparkops(?:\.cli)?\s+stopped(?:\s|$)|-m\s+dashboard\.controls\.stopped(?:\s|$)")
+
+
+def stop_posts(files):
+    """The ExecStopPost= command lines in force from a unit's FILES ([{path, text}] in the order
+    systemd reads them): each assignment appends, an empty one clears the list."""
+    posts: list[str] = []
+    for f in files:
+        section = ""
+        for raw in (f.get("text") or "").splitlines():
+            line = raw.strip()
+            if line.startswith("["):
+                section = line
+            elif section == "[Service]" and line.startswith("ExecStopPost="):
+                value = line.partition("=")[2].strip()
+                posts = [*posts, value] if value else []
+    return posts
+
+
+@register
+class StopHook(Check):
+    key = "stop_hook"
+    title = "Its stop is told to the box's worker"
+    fix = (
+        "Add ExecStopPost=/abs/path/python -m dashboard.controls.stopped --socket SOCKET %n: systemd's verdict on every stop "
+        "($SERVICE_RESULT, $EXIT_CODE, $EXIT_STATUS) reaches the box's worker as one local datagram, so the page "
+        "carries its cause without the worker asking systemd; the hook never fails the unit"
+    )
+
+    def engine(self, engine, data, s):
+        files = ((data or {}).get("observed") or {}).get("files") or []
+        if not unit_of(data) or not files:
+            return None  # no unit, or its files not read: nothing to say
+        hooks = [c for c in stop_posts(files) if STOP_HOOK.search(c)]
+        if hooks:
+            return "pass", f"ExecStopPost={hooks[-1]}"
+        return "warn", (
+            "no ExecStopPost= stop hook: the worker learns of a death from its pidfd or its probe, "
+            "then asks systemd why"
+        )

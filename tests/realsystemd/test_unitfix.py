@@ -217,7 +217,14 @@ def test_after_a_disabled_unit_the_fixs_edge_names_a_live_engine_unit(request, k
     assert code == 0 and first["fixes"] == [], first  # ordered now: no edge back (never a cycle)
 
 
-PER_ENGINE = ("restart_always_bounded", "compile_caps", "cuda_on_path", "readiness_budget", "memory_max_set")
+PER_ENGINE = (
+    "restart_always_bounded",
+    "compile_caps",
+    "cuda_on_path",
+    "readiness_budget",
+    "memory_max_set",
+    "stop_hook",
+)
 
 
 def _audit(engine):
@@ -229,9 +236,10 @@ def _audit(engine):
 
 
 def test_every_per_engine_fix_applied_makes_its_check_pass_and_the_gate_holds_the_start(real_box, engine_of):
-    """A bare unit (no caps, no CUDA on PATH, no readiness helper, no MemoryMax, Restart=on-failure): one
-    `unit fix --apply` writes five drop-ins, the audit then passes each of those checks, and the restarted
-    unit goes active only after `sparkops wait-ready` (its new ExecStartPost=) saw the engine serve."""
+    """A bare unit (no caps, no CUDA on PATH, no readiness helper, no MemoryMax, Restart=on-failure, no stop
+    hook): one `unit fix --apply` writes six drop-ins, the audit then passes each of those checks, and the restarted
+    unit goes active only after `sparkops wait-ready` (its new ExecStartPost=) saw the engine serve; the stop
+    hook it now runs at every stop, with no worker listening, fails nothing."""
     from dashboard.collectors.systemd import journal_read
     from tests.waiting import wait_for
 
@@ -245,6 +253,7 @@ def test_every_per_engine_fix_applied_makes_its_check_pass_and_the_gate_holds_th
         "cuda_on_path": "fail",
         "readiness_budget": "warn",
         "memory_max_set": "fail",
+        "stop_hook": "warn",
     }, {k: before[k].evidence for k in PER_ENGINE}
     code, out = unit_fix("bare", "--apply")
     for fix in out["fixes"]:
@@ -259,8 +268,11 @@ def test_every_per_engine_fix_applied_makes_its_check_pass_and_the_gate_holds_th
     }
     raw = box.show("bare")
     assert "wait-ready" in raw["ExecStartPost"] and raw["TimeoutStartUSec"] == "16min", raw
+    assert "dashboard.controls.stopped --socket " in raw["ExecStopPost"], raw
     entry = Entry.objects.get(pk=out["entry"]["id"])
     for fix in out["fixes"]:
+        if fix["check"] == "stop_hook":
+            continue  # the snapshot keeps no ExecStopPost= line for the change log to name
         assert fix["path"] in entry.body_md, (fix["path"], entry.body_md)
 
     box.restart("bare")
