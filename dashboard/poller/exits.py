@@ -131,13 +131,17 @@ class ExitPath:
         so): the same finding as `exit_seen`, with the unit as systemd's own verdict makes it
         (`stopsocket.unit_at_stop`) rather than read again. A stop by SIGTERM (`systemctl stop`
         or `restart`: a start may follow) is left to the probe, which asks systemd."""
-        engine = next((e for e in self.engines if e.unit == stop.unit and unitnow.is_local(e)), None)
+        # %n is the full name; an engine may name its unit without ".service", as systemctl accepts.
+        names = {stop.unit, stop.unit.removesuffix(".service")}
+        engine = next((e for e in self.engines if e.unit in names and unitnow.is_local(e)), None)
         if engine is None or not self._ours(engine) or stop.by_hand:
             return
         last = self.units_seen.get(engine.pk)
 
         def unit_read(engine):
             fatal, limit = self.journal.cause(engine.unit) if self.journal is not None else ("", "")
+            if not fatal:  # the follower may not have the last lines yet: one journalctl, as the pidfd path
+                fatal, limit = unitnow._journal_lines(engine)
             return unitnow.UnitNow(stopsocket.unit_at_stop(stop, last), fatal, limit)
 
         self._death_found(engine, stop.describe(), "stop hook", unit_read)

@@ -139,8 +139,8 @@ def test_a_stop_is_classified_as_systemd_would_leave_the_unit(result, code, stat
 def test_the_poller_pages_a_stop_of_its_engines_unit_only(settings):
     settings.SPARKOPS_EXIT_WATCH = False  # no listener: the stops are handed in directly
     host = Host.objects.create(name=django_settings.SPARKOPS_HOST_NAME)
-    engine = Engine.objects.create(
-        name="hooked", kind="vllm", url="http://127.0.0.1:9", host=host, unit="hooked.service", status="up"
+    engine = Engine.objects.create(  # its unit named as systemctl accepts it, without ".service"
+        name="hooked", kind="vllm", url="http://127.0.0.1:9", host=host, unit="hooked", status="up"
     )
     poller = ResidentPoller(host.name, duties={}, liveness_interval=3600)
     poller.engines = [Engine.objects.select_related("host").get(pk=engine.pk)]
