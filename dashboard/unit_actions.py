@@ -11,11 +11,16 @@ import subprocess
 
 from celery import shared_task
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from dashboard.alerts.models import AlertEvent
+from dashboard.alerts.notes import note_add
 from dashboard.audit.checks import RESTART_DROPIN
+from dashboard.changelog.services import entry_create
+from dashboard.models import Engine
 from dashboard.roles import require_role
 
 log = logging.getLogger(__name__)
@@ -52,7 +57,6 @@ def can_restart(engine):
 
 
 def _open_event(engine):
-    from dashboard.alerts.models import AlertEvent
 
     return (
         AlertEvent.objects.filter(engine=engine, state__in=AlertEvent.OPEN_STATES)
@@ -63,8 +67,6 @@ def _open_event(engine):
 
 def _note(engine, event, kind, text, *, user=None):
     """TEXT on the alert's timeline (when one is open) and in the change log as an incident note."""
-    from dashboard.alerts.notes import note_add
-    from dashboard.changelog.services import entry_create
 
     if event is not None:
         note_add(event, kind, text, user=user)
@@ -118,10 +120,6 @@ def _run(*args):
 @shared_task(name="dashboard.unit_restart", ignore_result=True)
 def unit_restart(engine_id, event_id, user_id):
     """On the unit's own box: reset-failed, then restart; the outcome goes where the request went."""
-    from django.contrib.auth import get_user_model
-
-    from dashboard.alerts.models import AlertEvent
-    from dashboard.models import Engine
 
     engine = Engine.objects.select_related("host").get(pk=engine_id)
     event = AlertEvent.objects.filter(pk=event_id).first() if event_id else None

@@ -8,6 +8,8 @@ import re
 from typing import ClassVar
 
 from dashboard.bounds import Bounds
+from dashboard.collectors import flags as flagmodel
+from dashboard.collectors.handrun import is_engine_launch
 from dashboard.collectors.unitconfig import memory_bytes, timespan_s
 
 from .base import Check, DropIn, Result, file_note, unit_of
@@ -341,7 +343,6 @@ def argv_differences(kind, running, files, origins=None):
     """[(flag, running value, the files' value, the file that says it)] between two argvs of one
     engine, parsed with its argument model (a flag moved or spelled `--flag=value` is the same
     flag); "model" for the model. ORIGINS: the file of each word of FILES."""
-    from dashboard.collectors import flags as flagmodel
 
     a, b = flagmodel.parse_argv(kind, running), flagmodel.parse_argv(kind, files, origins=origins)
     out = [("model", a.model or "(none)", b.model or "(none)", "")] if a.model != b.model else []
@@ -368,7 +369,6 @@ class RunsItsUnit(Check):
     )
 
     def engine(self, engine, data, s):
-        from dashboard.collectors.handrun import is_engine_launch
 
         u = unit_of(data)
         start = u.get("exec_start") or {}

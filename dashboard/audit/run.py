@@ -1,6 +1,8 @@
 """The audit of one box's engines: every check over their latest configuration snapshots, with
 the thresholds in force, worst finding first."""
 
+from django.db.models import OuterRef, Subquery
+
 from .checks import CHECKS
 from .thresholds import effective_thresholds
 
@@ -10,7 +12,6 @@ ORDER = {"fail": 0, "warn": 1, "pass": 2}
 def snapshots_of(engines):
     """[(engine, its latest snapshot's data)] for those of ENGINES that have one: two queries
     for any number of engines."""
-    from django.db.models import OuterRef, Subquery
 
     from dashboard.models import ConfigSnapshot, Engine
 

@@ -3,6 +3,8 @@ operator (the audit page, `sparkops audit --set`), a box's stored values, and th
 
 import math
 
+from django.db import transaction
+
 from .checks import CHECKS
 
 STRING_MAX = 200
@@ -75,7 +77,6 @@ def stored_overrides(host_id):
 def thresholds_save(*, host, values, user=None):
     """Store VALUES ({(check, threshold): typed value}) for HOST: a value equal to its default
     removes the row (the box follows the default again). All or nothing; returns the changed keys."""
-    from django.db import transaction
 
     from dashboard.models import AuditThreshold
 

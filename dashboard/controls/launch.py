@@ -38,6 +38,8 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
 
+from dashboard.audit.thresholds import effective_thresholds
+
 from . import readiness
 from .launchplan import PREFIX, Refused, capped_environment, caps_text, plan_of
 from .memory_preflight import box_memory_gib, planned_share, preflight, running_shares
@@ -115,7 +117,6 @@ def record(plan, host, engine, *, waited_s, preflight_text, forced, user):
 
 def launch(argv, *, no_wait=False, force=None, budget_s=1200.0, share=None, name=None, say=print, exec_=True):
     """Everything but the exec when EXEC_ is False (then returns the Launch row and the lock)."""
-    from dashboard.audit.thresholds import effective_thresholds
     from dashboard.models import Host
 
     plan = plan_of(argv, dict(os.environ))

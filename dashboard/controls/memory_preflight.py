@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psutil
+
+from dashboard.audit.checks import memory_share
+from dashboard.audit.run import snapshots_of
 from dashboard.collectors import handrun
+from dashboard.planner.model import PlanError
 
 from .launchplan import Refused
 
@@ -49,7 +54,6 @@ def _fraction(raw, flag):
 
 
 def planner_share(engine):
-    from dashboard.planner.model import PlanError
     from dashboard.planner.services import engine_model
 
     try:
@@ -61,8 +65,6 @@ def planner_share(engine):
 def running_shares(host, *, besides_url):
     """[(name, share or None, basis)] of the box's engines that run now: up, their unit active or
     activating, or launched through here with their process alive."""
-    from dashboard.audit.checks import memory_share
-    from dashboard.audit.run import snapshots_of
     from dashboard.models import Engine, Launch
 
     units = (host.latest or {}).get("units") or {}
@@ -105,7 +107,6 @@ def box_memory_gib(host):
     gib = box_of(host)["memory_gib"]
     if gib:
         return gib
-    import psutil
 
     return psutil.virtual_memory().total / GIB
 

@@ -23,10 +23,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from django.conf import settings
+from django.utils import timezone
 
 from dashboard.audit.checks import CHECKS
 from dashboard.audit.run import audit, snapshots_of
 from dashboard.audit.thresholds import effective_thresholds
+from dashboard.collectors.command import CommandError, run
+from dashboard.collectors.unitconfig import _systemctl, show
 from dashboard.controls.unitfix_checks import engine_settings, ordering_settings, overridden
 
 PREFIX = "50-sparkops-"
@@ -122,8 +125,6 @@ def host_path(path):
 
 def unit_properties(engine):
     """What systemd says of ENGINE's unit now (this box's `systemctl show`); Refused when it cannot be asked."""
-    from dashboard.collectors.command import CommandError
-    from dashboard.collectors.unitconfig import show
 
     try:
         return show([engine.unit], scope=engine.unit_scope, properties=LOCATE_PROPERTIES)[engine.unit]
@@ -275,10 +276,6 @@ def _read(path):
 def apply(engine, the_plan):
     """Write THE_PLAN's drop-ins, daemon-reload, observe the unit again. Everything or nothing: a
     refusal or a failed write or reload leaves the files as they were. Returns THE_PLAN, updated."""
-    from django.utils import timezone
-
-    from dashboard.collectors.command import CommandError, run
-    from dashboard.collectors.unitconfig import _systemctl
 
     if the_plan.refused or not the_plan.fixes:
         return the_plan

@@ -10,6 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import psutil
 from django.conf import settings
 
 from dashboard.audit.checks import GOOD_FILE_STATES, RESTART_DROPIN
@@ -64,7 +65,6 @@ def memory_total():
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    import psutil
 
     return psutil.virtual_memory().total
 

@@ -10,12 +10,16 @@ import logging
 
 from celery import shared_task
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from dashboard.audit.checks import CHECKS
+from dashboard.changelog.services import entry_create
 from dashboard.controls import unitfix
+from dashboard.launch.observer import observe_now
+from dashboard.models import Engine
 from dashboard.roles import require_role
 
 log = logging.getLogger(__name__)
@@ -23,7 +27,6 @@ TITLE = "Unit fix"  # the first words of every note this module writes: the page
 
 
 def _note(engine, title, body, *, user=None):
-    from dashboard.changelog.services import entry_create
 
     return entry_create(
         author=user,
@@ -86,10 +89,6 @@ def outcome_text(engine, plan):
 @shared_task(name="dashboard.unit_fix", ignore_result=True)
 def unit_fix(engine_id, checks, user_id):
     """On the unit's own box: plan the drop-ins from what systemd says now, write them, reload, observe."""
-    from django.contrib.auth import get_user_model
-
-    from dashboard.launch.observer import observe_now
-    from dashboard.models import Engine
 
     engine = Engine.objects.select_related("host").get(pk=engine_id)
     user = get_user_model().objects.filter(pk=user_id).first() if user_id else None

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import logging
 
+from dashboard.changelog.grammar import EvidenceLine, FlagLine
+from dashboard.changelog.models import AppendOnlyError
+from dashboard.changelog.services import entry_create
 from dashboard.collectors import flags as flagmodel
 from dashboard.collectors.unitfiles import EDGES
 from dashboard.models import KVPoolEntry
@@ -102,9 +105,6 @@ def line_text(name, old, new, origin):
 
 def log_change(engine, snap, lines, *, now):
     """The observed change-log entry for LINES (the change log's own service writes it)."""
-    from dashboard.changelog.grammar import EvidenceLine, FlagLine
-    from dashboard.changelog.models import AppendOnlyError
-    from dashboard.changelog.services import entry_create
 
     shown = [f"{n} {o} → {v}" for n, o, v, _ in lines[:2]]
     title = f"Observed on {engine.name}: " + "; ".join(shown) + (f" (+{len(lines) - 2} more)" if len(lines) > 2 else "")

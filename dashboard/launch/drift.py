@@ -3,6 +3,7 @@ the flags that run; each disagreement fires a `config_drift` alert, each agreeme
 
 from __future__ import annotations
 
+from dashboard.changelog.models import FlagChange
 from dashboard.collectors import flags as flagmodel
 
 from .changelog import AUTHOR, OBSERVED_MARK, _flags_of, _origin
@@ -76,7 +77,6 @@ def check_drift(engine, data):
     naming ENGINE, not written by SparkOps) disagrees with the running value; resolve the others.
     Then the engine's own account against its argv (`check_account_drift`)."""
     from dashboard.alerts.services import external_alert_fire, external_alert_resolve
-    from dashboard.changelog.models import FlagChange
 
     check_account_drift(engine, data)
     running = _flags_of(data)

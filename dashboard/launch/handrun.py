@@ -5,8 +5,13 @@ process is gone."""
 from __future__ import annotations
 
 import logging
+from urllib.parse import urlsplit
 
 from django.db import transaction
+
+from dashboard.collectors import handrun
+from dashboard.engine_lifecycle import engine_add, engine_retire
+from dashboard.models import Engine
 
 from .account import fetch_account
 from .snapshot import observe_engine
@@ -21,9 +26,6 @@ def observe_hand_run(host, engines, *, account_for=None):
     (`hand-run-PORT`, polled and on the overview like the rest) with a snapshot of their argv and
     environment (/proc/PID/environ: what a shell gave them); one whose process is gone is retired.
     ACCOUNT_FOR(engine): an engine's account, or None when not known (default: ask it now)."""
-    from dashboard.collectors import handrun
-    from dashboard.engine_lifecycle import engine_add, engine_retire
-    from dashboard.models import Engine
 
     found = handrun.scan(watched_units={e.unit for e in engines if e.unit})
     made, seen = [], set()
@@ -73,7 +75,6 @@ def observe_hand_run(host, engines, *, account_for=None):
 
 
 def _same_address(url, host, port):
-    from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     local = {"127.0.0.1", "localhost", "::1", "0.0.0.0"}

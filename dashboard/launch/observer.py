@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import time
 
+from dashboard.audit import run as audit
 from dashboard.collectors import unitconfig
 
 from .account import fetch_account, run_account
@@ -148,7 +149,6 @@ class Observer:
 
 def failing_counts(engines):
     """{engine pk: its failing launch-audit checks} over ENGINES (one box's): one audit."""
-    from dashboard.audit import run as audit
 
     engines = [e for e in engines if e.retired_at is None]
     results = audit.audit(engines)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 
+from dashboard.audit.checks import helper_budget_s
 from dashboard.collectors import flags as flagmodel
 from dashboard.collectors.unitconfig import timespan_s
 from dashboard.collectors.unitfiles import EDGES
@@ -238,7 +239,6 @@ def environment_rows(data):
 def readiness(unit, hidden):
     """The readiness helper (the last ExecStartPost=), its budget, TimeoutStartSec and the margin
     between them."""
-    from dashboard.audit.checks import helper_budget_s
 
     posts = unit.get("exec_start_post") or []
     timeout = timespan_s(unit.get("timeout_start_usec"))

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
+from statistics import median
 from typing import TYPE_CHECKING, TypedDict
 
+from dashboard.audit.checks import helper_budget_s
 from dashboard.collectors import unitconfig
+from dashboard.controls.gates import attach, record_failed_start
+from dashboard.models import Engine, EngineStart
 
 from .snapshot import latest_snapshot
 
@@ -40,7 +44,6 @@ class RestartBudget(TypedDict):
 def parse_timestamp(text):
     """systemd's `Tue 2026-07-14 10:02:11 UTC`, with microseconds (`… 10:02:11.492971 UTC`, what
     `--timestamp=us+utc` prints) or `@1752487331` → aware datetime, or None."""
-    from datetime import datetime
 
     if not text:
         return None
@@ -119,7 +122,6 @@ class StartTracker:
         """A start that ended without serving: its row, with what its readiness gate said."""
         if pending is None or "healthy" in pending:
             return
-        from dashboard.controls.gates import record_failed_start
 
         record_failed_start(engine, pending, kind="cold" if pending["compilers"] else "warm")
 
@@ -128,8 +130,6 @@ def record_start(engine, pending):
     """Store one measured start and raise what it broke: over its budget, or a cold start
     overlapping another engine's on the same box."""
     from dashboard.alerts.services import external_alert_fire, external_alert_resolve
-    from dashboard.audit.checks import helper_budget_s
-    from dashboard.models import EngineStart
 
     started = parse_timestamp(pending["stamp"])
     if started is None:
@@ -157,7 +157,6 @@ def record_start(engine, pending):
         budget_s=budget,
         timeout_s=timeout if timeout not in (None, float("inf")) else None,
     )
-    from dashboard.controls.gates import attach
 
     attach(start, engine, since=started, mainpid=pending.get("pid"))  # its gate's verdict, from the journal
     limit = start.budget_s or start.timeout_s
@@ -204,9 +203,6 @@ def record_start(engine, pending):
 def restart_budget(engine) -> RestartBudget:
     """The engine's starts per class: {"cold"|"warm": {n, median, min, max, first, last}} (those that
     served), the latest that failed before serving, and the budgets of its latest start."""
-    from statistics import median
-
-    from dashboard.models import EngineStart
 
     rows = list(EngineStart.objects.filter(engine=engine).order_by("started_at"))
     last = rows[-1] if rows else None
@@ -235,7 +231,6 @@ def restart_budget(engine) -> RestartBudget:
 def box_cold_boot(host):
     """A full cold boot of HOST: the sum of its engines' median cold starts (they must be
     serialized), with each engine's figure; engines never seen cold count their slowest start."""
-    from dashboard.models import Engine
 
     parts = []
     for engine in Engine.objects.filter(host=host, retired_at__isnull=True).order_by("name"):
