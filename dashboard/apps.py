@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.urls import register_converter
 
 
 class DashboardConfig(AppConfig):
@@ -6,7 +7,6 @@ class DashboardConfig(AppConfig):
     verbose_name = "SparkOps"
 
     def ready(self):
-        from django.urls import register_converter
 
         from sparkops import checks  # noqa: F401  (registers system checks)
 

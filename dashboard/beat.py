@@ -17,7 +17,10 @@ import time
 from pathlib import Path
 
 from django.conf import settings
+from django_celery_beat.models import PeriodicTask
 from django_celery_beat.schedulers import DatabaseScheduler
+
+from dashboard.models import StaticBeatEntry
 
 log = logging.getLogger(__name__)
 CHANGE_CHECK_S = 10.0
@@ -31,7 +34,6 @@ def alive_path():
 def retired_static_entries(current):
     """Delete the PeriodicTask rows the static schedule made (marked by a StaticBeatEntry) that
     CURRENT no longer declares; their names. Rows made in the UI are never marked."""
-    from django_celery_beat.models import PeriodicTask
 
     retired = PeriodicTask.objects.filter(static_entry__isnull=False).exclude(name__in=list(current))
     names = sorted(retired.values_list("name", flat=True))
@@ -42,9 +44,6 @@ def retired_static_entries(current):
 
 def mark_static_entries(current):
     """Mark the PeriodicTask rows beat has just copied from CURRENT (the static schedule) as its own."""
-    from django_celery_beat.models import PeriodicTask
-
-    from dashboard.models import StaticBeatEntry
 
     unmarked = PeriodicTask.objects.filter(name__in=list(current), static_entry__isnull=True)
     StaticBeatEntry.objects.bulk_create(

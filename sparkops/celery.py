@@ -1,9 +1,12 @@
 """The Celery app. Tasks live in dashboard/**/tasks.py; the static schedule in dashboard/schedule.py."""
 
+import logging
 import os
+from logging.config import dictConfig
 
 from celery import Celery
 from celery.signals import setup_logging
+from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sparkops.settings")
 
@@ -23,10 +26,6 @@ def _install_schedule(sender, **kwargs):
 def _logging_as_django(loglevel=None, **kwargs):
     """Worker and beat log through settings.LOGGING (SPARKOPS_LOG_FORMAT, no second timestamp
     under journald), not Celery's own format; --loglevel still sets the level."""
-    import logging
-    from logging.config import dictConfig
-
-    from django.conf import settings
 
     dictConfig(settings.LOGGING)
     if loglevel:

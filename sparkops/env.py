@@ -2,6 +2,8 @@
 
 import math
 import os
+import secrets
+from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -62,8 +64,6 @@ def env_list(name, default=()):
 
 def generated_secret_key(path):
     """Read the key kept at PATH, creating it (random, mode 0600) the first time."""
-    import secrets
-    from pathlib import Path
 
     path = Path(path)
     if path.exists():

@@ -5,6 +5,9 @@ import json
 
 from django.http import JsonResponse
 
+from dashboard.alerts import selectors
+from dashboard.benchmarks.models import Run
+from dashboard.changelog.export import export_json
 from dashboard.engine_lifecycle import engine_as_dict
 from dashboard.models import Engine
 
@@ -40,7 +43,6 @@ def engines(request):  # noqa: ARG001 (a view's signature)
 
 def alerts(request):
     """?state=open|pending|firing|resolved, ?rule=, ?engine=, ?limit= (newest first)."""
-    from dashboard.alerts import selectors
 
     limit, error = _limit(request)
     if error:
@@ -76,14 +78,12 @@ def alerts(request):
 def changelog(request):  # noqa: ARG001 (a view's signature)
     """Every change-log entry with its flags, claims, evidence and corrections, as
     `sparkops changelog export --format json` writes them."""
-    from dashboard.changelog.export import export_json
 
     return JsonResponse({"entries": json.loads(export_json())})
 
 
 def bench_runs(request):
     """Benchmark runs, newest first (?engine=, ?limit=)."""
-    from dashboard.benchmarks.models import Run
 
     limit, error = _limit(request)
     if error:

@@ -5,6 +5,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from dashboard.audit.run import audit, audit_host
 from dashboard.audit.thresholds import effective_thresholds, stored_overrides, thresholds, thresholds_save
 from dashboard.forms.audit import ThresholdsForm
+from dashboard.launch.starts import box_cold_boot
 from dashboard.models import Engine, Host
 from dashboard.roles import has_role, require_role
 
@@ -30,7 +31,6 @@ def host_audit(request, name):
     elif has_role(request.user, "admin"):
         form = ThresholdsForm(in_force=effective_thresholds(host.pk), stored=stored)
     results = audit_host(host)
-    from dashboard.launch.starts import box_cold_boot
 
     return render(
         request,

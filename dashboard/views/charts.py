@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET
 from dashboard.live.chartdata import engine_chart, host_chart
 from dashboard.live.coresidency import coresidency_chart
 from dashboard.live.ranges import RangeError, parse_range
+from dashboard.live.sparks import overview_sparks
 from dashboard.models import Engine, Host
 
 
@@ -44,6 +45,5 @@ def coresidency_chart_json(request):
 @require_GET
 def overview_sparks_json(request):  # noqa: ARG001 (a view's signature)
     """The last 15 minutes of each card's sparkline, keyed "<subject>|<metric>"."""
-    from dashboard.live.sparks import overview_sparks
 
     return JsonResponse({"sparks": overview_sparks()})

@@ -9,6 +9,7 @@ from dashboard.live.ranges import PRESETS
 from dashboard.models import Engine
 from dashboard.params import safe_next
 from dashboard.roles import role_required
+from dashboard.unit_actions import restart_request
 
 
 @require_GET
@@ -36,7 +37,6 @@ def engine_detail(request, name):
 @role_required("admin")
 def engine_restart(request, name):
     """The down card's Restart button: queued on the engine's own box (dashboard.unit_actions)."""
-    from dashboard.unit_actions import restart_request
 
     engine = get_object_or_404(Engine.objects.select_related("host"), name=name)
     if not engine.unit or request.POST.get("confirm") != engine.unit:

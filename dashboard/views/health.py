@@ -3,6 +3,7 @@
 from datetime import timedelta
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.db import DatabaseError, connection, transaction
@@ -33,7 +34,6 @@ def _check_database():
 
 
 def _check_redis():
-    import redis
 
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=1, socket_connect_timeout=1)
     try:

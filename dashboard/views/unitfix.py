@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
+from dashboard.changelog.models import Entry
 from dashboard.controls import unitfix
 from dashboard.controls.unitfix_tasks import TITLE, fix_request
 from dashboard.models import Engine
@@ -18,7 +19,6 @@ ENTRY_LINK = re.compile(r"\[entry (\d+)\]")
 
 def recent_fixes(engine, limit=10):
     """The engine's unit-fix notes, newest first, each with the observed entry its outcome names."""
-    from dashboard.changelog.models import Entry
 
     rows = Entry.objects.filter(engines=engine, kind="incident_note", title__startswith=TITLE).order_by(
         "-effective_at", "-pk"

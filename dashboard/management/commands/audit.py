@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from dashboard.audit.checks import CHECKS
 from dashboard.audit.run import audit
 from dashboard.audit.thresholds import parse_overrides, stored_overrides, thresholds, thresholds_save
+from dashboard.launch.observer import Observer
 from dashboard.models import Engine, Host
 
 
@@ -71,8 +72,6 @@ class Command(BaseCommand):
             return self._thresholds(box, {**_flat(forget), **_flat(stored)}, as_json=opts.get("json"))
         engines = list(Engine.objects.select_related("host").filter(host=box, retired_at__isnull=True).order_by("name"))
         if not no_observe and box.name == settings.SPARKOPS_HOST_NAME:
-            from dashboard.launch.observer import Observer
-
             Observer().observe(engines)
         results = audit(engines, overrides=overrides, only_engine=only)
         failed = any(r.status == "fail" for r in results)

@@ -1,5 +1,6 @@
 """`sparkops changelog import FILE [--dry-run]` and `sparkops changelog export [--format md|json]`."""
 
+import sys
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
@@ -55,7 +56,6 @@ class Command(BaseCommand):
         self.stdout.write(export_json() if format == "json" else export_markdown(), ending="")
 
     def _read(self, file):
-        import sys
 
         if file == "-":
             return sys.stdin.read()

@@ -3,21 +3,21 @@
 Thin wrapper: all behaviour lives in dashboard.simulator.cli.
 """
 
+from argparse import Namespace
+
 from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.simulator.cli import add_arguments, run_from_args
 
 
 class Command(BaseCommand):
     help = "Run simulated LLM engines (vLLM, llama.cpp, SGLang, OpenAI-compatible) under a systemd-like supervisor."
 
     def add_arguments(self, parser):
-        from dashboard.simulator.cli import add_arguments
 
         add_arguments(parser)
 
     def handle(self, *args, **options):
-        from argparse import Namespace
-
-        from dashboard.simulator.cli import run_from_args
 
         ns = Namespace(
             engine=options["engine"],

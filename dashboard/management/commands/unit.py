@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.audit.checks import CHECKS
 from dashboard.controls import unitfix
+from dashboard.launch.observer import observe_now
 from dashboard.models import Engine
 
 
@@ -43,8 +44,6 @@ class Command(BaseCommand):
                 opts.get("json"),
             )
         if on_box and found.unit:
-            from dashboard.launch.observer import observe_now
-
             for peer in Engine.objects.filter(host_id=found.host_id, retired_at__isnull=True).exclude(unit=""):
                 observe_now(peer)  # the audit and the peers' units as they are now
         the_plan = unitfix.plan(found, checks=check, live=on_box)

@@ -21,6 +21,10 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.alerts.inbox import demo_inbox_channel
+from dashboard.engine_lifecycle import host_get_or_create
+from dashboard.models import Engine
+from dashboard.probes.models import ProbeProfile
+from dashboard.probes.schedule import probe_set_schedule
 from dashboard.roles import set_role
 from dashboard.stack.children import STOP_GRACE_S, Child, Supervisor
 from sparkops.redisproc import PrivateRedis
@@ -229,8 +233,6 @@ def _wait_for_ports(ports_file, simulator, timeout=30.0):
 
 
 def _register_demo_engine(spec):
-    from dashboard.engine_lifecycle import host_get_or_create
-    from dashboard.models import Engine
 
     engine, _ = Engine.objects.update_or_create(
         name=spec["name"],
@@ -255,8 +257,6 @@ DEMO_PROBE_CRON = "0 * * * *"
 def _seed_demo_probe(engine):
     """Create the demo's needle probe once, scheduled hourly; True when created. An existing one (edited,
     unscheduled, moved by the operator) is left as it is, so a restarted demo changes nothing."""
-    from dashboard.probes.models import ProbeProfile
-    from dashboard.probes.schedule import probe_set_schedule
 
     fields = {k: v for k, v in DEMO_PROBE.items() if k != "name"}
     profile, created = ProbeProfile.objects.get_or_create(

@@ -1,6 +1,8 @@
 import getpass
 from pathlib import Path
 
+from axes.models import AccessAttempt
+from axes.utils import reset
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
@@ -29,8 +31,6 @@ class Command(BaseCommand):
         return self.add(**options)
 
     def unlock(self, name):
-        from axes.models import AccessAttempt
-        from axes.utils import reset
 
         known = get_user_model().objects.filter(username=name).exists()
         if not known and not AccessAttempt.objects.filter(username=name).exists():

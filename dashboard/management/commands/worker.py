@@ -20,6 +20,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from dashboard.models import Host
+from sparkops.celery import app
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,6 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **opts):
-        from sparkops.celery import app
 
         name = opts["host"] or settings.SPARKOPS_HOST_NAME
         host, _ = Host.objects.get_or_create(name=name)
