@@ -15,13 +15,17 @@ import sys
 import time
 from pathlib import Path
 
+from prometheus_client import generate_latest
+
+from dashboard.simulator.core import EngineConfig, Plan
+from dashboard.simulator.vllm import VLLMMetrics
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sparkops.settings")
 
 
 def metrics_text(metrics, plans):
-    from prometheus_client import generate_latest
 
     for plan in plans:
         metrics.success[plan.finish_reason].inc()
@@ -47,8 +51,6 @@ def main():
 
     django.setup()
     from dashboard.collectors import contract, prom, vllm
-    from dashboard.simulator.core import EngineConfig, Plan
-    from dashboard.simulator.vllm import VLLMMetrics
 
     cfg = EngineConfig(kind="vllm", max_model_len=131072, process_metrics=True)
     metrics = VLLMMetrics(cfg)

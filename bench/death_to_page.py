@@ -18,12 +18,13 @@ private Redis), SQLite under a temp dir unless BENCH_DATABASE_URL names a Postgr
 
 import argparse
 import os
+import sqlite3
 import statistics
 import sys
 import tempfile
 import time
 import uuid
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -70,8 +71,6 @@ def parts(stack, exits, subject):
     """Where the time went, from the stack's SQLite database (by its rows' stamps, same clock):
     exit → the engine_down event (detection, the status stored), → its delivery row (the unit
     read and the rules), → sent (the send)."""
-    import sqlite3
-    from datetime import datetime
 
     path = stack.dir / "var" / "sparkops.sqlite3"
     if not path.exists():

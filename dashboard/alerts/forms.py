@@ -9,8 +9,6 @@ from dashboard.models import Engine, Host
 
 from .models import RENOTIFY_MAX_S, RENOTIFY_MIN_S, NotificationChannel, Severity
 from .rule_config import rule_settings
-from .rules.base import param_bounds
-from .transports.apprise import apprise_url_error
 
 
 class ChannelForm(forms.Form):
@@ -85,6 +83,8 @@ def config_problems(kind, config):
         if config.get("format", "sparkops") not in ("sparkops", "alertmanager", ""):
             return {"format": "A webhook's format is 'sparkops' or 'alertmanager'."}
     elif kind == "apprise":
+        from .transports.apprise import apprise_url_error
+
         problem = apprise_url_error(config.get("url"))
         if problem:
             return {"url": problem}
@@ -126,6 +126,7 @@ class RuleForm(forms.Form):
         current = rule_settings(rule)
         self.fields["enabled"].initial = current.enabled
         self.fields["severity"].initial = current.severity
+        from .rules.base import param_bounds
 
         for name, default in rule.DEFAULTS.items():
             self.fields[f"p_{name}"] = forms.FloatField(
