@@ -8,8 +8,6 @@ from django.db.models import Q
 
 from dashboard.models.fleet import NAME_VALIDATOR
 
-from .transports.apprise import redacted
-
 # A rule's re-notify interval, the one bound of it (the model, the rules form, rule_update).
 RENOTIFY_MIN_S, RENOTIFY_MAX_S = 60, 7 * 86400
 
@@ -55,6 +53,8 @@ class NotificationChannel(models.Model):
     @property
     def target(self):
         if self.kind == self.Kind.APPRISE:  # its URL holds the service's token: shown masked
+            from .transports.apprise import redacted
+
             return redacted(self.config.get("url", ""))
         return self.config.get("address") or self.config.get("url") or ""
 
