@@ -2,6 +2,7 @@
 latest readings; and why a run is tainted (a busy neighbour, a firing alert)."""
 
 from datetime import timedelta
+from typing import Any
 
 from django.apps import apps
 from django.db.models import Q
@@ -177,7 +178,11 @@ def engine_busy(engine, *, asking) -> str | None:
     """Why a scheduled benchmark or probe run (ASKING) should not start on ENGINE now: a benchmark or a
     probe already running there (each would measure the other's load), or None. Both kinds of scheduled
     run ask this one question; the asking run's own kind is named first ("another benchmark …")."""
-    kinds = [(apps.get_model("bench", "Run"), "benchmark"), (apps.get_model("probes", "ProbeRun"), "probe")]
+    # Any: the two run models share no base that declares their `engine`.
+    kinds: list[tuple[Any, str]] = [
+        (apps.get_model("bench", "Run"), "benchmark"),
+        (apps.get_model("probes", "ProbeRun"), "probe"),
+    ]
     kinds.sort(key=lambda kind: not isinstance(asking, kind[0]))
     for model, what in kinds:
         rows = model.objects.filter(engine=engine, status=model.Status.RUNNING)

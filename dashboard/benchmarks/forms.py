@@ -1,3 +1,5 @@
+from typing import cast
+
 from django import forms
 
 from dashboard.forms import ids
@@ -37,7 +39,8 @@ class ProfileForm(MeasuredProfileForm):
             self.initial["sampling_params"] = ""  # not "{}"
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data  # what super().clean() returns; the stubs allow None
         depth, conc = data.get("depth"), data.get("concurrency")
         if depth and conc and conc > 1 and not data.get("force"):
             self.add_error(
@@ -59,10 +62,12 @@ class PairForm(forms.ModelForm):
         # A retired engine's profiles are not offered (nothing runs on it); a posted one is refused.
         live = Profile.objects.filter(engine__retired_at__isnull=True).select_related("engine").order_by("name")
         for name in ("profile_a", "profile_b"):
-            self.fields[name].queryset = live
+            # ids.formfield (Meta.formfield_callback) made each foreign key's field an IdChoiceField.
+            cast(ids.IdChoiceField, self.fields[name]).queryset = live
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data  # what super().clean() returns; the stubs allow None
         a, b = data.get("profile_a"), data.get("profile_b")
         if a and b and a.engine_id == b.engine_id:
             raise forms.ValidationError("Pick profiles on two different engines.")

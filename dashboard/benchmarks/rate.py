@@ -35,7 +35,8 @@ class RateError(ValueError):
 
 def arrival_offsets(*, rate, duration_s, arrival, seed=0):
     """Send times (seconds from the start) of every request that arrives within the duration."""
-    rng, t, out = random.Random(seed), 0.0, []
+    rng, t = random.Random(seed), 0.0
+    out: list[float] = []
     while True:
         t = len(out) / rate if arrival == "fixed" else t + rng.expovariate(rate)
         if t >= duration_s or len(out) >= MAX_REQUESTS:

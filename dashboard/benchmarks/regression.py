@@ -6,6 +6,7 @@ whose clocks look normal."""
 
 import logging
 import statistics
+from typing import Any
 
 from .conditions import REGRESSION_RULE
 from .models import Run
@@ -55,7 +56,7 @@ def regression_check(*, run):
         return {}
     base_runs = baseline_runs(run)
     if len(base_runs) < BASELINE_RUNS:
-        detail = {"skipped": f"baseline has {len(base_runs)} comparable runs; {BASELINE_RUNS} needed"}
+        detail: dict[str, Any] = {"skipped": f"baseline has {len(base_runs)} comparable runs; {BASELINE_RUNS} needed"}
         Run.objects.filter(pk=run.pk).update(regression_detail=detail)
         return detail
     detail, regressed = {"baseline_runs": [r.pk for r in base_runs]}, []

@@ -1,5 +1,7 @@
 """Read side: the trend of a profile and what the pages list."""
 
+from typing import Any
+
 from dashboard.measured.selectors import trend_annotations
 
 from .models import Run
@@ -9,7 +11,7 @@ from .regression import BASELINE_RUNS, METRICS, judge
 def profile_trend(*, profile):
     """Done runs of the profile's current hash, oldest first, as chart series; plus annotations."""
     runs = profile.trend_runs("id", "created_at", "stats", "tainted", "regression")
-    series = {"t": [], "run": [], "tainted": [], "regression": []}
+    series: dict[str, Any] = {"t": [], "run": [], "tainted": [], "regression": []}  # the chart's JSON
     for metric in METRICS:
         series[metric] = {"median": [], "min": [], "max": [], "band": _noise_band(runs, metric)}
     for run in runs:

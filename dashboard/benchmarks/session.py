@@ -5,6 +5,7 @@ it with asyncio.Runner and saves between rounds)."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from dashboard import http
 
@@ -30,8 +31,8 @@ CALIBRATION_STEPS = 6
 class BenchSession:
     def __init__(self, spec: RunSpec):
         self.spec = spec
-        self.client = None
-        self.info = {}  # what the engine said about itself: model, version, window
+        self.client: http.AsyncClient | None = None
+        self.info: dict[str, Any] = {}  # what the engine said about itself: model, version, window
         self.n_words = 0
         self.run_salt = new_salt()
 

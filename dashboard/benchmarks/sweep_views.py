@@ -40,7 +40,8 @@ class SweepForm(forms.Form):
     )
 
     def clean(self):
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data  # what super().clean() returns; the stubs allow None
         if self.errors:
             return data
         try:

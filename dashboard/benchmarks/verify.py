@@ -58,17 +58,17 @@ def cache_checks(*, spec, reps):
         bad = [(r.index, r.cached_tokens) for r in ok_reps if r.cached_tokens > limit]
         detail = f"cached_tokens ≤ {limit} on every rep" if not bad else f"not cold: (rep, cached) {bad}"
         return [check("cold", not bad, detail)]
-    bad = [
+    missed = [
         (r.index, r.cached_tokens, r.prompt_tokens)
         for r in ok_reps
         if r.cached_tokens < FOLLOW_UP_MIN_SHARE * (r.prompt_tokens or 0)
     ]
     detail = (
         f"cached ≥ {FOLLOW_UP_MIN_SHARE:.0%} of the prompt on every rep"
-        if not bad
-        else f"prefix cache missed: (rep, cached, prompt) {bad}"
+        if not missed
+        else f"prefix cache missed: (rep, cached, prompt) {missed}"
     )
-    return [check("follow_up", not bad, detail)]
+    return [check("follow_up", not missed, detail)]
 
 
 def depth_check(*, spec, reps):

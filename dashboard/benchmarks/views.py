@@ -129,7 +129,7 @@ def _compare_rows(sa, sb):
 def pair_start(request):
     form = PairForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "; ".join(e for errs in form.errors.values() for e in errs))
+        messages.error(request, "; ".join(str(e) for errs in form.errors.values() for e in errs))
         return redirect("bench:index")
     pair = pair_create(
         profile_a=form.cleaned_data["profile_a"], profile_b=form.cleaned_data["profile_b"], user=request.user

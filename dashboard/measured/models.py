@@ -6,12 +6,17 @@ says how its progress is counted (`counts`) and how long it may run (`stale_budg
 An abstract model: each kind's table keeps its own name and columns; these fields are declared
 once here instead of twice."""
 
+from typing import TYPE_CHECKING, ClassVar, Self
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
 from dashboard.live.events import GROUP_ALL, LiveEvent, publish_on_commit
 from dashboard.models.fleet import NAME_VALIDATOR
+
+if TYPE_CHECKING:
+    from django.db.models.fields.related_descriptors import RelatedManager
 
 REASON_MAX = 2000  # a failure's reason can carry an engine's whole error body
 POSTPONED = "postponed: "  # the start of a postponed run's reason (what the release sweep looks for)
@@ -32,6 +37,11 @@ class MeasuredProfile(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    if TYPE_CHECKING:
+        # Each kind's run model points at its profile with related_name="runs"; the stubs see no
+        # reverse relation on an abstract model.
+        runs: RelatedManager["MeasuredRun"]
 
     class Meta:
         abstract = True
@@ -86,6 +96,10 @@ class MeasuredRun(models.Model):
 
     # The live event a run page listens to for this kind's progress.
     PROGRESS_EVENT = ""
+
+    if TYPE_CHECKING:
+        # Every concrete kind has the default manager; the stubs give an abstract model none.
+        objects: ClassVar[models.Manager[Self]]
 
     class Meta:
         abstract = True

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from . import haystack
 from .session import case
@@ -85,7 +86,7 @@ class ContractProbe:
 
     def summarize(self, cases):
         by = {c["label"]: c for c in cases}
-        out = {"kind": "contract", "window": self.window, "cases": {}}
+        out: dict[str, Any] = {"kind": "contract", "window": self.window, "cases": {}}
         for name in CASES:
             c = by.get(name)
             if c:

@@ -10,6 +10,7 @@ import random
 import statistics
 import string
 from collections import Counter
+from typing import TypedDict
 
 from . import haystack
 from .session import case
@@ -47,6 +48,14 @@ def decoy_depths(depth: int, n: int) -> list[float]:
     return [round((depth + 100.0 * k / (n + 1)) % 100.0, 1) for k in range(1, n + 1)]
 
 
+class Decoy(TypedDict):
+    """A fact like the needle's, with another qualifier and value, at its own depth (percent)."""
+
+    qual: str
+    value: str
+    depth: float
+
+
 class Layout:
     """One case's text: the needle, its decoys and where they sit."""
 
@@ -54,12 +63,12 @@ class Layout:
         quals = rng.sample(QUALIFIERS, decoys + 1)
         self.name = rng.choice(NAMES)
         self.qual = quals[0]
-        values = set()
+        values: set[str] = set()
         while len(values) < decoys + 1:
             values.add(f"{rng.randint(1000, 9999)}-{''.join(rng.choices(string.ascii_uppercase, k=2))}")
         self.values = sorted(values, key=lambda _: rng.random())
         self.depth = depth
-        self.decoys = [
+        self.decoys: list[Decoy] = [
             {"qual": q, "value": v, "depth": d}
             for q, v, d in zip(quals[1:], self.values[1:], decoy_depths(depth, decoys))
         ]
@@ -70,7 +79,7 @@ class Layout:
 
     def render(self, units, n):
         inserts: dict[int, list[str]] = {}
-        placed = [(self.depth, fact(self.qual, self.name, self.value))]
+        placed: list[tuple[float, str]] = [(self.depth, fact(self.qual, self.name, self.value))]
         placed += [(d["depth"], fact(d["qual"], self.name, d["value"])) for d in self.decoys]
         for depth, sentence in placed:
             inserts.setdefault(haystack.position(depth, n), []).append(sentence)

@@ -8,6 +8,8 @@ not alert."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from dashboard.alerts.models import AlertEvent
 
 from .models import ProbeRun
@@ -64,7 +66,7 @@ def quality_check(*, run):
         return {}
     before = last_comparable(run)
     if not ((before is not None and before.passed) or _open(run)):
-        detail = {"skipped": "no earlier good run of this probe to compare with"}
+        detail: dict[str, Any] = {"skipped": "no earlier good run of this probe to compare with"}
         ProbeRun.objects.filter(pk=run.pk).update(regression_detail=detail)
         return detail
     what = changes(before, run)

@@ -1,6 +1,8 @@
 """Read side: a profile's trend (a score per run, with change-log marks), the needle table over runs,
 and the latest contract reading of an engine (its page shows it)."""
 
+from typing import Any
+
 from dashboard.measured.selectors import trend_annotations
 
 from .models import ProbeRun
@@ -22,7 +24,15 @@ def run_score(run):
 
 def profile_trend(*, profile):
     runs = profile.trend_runs("id", "created_at", "kind", "result", "passed", "tainted", "regression", "headline")
-    series = {"t": [], "run": [], "score": [], "coerced": [], "headline": [], "tainted": [], "regression": []}
+    series: dict[str, Any] = {
+        "t": [],
+        "run": [],
+        "score": [],
+        "coerced": [],
+        "headline": [],
+        "tainted": [],
+        "regression": [],
+    }
     for run in runs:
         series["t"].append(run.created_at.isoformat())
         series["run"].append(run.pk)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol
 
 from dashboard.benchmarks.conditions import conditions_snapshot
 from dashboard.measured.services import close_window, every_request_failed, queue_on_box
@@ -26,7 +28,24 @@ from .tasks import probe_run_execute_task
 from .thinking import ThinkingProbe
 from .toolcall import ToolProbe
 
-PROBES = {
+
+class Probe(Protocol):
+    """What `_measure` asks of every probe kind: prepare for the engine's window (a refusal, or None),
+    how many cases, the cases as jobs to await one by one, and the summary of their results."""
+
+    def __init__(self, spec: ProbeSpec, session: ProbeSession, salt: str) -> None: ...
+
+    async def prepare(self, window: Any) -> Any: ...
+
+    @property
+    def total(self) -> int: ...
+
+    def jobs(self) -> Iterable[Callable[[], Awaitable[Any]]]: ...
+
+    def summarize(self, cases: list) -> dict: ...
+
+
+PROBES: dict[str, type[Probe]] = {
     "needle": NeedleProbe,
     "soak": SoakProbe,
     "tool": ToolProbe,

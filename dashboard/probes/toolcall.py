@@ -8,13 +8,14 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from .session import case
 
-TOOL = {
+TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "get_forecast",
