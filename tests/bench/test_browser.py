@@ -138,7 +138,7 @@ def test_run_page_follows_each_repetition_live_then_shows_the_result(
     try:
         ops = Session(browser, base, operator)
         page, seen, frames = ops.page, [], []
-        page.expose_function("benchSeen", seen.append)
+        page.expose_function("benchSeen", lambda state: seen.append(state))  # noqa: PLW0108 (Playwright reads its signature)
         page.add_init_script(OBSERVE_PROGRESS)
         page.on("websocket", lambda ws: ws.on("framereceived", lambda data: frames.append(json.loads(data))))
         page.goto(f"{base}/bench/runs/{run.pk}/")

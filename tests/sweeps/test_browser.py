@@ -77,7 +77,7 @@ def test_sweep_from_the_ui_fills_cells_live_and_charts_them(
     try:
         ops = Session(browser, base, operator)
         page, seen, frames = ops.page, [], []
-        page.expose_function("sweepSeen", seen.append)
+        page.expose_function("sweepSeen", lambda state: seen.append(state))  # noqa: PLW0108 (Playwright reads its signature)
         page.add_init_script(OBSERVE_ROWS)
         page.on("websocket", lambda ws: ws.on("framereceived", lambda data: frames.append(json.loads(data))))
 
