@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 from dataclasses import dataclass, field
 
 GIB = 1024**3
@@ -91,17 +92,6 @@ class Row:
     def label(self):
         gib = f", {self.kv_gib:.2f} GiB" if self.kv_gib else ""
         return f"#{self.id} {self.date} {self.engine} {self.share} @ {self.window:,}: {self.pool_tokens:,} tokens{gib}"
-
-
-def least_squares(points):
-    """(intercept, slope) of the least-squares line through (x, y) points with two or more distinct x."""
-    n = len(points)
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    sxy = sum((x - mx) * (y - my) for x, y in points)
-    slope = sxy / sxx
-    return my - slope * mx, slope
 
 
 @dataclass
@@ -196,7 +186,8 @@ def _window_model(window, rows, box_gib):
         wm.tpg_min, wm.tpg_max = min(values), max(values)
     line = [r for r in at if r.share is not None and r.kv_gib]
     if len({round(r.share, 3) for r in line}) >= 2:
-        wm.intercept, wm.slope = least_squares([(r.share, r.kv_gib) for r in line])
+        fit = statistics.linear_regression([r.share for r in line], [r.kv_gib for r in line])
+        wm.intercept, wm.slope = fit.intercept, fit.slope
         wm.line_rows = line
         wm.line_method = f"least-squares line through {len(line)} rows at {window:,}: KV GiB = a + b × share"
     elif line and box_gib:
