@@ -20,15 +20,14 @@ log = logging.getLogger(__name__)
 class PollerLease:
     """The right to poll one host, held in Redis by one poller at a time.
 
-    Taken with SET NX and renewed (only by its holder) every `RENEW_S` for `TTL_S`, so a
-    poller that dies frees the box within TTL_S. Redis unreachable: poll anyway (a box
-    polled twice for a while is better than a box not watched)."""
+    redis-py's `Lock` (SET NX PX with a token; renewal and release by a script that checks the
+    token, so only the holder renews or frees it), not blocking, with `thread_local=False`: the
+    probe and metrics threads share one lease. Renewed every `RENEW_S` for `TTL_S`, so a poller
+    that dies frees the box within TTL_S. The token names the holder (host:pid:random), which the
+    warning of a second poller shows. Redis unreachable: poll anyway (a box polled twice for a
+    while is better than a box not watched)."""
 
     TTL_S, RENEW_S = 15.0, 5.0
-    _RENEW = (
-        "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"
-    )
-    _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
 
     def __init__(self, host_name, url=None):
         import redis
@@ -38,6 +37,7 @@ class PollerLease:
         self.client = redis.Redis.from_url(
             url or settings.CELERY_BROKER_URL, socket_timeout=1.0, socket_connect_timeout=1.0
         )
+        self.lock = self.client.lock(self.key, timeout=self.TTL_S, blocking=False, thread_local=False)
         self.held, self.checked_at, self.warned = False, float("-inf"), False
         self._lock = threading.Lock()  # the probe and metrics threads both ask
 
@@ -47,16 +47,20 @@ class PollerLease:
             return self._holds()
 
     def _holds(self):
+        from redis.exceptions import LockError
+
         now = time.monotonic()
         if now - self.checked_at < self.RENEW_S:
             return self.held
         self.checked_at = now
-        ttl_ms = int(self.TTL_S * 1000)
         try:
             if self.held:
-                self.held = bool(self.client.eval(self._RENEW, 1, self.key, self.token, ttl_ms))
+                try:
+                    self.held = self.lock.reacquire()  # TTL_S again, if the token is still ours
+                except LockError:  # expired, or taken by another poller meanwhile
+                    self.held = False
             if not self.held:
-                self.held = bool(self.client.set(self.key, self.token, nx=True, px=ttl_ms))
+                self.held = self.lock.acquire(token=self.token)
                 if not self.held and not self.warned:
                     log.warning(
                         "another poller holds %s (%s): this worker polls nothing until it is gone; "
@@ -71,5 +75,5 @@ class PollerLease:
         return self.held
 
     def release(self):
-        with contextlib.suppress(Exception):  # it expires on its own
-            self.client.eval(self._RELEASE, 1, self.key, self.token)
+        with contextlib.suppress(Exception):  # not ours any more, or Redis gone: it expires on its own
+            self.lock.release()
