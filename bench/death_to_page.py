@@ -7,8 +7,10 @@ dies after an EngineCore death (the CUDA line in its journal, then exit 0); the 
 writes its exit time (time.time()) as the very last thing before it exits, and a webhook receiver
 on 127.0.0.1 records each POST's arrival. Between deaths the real systemctl starts the unit again,
 the alert resolves, and the bench waits two poll intervals so the worker's next metrics tick has
-armed a pidfd on the new main process. Printed: each death's exit → webhook, the median and worst
-(targets: median ≤ 100 ms, worst ≤ 250 ms; the probe alone: 0.67 / 0.97 s), and the load average.
+armed a pidfd on the new main process. A viewer's WebSocket (a logged-in session on the live view's
+/ws/live/, as the overview's page opens it) records when the engine's card turns down. Printed:
+each death's exit → webhook and exit → card, their medians and worst (targets: webhook median
+≤ 100 ms, worst ≤ 250 ms; card ≤ 150 ms; the probe alone: 0.67 / 0.97 s), and the load average.
 
     sudo .venv/bin/python bench/death_to_page.py [--deaths 20] [--probe-only]
 
@@ -17,17 +19,21 @@ for the before figure on the same machine. Uses REDIS_URL if set (else `sparkops
 private Redis), SQLite under a temp dir unless BENCH_DATABASE_URL names a PostgreSQL database."""
 
 import argparse
+import json
 import os
 import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -61,6 +67,48 @@ def hooks(receiver, transition, subject):
         and h["body"].get("rule") == "engine_down"
         and h["body"].get("subject") == subject
     ]
+
+
+class CardWatcher:
+    """A viewer on the live view: a session logged in through /login/ and the overview's socket.
+    `downs(name)`: arrival times (time.time()) of each push of NAME's card that turns it down."""
+
+    def __init__(self, base, username, password):
+        with httpx.Client(base_url=base, timeout=10) as client:
+            client.get("/login/")
+            token = client.cookies["csrftoken"]
+            answer = client.post(
+                "/login/",
+                data={"username": username, "password": password, "csrfmiddlewaretoken": token},
+                headers={"Referer": base + "/login/"},
+            )
+            if "sessionid" not in client.cookies:
+                raise SystemExit(f"could not log the bench's viewer in ({answer.status_code})")
+            cookie = f"sessionid={client.cookies['sessionid']}"
+        ws_url = base.replace("http://", "ws://") + "/ws/live/?groups=overview"
+        self.ws = connect(ws_url, additional_headers={"Cookie": cookie, "Origin": base})
+        self.frames: list[tuple[float, dict]] = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        try:
+            for message in self.ws:
+                self.frames.append((time.time(), json.loads(message)))
+        except ConnectionClosed:
+            pass
+
+    def downs(self, name):
+        return [
+            at
+            for at, frame in list(self.frames)
+            if frame.get("type") == "engine.sample"
+            and frame["payload"].get("engine") == name
+            and frame["payload"].get("points", {}).get("up") == 0.0
+        ]
+
+    def close(self):
+        self.ws.close()
 
 
 def load():
@@ -127,6 +175,8 @@ def main():
         stack.run("migrate", "-v", "0")
         stack.run("engine", "add", name, "--kind", "vllm", "--url", url, "--unit", unit, "--user-unit")
         stack.run("channel", "add", "d2p-hook", "--webhook", receiver.url, "--secret", "bench-secret")
+        (root / "viewer-password").write_text("bench-viewer-password-1")
+        stack.run("user", "add", "d2p-viewer", "--role", "viewer", "--password-file", str(root / "viewer-password"))
         stack.start_up()
         web = f"http://127.0.0.1:{stack.web_port}/healthz"
 
@@ -137,9 +187,10 @@ def main():
                 return False
 
         wait_for(stack_ok, 180, "healthy stack (/healthz: a poll done, the worker reporting)")
+        viewer = CardWatcher(f"http://127.0.0.1:{stack.web_port}", "d2p-viewer", "bench-viewer-password-1")
         time.sleep(5)  # a few polls more: the worker has armed its pidfd, the prober seen the engine up
         load_before = load()
-        latencies, causes = [], []
+        latencies, causes, cards = [], [], []
         for n in range(args.deaths):
             httpx.post(url + "/_sim/fault", json={"kind": "exit0"}, timeout=10)
             wait_for(lambda n=n: exits.exists() and len(exits.read_text().split()) > n, 60, f"exit {n + 1}")
@@ -147,10 +198,14 @@ def main():
             hit = wait_for(lambda n=n: hooks(receiver, "firing", name)[n:], 60, f"webhook for death {n + 1}")[0]
             latencies.append(hit["at"] - exited)
             causes.append(hit["body"].get("cause"))
+            card = wait_for(
+                lambda exited=exited: [t for t in viewer.downs(name) if t > exited], 30, f"card down {n + 1}"
+            )[0]
+            cards.append(card - exited)
             with_line = " (with the CUDA line)" if "illegal instruction" in hit["body"].get("message", "") else ""
             print(
-                f"death {n + 1:2d}: webhook {latencies[-1] * 1000:7.1f} ms after the exit — cause {causes[-1]}"
-                + with_line,
+                f"death {n + 1:2d}: webhook {latencies[-1] * 1000:7.1f} ms, card {cards[-1] * 1000:7.1f} ms after "
+                f"the exit — cause {causes[-1]}" + with_line,
                 flush=True,
             )
             wait_for(lambda: manager.show(unit).get("ActiveState") == "inactive", 60, "inactive unit")
@@ -165,8 +220,14 @@ def main():
             f"worst {ms[-1]:.1f} ms, best {ms[0]:.1f} ms (targets: median ≤ 100 ms, worst ≤ 250 ms); "
             f"causes {sorted(set(causes))}"
         )
+        cs = sorted(x * 1000 for x in cards)
+        print(
+            f"process exit → the live card shows it down: median {statistics.median(cs):.1f} ms, worst {cs[-1]:.1f} ms "
+            f"(target ≤ 150 ms)"
+        )
         print(f"load average (1, 5, 15 min): before {load_before}, after {load()} ({os.cpu_count()} CPUs)")
         parts(stack, [float(x) for x in exits.read_text().split()], name)
+        viewer.close()
     finally:
         stack.stop()
         manager.stop()
