@@ -105,7 +105,9 @@ def test_a_lying_helper_replaced_by_wait_ready_fails_the_start_and_the_unit_afte
     gate = gate_entries(box, "liar")
     waited = (gate[-1][0] - next(t for t, m in reversed(gate) if "waiting for" in m)) / 1e6
     assert f"failed: not serving after {budget}." in gate[-1][1] and f"budget of {budget} s" in gate[-1][1], gate
-    assert budget <= waited < budget + 0.5, waited  # wall clock, from the gate's first line to its verdict
+    # Wall clock, from the gate's first line to its verdict, as journald stamped them on receipt: the first
+    # line can reach journald later than the gate's clock started (CI at load 6 read 2.9997 s for 3 s).
+    assert budget - 0.25 <= waited < budget + 0.5, waited
     nxt = shown(box, "next", ActiveState="active")
     assert ts(nxt, "InactiveExit") >= ts(failed, "InactiveEnter"), (nxt, failed)  # not into the overlap
 
