@@ -7,7 +7,8 @@ from dashboard.changelog.grammar import format_when
 from dashboard.models import Engine, Host, KVPoolEntry
 from dashboard.models.ledgers import GIB
 
-from .model import Row, box_use, learn
+from .box import box_use
+from .model import Row, learn
 from .models import BoxSetting
 
 

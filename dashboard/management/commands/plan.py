@@ -1,7 +1,7 @@
 """`sparkops plan --engine NAME --util U [--window W] [--json]` and
 `sparkops plan --host NAME --suggest --min ENGINE=CONCURRENCY … [--window W] [--json]`.
 
-The numbers come from dashboard/planner/model.py over the KV-pool ledger; `basis` names the
+The numbers come from dashboard/planner/model.py and box.py over the KV-pool ledger; `basis` names the
 rows each one rests on."""
 
 import json
@@ -9,7 +9,8 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.models import Engine
-from dashboard.planner.model import PlanError, suggest
+from dashboard.planner.box import suggest
+from dashboard.planner.model import PlanError
 from dashboard.planner.services import box_of, engine_model, host_by_name, host_plan
 
 
