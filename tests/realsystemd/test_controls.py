@@ -62,6 +62,19 @@ def gate_entries(box, name):
     ]
 
 
+def journal_once(read, ready):
+    """READ()'s lines once READY(lines) holds: journald writes a gate's stdout a moment after systemd
+    has called the start failed (CI at load 8 read the journal before the gate's last line was there)."""
+    got: list = []
+
+    def check():
+        got[:] = read()
+        return ready(got)
+
+    assert wait_for(check, timeout=WAIT_S, step=0.2), got
+    return got
+
+
 def never_serving(box, name, *, service=""):
     """BOX's unit NAME whose engine loads for ever (vLLM does not listen until built), not started."""
     box.add(name, start=False, restart="no", load_seconds=100000)  # a failed start stays failed
@@ -102,7 +115,7 @@ def test_a_lying_helper_replaced_by_wait_ready_fails_the_start_and_the_unit_afte
     took = ts(failed, "InactiveEnter") - ts(failed, "InactiveExit")
     assert budget <= took < 40 / 2, took  # the gate's budget (its start, systemd's stop), far from TimeoutStartSec
     assert not _healthy(box.url("liar"))
-    gate = gate_entries(box, "liar")
+    gate = journal_once(lambda: gate_entries(box, "liar"), lambda got: bool(got) and "failed:" in got[-1][1])
     waited = (gate[-1][0] - next(t for t, m in reversed(gate) if "waiting for" in m)) / 1e6
     assert f"failed: not serving after {budget}." in gate[-1][1] and f"budget of {budget} s" in gate[-1][1], gate
     # Wall clock, from the gate's first line to its verdict, as journald stamped them on receipt: the first
@@ -167,8 +180,8 @@ def test_budget_not_below_timeout_start_sec_refuses_with_exit_2(real_box):
     assert failed["Result"] == "exit-code", failed
     took = ts(failed, "InactiveEnter") - ts(failed, "InactiveExit")
     assert took < 15, took  # refused at once (a gate's start at load), not killed at TimeoutStartSec
-    lines = gate_lines(box, "tight")
-    assert any("refused: --budget 20 s is not below TimeoutStartSec 20 s of " + box.unit("tight") in x for x in lines)
+    refusal = "refused: --budget 20 s is not below TimeoutStartSec 20 s of " + box.unit("tight")
+    journal_once(lambda: gate_lines(box, "tight"), lambda got: any(refusal in x for x in got))
     env = {**os.environ, **box.m.env}
     done = subprocess.run(
         [SPARKOPS, "wait-ready", "--url", box.url("tight"), "--budget", "21", "--unit", box.unit("tight"), "--user"],
@@ -568,5 +581,9 @@ def test_sparkops_launch_as_a_units_exec_start_becomes_the_units_main_process(re
     assert proc_environ(row.pid)["MAX_JOBS"] == "4"
     cgroup = Path(f"/sys/fs/cgroup/unified{props['ControlGroup']}/cgroup.procs")
     assert wait_for(lambda: cgroup.read_text().split() == [str(row.pid)], timeout=WAIT_S), cgroup.read_text()
-    said = [e.get("MESSAGE") for e in box.m.journal(f"--user-unit={box.unit('viaunit')}")]
-    assert any(isinstance(m, str) and m.startswith("sparkops launch: exec vllm serve unit-model") for m in said)
+    journal_once(
+        lambda: [e.get("MESSAGE") for e in box.m.journal(f"--user-unit={box.unit('viaunit')}")],
+        lambda said: any(
+            isinstance(m, str) and m.startswith("sparkops launch: exec vllm serve unit-model") for m in said
+        ),
+    )
