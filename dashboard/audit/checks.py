@@ -11,6 +11,7 @@ from dashboard.bounds import Bounds
 from dashboard.collectors import flags as flagmodel
 from dashboard.collectors.handrun import is_engine_launch
 from dashboard.collectors.unitconfig import memory_bytes, timespan_s
+from dashboard.controls.stopped import COMMAND as STOP_HOOK
 
 from .base import Check, DropIn, Result, file_note, unit_of
 
@@ -396,10 +397,6 @@ class RunsItsUnit(Check):
             else "reloaded but not restarted since"
         )
         return "fail", f"the running engine was started from an older unit: these flags differ: {lines} ({why})"
-
-
-# The stop hook's command line: `sparkops stopped …` (any path, `sparkops.cli` too) or `-m dashboard.controls.stopped`.
-STOP_HOOK = re.compile(r"sparkops(?:\.cli)?\s+stopped(?:\s|$)|-m\s+dashboard\.controls\.stopped(?:\s|$)")
 
 
 def stop_posts(files):

@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 
 from dashboard.collectors.command import CommandError, output
+from dashboard.controls.stopped import COMMAND as STOP_HOOK
 from dashboard.systemctl_show import show_blocks
 
 PROPERTIES = (
@@ -32,6 +33,9 @@ PROPERTIES = (
     "ControlGroup",
     "MemoryCurrent",
 )
+# Read beside PROPERTIES but kept as a flag (StopHook), not stored: whether the unit's stop runs
+# SparkOps's stop hook (`sparkops stopped`), so the card can say the unit itself tells of a death.
+STOP_POST = "ExecStopPost"
 INT_PROPS = ("ExecMainStatus", "ExecMainCode", "MainPID", "ExecMainPID", "NRestarts")
 CMD_TIMEOUT_S = 5
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -62,6 +66,7 @@ GIB = 1024**3
 def _typed(props):
     """The polled properties of one unit: an empty value is None, the numeric ones ints."""
     out: dict[str, Any] = {k: props.get(k) or None for k in PROPERTIES}
+    out["StopHook"] = bool(STOP_HOOK.search(props.get(STOP_POST) or ""))
     for key in INT_PROPS:
         try:
             out[key] = int(out[key]) if out[key] is not None else None
@@ -100,7 +105,7 @@ def units_show(units, *, scope="system"):
         "show",
         *units,
         "-p",
-        ",".join(PROPERTIES),
+        ",".join((*PROPERTIES, STOP_POST)),
         "--no-pager",
     ]
     try:

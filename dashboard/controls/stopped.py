@@ -16,10 +16,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sys
 import time
 
+# This hook's command line as a unit carries it: `sparkops stopped …` (any path, `sparkops.cli` too) or
+# `-m dashboard.controls.stopped` (what `sparkops unit fix` writes). The audit's stop_hook check reads
+# it in the unit's files, the poller in `systemctl show`'s ExecStopPost=.
+COMMAND = re.compile(r"sparkops(?:\.cli)?\s+stopped(?:\s|$)|-m\s+dashboard\.controls\.stopped(?:\s|$)")
 MAX_DATAGRAM = 4096  # the worker reads at most this much of one datagram; a longer one is dropped there
 
 

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 # without it; the wait ends as soon as the unit has moved on.
 EXIT_SETTLE_S = 2.0
 EXIT_SEEN = "exit seen at once"  # the card's words for an engine whose process this worker watches
+STOP_TOLD = "unit's stop told at once"  # ... for one whose unit's stop hook tells this worker's listener
 # A death seen by one event source (a pidfd, the unit's stop hook) and then by the other this soon
 # after, while the engine is still down, is the same death: the second adds nothing.
 SAME_DEATH_S = 10.0
@@ -106,7 +107,12 @@ class ExitPath:
             )
         probe = f"probe every {self.liveness_interval:g} s"
         for engine, reading in polled:
-            reading["watched"] = EXIT_SEEN if mains.get(engine.pk) else probe
+            if mains.get(engine.pk):
+                reading["watched"] = EXIT_SEEN
+            elif self.stops is not None and (self.units_seen.get(engine.pk) or {}).get("StopHook"):
+                reading["watched"] = STOP_TOLD  # the pidfds off or not armed: the unit's own stop still tells
+            else:
+                reading["watched"] = probe
 
     def exit_seen(self, engine_pk, pid, what):
         """A watched process of engine ENGINE_PK exited (the exit watcher's thread): the finding a

@@ -16,7 +16,9 @@ import tempfile
 import pytest
 
 from dashboard.alerts.models import AlertEvent
+from dashboard.models import Engine
 from dashboard.poller import exitwatch
+from dashboard.poller.exits import STOP_TOLD
 from dashboard.poller.resident import ResidentPoller
 from tests.waiting import wait_for
 
@@ -49,10 +51,21 @@ def running_poller(engine):
 def test_a_death_is_paged_through_the_stop_hook_alone(real_box, engine_of, stop_socket, settings):
     settings.SPARKOPS_EXIT_WATCH_PIDFDS = False
     hooked(real_box, "sh-kill", stop_socket, restart="no")
-    engine = engine_of(real_box, "sh-kill")
+    real_box.add("sh-bare", restart="no")
+    engine, bare = engine_of(real_box, "sh-kill"), engine_of(real_box, "sh-bare")
     poller = running_poller(engine)
     try:
         assert poller.exit_watch is None  # no pidfd source
+
+        # The card says how each death will be seen: the unit's ExecStopPost= (read in the tick's systemctl
+        # show) where it has the hook, the probe where it has none.
+        def watched(e):
+            return (Engine.objects.get(pk=e.pk).latest or {}).get("watched")
+
+        assert wait_for(lambda: watched(engine) == STOP_TOLD and watched(bare) == "probe every 3600 s"), (
+            watched(engine),
+            watched(bare),
+        )
         probes = poller.cycles["probe"]
         os.kill(int(real_box.show("sh-kill")["MainPID"]), signal.SIGKILL)
         assert wait_for(lambda: AlertEvent.objects.filter(rule="engine_down", state="firing").exists(), timeout=60)
