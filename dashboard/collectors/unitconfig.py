@@ -34,6 +34,7 @@ CONFIG_PROPERTIES = (
     "Type",
     "ExecStart",
     "ExecStartPost",
+    "ExecStopPost",
     "Environment",
     "EnvironmentFiles",
     "Restart",
@@ -229,11 +230,14 @@ def unit_config(unit, scope, props, paths, texts):
     post = eff["exec_start_post"] or [
         {"argv": s["argv"], "origins": [], "file": ""} for s in exec_struct(props.get("ExecStartPost"))
     ]
+    stop_post = eff["exec_stop_post"] or [
+        {"argv": s["argv"], "origins": [], "file": ""} for s in exec_struct(props.get("ExecStopPost"))
+    ]
     env = dict(eff["environment"])
     if not files and props.get("Environment"):
         env.update(env_assignments(props["Environment"]))
     edges = eff["edges"] if files else {k: sorted((props.get(k) or "").split()) for k in EDGES}
-    return {
+    config = {
         "unit": unit,
         "scope": scope,
         "load_state": props.get("LoadState"),
@@ -275,6 +279,9 @@ def unit_config(unit, scope, props, paths, texts):
         "running_argv": running_argv(_int(props.get("MainPID"))),
         "need_daemon_reload": (props.get("NeedDaemonReload") or "") == "yes",
     }
+    if stop_post:  # only where set: a snapshot of a unit without one hashes as it did before this was read
+        config["exec_stop_post"] = stop_post
+    return config
 
 
 def running_argv(pid):

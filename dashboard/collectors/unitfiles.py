@@ -23,6 +23,7 @@ LIST_DIRECTIVES = frozenset(
         "ExecStart",
         "ExecStartPre",
         "ExecStartPost",
+        "ExecStopPost",
         "Environment",
         "EnvironmentFile",
         "After",
@@ -127,7 +128,7 @@ def effective(files, unit_name="", root=None):
     """The launch configuration from the unit's files, in application order.
 
     {"directives": {key: {"value", "file"}}, "exec_start": {"argv", "origins", "file"},
-     "exec_start_post": [{"argv", "file"}], "environment": {NAME: value},
+     "exec_start_post": [{"argv", "file"}], "exec_stop_post": [{"argv", "file"}], "environment": {NAME: value},
      "environment_origins": {NAME: file}, "environment_files": [{"path", "optional", "readable", "file"}],
      "edges": {"After": [unit...], ...}, "shadowed": [{"file", "argv"}]}"""
     scalars: dict[str, dict[str, str]] = {}
@@ -165,12 +166,14 @@ def effective(files, unit_name="", root=None):
         if exec_start is None or s["file"] != exec_start["file"]
     ]
     post = [_command(value, path, env, env_origin, unit_name) for value, path in lists["ExecStartPost"]]
+    stop_post = [_command(value, path, env, env_origin, unit_name) for value, path in lists["ExecStopPost"]]
     edges = {k: sorted({u for value, _ in lists[k] for u in value.split()}) for k in EDGES}
     edge_files = {k: sorted({p for _, p in lists[k]}) for k in EDGES}
     return {
         "directives": scalars,
         "exec_start": exec_start,
         "exec_start_post": post,
+        "exec_stop_post": stop_post,
         "environment": env,
         "environment_origins": env_origin,
         "environment_files": env_files,

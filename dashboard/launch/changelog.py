@@ -70,17 +70,13 @@ def diff(before, after):
     for label, key, directive in UNIT_LINES:
         if old_u.get(key) != new_u.get(key):
             lines.append((label, _render(old_u.get(key)), _render(new_u.get(key)), files.get(directive, "")))
-    old_post = [" ".join(c.get("argv") or []) for c in old_u.get("exec_start_post") or []]
-    new_post = [" ".join(c.get("argv") or []) for c in new_u.get("exec_start_post") or []]
-    if old_post != new_post:
-        lines.append(
-            (
-                "ExecStartPost=",
-                "; ".join(old_post),
-                "; ".join(new_post),
-                ((new_u.get("exec_start_post") or [{}])[-1] or {}).get("file", ""),
+    for label, key in (("ExecStartPost=", "exec_start_post"), ("ExecStopPost=", "exec_stop_post")):
+        old_cmds = [" ".join(c.get("argv") or []) for c in old_u.get(key) or []]
+        new_cmds = [" ".join(c.get("argv") or []) for c in new_u.get(key) or []]
+        if old_cmds != new_cmds:
+            lines.append(
+                (label, "; ".join(old_cmds), "; ".join(new_cmds), ((new_u.get(key) or [{}])[-1] or {}).get("file", ""))
             )
-        )
     for edge in EDGES:
         a, b = (old_u.get("edges") or {}).get(edge) or [], (new_u.get("edges") or {}).get(edge) or []
         if a != b:

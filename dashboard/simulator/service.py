@@ -165,6 +165,7 @@ class Unit:
                 "TimeoutStartUSec": sd.fmt_timespan(_span(d.get("TimeoutStartSec"), 90.0)),
                 "ExecStart": _exec_struct(start["argv"]) if start else "",
                 "ExecStartPost": " ".join(_exec_struct(c["argv"]) for c in eff["exec_start_post"]),
+                "ExecStopPost": " ".join(_exec_struct(c["argv"]) for c in eff["exec_stop_post"]),
                 "Environment": " ".join(
                     _quoted(f"{k}={v}")
                     for k, v in eff["environment"].items()

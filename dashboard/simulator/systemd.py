@@ -58,6 +58,7 @@ SHOW_KEYS = (
     "DropInPaths",
     "ExecStart",
     "ExecStartPost",
+    "ExecStopPost",
     "Environment",
     "EnvironmentFiles",
     "After",

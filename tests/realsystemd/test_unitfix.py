@@ -271,9 +271,10 @@ def test_every_per_engine_fix_applied_makes_its_check_pass_and_the_gate_holds_th
     assert "dashboard.controls.stopped --socket " in raw["ExecStopPost"], raw
     entry = Entry.objects.get(pk=out["entry"]["id"])
     for fix in out["fixes"]:
-        if fix["check"] == "stop_hook":
-            continue  # the snapshot keeps no ExecStopPost= line for the change log to name
         assert fix["path"] in entry.body_md, (fix["path"], entry.body_md)
+    assert "`ExecStopPost=`:  → " in entry.body_md and "dashboard.controls.stopped --socket" in entry.body_md, (
+        entry.body_md
+    )
 
     box.restart("bare")
     shown(box, "bare", ActiveState="active", SubState="running")
