@@ -46,6 +46,20 @@ def journal_texts(box, name, *want):
     return texts
 
 
+def journal_holding(box, name, *parts):
+    """The MESSAGEs of NAME's unit once each of PARTS is in one of them: journald takes a process's
+    stdout from its stream a moment after systemd has reported the state that followed."""
+    texts: list = []
+
+    def read():
+        entries, _ = journal_read(user_units=[box.unit(name)], first_lines=500)
+        texts[:] = [str(e.get("MESSAGE")) for e in entries]
+        return all(any(p in t for t in texts) for p in parts)
+
+    assert wait_for(read, timeout=WAIT_S), (parts, texts)
+    return texts
+
+
 def down_event(engine):
     """Two failed probes of ENGINE, each with its unit read as the probe step reads it."""
     for rechecked in (False, True):
@@ -86,10 +100,7 @@ def test_restart_always_in_a_drop_in_restarts_and_counts(box, engine_of):
     again = shown(box, "alw", ActiveState="active", NRestarts=1)
     assert again["MainPID"] not in (0, first)
     box.wait_ready("alw")
-    entries, _ = journal_read(user_units=[box.unit("alw")], first_lines=500)
-    texts = [e.get("MESSAGE") for e in entries]
-    assert "Scheduled restart job, restart counter is at 1." in " ".join(str(t) for t in texts), texts
-    assert any("illegal instruction" in str(t) for t in texts)
+    journal_holding(box, "alw", "Scheduled restart job, restart counter is at 1.", "illegal instruction")
     evaluate("engine_liveness", engine=engine, up=True, reason="", unit_now=unit_now(engine))
     assert not AlertEvent.objects.filter(rule="engine_down", state="firing").exists()
 
@@ -129,6 +140,7 @@ def test_journal_lines_of_a_user_unit_are_credited_to_it(box, engine_of):
     engine = engine_of(box, "jrn")
     box.fault("jrn", "exit0")
     shown(box, "jrn", ActiveState="inactive")
+    journal_holding(box, "jrn", "illegal instruction")  # the engine's last line, written before it exited
     entries, _ = journal_read(user_units=[box.unit("jrn")], first_lines=500)
     assert entries and {systemd_entry_unit(e) for e in entries} == {box.unit("jrn")}
     new_state, fatal = {"contract": {}}, {}
