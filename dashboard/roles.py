@@ -62,9 +62,9 @@ class RoleRequiredMixin(View):
 def role_context(request):
     user = getattr(request, "user", None)
     role = role_of(user) if user is not None else None
-    return {
+    return {  # one role_of per page (a query for a non-admin), not one per flag
         "user_role": role,
-        "can_operate": has_role(user, "operator") if role else False,
+        "can_operate": role is not None and _RANK[role] >= _RANK["operator"],
         "can_admin": role == "admin",
     }
 
