@@ -3,8 +3,8 @@
 The exit watch (`exitwatch.py`: a pidfd for each watched unit's main process and its
 engine-core children, and the units' journal followed) calls `exit_seen` from its own thread
 when a watched process exits. It makes the same finding a failed probe makes, evaluated under
-the probe's lock, so a death is one alert whichever saw it first; the probe stays the backstop
-and sees hangs. Every metrics tick re-arms the watch with the MainPIDs it read (`_rearm`)."""
+the probe's lock, so a death is one alert whichever saw it first (the unit, which may take up to
+EXIT_SETTLE_S to settle, is read outside the lock); the probe stays the backstop and sees hangs. Every metrics tick re-arms the watch with the MainPIDs it read (`_rearm`)."""
 
 import logging
 import threading
@@ -62,6 +62,7 @@ class ExitPath:
     exited_at: dict[int, datetime]  # engine pk -> when exit_seen found it down
     units_seen: dict[int, dict]  # engine pk -> its unit as the last metrics tick read it
     deaths_seen: dict[int, tuple[str, float]]  # engine pk -> (event source, monotonic s) of its last death
+    exiting: dict[int, int]  # engine pk -> exit paths reading its unit now (the probe leaves it to them)
     _stop: threading.Event
     _liveness_lock: threading.Lock
     _guard: Callable[..., Any]  # _guard(what, fn, *args, **kwargs): fn's exception logged, not raised
@@ -161,7 +162,12 @@ class ExitPath:
     def _death_found(self, engine, reason, source, unit_read):
         """The down finding for ENGINE, its unit from UNIT_READ(engine), evaluated and sent now;
         nothing when the other event source (SOURCE: "pidfd", "stop hook"; "" for a partial
-        death) already reported this death."""
+        death) already reported this death.
+
+        The unit is read outside the probe's lock (it may wait up to EXIT_SETTLE_S for systemd to
+        settle): the other engines' probes and deaths go on meanwhile. The death is claimed first,
+        under the lock: the other source then adds nothing, and the probe leaves this engine's
+        finding to this path until it is evaluated (`exiting`), so the page carries the settled unit."""
         seen = time.monotonic()
         try:
             with self._liveness_lock:
@@ -183,15 +189,25 @@ class ExitPath:
                     return
                 finding = liveness.liveness_record(liveness.Liveness(engine, "down", reason, True, timezone.now()))
                 self.exited_at[engine.pk] = finding.checked_at
-                recorded = time.monotonic()
-                finding.unit_now = unit_read(engine)
-                read = time.monotonic()
-                self._guard("alert rules", evaluate_liveness, finding, memory=self.alerts)
-                evaluated = time.monotonic()
                 if source:
                     self.deaths_seen[engine.pk] = (source, time.monotonic())
-                self._guard("send now", self._send_now, engine)
-                self._guard("live push", self.live.liveness, finding)
+                self.exiting[engine.pk] = self.exiting.get(engine.pk, 0) + 1
+            recorded = time.monotonic()
+            try:
+                finding.unit_now = unit_read(engine)
+                read = time.monotonic()
+                with self._liveness_lock:
+                    self._guard("alert rules", evaluate_liveness, finding, memory=self.alerts)
+                    evaluated = time.monotonic()
+                    self._guard("send now", self._send_now, engine)
+                    self._guard("live push", self.live.liveness, finding)
+            finally:
+                with self._liveness_lock:
+                    left = self.exiting.get(engine.pk, 1) - 1
+                    if left > 0:
+                        self.exiting[engine.pk] = left
+                    else:
+                        self.exiting.pop(engine.pk, None)
         finally:
             close_old_connections()
         log.info(

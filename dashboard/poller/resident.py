@@ -149,6 +149,7 @@ class ResidentPoller(ExitPath):
         self.exited_at: dict[int, Any] = {}  # engine pk -> when exit_seen found it down
         self.units_seen: dict[int, dict] = {}  # engine pk -> its unit as the last metrics tick read it
         self.deaths_seen: dict[int, tuple[str, float]] = {}  # engine pk -> (event source, when) of its last death
+        self.exiting: dict[int, int] = {}  # engine pk -> exit paths reading its settling unit (exits.py)
 
     def start(self):
         """Three threads: the probes, the metrics with the leader's upkeep, and the launch
@@ -424,6 +425,8 @@ class ResidentPoller(ExitPath):
         ]
         with self._liveness_lock:  # an exit seen meanwhile is evaluated before or after, never beside
             for finding in findings:
+                if finding.engine.pk in self.exiting:
+                    continue  # its exit path reads the settling unit and evaluates this death with it
                 exited = self.exited_at.get(finding.engine.pk)
                 if finding.up and exited is not None and finding.checked_at < exited:
                     continue  # answered just before its process exited: stale

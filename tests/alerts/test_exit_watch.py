@@ -175,3 +175,53 @@ def test_the_page_is_sent_from_the_worker_without_a_broker_hop(armed, receiver):
     # The receiver has the POST before the sender, on its answer, marks the row sent.
     assert wait_for(lambda: Delivery.objects.get(transition="firing").status == "sent", timeout=30)
     assert firing_pages(receiver)[0]["subject"] == "pidfd-engine"
+
+
+def _serves(url):
+    import httpx
+
+    try:
+        return httpx.get(url + "/health", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_a_settling_unit_holds_up_no_probe_and_the_probe_leaves_that_death_to_it(watched, receiver):
+    """While an exit path waits for the dead engine's unit to settle (up to EXIT_SETTLE_S), the
+    probe's lock is free: the box's other engines are probed, and the probe does not page that
+    death itself with an unsettled unit; the exit path then pages it once, with what it read."""
+    import threading
+
+    from dashboard.collectors.unitnow import UnitNow
+
+    alive, _proc, poller = watched
+    assert wait_for(lambda: _serves(alive.url), timeout=60), "the live engine never served"
+    dead = Engine.objects.create(name="settling", kind="vllm", url="http://127.0.0.1:9", host=alive.host, status="up")
+    poller.engines = [*poller.engines, Engine.objects.select_related("host").get(pk=dead.pk)]
+    reading, release = threading.Event(), threading.Event()
+    settled = {"ActiveState": "failed", "SubState": "failed", "Result": "signal", "ExecMainCode": 2}
+
+    def slow_unit_read(engine):  # systemd still deactivating the unit: the path waits
+        reading.set()
+        assert release.wait(60)
+        return UnitNow({**settled, "ExecMainStatus": 9, "Restart": "no"})
+
+    exit_path = threading.Thread(
+        target=poller._death_found, args=(poller.engines[-1], "its unit stopped (test)", "stop hook", slow_unit_read)
+    )
+    exit_path.start()
+    try:
+        assert reading.wait(30)
+        assert poller._liveness_lock.acquire(timeout=5), "the unit's settling holds the probe's lock"
+        poller._liveness_lock.release()
+        findings = {f.engine.name: f.status for f in poller.probe_tick()}  # not held up by the settling unit
+        assert findings == {alive.name: "up", dead.name: "down"}, findings
+        assert not AlertEvent.objects.filter(rule="engine_down").exists()  # left to the exit path
+    finally:
+        release.set()
+        exit_path.join(60)
+    event = AlertEvent.objects.get(rule="engine_down", state="firing")
+    assert event.details["reason"] == "its unit stopped (test)" and event.cause == "unit_failed", event.message
+    assert "Result=signal" in event.message
+    poller.probe_tick()  # the probe confirms afterwards: still one alert
+    assert AlertEvent.objects.filter(rule="engine_down").count() == 1
