@@ -12,7 +12,6 @@ var dir; nothing of the checkout's own var/ is touched."""
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
+from sparkops.webproc import start_web, stop_web
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -46,47 +45,8 @@ TIMING_JS = """() => {
 }"""
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def manage(env, *args, stdin=None):
     subprocess.run([PY, "manage.py", *args], cwd=ROOT, env=env, check=True, input=stdin, stdout=subprocess.DEVNULL)
-
-
-def start_web(env):
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            PY,
-            "-m",
-            "uvicorn",
-            "sparkops.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--no-access-log",
-            "--lifespan",
-            "off",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(base + "/livez", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("uvicorn did not answer within 60 s")
 
 
 def visits(browser, base, n):
@@ -111,12 +71,11 @@ def visits(browser, base, n):
 
 
 def measure(env, browser, n):
-    proc, base = start_web(env)
+    proc, base = start_web(env=env, cwd=ROOT)
     try:
         return visits(browser, base, n)
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop_web(proc)
 
 
 def report(name, rows):

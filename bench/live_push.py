@@ -21,7 +21,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -36,7 +35,6 @@ import django  # noqa: E402
 
 django.setup()
 
-import httpx  # noqa: E402
 import websockets  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import transaction  # noqa: E402
@@ -45,7 +43,7 @@ from django.utils import timezone  # noqa: E402
 
 from dashboard.live.publish import LivePublisher  # noqa: E402
 from dashboard.models import Engine, Host  # noqa: E402
-from sparkops.redisproc import free_port  # noqa: E402
+from sparkops.webproc import start_web, stop_web  # noqa: E402
 
 LIVE = LivePublisher()
 
@@ -69,36 +67,6 @@ def teardown_fleet(host, engine, user):
     engine.delete()
     host.delete()
     user.delete()
-
-
-def start_web():
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "sparkops.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--no-access-log",
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-    )
-    base = f"127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(f"http://{base}/login/", timeout=1)
-            return proc, base
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.terminate()
-    raise SystemExit("uvicorn did not start")
 
 
 class Clients:
@@ -201,7 +169,8 @@ def main():
     parser.add_argument("--gap-ms", type=float, default=100.0, help="pause between polls")
     args = parser.parse_args()
     host, engine, user, cookie = setup_fleet()
-    web, base = start_web()
+    web, url = start_web()
+    base = url.removeprefix("http://")  # host:port, for the ws:// and http:// URLs below
     clients = Clients(base, cookie, args.clients, engine.id)
     try:
         clients.start()
@@ -210,8 +179,7 @@ def main():
         latencies, lost = measure(clients, engine, args.polls, args.gap_ms / 1000)
     finally:
         clients.close()
-        web.terminate()
-        web.wait(timeout=10)
+        stop_web(web)
         teardown_fleet(host, engine, user)
     if not latencies:
         raise SystemExit(f"no poll reached all {args.clients} clients")

@@ -6,8 +6,6 @@ connects with (PGAPPNAME, unique to this test), so other test workers' connectio
 
 import asyncio
 import os
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -20,7 +18,7 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 
-from sparkops.redisproc import free_port
+from sparkops import webproc
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL_MAX = 3
@@ -35,7 +33,6 @@ def _server_dsn():
 
 def _web(tmp_path, app_name):
     d = connection.settings_dict
-    port = free_port()
     url = f"postgres://{d['USER']}@{d['HOST'] or '127.0.0.1'}:{d['PORT'] or 5432}/{d['NAME']}"
     env = {
         **os.environ,
@@ -48,35 +45,8 @@ def _web(tmp_path, app_name):
     }
     env.pop("SPARKOPS_TEST_DB_NAME", None)
     log = tmp_path / "uvicorn.log"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "sparkops.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--no-access-log",
-        ],
-        env=env,
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-        cwd=ROOT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"uvicorn exited: {log.read_text()[-2000:]}"
-        try:
-            if httpx.get(base + "/livez", timeout=1).status_code == 200:
-                return proc, base, log
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise AssertionError("uvicorn did not answer within 30 s")
+    proc, base = webproc.start_web(env=env, log_path=log, timeout=30)
+    return proc, base, log
 
 
 async def _load(base, cookie, paths):
@@ -121,11 +91,7 @@ def test_concurrent_requests_open_at_most_the_pool_max_connections(tmp_path, dja
     finally:
         stop.set()
         watcher.join(timeout=10)
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        webproc.stop_web(proc)
     assert len(statuses) == CLIENTS * ROUNDS
     errors = [s for s in statuses if s >= 500]
     assert not errors, f"{len(errors)} × 5xx: {log.read_text()[-3000:]}"

@@ -12,10 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 from django.db import connection
 
-from sparkops.redisproc import free_port
+from sparkops import webproc
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM_BIN = ROOT / "dashboard" / "simulator" / "bin"
@@ -54,49 +53,15 @@ def start_simulator(tmp_path, engines=("vllm:sim-vllm", "llamacpp:sim-llama")):
 
 
 def start_web(*, db_name, log_path):
-    """uvicorn on a free port against the test database; returns (proc, base URL)."""
-    port = free_port()
+    """The product's web server (`sparkops.webproc`, as `sparkops up` runs it) on a free port against
+    the test database; returns (proc, base URL)."""
     url = f"sqlite:///{db_name}" if connection.vendor == "sqlite" else f"postgres://postgres@127.0.0.1:5432/{db_name}"
     env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "sparkops.settings"}
     env.pop("SPARKOPS_TEST_DB_NAME", None)
-    log = open(log_path, "w")  # noqa: SIM115 (the child's log: open while it runs)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "sparkops.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--no-access-log",
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=ROOT,
-    )
-    base = f"http://127.0.0.1:{port}"
-
-    def answers():
-        assert proc.poll() is None, f"uvicorn exited: {Path(log_path).read_text()[-2000:]}"
-        try:
-            return httpx.get(base + "/login/", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    _wait(answers, 30, "uvicorn did not answer")
-    return proc, base
+    return webproc.start_web(env=env, log_path=log_path, timeout=30)
 
 
-def stop(proc):
-    if proc and proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+stop = webproc.stop_web  # terminate and reap a child (the web server, the simulator)
 
 
 class Poller:

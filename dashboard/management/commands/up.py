@@ -29,6 +29,7 @@ from dashboard.roles import set_role
 from dashboard.stack.children import STOP_GRACE_S, Child, Supervisor
 from sparkops.redisproc import PrivateRedis
 from sparkops.staticstore import collect_unless_current
+from sparkops.webproc import web_argv
 
 SIM_BIN = Path(__file__).resolve().parents[2] / "simulator" / "bin"
 
@@ -84,24 +85,7 @@ class Command(BaseCommand):
             self._demo_channel(bind, port)
         py = sys.executable
         sup.start(
-            Child(
-                "web",
-                [
-                    py,
-                    "-m",
-                    "uvicorn",
-                    "sparkops.asgi:application",
-                    "--host",
-                    bind,
-                    "--port",
-                    str(port),
-                    "--no-access-log",
-                    "--lifespan",
-                    "off",
-                    "--timeout-graceful-shutdown",
-                    str(int(STOP_GRACE_S) - 1),
-                ],
-            ),
+            Child("web", web_argv(bind, port, "--timeout-graceful-shutdown", str(int(STOP_GRACE_S) - 1))),
             env,
         )
         sup.start(
