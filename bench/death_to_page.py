@@ -24,10 +24,8 @@ import os
 import sqlite3
 import statistics
 import sys
-import tempfile
 import threading
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -37,24 +35,10 @@ from websockets.sync.client import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _alerts_stack import PY, ROOT, Receiver, Stack
-from real_systemd_page import healthy, wait_for
+from _alerts_stack import Receiver, Stack
+from _realunit import DyingUnit, wait_for, wait_stack
 
 from sparkops.redisproc import free_port
-from tests.realsystemd.harness import UserManager, unavailable
-
-# The engine's main process: the simulator's vLLM engine in this process; when it ends (the exit0
-# fault), its exit time goes to EXITS as the last thing before the process ends (os._exit: no
-# interpreter teardown after the stamp, which under load took up to 0.3 s and is not detection).
-DYING = """import os, sys, time
-sys.path.insert(0, {root!r})
-from dashboard.simulator.engine import main
-code = main(sys.argv[2:])
-sys.stdout.flush(); sys.stderr.flush()
-with open(sys.argv[1], "a") as fh:
-    fh.write(f"{{time.time():.6f}}\\n")
-os._exit(code)
-"""
 
 
 def hooks(receiver, transition, subject):
@@ -157,58 +141,22 @@ def main():
     parser.add_argument("--deaths", type=int, default=20)
     parser.add_argument("--probe-only", action="store_true", help="SPARKOPS_EXIT_WATCH=0: the probe alone")
     args = parser.parse_args()
-    reason = unavailable()
-    if reason:
-        raise SystemExit(f"cannot run a real systemd user manager here: {reason}")
-    root = Path(tempfile.mkdtemp(prefix="sdu-d2p-"))  # short: the manager's socket path
-    manager = UserManager(root, tag=f"d2p_{os.getpid()}_{uuid.uuid4().hex[:6]}").start()
-    print(f"real systemd user manager up in {manager.started_in_s:.2f} s", flush=True)
+    box = DyingUnit("d2p")
     receiver, stack = Receiver(), Stack(web_port=free_port())
     try:
-        exits, script, port = root / "exits.log", root / "dying_engine.py", free_port()
-        script.write_text(DYING.format(root=str(ROOT)))
-        name, unit = "d2p", f"d2p-{uuid.uuid4().hex[:6]}.service"
-        url = f"http://127.0.0.1:{port}"
-        manager.write_unit(
-            unit,
-            f"[Unit]\nDescription=simulated vLLM engine {name}\n"
-            f"[Service]\nWorkingDirectory={ROOT}\nEnvironment=PYTHONUNBUFFERED=1 PYTHONPATH={ROOT}\n"
-            f"ExecStart={PY} {script} {exits} --kind vllm --name {name} --port {port} --exit-delay 0.05\n"
-            "Restart=on-failure\n",
-        )
-        manager.systemctl("daemon-reload")
-        manager.systemctl("start", unit)
-        wait_for(lambda: healthy(url), 60, "answer from the engine")
-        stack.env.update(
-            manager.env,
-            SPARKOPS_SYSTEMCTL="systemctl",
-            SPARKOPS_JOURNALCTL=str(manager.journalctl_wrapper()),
-            SPARKOPS_EXIT_WATCH="0" if args.probe_only else "1",
-        )
-        stack.env.pop("DBUS_SESSION_BUS_ADDRESS", None)
-        stack.run("migrate", "-v", "0")
-        stack.run("engine", "add", name, "--kind", "vllm", "--url", url, "--unit", unit, "--user-unit")
-        stack.run("channel", "add", "d2p-hook", "--webhook", receiver.url, "--secret", "bench-secret")
-        (root / "viewer-password").write_text("bench-viewer-password-1")
-        stack.run("user", "add", "d2p-viewer", "--role", "viewer", "--password-file", str(root / "viewer-password"))
+        name = box.name
+        box.start()
+        box.watched_by(stack, receiver, "d2p-hook", SPARKOPS_EXIT_WATCH="0" if args.probe_only else "1")
+        (box.root / "viewer-password").write_text("bench-viewer-password-1")
+        stack.run("user", "add", "d2p-viewer", "--role", "viewer", "--password-file", str(box.root / "viewer-password"))
         stack.start_up()
-        web = f"http://127.0.0.1:{stack.web_port}/healthz"
-
-        def stack_ok():
-            try:
-                return httpx.get(web, timeout=2).json().get("status") == "ok"
-            except (httpx.HTTPError, ValueError):
-                return False
-
-        wait_for(stack_ok, 180, "healthy stack (/healthz: a poll done, the worker reporting)")
+        wait_stack(stack)
         viewer = CardWatcher(f"http://127.0.0.1:{stack.web_port}", "d2p-viewer", "bench-viewer-password-1")
         time.sleep(5)  # a few polls more: the worker has armed its pidfd, the prober seen the engine up
         load_before = load()
         latencies, causes, cards = [], [], []
         for n in range(args.deaths):
-            httpx.post(url + "/_sim/fault", json={"kind": "exit0"}, timeout=10)
-            wait_for(lambda n=n: exits.exists() and len(exits.read_text().split()) > n, 60, f"exit {n + 1}")
-            exited = float(exits.read_text().split()[n])
+            exited = box.die(n)
             hit = wait_for(lambda n=n: hooks(receiver, "firing", name)[n:], 60, f"webhook for death {n + 1}")[0]
             latencies.append(hit["at"] - exited)
             causes.append(hit["body"].get("cause"))
@@ -222,9 +170,7 @@ def main():
                 f"the exit — cause {causes[-1]}" + with_line,
                 flush=True,
             )
-            wait_for(lambda: manager.show(unit).get("ActiveState") == "inactive", 60, "inactive unit")
-            manager.systemctl("start", unit)
-            wait_for(lambda: healthy(url), 60, "answer after the start")
+            box.restart()
             wait_for(lambda n=n: len(hooks(receiver, "resolved", name)) > n, 60, f"resolve notification {n + 1}")
             time.sleep(2.5)  # two poll intervals: the next metrics tick arms a pidfd on the new main process
         ms = sorted(x * 1000 for x in latencies)
@@ -241,11 +187,11 @@ def main():
         )
         print(f"load average (1, 5, 15 min): before {load_before}, after {load()} ({os.cpu_count()} CPUs)")
         print(vllm_line())
-        parts(stack, [float(x) for x in exits.read_text().split()], name)
+        parts(stack, box.exit_times(), name)
         viewer.close()
     finally:
         stack.stop()
-        manager.stop()
+        box.stop()
 
 
 if __name__ == "__main__":

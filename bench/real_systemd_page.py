@@ -23,40 +23,15 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
-
-import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _alerts_stack import PY, ROOT, Receiver, Stack
+from _alerts_stack import Receiver, Stack
+from _realunit import DyingUnit, wait_for, wait_stack
 
 from sparkops.redisproc import free_port
-from tests.realsystemd.harness import UserManager, unavailable
-
-# The engine's main process: the simulator's vLLM engine in this process; when it ends (the exit0
-# fault: status 0), the time goes to EXITS, then the process exits with the engine's status.
-DYING = """import sys, time
-sys.path.insert(0, {root!r})
-from dashboard.simulator.engine import main
-code = main(sys.argv[2:])
-with open(sys.argv[1], "a") as fh:
-    fh.write(f"{{time.time():.6f}}\\n")
-sys.exit(code)
-"""
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.005)
-    raise SystemExit(f"no {what} within {timeout} s")
 
 
 def hooks(receiver, transition):
@@ -67,71 +42,28 @@ def hooks(receiver, transition):
     ]
 
 
-def healthy(url):
-    try:
-        return httpx.get(url + "/health", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--deaths", type=int, default=10)
     parser.add_argument("--stop-hook-only", action="store_true", help="page through the ExecStopPost= hook alone")
     args = parser.parse_args()
-    reason = unavailable()
-    if reason:
-        raise SystemExit(f"cannot run a real systemd user manager here: {reason}")
-    root = Path(tempfile.mkdtemp(prefix="sdu-bench-"))  # short: the manager's socket path
-    manager = UserManager(root, tag=f"bench_{os.getpid()}_{uuid.uuid4().hex[:6]}").start()
-    print(f"real systemd user manager up in {manager.started_in_s:.2f} s", flush=True)
+    box = DyingUnit("bench-real")
     receiver, stack = Receiver(), Stack(web_port=free_port())
     try:
-        exits, script, port = root / "exits.log", root / "dying_engine.py", free_port()
-        script.write_text(DYING.format(root=str(ROOT)))
-        name, unit = "bench-real", f"bench-real-{uuid.uuid4().hex[:6]}.service"
-        url = f"http://127.0.0.1:{port}"
-        sock = root / "stopped.sock"
-        hook = f"ExecStopPost={PY} -m dashboard.controls.stopped --socket {sock} %n\n" if args.stop_hook_only else ""
-        manager.write_unit(
-            unit,
-            f"[Unit]\nDescription=simulated vLLM engine {name}\n"
-            f"[Service]\nWorkingDirectory={ROOT}\nEnvironment=PYTHONUNBUFFERED=1 PYTHONPATH={ROOT}\n"
-            f"ExecStart={PY} {script} {exits} --kind vllm --name {name} --port {port} --exit-delay 0.05\n"
-            f"Restart=on-failure\n{hook}",
-        )
-        manager.systemctl("daemon-reload")
-        manager.systemctl("start", unit)
-        wait_for(lambda: healthy(url), 60, "answer from the engine")
-        stack.env.update(
-            manager.env,
-            SPARKOPS_SYSTEMCTL="systemctl",
-            SPARKOPS_JOURNALCTL=str(manager.journalctl_wrapper()),
-            SPARKOPS_STOP_SOCKET=str(sock),
-        )
+        sock = box.root / "stopped.sock"
+        hook = f"ExecStopPost={sys.executable} -m dashboard.controls.stopped --socket {sock} %n\n"
+        box.start(hook if args.stop_hook_only else "")
+        env = {"SPARKOPS_STOP_SOCKET": str(sock)}
         if args.stop_hook_only:
-            stack.env.update(SPARKOPS_EXIT_WATCH_PIDFDS="0", SPARKOPS_LIVENESS_INTERVAL="10")
-        stack.env.pop("DBUS_SESSION_BUS_ADDRESS", None)
-        stack.run("migrate", "-v", "0")
-        stack.run("engine", "add", name, "--kind", "vllm", "--url", url, "--unit", unit, "--user-unit")
-        stack.run("channel", "add", "bench-hook", "--webhook", receiver.url, "--secret", "bench-secret")
+            env.update(SPARKOPS_EXIT_WATCH_PIDFDS="0", SPARKOPS_LIVENESS_INTERVAL="10")
+        box.watched_by(stack, receiver, "bench-hook", **env)
         stack.start_up()
-        web = f"http://127.0.0.1:{stack.web_port}/healthz"
-
-        def stack_ok():
-            try:
-                return httpx.get(web, timeout=2).json().get("status") == "ok"
-            except (httpx.HTTPError, ValueError):
-                return False
-
-        wait_for(stack_ok, 180, "healthy stack (/healthz: a poll done, the worker reporting)")
+        wait_stack(stack)
         time.sleep(5)  # a few probes more: the prober has seen the engine up
         load_before = os.getloadavg()
         latencies = []
         for n in range(args.deaths):
-            httpx.post(url + "/_sim/fault", json={"kind": "exit0"}, timeout=10)
-            wait_for(lambda n=n: exits.exists() and len(exits.read_text().split()) > n, 60, f"exit {n + 1}")
-            exited = float(exits.read_text().split()[n])
+            exited = box.die(n)
             hit = wait_for(lambda n=n: hooks(receiver, "firing")[n:], 60, f"webhook for death {n + 1}")[0]
             latency = hit["at"] - exited
             latencies.append(latency)
@@ -141,9 +73,7 @@ def main():
                 + (" (with the CUDA line)" if "illegal instruction" in line else ""),
                 flush=True,
             )
-            wait_for(lambda: manager.show(unit).get("ActiveState") == "inactive", 60, "inactive unit")
-            manager.systemctl("start", unit)
-            wait_for(lambda: healthy(url), 60, "answer after the start")
+            box.restart()
             wait_for(lambda n=n: len(hooks(receiver, "resolved")) > n, 60, f"resolve notification {n + 1}")
         load_after = os.getloadavg()
         print(f"\nfirst message: {hooks(receiver, 'firing')[0]['body'].get('message')}")
@@ -160,7 +90,7 @@ def main():
         )
     finally:
         stack.stop()
-        manager.stop()
+        box.stop()
 
 
 if __name__ == "__main__":
