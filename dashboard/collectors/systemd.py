@@ -33,8 +33,8 @@ PROPERTIES = (
     "ControlGroup",
     "MemoryCurrent",
 )
-# Read beside PROPERTIES but kept as a flag (StopHook), not stored: whether the unit's stop runs
-# SparkOps's stop hook (`sparkops stopped`), so the card can say the unit itself tells of a death.
+# Read beside PROPERTIES and kept only as a flag (StopHook; the command line itself is not kept):
+# whether the unit's stop runs SparkOps's stop hook, so the card can say the unit tells of a death.
 STOP_POST = "ExecStopPost"
 INT_PROPS = ("ExecMainStatus", "ExecMainCode", "MainPID", "ExecMainPID", "NRestarts")
 CMD_TIMEOUT_S = 5

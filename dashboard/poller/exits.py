@@ -4,7 +4,8 @@ The exit watch (`exitwatch.py`: a pidfd for each watched unit's main process and
 engine-core children, and the units' journal followed) calls `exit_seen` from its own thread
 when a watched process exits. It makes the same finding a failed probe makes, evaluated under
 the probe's lock, so a death is one alert whichever saw it first (the unit, which may take up to
-EXIT_SETTLE_S to settle, is read outside the lock); the probe stays the backstop and sees hangs. Every metrics tick re-arms the watch with the MainPIDs it read (`_rearm`)."""
+EXIT_SETTLE_S to settle, is read outside the lock); the probe stays the backstop and sees hangs.
+Every metrics tick re-arms the watch with the MainPIDs it read (`_rearm`)."""
 
 import logging
 import threading
