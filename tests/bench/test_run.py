@@ -25,7 +25,10 @@ def execute(engine, **kw):
 
 
 def test_cold_run_measures_every_rep(sim, make_engine):
-    eng = sim("vllm", rate=1000.0)
+    # 100 tokens/s: a rep's 64 tokens take 0.63 s, so a scheduling stall of tens of ms at load 8 (the engine
+    # runs in this process's event-loop thread) moves the measured rate a few %, not past the 10 % checked.
+    # At 1000 tokens/s (63 ms a rep) one 13 ms stall read 825 tokens/s in CI.
+    eng = sim("vllm", rate=100.0)
     run = execute(make_engine(eng.url), reps=3)
     assert run.status == "done", run.reason
     reps = list(run.repetitions.all())
@@ -34,7 +37,7 @@ def test_cold_run_measures_every_rep(sim, make_engine):
         assert r.completion_tokens == 64 and r.chunks == 64
         assert r.cached_tokens == 0
         assert abs(r.prompt_tokens - 256) <= 32
-        assert 900 <= r.decode_tokens_per_s <= 1100
+        assert 90 <= r.decode_tokens_per_s <= 110
     assert run.stats["decode_tokens_per_s"]["n"] == 3
     assert run.stats["errors"] == {}
     assert {c["name"]: c["ok"] for c in run.checks} == {"cold": True, "depth": True}
