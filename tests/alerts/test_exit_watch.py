@@ -162,8 +162,12 @@ def test_the_card_says_how_the_engine_is_watched():
     probed = Engine.objects.create(
         name="probed", kind="vllm", url="http://127.0.0.1:8", host=host, latest={"watched": "probe every 1 s"}
     )
+    hooked = Engine.objects.create(
+        name="hooked", kind="vllm", url="http://127.0.0.1:7", host=host, latest={"watched": "unit's stop told at once"}
+    )
     assert '<dd data-field="watched">exit seen at once</dd>' in engine_card_html(watched)
     assert '<dd data-field="watched">probe every 1 s</dd>' in engine_card_html(probed)
+    assert '<dd data-field="watched">unit&#x27;s stop told at once</dd>' in engine_card_html(hooked)
 
 
 def test_the_page_is_sent_from_the_worker_without_a_broker_hop(armed, receiver):
