@@ -17,7 +17,7 @@ from dashboard.poller import exitwatch
 from dashboard.poller.resident import ResidentPoller
 from dashboard.simulator.supervisor import REPO_ROOT
 from sparkops.redisproc import free_port
-from tests.waiting import wait_for
+from tests.waiting import serves, wait_for
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -181,15 +181,6 @@ def test_the_page_is_sent_from_the_worker_without_a_broker_hop(armed, receiver):
     assert firing_pages(receiver)[0]["subject"] == "pidfd-engine"
 
 
-def _serves(url):
-    import httpx
-
-    try:
-        return httpx.get(url + "/health", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 def test_a_settling_unit_holds_up_no_probe_and_the_probe_leaves_that_death_to_it(watched, receiver):
     """While an exit path waits for the dead engine's unit to settle (up to EXIT_SETTLE_S), the
     probe's lock is free: the box's other engines are probed, and the probe does not page that
@@ -199,7 +190,7 @@ def test_a_settling_unit_holds_up_no_probe_and_the_probe_leaves_that_death_to_it
     from dashboard.collectors.unitnow import UnitNow
 
     alive, _proc, poller = watched
-    assert wait_for(lambda: _serves(alive.url), timeout=60), "the live engine never served"
+    assert wait_for(lambda: serves(alive.url), timeout=60), "the live engine never served"
     dead = Engine.objects.create(name="settling", kind="vllm", url="http://127.0.0.1:9", host=alive.host, status="up")
     poller.engines = [*poller.engines, Engine.objects.select_related("host").get(pk=dead.pk)]
     reading, release = threading.Event(), threading.Event()

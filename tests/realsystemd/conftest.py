@@ -22,6 +22,7 @@ from django.conf import settings as django_settings
 
 from dashboard.simulator.supervisor import REPO_ROOT
 from sparkops.redisproc import free_port
+from tests.waiting import serves as _healthy  # the engine answers /health (test_controls, test_launch, test_observe)
 from tests.waiting import wait_for
 
 from .harness import UserManager, unavailable
@@ -250,13 +251,6 @@ class SimBox:
     def close(self):
         for sim in {id(s): s for s in self.sims.values()}.values():  # add_together: one for several
             sim.stop()
-
-
-def _healthy(url):
-    try:
-        return httpx.get(url + "/health", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 @pytest.fixture(params=["real", "sim"])
