@@ -5,7 +5,6 @@ what a channel pointing at it signed, once per idempotency key."""
 import json
 
 import pytest
-from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
@@ -14,7 +13,6 @@ from dashboard.alerts.inbox import DEMO_CHANNEL, KEEP, RECEIVE_PATH, demo_inbox_
 from dashboard.alerts.models import Delivery, InboxMessage, NotificationChannel
 from dashboard.alerts.services import channel_send_test, external_alert_fire, external_alert_resolve
 from dashboard.alerts.transports.webhook import sign
-from tests.live.stack import start_web, stop
 
 
 def send_due():
@@ -23,24 +21,21 @@ def send_due():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_demo_channel_receives_each_alert_through_the_real_outbox(tmp_path, fleet, viewer_client):
+def test_the_demo_channel_receives_each_alert_through_the_real_outbox(shared_web, fleet, viewer_client):
     NotificationChannel.objects.exclude(name=DEMO_CHANNEL).delete()  # only the demo's channel, as in the demo
-    web, base = start_web(db_name=connection.settings_dict["NAME"], log_path=tmp_path / "web.log")
-    try:
-        channel, created = demo_inbox_channel(base_url=base)
-        assert created and channel.secret and channel.config["url"] == base + RECEIVE_PATH
-        external_alert_fire(
-            rule="engine_down",
-            severity="critical",
-            engine=fleet["vllm"],
-            subject="vllm-main",
-            message="vllm-main is down",
-        )
-        external_alert_resolve(rule="engine_down", engine=fleet["vllm"], subject="vllm-main")
-        send_due()
-        send_due()  # the resolved one waits for the firing one to settle first
-    finally:
-        stop(web)
+    _web, base, _log = shared_web  # the product's web server, its receiver as the demo's channel posts to it
+    channel, created = demo_inbox_channel(base_url=base)
+    assert created and channel.secret and channel.config["url"] == base + RECEIVE_PATH
+    external_alert_fire(
+        rule="engine_down",
+        severity="critical",
+        engine=fleet["vllm"],
+        subject="vllm-main",
+        message="vllm-main is down",
+    )
+    external_alert_resolve(rule="engine_down", engine=fleet["vllm"], subject="vllm-main")
+    send_due()
+    send_due()  # the resolved one waits for the firing one to settle first
     assert list(Delivery.objects.values_list("status", flat=True)) == ["sent", "sent"]
     received = list(InboxMessage.objects.order_by("id"))
     assert [m.body["transition"] for m in received] == ["firing", "resolved"]

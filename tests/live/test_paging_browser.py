@@ -9,14 +9,13 @@ window.Notification so the test sees each one (headless Chromium shows none)."""
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from dashboard.alerts import outbox
 from dashboard.alerts.inbox import DEMO_CHANNEL, demo_inbox_channel
 from dashboard.alerts.models import Delivery, InboxMessage
 from dashboard.alerts.services import external_alert_fire, external_alert_resolve
 
-from .stack import ROOT, start_web, stop
+from .stack import ROOT
 from .test_browser import wait_for_js
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -44,11 +43,10 @@ CAPTURE = """
 
 
 @pytest.fixture
-def web(tmp_path, monkeypatch):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
-    proc, base = start_web(db_name=connection.settings_dict["NAME"], log_path=tmp_path / "web.log")
-    yield base
-    stop(proc)
+def web(shared_web):
+    """The test process's web server (tests/conftest.py), its base URL: a page's socket is all these
+    tests need of it, and starting one per test cost 2-3 s of a core each."""
+    return shared_web[1]
 
 
 def _page(chromium, base, user, *, grant=True, viewport=(1280, 800)):
