@@ -48,7 +48,7 @@ def _control(stack):
     """The simulator's control URL (its ports file names it with every engine)."""
     import json
 
-    ports = stack.log.parent / "engines.json"
+    ports = stack.ports
     return json.loads(ports.read_text().splitlines()[0])["control"]
 
 

@@ -10,14 +10,13 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from dashboard.changelog.models import Entry
 from dashboard.models import Engine, Host
 
 from .helpers import add_minute_rollups, add_samples
-from .stack import ROOT, Poller, sim_settings, start_simulator, start_web, stop
+from .stack import ROOT, Poller, sim_settings, start_simulator, stop
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 CHROMIUM = "/usr/bin/chromium"
@@ -41,8 +40,9 @@ def _seed_history(engines, host):
 
 
 @pytest.fixture
-def stack(tmp_path, settings, monkeypatch, viewer, operator):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
+def stack(tmp_path, settings, monkeypatch, viewer, operator, shared_web):
+    """Simulated engines under the simulator's systemd, the test process's web server (it reads only
+    the database: no view runs systemctl) and the resident poller in this process."""
     sim, state, specs = start_simulator(tmp_path)
     monkeypatch.setenv("SPARKOPS_SIM_STATE_DIR", str(state))
     for key, value in sim_settings(state).items():
@@ -53,18 +53,23 @@ def stack(tmp_path, settings, monkeypatch, viewer, operator):
         for s in specs
     ]
     _seed_history(engines, host)
-    web = poller = None
+    web, base, log = shared_web
+    poller = None
     try:
-        web, base = start_web(db_name=connection.settings_dict["NAME"], log_path=tmp_path / "web.log")
         poller = Poller(host=host, engines=engines)
         poller.start()
         yield SimpleNamespace(
-            base=base, web=web, host=host, engines={e.name: e for e in engines}, poller=poller, log=tmp_path / "web.log"
+            base=base,
+            web=web,
+            host=host,
+            engines={e.name: e for e in engines},
+            poller=poller,
+            log=log,
+            ports=tmp_path / "engines.json",
         )
     finally:
         if poller:
             poller.stop()
-        stop(web)
         stop(sim)
 
 
