@@ -43,7 +43,9 @@ def _wait(predicate, timeout, what):
 
 def start_simulator(tmp_path, engines=("vllm:sim-vllm", "llamacpp:sim-llama")):
     state, ports = tmp_path / "sim-state", tmp_path / "engines.json"
-    args = [sys.executable, "-m", "sparkops.cli", "simulate", "--state-dir", str(state), "--ports-file", str(ports)]
+    # The simulator's own entry point (`sparkops simulate` without Django's start, a second of a core; the
+    # CLI's path is tests/test_stack.py's, through `sparkops up --demo`).
+    args = [sys.executable, "-m", "dashboard.simulator", "--state-dir", str(state), "--ports-file", str(ports)]
     for spec in engines:
         args += ["--engine", spec]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
