@@ -25,12 +25,13 @@ def _until(page, predicate, timeout, what):
 
 def test_start_watch_and_record_an_experiment(sim, make_engine, operator, browser, tmp_path, monkeypatch, shared_web):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop in this thread
-    a = make_engine(sim("vllm", rate=100.0, ttft=0.01).url, name="control")
-    # B twice as fast, over 64 tokens, five repetitions an arm: this test is the page's flow (the noise
-    # band is test_verdict's). With three repetitions the bootstrap interval reaches an arm's slowest
-    # reading, and at load 6 in CI, with a browser and uvicorn beside the engines on two cores, one
-    # stalled repetition of B fell into A's range twice (at 1.5x and at 2x): "no difference within
-    # noise". With five, a resampled median moves only when three of five readings stall.
+    a = make_engine(sim("vllm", rate=50.0, ttft=0.01).url, name="control")
+    # B four times as fast, over 64 tokens, five repetitions an arm: this test is the page's flow (the
+    # noise band is test_verdict's). The engines run in this process beside the browser and the page's
+    # server: at load 6-8 on two cores a repetition stalls now and then. With three repetitions one
+    # stalled B fell into A's range (at 1.5x and at 2x); with five at 2x, two stalls of B's 0.32 s
+    # repetitions did (a full run at four workers). At 4x a B reading reaches A's 1.28 s only with a
+    # stall of about a second, and a resampled median moves only when three of five stall.
     b = make_engine(sim("vllm", rate=200.0, ttft=0.01).url, name="variant")
     _web, base, _log = shared_web
     worker, failure = None, []
@@ -75,7 +76,7 @@ def test_start_watch_and_record_an_experiment(sim, make_engine, operator, browse
         assert all(rows.nth(i).locator("td").nth(3).inner_text().startswith("done") for i in range(10))
         decode = page.locator('#exp-verdict tr[data-figure="decode_tokens_per_s"] td')
         assert decode.nth(5).inner_text() == "faster"
-        assert 1.7 < float(decode.nth(3).inner_text()) < 2.3
+        assert 3.0 < float(decode.nth(3).inner_text()) < 5.0
         assert "no configuration snapshot" in page.locator("#exp-warnings").inner_text()
         assert "percentile bootstrap" in page.locator("#exp-method").inner_text()
         ops.shot("experiment-desk")
