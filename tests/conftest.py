@@ -144,9 +144,12 @@ def _shared_web_server(django_db_setup, django_db_blocker, tmp_path_factory):
     """One uvicorn serving the test database, for the test process (each xdist worker has its
     own), started the first time a test asks (`shared_web`) and stopped before the test database
     is dropped. A start cost 1.5-2 s of a core (Django's import), once per browser test before.
-    The server keeps nothing between tests that the database, flushed after each, does not: no
-    cache, sessions and lockouts in the database. Tests that need a server seeing their own
-    environment (the live stack's simulator state) start their own with tests.live.stack."""
+    The server keeps nothing between tests that the database, flushed after each, does not (no
+    cache, sessions and lockouts in the database) but one thing: when its sockets last set the
+    viewer-presence key (they skip setting it again for 10 s), which the live tests delete before
+    each test; the live stack (tests/live/test_browser.py `stack`) sets it again. No view runs
+    systemctl, so the live stack's pages come from this server too; a test that needs a server
+    with an environment of its own starts one with sparkops.webproc (test_db_pool)."""
     from django.db import connection
 
     from tests.live.stack import start_web, stop
