@@ -22,11 +22,14 @@ import time
 import urllib.request
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import aiohttp
 import httpx
+
+if TYPE_CHECKING:
+    import aiohttp
 
 from sparkops.version import __version__
 
@@ -252,6 +255,15 @@ def post(url, *, timeout, **kwargs):
 # --- async (aiohttp) --------------------------------------------------------------
 
 
+def _aiohttp() -> ModuleType:
+    """aiohttp, imported on first use: only the async callers (a worker's polls and probes, the
+    benchmarks) need it, and its import (its TLS contexts are made then) is a tenth of the start of
+    every other process that imports this module: each CLI command, the web server."""
+    import aiohttp
+
+    return aiohttp
+
+
 class AsyncClient:
     """An aiohttp session with the defaults every async caller wants; one per event loop.
 
@@ -272,8 +284,9 @@ class AsyncClient:
 
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self.limit, limit_per_host=self.limit_per_host)
-            self._session = aiohttp.ClientSession(
+            aio = _aiohttp()
+            connector = aio.TCPConnector(limit=self.limit, limit_per_host=self.limit_per_host)
+            self._session = aio.ClientSession(
                 connector=connector, headers=self.headers, trust_env=False, auto_decompress=True, raise_for_status=False
             )
         return self._session
@@ -319,12 +332,13 @@ def async_client(*, headers=None, **kwargs) -> AsyncClient:
 def _client_timeout(tmo: httpx.Timeout) -> aiohttp.ClientTimeout:
     """httpx.Timeout (the type every caller passes) in aiohttp's terms; the whole exchange is
     bounded by the caller (`arequest`'s total, a benchmark's own deadline)."""
-    return aiohttp.ClientTimeout(total=None, connect=tmo.pool, sock_connect=tmo.connect, sock_read=tmo.read)
+    return _aiohttp().ClientTimeout(total=None, connect=tmo.pool, sock_connect=tmo.connect, sock_read=tmo.read)
 
 
 def _translate_aiohttp(exc: BaseException, url: str) -> HttpError:
     """aiohttp's exception in an operator's words. Refused, reset, cut short and timed out
     stay apart: an engine's down cause on its card depends on which it was."""
+    aiohttp = _aiohttp()
     if isinstance(exc, aiohttp.ClientConnectorError):
         os_error = exc.os_error
         if isinstance(os_error, ConnectionRefusedError) or getattr(os_error, "errno", None) == errno.ECONNREFUSED:
@@ -385,7 +399,7 @@ async def _arequest(client, method, url, tmo, max_bytes, ok_statuses, kwargs):
             resp = Response(raw.status, headers, b"".join(chunks), url, time.monotonic() - started)
     except HttpError:
         raise
-    except aiohttp.ClientError as exc:
+    except _aiohttp().ClientError as exc:
         raise _translate_aiohttp(exc, url) from None
     except ValueError as exc:  # aiohttp refuses a URL it cannot send
         raise HttpError(f"not a URL: {str(exc)[:160]}", url=url) from None
@@ -414,7 +428,7 @@ class StreamedResponse:
         try:
             async for chunk, _ in self._raw.content.iter_chunks():
                 yield chunk
-        except aiohttp.ClientError as exc:
+        except _aiohttp().ClientError as exc:
             raise _translate_aiohttp(exc, self.url) from None
 
     async def aread(self) -> bytes:
@@ -441,5 +455,5 @@ async def astream(client, method, url, *, timeout, ok_statuses=None, **kwargs):
             yield resp
     except HttpError:
         raise
-    except aiohttp.ClientError as exc:
+    except _aiohttp().ClientError as exc:
         raise _translate_aiohttp(exc, url) from None
