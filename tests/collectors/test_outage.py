@@ -24,6 +24,7 @@ from dashboard.poller.liveness import Liveness
 from dashboard.poller.resident import ResidentPoller
 from dashboard.simulator.fleet import FleetThread
 from tests.dbfaults import refusing
+from tests.waiting import HAND_TICKED
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,7 +44,7 @@ def test_readings_held_across_failed_stores_are_all_written_once_the_database_re
     with FleetThread(1, "vllm") as sims:
         Engine.objects.filter(pk=fleet["vllm"].pk).update(url=sims.urls[0], status="up")
         Engine.objects.filter(pk=fleet["llama"].pk).delete()
-        poller = ResidentPoller("spark-1", duties={}, flush_interval=60)
+        poller = ResidentPoller("spark-1", poll_interval=HAND_TICKED, duties={}, flush_interval=60)
         poller.metrics_tick()  # the first tick is stored at once
         stored = Sample.objects.count()
         with refusing(Sample):
@@ -71,7 +72,7 @@ def test_a_failed_tick_keeps_what_was_held(fleet):
     with FleetThread(1, "vllm") as sims:
         Engine.objects.filter(pk=fleet["vllm"].pk).update(url=sims.urls[0], status="up")
         Engine.objects.filter(pk=fleet["llama"].pk).delete()
-        poller = ResidentPoller("spark-1", duties={}, flush_interval=60)
+        poller = ResidentPoller("spark-1", poll_interval=HAND_TICKED, duties={}, flush_interval=60)
         poller.metrics_tick()
         stored = Sample.objects.count()
         poller.engines[0].last_poll_at -= timedelta(seconds=5)
@@ -92,7 +93,7 @@ def test_held_readings_are_bounded_the_oldest_dropped_first_and_said(fleet, sett
     with FleetThread(1, "vllm") as sims:
         Engine.objects.filter(pk=fleet["vllm"].pk).update(url=sims.urls[0], status="up")
         Engine.objects.filter(pk=fleet["llama"].pk).delete()
-        poller = ResidentPoller("spark-1", duties={}, flush_interval=60)
+        poller = ResidentPoller("spark-1", poll_interval=HAND_TICKED, duties={}, flush_interval=60)
         poller.metrics_tick()
         stored = Sample.objects.count()
         caplog.set_level(logging.WARNING, logger="dashboard.poller.resident")

@@ -13,7 +13,7 @@ from dashboard.models import Engine, Host, Sample
 from dashboard.poller.fleet import engines_due, fleet_roles
 from dashboard.poller.resident import Clock, ResidentPoller
 from dashboard.simulator.fleet import FleetThread
-from tests.waiting import wait_for
+from tests.waiting import HAND_TICKED, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -83,7 +83,7 @@ def test_a_steady_probe_costs_no_query(fleet):
     with FleetThread(1, "vllm") as sims:
         Engine.objects.filter(pk=fleet["vllm"].pk).update(url=sims.urls[0])
         Engine.objects.filter(pk=fleet["llama"].pk).delete()
-        poller = ResidentPoller("spark-1", duties={})
+        poller = ResidentPoller("spark-1", poll_interval=HAND_TICKED, duties={})
         poller.metrics_tick()  # moves the status to up
         poller.answered.clear()  # as if the metrics answer were old: the probes below are real requests
         poller.probe_tick()  # the first probe in this process evaluates the liveness rules
@@ -127,7 +127,7 @@ def test_readings_are_evaluated_every_tick_and_stored_every_flush_interval(fleet
         Engine.objects.filter(pk=fleet["vllm"].pk).update(url=sims.urls[0], status="up")
         Engine.objects.filter(pk=fleet["llama"].pk).delete()
         vllm = Engine.objects.get(pk=fleet["vllm"].pk)
-        poller = ResidentPoller("spark-1", duties={}, flush_interval=60)
+        poller = ResidentPoller("spark-1", poll_interval=HAND_TICKED, duties={}, flush_interval=60)
         evaluate = poller.alerts.rule_rows
         poller.alerts.rule_rows = lambda keys, *a: (polled.append(keys), evaluate(keys, *a))[1]
         poller.metrics_tick()  # a poller's first tick (the engine's first reading) is stored at once
@@ -202,7 +202,7 @@ def test_a_probe_right_after_a_metrics_answer_is_not_sent_but_its_liveness_is(fl
     Engine.objects.filter(pk=fleet["vllm"].pk).update(url=http_server(routes))
     Engine.objects.filter(pk=fleet["llama"].pk).delete()
     # Half a 4 s interval: the tick's store, rules and live push fit in it even at load.
-    poller = ResidentPoller("spark-1", liveness_interval=4.0, duties={})
+    poller = ResidentPoller("spark-1", poll_interval=HAND_TICKED, liveness_interval=4.0, duties={})
     poller.metrics_tick()
     polled_hits = len(health_hits)  # the metrics poll itself may read /health
     found = poller.probe_tick()  # the same tick: the engine just answered its metrics poll
@@ -280,7 +280,7 @@ def test_a_healthy_health_does_not_overrule_garbage_metrics(fleet, http_server):
     routes["/metrics"] = (200, b"<!DOCTYPE html><html>sign in</html>", {})
     Engine.objects.filter(pk=fleet["vllm"].pk).update(url=http_server(routes))
     Engine.objects.filter(pk=fleet["llama"].pk).delete()
-    poller = ResidentPoller("spark-1", liveness_interval=1.0, duties={}, flush_interval=0)
+    poller = ResidentPoller("spark-1", poll_interval=HAND_TICKED, liveness_interval=1.0, duties={}, flush_interval=0)
     poller.metrics_tick()
     for _ in range(2):
         poller.answered.clear()
@@ -337,7 +337,7 @@ def test_a_tick_carries_the_last_launch_audit_onto_the_card(fleet, http_server):
 
     Engine.objects.filter(pk=fleet["vllm"].pk).update(url=http_server(vllm_routes("0.33.0_metrics_busy.txt")))
     Engine.objects.filter(pk=fleet["llama"].pk).delete()
-    poller = ResidentPoller("spark-1", duties={}, flush_interval=0)
+    poller = ResidentPoller("spark-1", poll_interval=HAND_TICKED, duties={}, flush_interval=0)
     poller.launch = Observer()
     poller.launch.failing = {fleet["vllm"].pk: 3}
     [(engine, reading)] = poller.metrics_tick().engines

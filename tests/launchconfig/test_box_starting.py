@@ -6,6 +6,7 @@ import time
 import pytest
 
 from tests.simbox import point_collectors_at
+from tests.waiting import HAND_TICKED
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -31,7 +32,9 @@ def cold_box(tmp_path, settings, monkeypatch, db):
 def _poller(engines):
     from dashboard.poller.resident import ResidentPoller
 
-    return ResidentPoller(next(iter(engines.values())).host.name, duties={}, flush_interval=0)
+    return ResidentPoller(
+        next(iter(engines.values())).host.name, poll_interval=HAND_TICKED, duties={}, flush_interval=0
+    )
 
 
 def _fresh(engine):
