@@ -84,6 +84,22 @@ def test_bad_entry_input_is_explained_and_nothing_is_saved(operator_client, pair
     assert Entry.objects.count() == 0 and Claim.objects.count() == 0
 
 
+@pytest.mark.parametrize("count", ["21", "2147483648"])
+def test_a_claim_count_past_twenty_is_refused_with_twenty_rows_and_nothing_saved(operator_client, pair, count):
+    response = operator_client.post("/changelog/new/", _form(**{"claims-TOTAL_FORMS": count}))
+    page = response.content.decode()
+    assert response.status_code == 200 and not Entry.objects.exists()
+    assert "Please submit at most 20 forms." in page
+    assert page.count('class="claimrow"') == 20  # what it read, not the thousand it was told
+
+
+def test_twenty_claims_are_taken(operator_client, pair):
+    rows = {f"claims-{i}-text": f"claim {i}" for i in range(20)}
+    response = operator_client.post("/changelog/new/", _form(**{"claims-TOTAL_FORMS": "20", **rows}))
+    assert response.status_code == 302
+    assert Entry.objects.get().claims.count() == 20
+
+
 def test_correction_errors_save_nothing(operator_client, pair):
     entry = entry_create(effective_at=at("2026-08-20 09:00"), kind="decision", title="t", claims=[{"text": "c"}])
     bad = operator_client.post(
