@@ -91,10 +91,12 @@ def browser(chromium):
 class Session:
     """One logged-in browser context that records every console error and page error."""
 
-    def __init__(self, browser, base, user, *, dark=False):
+    def __init__(self, browser, base, user, *, dark=False, init_script=None):
         self.context = browser.new_context(
             viewport={"width": 1280, "height": 800}, color_scheme="dark" if dark else "light"
         )
+        if init_script:  # run in every page before its own scripts (test_csp_browser's violation recorder)
+            self.context.add_init_script(init_script)
         self.page, self.base, self.errors = self.context.new_page(), base, []
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))

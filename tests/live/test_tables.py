@@ -197,18 +197,44 @@ def _pages(everything, made):
     }
 
 
-def test_every_table_fits_stacks_or_scrolls_with_a_cue_and_no_word_breaks_at_both_sizes(
+# The pages issue 22 added, each with objects measured against simulated engines: none scrolls sideways at
+# either size, and each is photographed as new-SHOT once its charts have drawn. The sweep's name: SHOT; each
+# probe run's page is one too (probe-KIND: probe-run-KIND).
+NEW_PAGES = {
+    "planner": "planner",
+    "probes": "probes",
+    "probe-new": "probe-new",
+    "probe-profile": "probe-profile-needle",
+    "bench": "bench-with-sweeps",
+    "sweep": "sweep",
+    "sweep-new": "sweep-new",
+    "rate-new": "rate-new",
+    "rate-run": "rate-run",
+    "experiments": "experiments",
+    "experiment": "experiment-done",
+    "experiment-waiting": "experiment-waiting",
+    "experiment-new": "experiment-new",
+    "host-audit": "host-audit-thresholds",
+    "engine-contract": "engine-contract-panels",
+}
+NO_TABLE = {"planner", "experiment-waiting"}  # in the sweep for their width only
+
+
+def test_every_table_fits_stacks_or_scrolls_with_a_cue_and_no_word_breaks_and_the_new_pages_fit_at_both_sizes(
     everything,
     web,
     browser,
     admin_user,
 ):
+    """Each page once per size, seeded with real objects (tests/test_crawl.py build_measured: planner, probes,
+    sweeps, rate runs, experiments, the audit thresholds and the engine page's two contract panels): every
+    table measured; the new pages (NEW_PAGES) neither scroll sideways at 390×844 nor at 1280×800."""
     from concurrent.futures import ThreadPoolExecutor
 
     from dashboard.models import Engine
     from tests.test_crawl import READING, build_measured
 
-    from .test_phone_browser import LIVE_CONTRACT
+    from .test_phone_browser import LIVE_CONTRACT, OVERFLOWING, _no_sideways_scroll
 
     host = everything["fleet"]["host"]
 
@@ -224,26 +250,43 @@ def test_every_table_fits_stacks_or_scrolls_with_a_cue_and_no_word_breaks_at_bot
         made = pool.submit(measured).result()
     Engine.objects.filter(name="sim-a").update(latest={**READING, "window": 32768, "contract": LIVE_CONTRACT})
     entry = _seed_the_rest(everything, admin_user)
-    pages = {**_pages(everything, made), "entry": f"/changelog/{entry.pk}/"}
-    faults, errors, tables = [], [], 0
+    pages = {
+        **_pages(everything, made),
+        "entry": f"/changelog/{entry.pk}/",
+        "planner": f"/planner/{host.name}/",
+        "experiment-waiting": f"/experiments/{made['waiting'].pk}/",
+    }
+    new_pages = NEW_PAGES | {f"probe-{kind}": f"probe-run-{kind}" for kind in made["probe_runs"]}
+    assert set(new_pages) <= set(pages), set(new_pages) - set(pages)
+    faults, errors, wide, tables = [], [], [], 0
     for size in SIZES:
         session = SizedSession(browser, web.base, admin_user, size)
         page = session.page
         for name, path in pages.items():
             response = page.goto(web.base + path)
             assert response.status == 200, (path, response.status)
+            if name in new_pages and page.locator("#charts .chart, .chart[data-chart], .js-plotly-plot").count():
+                page.wait_for_selector(".main-svg", timeout=15000)  # drawn: measured at its real width
             _settled(page)
-            rows = page.evaluate("document.querySelectorAll('table tbody tr').length")
-            assert rows, f"{path}: no table rows to measure"
+            if name not in NO_TABLE:
+                rows = page.evaluate("document.querySelectorAll('table tbody tr').length")
+                assert rows, f"{path}: no table rows to measure"
             tables += page.evaluate("document.querySelectorAll('table').length")
             faults += [f"{size} {path} {fault}" for fault in page.evaluate(MEASURE_TABLES)]
             if name in SHOT:
                 session.shot(f"tables-{name}")
+            if name in new_pages:
+                session.shot(f"new-{new_pages[name]}")
+                if not _no_sideways_scroll(page):
+                    wide.append(f"{size} {path}: {page.evaluate(OVERFLOWING)}")
+            if name == "engine-contract":
+                assert page.locator("#contract-live #contract-finished").count() == 1  # the live panel, its shares
         errors += session.errors
         session.context.close()
     assert tables > 2 * len(pages), tables
     faults = list(dict.fromkeys(faults))  # a fault repeated row after row, once
     assert faults == [], f"{len(faults)} faults:\n" + "\n".join(faults[:100])
+    assert wide == [], "\n".join(wide)
     assert not errors, errors
 
 
