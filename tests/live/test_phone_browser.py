@@ -18,10 +18,8 @@ SIZES = {"desk": (1280, 800), "phone": (390, 844)}
 
 class SizedSession(Session):
     def __init__(self, browser, base, user, size, *, init_script=None):
-        super().__init__(browser, base, user, init_script=init_script)
+        super().__init__(browser, base, user, init_script=init_script, viewport=SIZES[size])
         self.size = size
-        width, height = SIZES[size]
-        self.page.set_viewport_size({"width": width, "height": height})
 
     def shot(self, name):
         SHOTS.mkdir(parents=True, exist_ok=True)
