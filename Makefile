@@ -1,5 +1,11 @@
 # SparkOps: `make up` brings the stack up with demo engines; `make test` runs the tests.
-PYTHON ?= python3
+# The interpreter the venv is made from: the distribution's /usr/bin/python3 when it is 3.11 or newer
+# and can make a venv (Debian and Ubuntu build it with profile-guided and link-time optimisation),
+# else python3 on PATH. pyenv's and a plain source build have neither unless configured for them:
+# the same Python work costs them ~1.4x the CPU (bench/interpreter.py), and the suite is CPU-bound.
+# `make install PYTHON=python3.12` chooses another; an existing .venv is kept (`make clean` first).
+PYTHON ?= $(shell /usr/bin/python3 -c 'import sys, ensurepip, venv; sys.exit(sys.version_info < (3, 11))' \
+  >/dev/null 2>&1 && echo /usr/bin/python3 || echo python3)
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
