@@ -67,7 +67,10 @@ def measure(python, runs):
 
 def candidates():
     found = []
-    for path in ["/usr/bin/python3", *(os.path.join(d, "python3") for d in os.environ.get("PATH", "").split(os.pathsep))]:
+    for path in [
+        "/usr/bin/python3",
+        *(os.path.join(d, "python3") for d in os.environ.get("PATH", "").split(os.pathsep)),
+    ]:
         real = os.path.realpath(path)
         if os.access(path, os.X_OK) and real not in {os.path.realpath(p) for p in found}:
             found.append(path)
@@ -77,7 +80,9 @@ def candidates():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("pythons", nargs="*", help="interpreters to compare (default: /usr/bin/python3, python3 on PATH)")
+    parser.add_argument(
+        "pythons", nargs="*", help="interpreters to compare (default: /usr/bin/python3, python3 on PATH)"
+    )
     args = parser.parse_args()
     pythons = [shutil.which(p) or p for p in args.pythons] or candidates()
     results = {}

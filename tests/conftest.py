@@ -7,6 +7,7 @@ import pytest
 from django.conf import settings
 
 from dashboard.roles import set_role
+from tests.chromium import ARGS, executable
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -184,13 +185,10 @@ def asgi_server(shared_web, transactional_db):
     return SimpleNamespace(url=shared_web[1])
 
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
-
-
 @pytest.fixture(scope="module")
-def chromium():
-    """One headless Chromium (Debian's) for a test module: launching one per test cost a second or
+def chromium(request):
+    """One headless Chromium (Debian's, tests/chromium.py: the headless shell, or the whole browser for
+    a module that sets FULL_BROWSER) for a test module: launching one per test cost a second or
     two of a core each time. Playwright's sync API holds an event loop in this thread while it
     runs, so the module's database calls are allowed beside it (DJANGO_ALLOW_ASYNC_UNSAFE, as each
     browser test used to set)."""
@@ -202,7 +200,9 @@ def chromium():
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            browser = p.chromium.launch(
+                executable_path=executable(getattr(request.module, "FULL_BROWSER", False)), args=ARGS
+            )
             yield browser
             browser.close()
     finally:

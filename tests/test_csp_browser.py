@@ -5,7 +5,6 @@ log, ledgers, benchmarks, the Django admin) is held to the same in tests/live/te
 sweep of every page, with this module's recorder and header check."""
 
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -14,14 +13,14 @@ from dashboard.alerts.models import AlertEvent, MaintenanceWindow, Silence
 from dashboard.benchmarks.models import Profile, Run
 from dashboard.changelog.models import Entry
 from dashboard.models import Incident, KVPoolEntry
+from tests.chromium import skip_without_chromium
 from tests.live.helpers import add_samples
 from tests.live.test_browser import browser  # noqa: F401  (browser: the shared Chromium fixture)
 from tests.live.test_pages import HOST, READING
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-if not Path("/usr/bin/chromium").exists():
-    pytest.skip("needs Debian's chromium at /usr/bin/chromium", allow_module_level=True)
+skip_without_chromium()
 
 # Every violation, as the page itself sees it (console messages say it too; this is the sure way).
 RECORD_VIOLATIONS = """

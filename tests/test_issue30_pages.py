@@ -9,14 +9,14 @@ import pytest
 from django.utils import timezone
 
 from dashboard.models import Engine
+from tests.chromium import skip_without_chromium
 from tests.live.test_browser import wait_for_js
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
 DESK, PHONE = {"width": 1280, "height": 800}, {"width": 390, "height": 844}
 
-if not Path("/usr/bin/chromium").exists():
-    pytest.skip("needs Debian's chromium at /usr/bin/chromium", allow_module_level=True)
+skip_without_chromium()
 
 
 def open_as(chromium, live_server, user, viewport=DESK):

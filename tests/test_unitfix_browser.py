@@ -11,13 +11,13 @@ import pytest
 from dashboard.changelog.models import Entry
 from dashboard.controls.unitfix_tasks import unit_fix
 from dashboard.models import Engine, Host
+from tests.chromium import skip_without_chromium
 from tests.live.test_browser import Session, browser  # noqa: F401  (browser: the shared Chromium fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 FILE = "50-sparkops-restart_always_bounded.conf"
 
-if not Path("/usr/bin/chromium").exists():
-    pytest.skip("needs Debian's chromium at /usr/bin/chromium", allow_module_level=True)
+skip_without_chromium()
 
 
 def in_thread(fn, *args):

@@ -10,14 +10,12 @@ from django.utils import timezone
 
 from dashboard.benchmarks.models import Profile, Run
 from dashboard.changelog.models import Entry
+from tests.chromium import ARGS, CHROMIUM, skip_without_chromium
 from tests.live.test_browser import Session, browser, wait_for_js  # noqa: F401  (browser: the shared Chromium fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 
-if not Path(CHROMIUM).exists():
-    pytest.skip("needs Debian's chromium at /usr/bin/chromium", allow_module_level=True)
+skip_without_chromium()
 
 
 def _done_run(profile, when, median, regression=False):

@@ -1,21 +1,17 @@
 """Real headless Chromium writes an entry and a correction through the forms, then reads the
 ledgers page with its Plotly chart."""
 
-from pathlib import Path
-
 import pytest
 
 from dashboard.changelog.models import Entry
 from dashboard.models import KVPoolEntry
+from tests.chromium import ARGS, CHROMIUM, skip_without_chromium
 
 from .conftest import at
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 
-if not Path(CHROMIUM).exists():
-    pytest.skip("needs Debian's chromium at /usr/bin/chromium", allow_module_level=True)
+skip_without_chromium()
 
 
 @pytest.fixture

@@ -6,7 +6,8 @@ artifacts/screenshots/contract-<engine>-<size>.png."""
 import pytest
 
 from dashboard.models import Engine
-from tests.live.test_browser import ARGS, CHROMIUM, SHOTS, Session
+from tests.chromium import ARGS, CHROMIUM
+from tests.live.test_browser import SHOTS, Session
 from tests.live.test_phone_browser import SIZES, _no_sideways_scroll, web  # noqa: F401 — fixture
 from tests.polls import poll
 

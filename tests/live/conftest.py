@@ -5,7 +5,7 @@ import contextlib
 import pytest
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
-from django.test import Client
+from django.conf import settings
 
 
 @pytest.fixture(autouse=True)
@@ -58,11 +58,10 @@ def sent(layer, monkeypatch):
 @pytest.fixture
 def session_cookie():
     """Cookie header of a real logged-in session for USER (what the browser would send)."""
+    from .helpers import session_key
 
     def make(user):
-        client = Client()
-        client.force_login(user)
-        return f"sessionid={client.cookies['sessionid'].value}".encode()
+        return f"{settings.SESSION_COOKIE_NAME}={session_key(user)}".encode()
 
     return make
 

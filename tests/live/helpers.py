@@ -1,6 +1,10 @@
-"""Write samples the way the collectors store them (Series/Sample/Rollup rows)."""
+"""Write samples the way the collectors store them (Series/Sample/Rollup rows); log a user in for a
+browser or a socket (`session_key`)."""
 
 from datetime import timedelta
+
+from django.conf import settings
+from django.test import Client
 
 from dashboard.models import Rollup, Sample, Series
 
@@ -28,3 +32,11 @@ def add_minute_rollups(*, metric, start, minutes, value, spike_at=None, spike=No
         )
     Rollup.objects.bulk_create(rows, batch_size=5000)
     return series
+
+
+def session_key(user):
+    """The key of a new logged-in session for USER, stored where the web server reads sessions (the
+    test database): what the login form would have set in the browser's session cookie."""
+    client = Client()
+    client.force_login(user)
+    return client.cookies[settings.SESSION_COOKIE_NAME].value

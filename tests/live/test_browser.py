@@ -5,7 +5,6 @@ artifacts/screenshots/ (with SPARKOPS_UPDATE_SCREENSHOT=1 the overview is copied
 import os
 import shutil
 from datetime import timedelta
-from pathlib import Path
 from types import SimpleNamespace
 
 import httpx
@@ -15,17 +14,15 @@ from django.utils import timezone
 
 from dashboard.changelog.models import Entry
 from dashboard.models import Engine, Host
+from tests.chromium import skip_without_chromium
 
-from .helpers import add_minute_rollups, add_samples
+from .helpers import add_minute_rollups, add_samples, session_key
 from .stack import ROOT, Poller, sim_settings, start_simulator, stop
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 SHOTS = ROOT / "artifacts" / "screenshots"
 
-if not Path(CHROMIUM).exists():
-    pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install chromium)", allow_module_level=True)
+skip_without_chromium()
 
 
 def _seed_history(engines, host):
@@ -89,16 +86,6 @@ def browser(chromium):
         context.close()
 
 
-def session_key(user):
-    """The key of a new logged-in session for USER, stored where the web server reads sessions (the
-    test database): what the login form would have set in the browser's cookie."""
-    from django.test import Client
-
-    client = Client()
-    client.force_login(user)
-    return client.cookies[django_settings.SESSION_COOKIE_NAME].value
-
-
 class Session:
     """One logged-in browser context, on the overview, that records every console error and page error.
 
@@ -114,7 +101,9 @@ class Session:
         )
         if init_script:  # run in every page before its own scripts (test_csp_browser's violation recorder)
             self.context.add_init_script(init_script)
-        self.context.add_cookies([{"name": django_settings.SESSION_COOKIE_NAME, "value": session_key(user), "url": base}])
+        self.context.add_cookies(
+            [{"name": django_settings.SESSION_COOKIE_NAME, "value": session_key(user), "url": base}]
+        )
         self.page, self.base, self.errors = self.context.new_page(), base, []
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))

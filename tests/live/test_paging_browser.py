@@ -6,14 +6,13 @@ Permission is asked only from the button; the tone is off until switched on, and
 Chromium's notifications are granted through the browser context; an init script wraps
 window.Notification so the test sees each one (headless Chromium shows none)."""
 
-from pathlib import Path
-
 import pytest
 
 from dashboard.alerts import outbox
 from dashboard.alerts.inbox import DEMO_CHANNEL, demo_inbox_channel
 from dashboard.alerts.models import Delivery, InboxMessage
 from dashboard.alerts.services import external_alert_fire, external_alert_resolve
+from tests.chromium import skip_without_chromium
 
 from .stack import ROOT
 from .test_browser import wait_for_js
@@ -21,8 +20,8 @@ from .test_browser import wait_for_js
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SHOTS = ROOT / "artifacts" / "screenshots"
 
-if not Path("/usr/bin/chromium").exists():
-    pytest.skip("needs Debian's chromium at /usr/bin/chromium", allow_module_level=True)
+FULL_BROWSER = True  # the Notification API as a browser has it (tests/chromium.py)
+skip_without_chromium(full=FULL_BROWSER)
 
 # Records every notification and permission request; the page keeps the real permission state.
 CAPTURE = """

@@ -9,17 +9,15 @@ import pytest
 from dashboard.changelog.models import Entry
 from dashboard.models.ledgers import GIB
 from dashboard.planner.models import BoxSetting
+from tests.chromium import ARGS, CHROMIUM, skip_without_chromium
 
 from .appendix import THROUGH_0819
 from .conftest import feed, plan_json
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 
-if not Path(CHROMIUM).exists():
-    pytest.skip("needs Debian's chromium at /usr/bin/chromium", allow_module_level=True)
+skip_without_chromium()
 
 
 @pytest.fixture

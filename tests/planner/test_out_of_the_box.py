@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from dashboard.models import Engine, Host, KVPoolEntry
 from dashboard.models.ledgers import GIB
+from tests.chromium import skip_without_chromium
 from tests.live.test_browser import wait_for_js
 from tests.test_issue30_pages import open_as  # a page logged in by session cookie
 
@@ -19,8 +20,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 MEM_TOTAL, MEM_AVAILABLE = round(119.7 * GIB), round((119.7 - 48.3) * GIB)
 
-if not Path("/usr/bin/chromium").exists():
-    pytest.skip("needs Debian's chromium at /usr/bin/chromium", allow_module_level=True)
+skip_without_chromium()
 
 
 @pytest.fixture

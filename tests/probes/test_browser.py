@@ -5,20 +5,19 @@ the simulated engine's recall at 90 % drops to a decoy and the next scheduled ru
 Screenshots: artifacts/screenshots/probes-*-desk.png and -phone.png."""
 
 import threading
-from pathlib import Path
 
 import pytest
 
 from dashboard.probes.models import ProbeProfile, ProbeRun
 from dashboard.probes.spec import ProbeSpec
+from tests.chromium import skip_without_chromium
 from tests.live.test_browser import SHOTS, Session, browser, wait_for_js  # noqa: F401  (browser: the shared Chromium)
 from tests.live.test_phone_browser import web  # noqa: F401  (web: uvicorn on the test database)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SIZES = {"desk": (1280, 800), "phone": (390, 844)}
 
-if not Path("/usr/bin/chromium").exists():
-    pytest.skip("needs Debian's chromium at /usr/bin/chromium", allow_module_level=True)
+skip_without_chromium()
 
 
 def scheduled(profile):
