@@ -2,7 +2,7 @@
 # The interpreter the venv is made from: the distribution's /usr/bin/python3 when it is 3.11 or newer
 # and can make a venv (Debian and Ubuntu build it with profile-guided and link-time optimisation),
 # else python3 on PATH. pyenv's and a plain source build have neither unless configured for them:
-# the same Python work costs them ~1.4x the CPU (bench/interpreter.py), and the suite is CPU-bound.
+# pure Python work costs them 1.36x the CPU, a process start 1.11x (bench/interpreter.py).
 # `make install PYTHON=python3.12` chooses another; an existing .venv is kept (`make clean` first).
 PYTHON ?= $(shell /usr/bin/python3 -c 'import sys, ensurepip, venv; sys.exit(sys.version_info < (3, 11))' \
   >/dev/null 2>&1 && echo /usr/bin/python3 || echo python3)
@@ -47,10 +47,10 @@ redis-server:
 	  fi; \
 	fi
 
-# Browser tests drive Debian's Chromium headless shell (tests/chromium.py: the same pages at 0.42 of
-# the CPU of chromium's headless mode); like redis-server it is installed when missing and run as
-# root. Else they run in Debian's chromium if it is there, or are skipped with one line that says
-# how to get them.
+# Browser tests drive Debian's Chromium headless shell (tests/chromium.py): the same pages at 0.42
+# of the CPU of chromium's headless mode (bench/chromium_shell.py). Like redis-server it is installed
+# when missing and run as root; else they run in Debian's chromium if it is there, or are skipped
+# with one line that says how to get them.
 chromium:
 	@if ! command -v chromium-headless-shell >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

@@ -6,7 +6,7 @@ browser's own windows) when it is installed, as Playwright runs its headless tes
 Debian's `chromium` in its headless mode, which draws the whole browser around each page (its top
 bars are WebUI pages, each with a renderer of its own). The same pages at the same sizes cost the
 shell 0.42 of the CPU (8 contexts, each loading a Plotly chart page and a table page three times and
-taking a screenshot: 3.4 s against 8.3 s of a core, Chromium 156).
+taking a screenshot: 3.4 s against 8.3 s of a core, Chromium 156; bench/chromium_shell.py).
 
 A module whose subject is what the whole browser does that the shell does not sets
 `FULL_BROWSER = True` and gets Debian's `chromium` (the shell answers every page's
