@@ -38,6 +38,11 @@ TABLE = (
 )
 
 
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # one line per request would bury the figures
+        pass
+
+
 def tree_cpu():
     import psutil
 
@@ -87,8 +92,7 @@ def main():
         shutil.copy(plotly, site / plotly.name)
         (site / "chart.html").write_text(CHART.format(plotly=plotly.name))
         (site / "table.html").write_text(TABLE)
-        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
-        http.server.SimpleHTTPRequestHandler.log_message = lambda *a: None
+        handler = functools.partial(_Quiet, directory=str(site))
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         base = f"http://127.0.0.1:{server.server_address[1]}"
