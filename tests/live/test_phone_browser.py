@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tests.test_csp_browser import everything  # noqa: F401 — fixture: one of each thing the pages show
+from tests.waiting import wait_for
 
 from .test_browser import SHOTS, Session, _live, browser, stack, wait_for_js  # noqa: F401 — fixtures
 
@@ -270,6 +271,12 @@ def test_last_error_is_a_sentence_cleared_on_recovery_and_kept_on_the_engine_pag
     assert re.match(r"^At \d\d:\d\d:\d\d UTC .+\.$", sentence), sentence
     assert "{" not in sentence and "time_us" not in sentence, sentence
     ops.shot("overview-last-error")
+    # The card turns down on the first failed probe; engine_down fires on the second (its recheck), and the
+    # engine page lists fired alerts only: restarted before it fires (a loaded box), the page has none to list.
+    from dashboard.alerts.models import AlertEvent
+
+    fired = AlertEvent.objects.filter(engine=vllm, rule="engine_down").exclude(state="pending")
+    assert wait_for(fired.exists, timeout=20), "engine_down never fired for the dead engine"
     assert httpx.post(f"{control}/_sim/units/sim-vllm/restart", json={}, timeout=30).status_code == 200
     card.and_(page.locator(".status-up")).wait_for(timeout=20000)
     wait_for_js(
