@@ -36,6 +36,7 @@ UNIT_OPTIONS: dict[str, Callable[[str], object]] = {
     "start_limit_burst": int,
     "start_limit_interval": float,
     "cold_seconds": float,
+    "warm_cache": _flag,
     "hand_run": _flag,
 }
 
@@ -51,6 +52,7 @@ class UnitSpec:
     start_limit_burst: int = 5
     start_limit_interval: float = 10.0
     cold_seconds: float = 0.0  # >0: a start on a cold JIT cache takes this much longer and spawns compilers
+    warm_cache: bool = False  # the JIT cache survived from before this boot: the first start is warm too
     hand_run: bool = False  # started by hand from a shell: no unit, its argv and environment in /proc
 
     @classmethod
@@ -128,7 +130,7 @@ class Unit:
         self.control_proc: asyncio.subprocess.Process | None = None  # the ExecStartPost helper while it runs
         self.post_task: asyncio.Task | None = None
         self.fail_result: str | None = None  # why the manager stopped the start ("timeout", "exit-code")
-        self.cold_next = True  # the first start after boot finds the JIT cache empty
+        self.cold_next = not spec.warm_cache  # the first start after boot finds the JIT cache empty
         self.compilers: list[Path] = []
         if spec.hand_run:
             self.effective = unitfiles.hand_run_launch(spec)

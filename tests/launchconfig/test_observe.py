@@ -143,7 +143,7 @@ def test_starts_are_measured_cold_with_compilers_then_warm(tmp_path, settings, m
     from dashboard.poller.resident import ResidentPoller
     from dashboard.simulator.client import Simulation
 
-    with Simulation(engines=["vllm:cold,cold_seconds=7"], state_dir=tmp_path / "sim", ready_timeout=30) as sim:
+    with Simulation(engines=["vllm:cold,cold_seconds=7,warm_cache=1"], state_dir=tmp_path / "sim", ready_timeout=30) as sim:
         monkeypatch.setenv("SPARKOPS_SIM_STATE_DIR", str(sim.state_dir))
         for key, value in {
             "SPARKOPS_SYSTEMCTL": "sim-systemctl",
@@ -165,7 +165,7 @@ def test_starts_are_measured_cold_with_compilers_then_warm(tmp_path, settings, m
                 poller.launch_tick()  # and its launch duty follows the starts
                 __import__("time").sleep(0.5)
 
-        # Its first boot was cold; the JIT cache is emptied again and it restarts with this poller
+        # Its first boot found the JIT cache warm (warm_cache); the cache is emptied and it restarts with this poller
         # watching: MAX_JOBS=4 compilers in its unit for 7 s.
         sim.cold("cold")
         poller.metrics_tick()

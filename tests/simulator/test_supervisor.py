@@ -129,3 +129,16 @@ def wait_meminfo(sim, ok, timeout=5.0):
             return True
         time.sleep(0.05)
     return False
+
+
+def test_the_first_start_after_boot_is_cold_unless_the_cache_survived(tmp_path):
+    """cold_seconds makes the first start after boot cold (the JIT cache is empty); warm_cache=1 says it
+    survived the boot, so only a start after POST /_sim/units/NAME/cold is."""
+    engines = ["vllm:cold,cold_seconds=30,load_seconds=0.1", "vllm:warm,cold_seconds=30,load_seconds=0.1,warm_cache=1"]
+    with Simulation(engines=engines, state_dir=tmp_path / "sim", wait_ready=False) as s:
+        s.wait_ready("warm", timeout=15)  # no 30 s of compilers first
+        assert s.show("warm")["ActiveState"] == "active"
+        assert s.show("cold")["ActiveState"] == "activating"  # 30 s of compilers before it answers
+        s.cold("warm")
+        s.restart("warm")
+        assert s.show("warm")["ActiveState"] == "activating"
