@@ -14,7 +14,9 @@ from dashboard.systemctl_show import unit_props
 
 @pytest.fixture
 def sim(tmp_path):
-    with Simulation(engines=["vllm:nemotron,cold_seconds=5,warm_cache=1"], state_dir=tmp_path / "sim", ready_timeout=30) as s:
+    with Simulation(
+        engines=["vllm:nemotron,cold_seconds=5,warm_cache=1"], state_dir=tmp_path / "sim", ready_timeout=30
+    ) as s:
         yield s
 
 

@@ -143,7 +143,9 @@ def test_starts_are_measured_cold_with_compilers_then_warm(tmp_path, settings, m
     from dashboard.poller.resident import ResidentPoller
     from dashboard.simulator.client import Simulation
 
-    with Simulation(engines=["vllm:cold,cold_seconds=7,warm_cache=1"], state_dir=tmp_path / "sim", ready_timeout=30) as sim:
+    with Simulation(
+        engines=["vllm:cold,cold_seconds=7,warm_cache=1"], state_dir=tmp_path / "sim", ready_timeout=30
+    ) as sim:
         monkeypatch.setenv("SPARKOPS_SIM_STATE_DIR", str(sim.state_dir))
         for key, value in {
             "SPARKOPS_SYSTEMCTL": "sim-systemctl",
