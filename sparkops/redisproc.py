@@ -10,14 +10,9 @@ import tempfile
 import time
 
 from sparkops.lifeline import die_with_parent
+from sparkops.ports import free_port
 
 INSTALL_HINT = "redis-server not found: install it with `sudo apt-get install redis-server` (Debian/Ubuntu)."
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _wait_ready(port, proc, timeout=10.0):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from sparkops.redisproc import free_port
+from sparkops.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,7 +5,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from dashboard.models import Engine, Host
-from sparkops.redisproc import free_port
+from sparkops.ports import free_port
 
 
 def _fresh(fleet):

@@ -13,7 +13,7 @@ import httpx
 import psutil
 import pytest
 
-from sparkops.redisproc import free_port
+from sparkops.ports import free_port
 
 pytestmark = pytest.mark.stack
 ADMIN_PASSWORD = "stack-test-admin-password"

@@ -16,13 +16,13 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import sys
 import time
 import uuid
 from pathlib import Path
 
 from sparkops.lifeline import die_with_parent
+from sparkops.ports import free_port
 
 from . import systemd as sd
 from . import units as unitfiles
@@ -33,12 +33,6 @@ NPROC = 20  # the simulated box's cores: an uncapped ninja runs nproc + 2 compil
 COMPILER_RSS = int(3.3 * (1 << 30))
 IDENT = {"vllm": "vllm", "llamacpp": "llama-server", "sglang": "python3", "openai": "python3"}
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 STARTED_TOO_OFTEN = "start of the service was attempted too often"

@@ -7,6 +7,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from aiosmtpd.controller import Controller
 
+from sparkops.ports import free_port
+
 
 class WebhookReceiver:
     """Records every POST; `script` is a list of statuses to answer in turn (then 200)."""
@@ -74,14 +76,6 @@ class MailSink:
     async def handle_DATA(self, server, session, envelope):
         self.messages.append({"from": envelope.mail_from, "to": envelope.rcpt_tos, "data": envelope.content})
         return "250 OK"
-
-
-def free_port():
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start_smtp():

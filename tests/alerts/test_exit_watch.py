@@ -16,7 +16,7 @@ from dashboard.models import Engine, Host
 from dashboard.poller import exitwatch
 from dashboard.poller.resident import ResidentPoller
 from dashboard.simulator.supervisor import REPO_ROOT
-from sparkops.redisproc import free_port
+from sparkops.ports import free_port
 from tests.waiting import serves, wait_for
 
 pytestmark = [

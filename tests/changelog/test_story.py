@@ -1,7 +1,6 @@
 """The window raise of 2026-08-20, replayed: the claim, the restart the collector saw, the
 ledger row at 10.31×, and the correction written beside the claim."""
 
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from dashboard.changelog.grammar import parse_flags
 from dashboard.changelog.models import Claim
 from dashboard.changelog.services import entry_create
 from dashboard.models import KVPoolEntry
+from sparkops.ports import free_port
 from tests.polls import poll_one
 
 from .conftest import at
@@ -21,12 +21,6 @@ CLAIM = "raising --max-model-len 131,072 → 262,144 allocates nothing"
 # Nemotron's pools from the field report's KV-pool ledger, in blocks of 2 tokens.
 BEFORE = {"max_model_len": 131072, "num_gpu_blocks": 2_777_998 // 2}  # 21.2× at 131,072
 AFTER = {"max_model_len": 262144, "num_gpu_blocks": 2_703_604 // 2}  # 10.31× at 262,144
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _start_vllm(port, cfg):
@@ -63,7 +57,7 @@ def _start_vllm(port, cfg):
 
 @pytest.fixture
 def nemotron_sim(pair):
-    port = _free_port()
+    port = free_port()
     engine = pair["nemotron"]
     engine.url = f"http://127.0.0.1:{port}"
     engine.save(update_fields=["url"])

@@ -14,7 +14,7 @@ from django.utils import timezone
 from dashboard.live.presence import DEFAULT_CACHE_S, DEFAULT_TTL_S, Viewers, presence_key, sockets
 from dashboard.live.publish import LivePublisher
 from dashboard.poller.liveness import Liveness
-from sparkops.redisproc import free_port
+from sparkops.ports import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,7 +11,8 @@ import asyncio
 from django.conf import settings as django_settings
 
 from dashboard.live.events import GROUP_OVERVIEW, LiveEvent, _publisher, publish
-from sparkops.redisproc import PrivateRedis, free_port
+from sparkops.ports import free_port
+from sparkops.redisproc import PrivateRedis
 
 
 def _layer_on(url):

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sparkops.redisproc import free_port
+from sparkops.ports import free_port
 
 HERE = Path(__file__).resolve().parent
 N_CTX = 8192  # per slot (the model's trained window): room for a needle haystack of a few thousand tokens

@@ -21,7 +21,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from dashboard.simulator.supervisor import REPO_ROOT
-from sparkops.redisproc import free_port
+from sparkops.ports import free_port
 from tests.waiting import serves as _healthy  # the engine answers /health (test_controls, test_launch, test_observe)
 from tests.waiting import wait_for
 

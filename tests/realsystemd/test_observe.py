@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dashboard.simulator.supervisor import REPO_ROOT
-from sparkops.redisproc import free_port
+from sparkops.ports import free_port
 from tests.waiting import wait_for
 
 from .conftest import WAIT_S, _healthy

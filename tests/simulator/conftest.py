@@ -48,7 +48,8 @@ def engine_process():
 
     import httpx
 
-    from dashboard.simulator.supervisor import REPO_ROOT, free_port
+    from dashboard.simulator.supervisor import REPO_ROOT
+    from sparkops.ports import free_port
 
     procs = []
 
