@@ -56,7 +56,11 @@ class Simulation:
 
     # ---- lifecycle ----------------------------------------------------------------------
     def __enter__(self):
-        self.start_supervisor()
+        try:
+            self.start_supervisor()
+        except BaseException:
+            self.stop()  # __exit__ is not called when __enter__ raises: the supervisor would be left running
+            raise
         return self
 
     def __exit__(self, *exc):

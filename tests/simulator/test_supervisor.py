@@ -142,3 +142,11 @@ def test_the_first_start_after_boot_is_cold_unless_the_cache_survived(tmp_path):
         s.cold("warm")
         s.restart("warm")
         assert s.show("warm")["ActiveState"] == "activating"
+
+
+def test_a_simulation_that_never_gets_ready_leaves_no_supervisor(tmp_path):
+    """An engine that is not ready in time fails the `with` and stops the supervisor it started."""
+    sim = Simulation(engines=["vllm:slow,load_seconds=30"], state_dir=tmp_path / "sim", ready_timeout=1.5)
+    with pytest.raises(TimeoutError), sim:
+        pass
+    assert sim.proc is not None and sim.proc.poll() is not None  # stopped, not left running
