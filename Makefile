@@ -48,19 +48,20 @@ redis-server:
 	fi
 
 # Browser tests drive Debian's Chromium headless shell (tests/chromium.py): the same pages at 0.42
-# of the CPU of chromium's headless mode (bench/chromium_shell.py). Like redis-server it is installed
-# when missing and run as root; else they run in Debian's chromium if it is there, or are skipped
-# with one line that says how to get them.
+# of the CPU of chromium's headless mode (bench/chromium_shell.py); the paging tests need the whole
+# browser (`chromium`: the shell denies every page the Notification API). Like redis-server both are
+# installed when missing and run as root; else the tests run in what is there, or are skipped with
+# one line that says how to get them.
+CHROMIUM_PACKAGES := chromium-headless-shell chromium
 chromium:
-	@if ! command -v chromium-headless-shell >/dev/null 2>&1; then \
+	@missing=$$(for p in $(CHROMIUM_PACKAGES); do command -v $$p >/dev/null 2>&1 || printf '%s ' $$p; done); \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "chromium-headless-shell is missing: installing Debian's package (for the browser tests)"; \
-	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium-headless-shell >/dev/null; } \
-	      || echo "could not install chromium-headless-shell: the browser tests run in chromium if it is installed, else they are skipped"; \
-	  elif command -v chromium >/dev/null 2>&1; then \
-	    echo "chromium-headless-shell is missing: the browser tests run in chromium, at about twice the CPU ('sudo apt-get install chromium-headless-shell')"; \
+	    echo "$$missing: missing, installing Debian's packages (for the browser tests)"; \
+	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null; } \
+	      || echo "could not install $$missing: the browser tests that need it are skipped, saying so"; \
 	  else \
-	    echo "chromium is missing: the browser tests will be skipped (install it with 'sudo apt-get install chromium-headless-shell')"; \
+	    echo "$$missing: missing, so the browser tests that need it are skipped ('sudo apt-get install $$missing')"; \
 	  fi; \
 	fi
 
