@@ -54,7 +54,7 @@ redis-server:
 # one line that says how to get them.
 CHROMIUM_PACKAGES := chromium-headless-shell chromium
 chromium:
-	@missing=$$(for p in $(CHROMIUM_PACKAGES); do command -v $$p >/dev/null 2>&1 || printf '%s ' $$p; done); \
+	@missing=$$(for p in $(CHROMIUM_PACKAGES); do command -v $$p >/dev/null 2>&1 || printf '%s ' $$p; done); missing=$${missing% }; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "$$missing: missing, installing Debian's packages (for the browser tests)"; \
