@@ -7,8 +7,7 @@ class DashboardConfig(AppConfig):
     verbose_name = "SparkOps"
 
     def ready(self):
-
-        from sparkops import checks  # noqa: F401  (registers system checks)
+        from sparkops import celery, checks  # noqa: F401  (the Celery app @shared_task binds to; system checks)
 
         from .forms.ids import IdConverter
 
