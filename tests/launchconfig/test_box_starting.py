@@ -18,7 +18,11 @@ def cold_box(tmp_path, settings, monkeypatch, db):
     from dashboard.models import Engine, Host
     from dashboard.simulator.client import Simulation
 
-    engines = ["vllm:nemotron,cold_seconds=6", "llamacpp:lla"]
+    # The box boots warm (no 6 s of compilers before the first test): each test makes the start it
+    # watches cold with sim.cold(). box_starting counts an answer as after a start only from 1 s past
+    # it (systemd's whole-second timestamps), so both engines load for 1.1 s: their first answer, and
+    # so the first tick's, comes after that second.
+    engines = ["vllm:nemotron,cold_seconds=6,warm_cache=1,load_seconds=1.1", "llamacpp:lla,load_seconds=1.1"]
     with Simulation(engines=engines, state_dir=tmp_path / "sim", ready_timeout=30) as sim:
         point_collectors_at(sim, settings, monkeypatch)
         host = Host.objects.create(name=django_settings.SPARKOPS_HOST_NAME)
