@@ -62,11 +62,25 @@ def test_scheduled_regression_fires_and_resolves(sim, make_engine):
     alert = AlertEvent.objects.get(rule="benchmark_regression")
     assert alert.state == "firing" and alert.engine_id == engine.pk and "nightly" in alert.message
 
+    # Recovered. One run is 16 tokens at 50 tokens/s: 5 % of its decode is 16 ms, so at load 8 a single
+    # scheduling delay that long makes a run slow, and the product is right to call it a regression.
+    # The engine gets up to three runs: while a run is judged slow the alert stays firing; the first
+    # run judged in range resolves it, judged against the five baseline runs (regressions stay out).
     eng.cfg.rate = 50.0
-    bench_profile_scheduled(profile.pk)
-    assert not Run.objects.latest("created_at").regression
-    alert.refresh_from_db()
-    assert alert.state == "resolved"
+    baseline = sorted(r.pk for r in runs)
+    recovered = []
+    for _ in range(3):
+        bench_profile_scheduled(profile.pk)
+        run = Run.objects.latest("created_at")
+        recovered.append(run)
+        alert.refresh_from_db()
+        if not run.regression:
+            break
+        assert alert.state == "firing", run.regression_detail
+    details = [r.regression_detail for r in recovered]
+    assert not recovered[-1].regression, details
+    assert sorted(recovered[-1].regression_detail["baseline_runs"]) == baseline, details
+    assert alert.state == "resolved", details
 
 
 def test_busy_engine_refuses_a_scheduled_run(fleet):
