@@ -20,6 +20,28 @@ def _close_the_main_threads_http_client():
     runner.close()
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(request, django_test_environment, django_db_blocker, django_db_modify_db_settings):
+    """pytest-django's test database, but under pytest-xdist each worker's is cloned from one
+    template that the first worker migrates (tests/testdb.py) instead of every worker migrating
+    its own at once. Without xdist it is pytest-django's setup (this suite uses neither
+    `--reuse-db` nor `--nomigrations`)."""
+    from django.test.utils import setup_databases
+
+    from tests import testdb
+
+    verbosity = request.config.option.verbose
+    workerinput = getattr(request.config, "workerinput", None)
+    with django_db_blocker.unblock():
+        if workerinput:
+            db_cfg = testdb.setup_worker_database(workerinput["workerid"], workerinput["testrunuid"], verbosity)
+        else:
+            db_cfg = setup_databases(verbosity=verbosity, interactive=False, aliases={testdb.ALIAS})
+    yield
+    with django_db_blocker.unblock():
+        testdb.teardown(db_cfg, verbosity)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _fast_password_hashing():
     """Passwords hashed at one PBKDF2 iteration in the test process (tests/hashers.py)."""

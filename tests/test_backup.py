@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.xdist_group("test_backup")  # its module-scoped fixture is built once a run, on one worker
+
 LOG = Path(__file__).parent / "fixtures" / "changelog" / "spark-config-log.md"
 
 

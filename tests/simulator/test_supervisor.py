@@ -9,6 +9,8 @@ import pytest
 
 from dashboard.simulator import Simulation
 
+pytestmark = pytest.mark.xdist_group("test_supervisor")  # its module-scoped fixture is built once a run, on one worker
+
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
