@@ -74,6 +74,25 @@ def test_the_choice_fields_refuse_ids_past_the_key_column(fleet, number):
         many.clean(["1e3"])
 
 
+@pytest.mark.django_db
+def test_the_choice_fields_read_their_choices_in_one_query_each_time(fleet):
+    """No server-side cursor (on PostgreSQL Django's own iterator DECLAREs one: three round trips a
+    field a rendering), and a rendering after a change shows the change (no cached choices)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from dashboard.models import Engine
+
+    for field in (IdMultipleChoiceField(queryset=Engine.objects.order_by("name")), IdChoiceField(Engine.objects.all())):
+        with CaptureQueriesContext(connection) as queries:
+            names = sorted(label for value, label in field.choices if value)
+        assert names == ["llama-side", "vllm-main"]
+        assert [q["sql"].split()[0] for q in queries.captured_queries] == ["SELECT"], queries.captured_queries
+        Engine.objects.create(name=f"added-{len(names)}", kind="vllm", url="http://127.0.0.1:9", host=fleet["host"])
+        assert len([label for value, label in field.choices if value]) == 3
+        Engine.objects.filter(name__startswith="added-").delete()
+
+
 def _project_forms():
     """Every form class the project defines, its views and admins imported (their URLconf loads them)."""
     get_resolver().url_patterns  # noqa: B018  (imports every view, so every form)
