@@ -15,6 +15,7 @@ from pathlib import Path
 from django.db import connection
 
 from sparkops import webproc
+from tests.waiting import serves
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM_BIN = ROOT / "dashboard" / "simulator" / "bin"
@@ -51,7 +52,14 @@ def start_simulator(tmp_path, engines=("vllm:sim-vllm", "llamacpp:sim-llama")):
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     _wait(lambda: ports.exists() or proc.poll() is not None, 30, "the simulator did not start")
     assert proc.poll() is None, f"the simulator exited with {proc.returncode}"
-    return proc, state, [json.loads(line) for line in ports.read_text().splitlines() if line.strip()]
+    specs = [json.loads(line) for line in ports.read_text().splitlines() if line.strip()]
+    # The ports are named before the engines listen: a poller started now finds them refusing until
+    # they have loaded, and on a loaded box that took two probes, so a "fresh start" paged engine_down.
+    # The stack's engines are up when SparkOps starts watching them, as a fresh start's are.
+    for spec in specs:
+        if spec["kind"] != "openai":  # a plain OpenAI server has no /health
+            _wait(lambda url=spec["url"]: serves(url), 30, f"{spec['name']} did not answer /health")
+    return proc, state, specs
 
 
 def start_web(*, db_name, log_path):
