@@ -795,11 +795,17 @@ def crawl_paths():
 # --- the crawl -----------------------------------------------------------------------------------------
 
 
-def _clients(django_user_model):
-    clients = {"anonymous": Client(raise_request_exception=False)}
+def _users(django_user_model):
+    users = {}
     for role in ROLES:
-        user = django_user_model.objects.create_user(username=f"crawl-{role}", password="crawl-password-123")
-        set_role(user, role)
+        users[role] = django_user_model.objects.create_user(username=f"crawl-{role}", password="crawl-password-123")
+        set_role(users[role], role)
+    return users
+
+
+def _clients(users):
+    clients = {"anonymous": Client(raise_request_exception=False)}
+    for role, user in users.items():
         clients[role] = Client(raise_request_exception=False)
         clients[role].force_login(user)
     return clients
@@ -814,10 +820,9 @@ class _RolledBack(Exception):
 class Crawl:
     """The world, a client per role, the paths to crawl, and the 5xx answers seen."""
 
-    def __init__(self, django_user_model):
-        self.clients = _clients(django_user_model)
-        self.world = build_world(django_user_model.objects.get(username="crawl-operator"))
-        self.paths = crawl_paths()
+    def __init__(self, built):
+        self.clients = _clients(built.users)  # a crawl's own sessions (one POSTs /logout/ for each role)
+        self.world, self.paths = built.world, built.paths
         self.failures, self.requests, self.started = [], 0, time.monotonic()
 
     def request(self, role, method, path, data=None):
@@ -868,12 +873,44 @@ def uninstrumented_templates():
     Template._render = instrumented
 
 
+# The four crawls share one world and run on one worker, first in the run (tests/conftest.py HEAVY_FIRST).
+CRAWL = pytest.mark.xdist_group("crawl")
+
+
+@pytest.fixture(scope="module")
+def crawl_world(django_db_setup, django_db_blocker):
+    """The crawl's users, world and paths, built once for the module's four crawls instead of once
+    each (a build took 12-14 s of a loaded box: two simulated engines measured through the apps'
+    services), in a transaction of its own that is rolled back after the last crawl. Each crawl runs
+    in a savepoint inside it (the `db` fixture's, as under a Django TestCase's setUpTestData), so
+    whatever one crawl's POSTs changed is gone before the next one starts."""
+    from types import SimpleNamespace
+
+    from django.contrib.auth import get_user_model
+
+    with django_db_blocker.unblock():
+        outer = transaction.atomic()
+        outer.__enter__()
+        try:
+            users = _users(get_user_model())
+            built = SimpleNamespace(users=users, world=build_world(users["operator"]), paths=crawl_paths())
+        except BaseException:
+            transaction.set_rollback(True)
+            outer.__exit__(None, None, None)
+            raise
+    yield built
+    with django_db_blocker.unblock():
+        transaction.set_rollback(True)
+        outer.__exit__(None, None, None)
+
+
 @pytest.fixture
-def crawl(django_user_model, recording, settings, uninstrumented_templates):
+def crawl(crawl_world, db, recording, settings, uninstrumented_templates):
     settings.DEBUG_PROPAGATE_EXCEPTIONS = False
-    return Crawl(django_user_model)
+    return Crawl(crawl_world)
 
 
+@CRAWL
 def test_every_url_pattern_as_every_role(crawl):
     """GET every pattern with real and absent arguments, as every role."""
     representative = set(crawl.representative().values())
@@ -902,6 +939,7 @@ def _fuzzed_queries(keys):
         yield list(pair.items())
 
 
+@CRAWL
 def test_every_query_parameter_fuzzed(crawl, recording):
     """Each view's query keys (those it was seen to read) get every fuzz value, alone, all together and repeated,
     round after round until no new key is read. As an operator (the pages with most controls), and the
@@ -953,6 +991,7 @@ def _formset_safe(key, value):
     return value
 
 
+@CRAWL
 def test_every_post_endpoint_with_empty_and_garbage_forms(crawl, recording):
     """POST to every app pattern with real and absent arguments, empty; then to one real path of each, every
     form key it read set to each fuzz value, round after round until no new key is read, as an operator and an
@@ -1135,6 +1174,7 @@ def _valid_forms(world):
     }
 
 
+@CRAWL
 def test_valid_forms_with_one_bad_field(crawl):
     """Each write form, valid but for one field, with each mutation in that field: no 5xx (a 400 or a
     re-rendered form with the reason, or, where the value is acceptable, a redirect)."""
