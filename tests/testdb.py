@@ -5,7 +5,7 @@ Migrating the test database (34 migrations, the change log's triggers) cost each
 2.4 s of a core in Python plus the server's share, all workers at once at the start of a run. Now
 the first worker to take the run's lock creates and migrates a template (pytest-django's own
 `setup_databases`, under another name), and every worker clones it under the lock: PostgreSQL's
-`CREATE DATABASE … TEMPLATE` (what Django's own parallel test runner does), a file copy on SQLite.
+`CREATE DATABASE … TEMPLATE` (what Django's own parallel test runner does), SQLite's backup API.
 The worker's database keeps the name pytest-django gave it (`…_gw0`) and is dropped as before; the
 xdist controller drops the template when the run ends (`drop_template`, tests/xdist_env.py).
 
@@ -16,9 +16,9 @@ template option, so this glue is ours."""
 from __future__ import annotations
 
 import fcntl
-import shutil
+import sqlite3
 import tempfile
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 ALIAS = "default"
@@ -83,9 +83,11 @@ def setup_worker_database(worker: str, testrunuid: str, verbosity: int):
 
 def _clone(connection, template: str, target: str) -> None:
     if connection.vendor == "sqlite":
-        for suffix in ("-wal", "-shm"):
+        for suffix in ("", "-wal", "-shm"):
             Path(target + suffix).unlink(missing_ok=True)
-        shutil.copyfile(template, target)
+        # SQLite's backup API, not a file copy: it reads the template as a reader would, write-ahead log included.
+        with closing(sqlite3.connect(template)) as source, closing(sqlite3.connect(target)) as copy:
+            source.backup(copy)
         return
     quote = connection.ops.quote_name
     with connection.creation._nodb_cursor() as cursor:
@@ -101,17 +103,20 @@ def teardown(db_cfg, verbosity: int) -> None:
     from django.db import DatabaseError
     from django.test.utils import teardown_databases
 
+    connection, original_name, _ = db_cfg[0]
+    name = connection.settings_dict["NAME"]
     try:
         teardown_databases(db_cfg, verbosity=verbosity)
     except DatabaseError:
-        connection, original_name, _ = db_cfg[0]
         if connection.vendor != "postgresql":
             raise
-        name = connection.settings_dict["NAME"]
         _close(connection)
         with connection.creation._nodb_cursor() as cursor:
             cursor.execute(f"DROP DATABASE IF EXISTS {connection.ops.quote_name(name)} WITH (FORCE)")
         connection.settings_dict["NAME"] = original_name
+    if connection.vendor == "sqlite":  # Django removes the database file, not its log and index beside it
+        for suffix in ("-wal", "-shm"):
+            Path(name + suffix).unlink(missing_ok=True)
 
 
 def template_made(testrunuid: str) -> bool:
