@@ -3,9 +3,10 @@ by every worker.
 
 Migrating the test database (34 migrations, the change log's triggers) cost each worker about
 2.4 s of a core in Python plus the server's share, all workers at once at the start of a run. Now
-the first worker to take the run's lock creates and migrates a template (pytest-django's own
-`setup_databases`, under another name), and every worker clones it under the lock: PostgreSQL's
-`CREATE DATABASE … TEMPLATE` (what Django's own parallel test runner does), SQLite's backup API.
+the first worker to take the run's lock creates and migrates a template (Django's
+`setup_databases`, as pytest-django calls it, under another name), and every worker clones it
+under the lock: PostgreSQL's `CREATE DATABASE … TEMPLATE` (what Django's own parallel test runner
+does), SQLite's backup API.
 The worker's database keeps the name pytest-django gave it (`…_gw0`) and is dropped as before; the
 xdist controller drops the template when the run ends (`drop_template`, tests/xdist_env.py).
 
