@@ -62,16 +62,24 @@ def gate_entries(box, name):
     ]
 
 
-def journal_once(read, ready):
+def unit_story(box, name):
+    """Every line NAME's unit journal holds (the manager's about it, the engine's, the gate's), for a
+    failure's message: which of them never came says which part did not run."""
+    return [f"{e.get('SYSLOG_IDENTIFIER', '?')}: {e.get('MESSAGE')}" for e in box.m.journal(f"--user-unit={box.unit(name)}")]
+
+
+def journal_once(read, ready, story=None):
     """READ()'s lines once READY(lines) holds: journald writes a gate's stdout a moment after systemd
-    has called the start failed (CI at load 8 read the journal before the gate's last line was there)."""
+    has called the start failed (CI at load 8 read the journal before the gate's last line was there).
+    STORY(), where given, is shown beside them when they never come."""
     got: list = []
 
     def check():
         got[:] = read()
         return ready(got)
 
-    assert wait_for(check, timeout=WAIT_S, step=0.2), got
+    if not wait_for(check, timeout=WAIT_S, step=0.2):
+        raise AssertionError(f"{got}\nthe unit's journal:\n" + "\n".join(story() if story else []))
     return got
 
 
@@ -115,7 +123,11 @@ def test_a_lying_helper_replaced_by_wait_ready_fails_the_start_and_the_unit_afte
     took = ts(failed, "InactiveEnter") - ts(failed, "InactiveExit")
     assert budget <= took < 40 / 2, took  # the gate's budget (its start, systemd's stop), far from TimeoutStartSec
     assert not _healthy(box.url("liar"))
-    gate = journal_once(lambda: gate_entries(box, "liar"), lambda got: bool(got) and "failed:" in got[-1][1])
+    gate = journal_once(
+        lambda: gate_entries(box, "liar"),
+        lambda got: bool(got) and "failed:" in got[-1][1],
+        lambda: unit_story(box, "liar"),
+    )
     waited = (gate[-1][0] - next(t for t, m in reversed(gate) if "waiting for" in m)) / 1e6
     assert f"failed: not serving after {budget}." in gate[-1][1] and f"budget of {budget} s" in gate[-1][1], gate
     # Wall clock, from the gate's first line to its verdict, as journald stamped them on receipt: the first
@@ -181,7 +193,9 @@ def test_budget_not_below_timeout_start_sec_refuses_with_exit_2(real_box):
     took = ts(failed, "InactiveEnter") - ts(failed, "InactiveExit")
     assert took < 15, took  # refused at once (a gate's start at load), not killed at TimeoutStartSec
     refusal = "refused: --budget 20 s is not below TimeoutStartSec 20 s of " + box.unit("tight")
-    journal_once(lambda: gate_lines(box, "tight"), lambda got: any(refusal in x for x in got))
+    journal_once(
+        lambda: gate_lines(box, "tight"), lambda got: any(refusal in x for x in got), lambda: unit_story(box, "tight")
+    )
     env = {**os.environ, **box.m.env}
     done = subprocess.run(
         [SPARKOPS, "wait-ready", "--url", box.url("tight"), "--budget", "21", "--unit", box.unit("tight"), "--user"],
