@@ -15,7 +15,12 @@ import json
 import os
 import signal
 import time
-from pathlib import Path
+
+# pathlib is imported where used: the systemctl and journalctl stand-ins import this module at every
+# call (simulator/bin/__init__.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # calendar, socket and uuid are imported where used: the stand-ins (bin/) import this module on
 # every call, thousands of times a test run, and use none of them (6 ms of a core a start).
@@ -192,6 +197,7 @@ class Journal:
     def __init__(self, state_dir: Path):
         import socket
         import uuid
+        from pathlib import Path
 
         self.dir = Path(state_dir) / "journal"
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -276,7 +282,7 @@ class Journal:
         )
 
 
-def read_entries(path: Path) -> list[dict]:
+def read_entries(path: Path | str) -> list[dict]:
     out = []
     try:
         with open(path) as fh:

@@ -22,10 +22,15 @@ starting as it was: `systemctl show` says NeedDaemonReload=yes until `systemctl 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-from pathlib import Path
+import os
+
+# pathlib and hashlib are imported where used: the systemctl stand-in imports this module for
+# `fingerprint` at every call (simulator/bin/__init__.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 UNIT_DIR = "etc/systemd/system"
 OTHER_UNITS = {  # units the engines' units name, with their state
@@ -129,22 +134,30 @@ def write_dropin(root: Path, unit: str, name: str, text: str | None):
         path.unlink(missing_ok=True)
 
 
-def paths(root: Path, unit: str):
-    """(FragmentPath, [DropInPaths]) as systemd names them (without ROOT)."""
-    drop = sorted((root / UNIT_DIR / f"{unit}.d").glob("*.conf"), key=lambda p: p.name)
-    return f"/{UNIT_DIR}/{unit}", [f"/{UNIT_DIR}/{unit}.d/{p.name}" for p in drop]
+def paths(root: Path | str, unit: str):
+    """(FragmentPath, [DropInPaths]) as systemd names them (without ROOT): the drop-ins are the
+    `*.conf` of `<unit>.d/` in lexical order, hidden ones left out as a glob leaves them."""
+    try:
+        names = os.listdir(os.path.join(root, UNIT_DIR, f"{unit}.d"))
+    except OSError:  # no drop-in folder (or not a folder)
+        names = []
+    drop = sorted(n for n in names if n.endswith(".conf") and not n.startswith("."))
+    return f"/{UNIT_DIR}/{unit}", [f"/{UNIT_DIR}/{unit}.d/{n}" for n in drop]
 
 
-def fingerprint(root: Path, unit: str) -> str:
+def fingerprint(root: Path | str, unit: str) -> str:
     """What daemon-reload loaded of UNIT: its files (fragment, drop-ins) and their contents. The
     simulated `systemctl show` compares it with the files now to say NeedDaemonReload=, as systemd
     compares the files' modification times with the ones it loaded."""
+
+    import hashlib
 
     fragment, dropins = paths(root, unit)
     files = {}
     for p in [fragment, *dropins]:
         try:
-            files[p] = hashlib.sha256((root / p.lstrip("/")).read_bytes()).hexdigest()
+            with open(os.path.join(root, p.lstrip("/")), "rb") as fh:
+                files[p] = hashlib.sha256(fh.read()).hexdigest()
         except OSError:
             files[p] = ""
     return json.dumps(files, sort_keys=True)
@@ -263,6 +276,8 @@ def write_proc(proc_root: Path, pid: int, eff, cgroup=None):
     argv = (eff.get("exec_start") or {}).get("argv") or []
     if not argv:
         return
+    from pathlib import Path
+
     d = Path(proc_root) / str(pid)
     d.mkdir(parents=True, exist_ok=True)
     (d / "cmdline").write_bytes(b"\0".join(w.encode() for w in argv) + b"\0")

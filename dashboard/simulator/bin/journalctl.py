@@ -6,22 +6,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
 from ..systemd import cursor_seq, read_entries
-from . import state_dir, unit_name
+from . import state_path, unit_name
 
 
 def entries(args) -> list[dict]:
-    jdir = state_dir() / "journal"
+    jdir = state_path("journal")
     if args.dmesg:
-        files = [(jdir / "kernel.jsonl", False)]
+        files = [(os.path.join(jdir, "kernel.jsonl"), False)]
     elif args.unit or args.user_unit:
-        files = [(jdir / f"{unit_name(u)}.jsonl", False) for u in args.unit]
-        files += [(jdir / f"{unit_name(u)}.jsonl", True) for u in args.user_unit]
-    else:
-        files = [(f, False) for f in sorted(jdir.glob("*.jsonl"))]
+        files = [(os.path.join(jdir, f"{unit_name(u)}.jsonl"), False) for u in args.unit]
+        files += [(os.path.join(jdir, f"{unit_name(u)}.jsonl"), True) for u in args.user_unit]
+    else:  # every unit's file, as glob("*.jsonl") lists them (no hidden ones)
+        try:
+            names = sorted(n for n in os.listdir(jdir) if n.endswith(".jsonl") and not n.startswith("."))
+        except FileNotFoundError:
+            names = []
+        files = [(os.path.join(jdir, n), False) for n in names]
     out = [as_user_unit(e) if user else e for f, user in files for e in read_entries(f)]
     out.sort(key=lambda e: cursor_seq(e["__CURSOR"]))
     return out

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
-from . import state_dir
+from . import read_text, state_path
 
 REASON_BITS = {
     "gpu_idle": 0x1,
@@ -69,9 +69,8 @@ def value(gpu: dict, query: str, units: bool) -> str:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    path = state_dir() / "gpu.json"
     try:
-        gpu = json.loads(path.read_text())
+        gpu = json.loads(read_text(state_path("gpu.json")))
     except (FileNotFoundError, ValueError):
         print(
             "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "

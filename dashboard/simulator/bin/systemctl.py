@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from dashboard.systemctl_show import unit_props
 
 from ..systemd import SHOW_KEYS, TIMESTAMP_STYLES, not_found_properties, restyle_timestamp
 from ..units import fingerprint
-from . import state_dir, unit_name
+from . import read_text, state_path, unit_name
 
 
 def load(unit: str) -> dict:
-    path = state_dir() / "units" / f"{unit}.show"
     try:
-        props = unit_props(path.read_text())
+        props = unit_props(read_text(state_path("units", f"{unit}.show")))
     except FileNotFoundError:
         return not_found_properties(unit)
     if "NeedDaemonReload" in props:
@@ -36,17 +36,17 @@ def load(unit: str) -> dict:
 def stale(unit: str) -> bool:
 
     try:
-        loaded = (state_dir() / "units" / f"{unit}.loaded").read_text()
+        loaded = read_text(state_path("units", f"{unit}.loaded"))
     except FileNotFoundError:
         return False
-    return loaded != fingerprint(state_dir() / "root", unit)
+    return loaded != fingerprint(state_path("root"), unit)
 
 
 def daemon_reload() -> int:
     import urllib.request
 
     try:
-        control = (state_dir() / "control").read_text().strip()
+        control = read_text(state_path("control")).strip()
         req = urllib.request.Request(control + "/_sim/daemon-reload", data=b"{}", method="POST")
         with urllib.request.urlopen(req, timeout=10) as resp:
             return 0 if resp.status == 200 else 1
@@ -61,7 +61,7 @@ def unit_action(verb: str, units: list[str]) -> int:
     import urllib.request
 
     try:
-        control = (state_dir() / "control").read_text().strip()
+        control = read_text(state_path("control")).strip()
     except OSError as exc:
         print(f"Failed to connect to bus: {exc}", file=sys.stderr)
         return 1
@@ -114,7 +114,7 @@ def cat_text(unit: str) -> str | None:
     paths = [p for p in [props.get("FragmentPath", ""), *props.get("DropInPaths", "").split()] if p]
     if props.get("LoadState") != "loaded" or not paths:
         return None
-    root = state_dir() / "root"
+    root = state_path("root")
     parts = []
     if stale(unit):
         parts.append(
@@ -125,7 +125,7 @@ def cat_text(unit: str) -> str | None:
         )
     for path in paths:
         try:
-            text = (root / path.lstrip("/")).read_text()
+            text = read_text(os.path.join(root, path.lstrip("/")))
         except OSError:
             continue
         parts.append(f"# {path}\n{text}" + ("" if text.endswith("\n") else "\n"))
