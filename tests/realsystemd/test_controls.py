@@ -65,7 +65,9 @@ def gate_entries(box, name):
 def unit_story(box, name):
     """Every line NAME's unit journal holds (the manager's about it, the engine's, the gate's), for a
     failure's message: which of them never came says which part did not run."""
-    return [f"{e.get('SYSLOG_IDENTIFIER', '?')}: {e.get('MESSAGE')}" for e in box.m.journal(f"--user-unit={box.unit(name)}")]
+    return [
+        f"{e.get('SYSLOG_IDENTIFIER', '?')}: {e.get('MESSAGE')}" for e in box.m.journal(f"--user-unit={box.unit(name)}")
+    ]
 
 
 def journal_once(read, ready, story=None):
