@@ -18,9 +18,8 @@ from django.urls import reverse
 
 from sparkops.staticstore import PLOTLY_STATIC, StaticStorage, collect_unless_current
 
-pytestmark = pytest.mark.xdist_group(
-    "test_static_compressed"
-)  # its module-scoped fixture is built once a run, on one worker
+# Its module-scoped fixture is built once a run, on one worker.
+pytestmark = pytest.mark.xdist_group("test_static_compressed")
 
 IMMUTABLE = "max-age=315360000, public, immutable"
 PLOTLY_PLAIN = "/static/" + PLOTLY_STATIC

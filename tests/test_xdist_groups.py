@@ -16,7 +16,7 @@ pytestmark = pytest.mark.xdist_group("together")
 
 
 @pytest.mark.parametrize("n", range(6))
-def test_one_of_six(n, tmp_path_factory):
+def test_one_of_six(n):
     out = os.environ["WORKERS_OUT"]
     with open(out, "a") as f:
         f.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")

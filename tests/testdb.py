@@ -32,13 +32,14 @@ def template_name(test_name: str, testrunuid: str, worker: str | None = None) ->
     return f"{test_name}_tpl{testrunuid[:8]}"
 
 
-def _state(testrunuid: str) -> Path:
-    return Path(tempfile.gettempdir()) / f"sparkops-testdb-{testrunuid}"
+def _state(testrunuid: str, what: str) -> Path:
+    """The run's file WHAT beside the template: `lock` (taken to make or clone it), `made` (its name)."""
+    return Path(tempfile.gettempdir()) / f"sparkops-testdb-{testrunuid}.{what}"
 
 
 @contextmanager
 def _run_lock(testrunuid: str):
-    with open(f"{_state(testrunuid)}.lock", "a") as f:
+    with open(_state(testrunuid, "lock"), "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -66,7 +67,7 @@ def setup_worker_database(worker: str, testrunuid: str, verbosity: int):
     original_name = connection.settings_dict["NAME"]
     test_settings = connection.settings_dict.setdefault("TEST", {})
     with _run_lock(testrunuid):
-        made = Path(f"{_state(testrunuid)}.made")
+        made = _state(testrunuid, "made")
         if not made.exists():
             test_settings["NAME"] = template
             try:
@@ -121,12 +122,12 @@ def teardown(db_cfg, verbosity: int) -> None:
 
 
 def template_made(testrunuid: str) -> bool:
-    return Path(f"{_state(testrunuid)}.made").exists()
+    return _state(testrunuid, "made").exists()
 
 
 def drop_template(testrunuid: str) -> None:
     """The controller's end of the run: drop the template a worker made, if one did."""
-    made = Path(f"{_state(testrunuid)}.made")
+    made = _state(testrunuid, "made")
     if not made.exists():
         return
     template = made.read_text()
@@ -141,6 +142,6 @@ def drop_template(testrunuid: str) -> None:
             with connection.creation._nodb_cursor() as cursor:
                 cursor.execute(f"DROP DATABASE IF EXISTS {connection.ops.quote_name(template)}")
     finally:
-        for path in (made, Path(f"{_state(testrunuid)}.lock")):
+        for path in (made, _state(testrunuid, "lock")):
             path.unlink(missing_ok=True)
         _close(connection)
