@@ -113,6 +113,9 @@ def three_generations_polled(url, engine, n_predict):
         readings.append(poll_one(engine))
     for thread in threads:
         thread.join(timeout=120)
+    # And once they are done: llama.cpp adds a generation's tokens to its counter when the generation ends,
+    # so on a loaded box the last one could end after the last poll above and no reading saw them counted.
+    readings.append(poll_one(engine))
     assert not errors and len(results) == 3, errors
     assert all(r["timings"]["predicted_n"] == n_predict for r in results)
     return results, readings

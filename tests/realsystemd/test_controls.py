@@ -43,31 +43,42 @@ def shown(box, name, timeout=WAIT_S, journal=None, **want):
     return got
 
 
-def gate_lines(box, name):
-    from dashboard.controls.readiness import PREFIX
+def unit_entries(box, name):
+    """NAME's unit journal, and its gate's lines that journald credited to no unit. journald names a
+    line's unit from the writer's cgroup, read when the line arrives: a gate that printed its one line
+    and exited before journald read it (a refusal, at once, on a loaded box) leaves the line with
+    `_PID` and `_STREAM_ID` only (systemd 252: 1 line in 15 of `sh -c 'echo; exit 2'` as
+    ExecStartPost=, here). Those are found by the pid of the unit's last ExecStartPost= run."""
+    import re
 
-    entries = box.m.journal(f"--user-unit={box.unit(name)}")
-    return [e["MESSAGE"] for e in entries if isinstance(e.get("MESSAGE"), str) and e["MESSAGE"].startswith(PREFIX)]
+    unit = box.unit(name)
+    entries = box.m.journal(f"--user-unit={unit}")
+    seen = {e.get("__CURSOR") for e in entries}
+    shown_post = box.m.systemctl("show", unit, "-p", "ExecStartPost").stdout
+    for pid in {p for p in re.findall(r"\bpid=(\d+)", shown_post) if p != "0"}:
+        entries += [e for e in box.m.journal(f"_PID={pid}") if e.get("__CURSOR") not in seen]
+    return sorted(entries, key=lambda e: int(e["__MONOTONIC_TIMESTAMP"]))
 
 
 def gate_entries(box, name):
     """[(journal monotonic µs, message)] of the gate's lines in NAME's unit journal."""
     from dashboard.controls.readiness import PREFIX
 
-    entries = box.m.journal(f"--user-unit={box.unit(name)}")
     return [
         (int(e["__MONOTONIC_TIMESTAMP"]), e["MESSAGE"])
-        for e in entries
+        for e in unit_entries(box, name)
         if isinstance(e.get("MESSAGE"), str) and e["MESSAGE"].startswith(PREFIX)
     ]
+
+
+def gate_lines(box, name):
+    return [message for _, message in gate_entries(box, name)]
 
 
 def unit_story(box, name):
     """Every line NAME's unit journal holds (the manager's about it, the engine's, the gate's), for a
     failure's message: which of them never came says which part did not run."""
-    return [
-        f"{e.get('SYSLOG_IDENTIFIER', '?')}: {e.get('MESSAGE')}" for e in box.m.journal(f"--user-unit={box.unit(name)}")
-    ]
+    return [f"{e.get('SYSLOG_IDENTIFIER', '?')}: {e.get('MESSAGE')}" for e in unit_entries(box, name)]
 
 
 def journal_once(read, ready, story=None):
