@@ -328,6 +328,12 @@ SPARKOPS_FLUSH_HOLD_MAX = env_number("SPARKOPS_FLUSH_HOLD_MAX", 200_000, minimum
 # the poller asks whether anyone watches at most this often before rendering cards.
 SPARKOPS_LIVE_PRESENCE_TTL = env_number("SPARKOPS_LIVE_PRESENCE_TTL", 60.0, cast=float, minimum=3, maximum=_day)
 SPARKOPS_LIVE_PRESENCE_CACHE = env_number("SPARKOPS_LIVE_PRESENCE_CACHE", 2.0, cast=float, minimum=0, maximum=3600)
+try:  # checked here so a bad value stops start-up, not the first server it starts
+    from .ports import port_range as _port_range
+
+    _port_range()
+except ValueError as _exc:
+    raise ImproperlyConfigured(str(_exc)) from None
 SPARKOPS_HOST_NAME = env_str("SPARKOPS_HOST_NAME", "") or __import__("socket").gethostname()
 # Commands and paths the host collectors read; overridable for --user units, odd
 # installs, or the simulator (which ships systemctl/journalctl/nvidia-smi work-alikes).

@@ -339,6 +339,26 @@ def pytest_configure(config):
     import gc
 
     gc.set_threshold(50_000, 50, 100)
+    _a_port_block_per_worker(config)
+
+
+def _a_port_block_per_worker(config):
+    """Each xdist worker picks its servers' ports from its own block (sparkops.ports): a port one
+    worker's simulator picked, or freed while it stopped an engine, is never the one another
+    worker's picks next. (CI once met a vLLM unit whose port a llama.cpp answered.)"""
+    import os
+
+    from sparkops import ports
+
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or os.environ.get(ports.RANGE_ENV):
+        return
+    low, _high = ports.ephemeral_range()
+    count, me = int(workerinput["workercount"]), int(workerinput["workerid"].removeprefix("gw"))
+    size = (low - ports.BELOW_FROM) // count
+    if size >= 500:
+        start = ports.BELOW_FROM + me * size
+        os.environ[ports.RANGE_ENV] = f"{start}-{start + size}"  # the servers it starts inherit it
 
 
 def pytest_collection_finish(session):

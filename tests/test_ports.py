@@ -2,6 +2,8 @@
 
 import socket
 
+import pytest
+
 from sparkops import ports
 
 
@@ -43,3 +45,20 @@ def test_an_unreadable_range_is_linuxs_default(tmp_path):
     assert ports.ephemeral_range(str(tmp_path / "missing")) == (32768, 60999)
     (tmp_path / "garbage").write_text("x y")
     assert ports.ephemeral_range(str(tmp_path / "garbage")) == (32768, 60999)
+
+
+def test_a_port_range_is_kept_and_no_port_is_handed_out_twice(monkeypatch):
+    monkeypatch.setenv(ports.RANGE_ENV, "23000-23040")
+    picked = [ports.free_port() for _ in range(30)]
+    assert all(23000 <= p < 23040 for p in picked), picked
+    assert len(set(picked)) == 30  # none twice, though each was free again when the next was picked
+
+
+def test_a_bad_port_range_says_what_is_wrong(monkeypatch):
+    for bad, said in (("20000", "expected LOW-HIGH"), ("a-b", "expected LOW-HIGH"), ("30000-20000", "LOW \\+ 16")):
+        with pytest.raises(ValueError, match=said):
+            ports.port_range(bad)
+    assert ports.port_range("") is None
+    monkeypatch.setenv(ports.RANGE_ENV, "80-90")
+    with pytest.raises(ValueError, match="SPARKOPS_PORT_RANGE='80-90'"):
+        ports.free_port()
