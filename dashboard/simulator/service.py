@@ -297,14 +297,24 @@ def _span(value, default: float) -> float:
     return default if got is None else got
 
 
-def _exec_struct(argv: list[str]) -> str:
-    """An Exec property as `systemctl show` prints it (argv joined with spaces)."""
+def _exec_struct(argv: list[str], run: dict | None = None) -> str:
+    """An Exec property as `systemctl show` prints it (argv joined with spaces), with its last RUN
+    ({pid, start, stop, rc}: rc None while it runs, -9 when killed) as systemd keeps it until the
+    unit's next start: `pid=`, `code=exited ; status=2` or `code=killed ; status=9/KILL`."""
     if not argv:
         return ""
-    return (
-        f"{{ path={argv[0]} ; argv[]={' '.join(argv)} ; ignore_errors=no ; start_time=[n/a] ; "
-        "stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }"
-    )
+    state = "start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0"
+    if run:
+        rc = run.get("rc")
+        code = "(null) ; status=0/0" if rc is None else "killed ; status=9/KILL" if rc < 0 else f"exited ; status={rc}"
+        stop = sd.fmt_timestamp(run.get("stop"), "pretty") or "n/a"
+        state = f"start_time=[{sd.fmt_timestamp(run['start'], 'pretty')}] ; stop_time=[{stop}] ; pid={run['pid']} ; code={code}"
+    return f"{{ path={argv[0]} ; argv[]={' '.join(argv)} ; ignore_errors=no ; {state} }}"
+
+
+def exec_start_post_property(posts: list[dict], runs: dict[int, dict]) -> str:
+    """ExecStartPost= as show prints it, with RUNS (by the command's index) of this start."""
+    return " ".join(_exec_struct(c["argv"], runs.get(i)) for i, c in enumerate(posts))
 
 
 def _quoted(word: str) -> str:

@@ -27,7 +27,7 @@ from sparkops.ports import free_port
 from . import systemd as sd
 from . import units as unitfiles
 from .host import HostState
-from .service import Unit, UnitSpec, shall_restart
+from .service import Unit, UnitSpec, exec_start_post_property, shall_restart
 
 NPROC = 20  # the simulated box's cores: an uncapped ninja runs nproc + 2 compilers
 COMPILER_RSS = int(3.3 * (1 << 30))
@@ -136,6 +136,8 @@ class Supervisor:
             self.host.dir / "proc", pid, unit.effective, cgroup=None if unit.spec.hand_run else unit.id
         )
         posts = [] if unit.spec.hand_run else unit.effective.get("exec_start_post") or []
+        if posts:  # a start forgets the last one's runs (systemd resets each command's exec status)
+            unit.p["ExecStartPost"] = exec_start_post_property(posts, {})
         unit.set_state(
             "activating" if posts else "active",
             "start-post" if posts else "running",
@@ -167,7 +169,8 @@ class Supervisor:
     async def _start_post(self, unit: Unit, proc, posts: list[dict], t0: float) -> None:
         """Run the ExecStartPost commands in order, each a real process with $MAINPID, bounded by
         what is left of TimeoutStartSec; active when the last exits 0."""
-        for post in posts:
+        runs: dict[int, dict] = {}  # what show's ExecStartPost= says of each command's run
+        for index, post in enumerate(posts):
             cmd = helper_command(post.get("argv") or [], unit.id)
             if cmd is None:
                 continue  # a command the simulated box does not have: taken as done
@@ -191,6 +194,8 @@ class Supervisor:
                 self._journal_lines(unit, ctl, "sparkops")
             unit.control_proc = ctl
             unit.p["ControlPID"] = str(ctl.pid)
+            runs[index] = {"pid": ctl.pid, "start": time.time(), "stop": None, "rc": None}
+            unit.p["ExecStartPost"] = exec_start_post_property(posts, runs)
             unit.write()
             try:
                 rc = await asyncio.wait_for(ctl.wait(), None if left == float("inf") else max(left, 0.01))
@@ -202,6 +207,9 @@ class Supervisor:
                     await ctl.wait()
                 unit.control_proc = None
                 unit.p["ControlPID"] = "0"
+                runs[index].update(stop=time.time(), rc=ctl.returncode)
+                unit.p["ExecStartPost"] = exec_start_post_property(posts, runs)
+                unit.write()
             if unit.proc is not proc or unit.stop_requested:
                 return  # the main process died meanwhile (its exit is recorded) or a stop came
             if rc is None:

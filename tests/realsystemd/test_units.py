@@ -2,6 +2,7 @@
 product's own code: the collectors (`systemctl --user show`, `journalctl --user-unit`), the
 engine_down rule's causes, launch observation (`read_units`), the Restart action."""
 
+import re
 import shlex
 import subprocess
 
@@ -277,9 +278,22 @@ def test_a_helper_that_exits_0_on_timeout_leaves_an_active_unit_that_does_not_an
     props = shown(box, "lie", ActiveState="active", SubState="running")
     assert props["Result"] == "success" and props["MainPID"] not in (0, "0"), props
     assert box.show("lie")["ControlPID"] == "0"  # the helper is done
+    # its run, as systemd keeps it until the next start (the gate's unit-less lines are found by it)
+    ran = re.search(
+        r"start_time=\[(.+?)\] ; stop_time=\[(.+?)\] ; pid=(\d+) ; code=exited ; status=0 }", props_post(box, "lie")
+    )
+    assert ran and ran[3] != "0" and "n/a" not in (ran[1], ran[2]), props_post(box, "lie")
     event = down_event(engine)
     assert event.cause == "active_not_answering", event.message
     assert "readiness lied" in event.message
+
+
+def props_post(box, name):
+    from django.conf import settings
+
+    from dashboard.collectors.command import output
+
+    return output([settings.SPARKOPS_SYSTEMCTL, "--user", "show", box.unit(name), "-p", "ExecStartPost"], timeout=10)
 
 
 def test_timeout_start_sec_reached_fails_the_start_with_result_timeout(box, engine_of):

@@ -77,6 +77,23 @@ def test_crash_restarts_and_counts(sim):
     sim.wait_ready("l")
 
 
+def test_field_matches_select_entries_as_journalctls_do(sim):
+    """`journalctl _PID=N`: one field's values ORed, fields ANDed, and with the units."""
+    lines = journal(sim, "-u", "v")
+    pid = next(str(e["_PID"]) for e in lines if e.get("SYSLOG_IDENTIFIER") == "vllm")  # the engine's
+    by_pid = journal(sim, f"_PID={pid}")
+    later = journal(sim, "-u", "v")  # the engine may have written more since
+    mine = [[e["__CURSOR"] for e in got if str(e.get("_PID")) == pid] for got in (lines, later)]
+    assert mine[0] and mine[0] == [e["__CURSOR"] for e in by_pid][: len(mine[0])]
+    assert [e["__CURSOR"] for e in by_pid] == mine[1][: len(by_pid)]
+    assert journal(sim, "-u", "l", f"_PID={pid}") == []  # ANDed: v's engine wrote none of l's lines
+    either = journal(sim, f"_PID={pid}", "_PID=1")  # ORed: the engine's lines and the manager's (pid 1)
+    assert {str(e["_PID"]) for e in either} == {pid, "1"}
+    assert "Started SparkOps simulated llamacpp engine l." in [e["MESSAGE"] for e in either]
+    code, _ = run(sim, "sim-journalctl", "pid=3")
+    assert code == 1  # journalctl: "Failed to add match 'pid=3': Invalid argument"
+
+
 def test_exit0_is_not_restarted_under_on_failure(sim):
     sim.fault("v", "exit0")
     props = sim.wait_for_unit("v", ActiveState="inactive")

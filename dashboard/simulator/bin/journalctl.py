@@ -1,5 +1,6 @@
-"""`journalctl [-u UNIT]... [-k] [-o json|short|cat] [--after-cursor C] [-n N] [--no-pager]`
-over the simulator's journal files. Cursors are global across units like journald's:
+"""`journalctl [-u UNIT]... [-k] [-o json|short|cat] [--after-cursor C] [-n N] [--no-pager]
+[FIELD=VALUE]...` over the simulator's journal files. Matches as journalctl's: values of one field
+ORed, fields ANDed, and with the units. Cursors are global across units like journald's:
 `--after-cursor` returns only entries written after that one."""
 
 from __future__ import annotations
@@ -67,13 +68,21 @@ def main(argv=None) -> int:
     p.add_argument("-b", "--boot", nargs="?", const="0")
     p.add_argument("--since")
     p.add_argument("--show-cursor", action="store_true")
+    p.add_argument("matches", nargs="*")
     for flag in ("--no-pager", "--user", "--system", "-q", "--quiet", "--all", "--utc", "--no-hostname"):
         p.add_argument(flag, action="store_true")
     args = p.parse_args(argv)
     if args.output not in ("json", "short", "cat"):
         print(f"sim-journalctl: unsupported output mode {args.output!r} (json, short, cat)", file=sys.stderr)
         return 1
-    items = entries(args)
+    wanted: dict[str, set[str]] = {}
+    for match in args.matches:
+        field, eq, value = match.partition("=")
+        if not eq or not field or not field.lstrip("_").replace("_", "A").isalnum() or not field.isupper():
+            print(f"Failed to add match '{match}': Invalid argument", file=sys.stderr)
+            return 1
+        wanted.setdefault(field, set()).add(value)
+    items = [e for e in entries(args) if all(str(e.get(f)) in values for f, values in wanted.items())]
     for flag, strict in ((args.after_cursor, True), (args.cursor, False)):
         if flag is not None:
             try:
