@@ -147,6 +147,42 @@ def journal_read(*, units=(), user_units=(), kernel=False, cursor=None, first_li
     return entries, cursor
 
 
+def start_post_pids(unit, *, scope="system"):
+    """The pids of UNIT's ExecStartPost= commands' last runs (systemd keeps each run's `pid=` in
+    `systemctl show` until the next start, after a failed start too); [] where none ran."""
+    argv = [
+        settings.SPARKOPS_SYSTEMCTL,
+        *(["--user"] if scope == "user" else []),
+        "show",
+        unit,
+        "-p",
+        "ExecStartPost",
+        "--no-pager",
+    ]
+    return sorted({int(p) for p in re.findall(r"\bpid=(\d+)", output(argv, timeout=CMD_TIMEOUT_S)) if p != "0"})
+
+
+def journal_pid_read(pids, *, first_lines=200):
+    """The last FIRST_LINES journal entries written by any of PIDS (`_PID=` matches, ORed).
+
+    journald names a line's unit from the writer's cgroup, read when the line arrives: a process that
+    printed a line and exited before journald read it leaves the line with `_PID` but no unit field
+    (systemd 252: 1 or 2 lines in 15 of an ExecStartPost= that echoes one line and exits), so a
+    `--unit=` read misses it. A unit's own processes' pids find it."""
+    if not pids:
+        return []
+    argv = [settings.SPARKOPS_JOURNALCTL, "-o", "json", "--no-pager", *(f"_PID={p}" for p in pids)]
+    entries = []
+    for line in output([*argv, "-n", str(first_lines)], timeout=CMD_TIMEOUT_S).splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return entries
+
+
 def message(entry):
     msg = entry.get("MESSAGE")
     if isinstance(msg, list):  # non-UTF-8 messages come as byte arrays

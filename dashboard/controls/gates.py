@@ -3,7 +3,9 @@
 The gate (`sparkops wait-ready` in the unit's ExecStartPost=) prints its verdict as its last line
 (readiness.READY / DIED / BUDGET); under systemd that is the unit's journal. The box's worker,
 which measures every start anyway (dashboard/launch/starts.StartTracker), reads the line back when the start
-ends: from the unit's own journal, written since the start began, naming the start's main pid.
+ends: from the unit's own journal, written since the start began, naming the start's main pid, and
+from the lines of the unit's last ExecStartPost= runs that journald credited to no unit (a gate that
+refuses at once can exit before journald reads its line: systemd.journal_pid_read).
 
 Why the journal and not a report from the gate to SparkOps: the gate then needs nothing but its
 stdout. A unit's environment holds no database URL or API token, the app may not be up while the
@@ -31,12 +33,16 @@ def gate_outcome(engine, *, since, mainpid=None):
     main process MAINPID: {gate, elapsed_s, mainpid, line}, or None (no gate, or not read)."""
     if not engine.unit:
         return None
-    scope = {"user_units": [engine.unit]} if engine.unit_scope == "user" else {"units": [engine.unit]}
+    user = engine.unit_scope == "user"
     try:
-        entries, _ = systemd.journal_read(**scope, first_lines=JOURNAL_LINES)
+        entries, _ = systemd.journal_read(
+            **({"user_units": [engine.unit]} if user else {"units": [engine.unit]}), first_lines=JOURNAL_LINES
+        )
     except CommandError as exc:
         log.info("journal of %s not read for its gate: %s", engine.unit, exc)
         return None
+    entries += _unclaimed_gate_lines(engine, {e.get("__CURSOR") for e in entries}, scope="user" if user else "system")
+    entries.sort(key=_realtime)
     floor = since.timestamp() - SLACK_S if since else None
     found = None
     for entry in entries:
@@ -46,16 +52,33 @@ def gate_outcome(engine, *, since, mainpid=None):
         outcome = outcome_of(text)
         if outcome is None:
             continue
-        try:
-            at = int(entry.get("__REALTIME_TIMESTAMP") or 0) / 1e6
-        except ValueError:
-            at = 0
+        at = _realtime(entry) / 1e6
         if floor is not None and at < floor:
             continue
         if mainpid and outcome["mainpid"] and outcome["mainpid"] != mainpid:
             continue
         found = outcome
     return found
+
+
+def _realtime(entry) -> int:
+    try:
+        return int(entry.get("__REALTIME_TIMESTAMP") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _unclaimed_gate_lines(engine, seen, *, scope):
+    """The lines of the unit's last ExecStartPost= runs that its unit read did not return: a gate
+    that refuses at once prints one line and exits, and journald may then credit the line to no
+    unit (systemd.journal_pid_read). Nothing where they cannot be read."""
+    try:
+        pids = systemd.start_post_pids(engine.unit, scope=scope)
+        extra = systemd.journal_pid_read(pids, first_lines=JOURNAL_LINES)
+    except CommandError as exc:
+        log.info("gate lines of %s not read by pid: %s", engine.unit, exc)
+        return []
+    return [e for e in extra if e.get("__CURSOR") not in seen]
 
 
 def attach(start, engine, *, since, mainpid=None):

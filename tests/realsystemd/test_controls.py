@@ -223,6 +223,40 @@ def test_budget_not_below_timeout_start_sec_refuses_with_exit_2(real_box):
     assert "--budget 21 s is not below TimeoutStartSec 20 s" in done.stderr, done.stderr
 
 
+@pytest.mark.django_db
+def test_a_refusal_journald_credits_to_no_unit_is_still_read_as_the_starts_gate(real_box, engine_of):
+    """journald names a line's unit from the writer's cgroup when it reads the line: a gate that
+    refused at once and was reaped before journald read its stream leaves its line with `_PID` and
+    no unit (1 start in 15 on an idle box, by chance). Made certain here by stopping journald while
+    the start fails; the product's reading (gates.gate_outcome) still finds the refusal, by the pid
+    of the unit's ExecStartPost= run."""
+    from django.utils import timezone
+
+    from dashboard.controls.gates import gate_outcome
+
+    box = real_box
+    never_serving(box, "lost", service="TimeoutStartSec=20\n")
+    wait_ready_post(box, "lost", 20)
+    engine = engine_of(box, "lost")
+    unit = box.unit("lost")
+    since = timezone.now()
+    os.kill(box.m.journald_pid, signal.SIGSTOP)
+    try:
+        box.m.systemctl("start", "--no-block", unit)
+        failed = shown(box, "lost", ActiveState="failed")
+    finally:
+        os.kill(box.m.journald_pid, signal.SIGCONT)
+    assert failed["Result"] == "exit-code", failed
+    refusal = "refused: --budget 20 s is not below TimeoutStartSec 20 s of " + unit
+    journal_once(
+        lambda: gate_lines(box, "lost"), lambda got: any(refusal in x for x in got), lambda: unit_story(box, "lost")
+    )
+    credited = [e.get("MESSAGE") for e in box.m.journal(f"--user-unit={unit}")]
+    assert not any(refusal in str(m) for m in credited), credited  # the case: no unit on the line
+    outcome = gate_outcome(engine, since=since)
+    assert outcome is not None and outcome["gate"] == "refused" and refusal in outcome["line"], outcome
+
+
 def _gate(url, budget, *, mainpid=None, kind="vllm"):
     env = {k: v for k, v in os.environ.items() if k != "MAINPID"}
     if mainpid:
