@@ -320,13 +320,11 @@ def redis_url():
 
 
 HEAVY_FIRST = (  # what takes longest, handed out first (longest-first keeps one worker from finishing alone)
-    # the four crawls, one xdist group on one worker (they share a world: tests/test_crawl.py crawl_world)
+    # the crawls, two xdist groups, each on one worker (a group shares a world: tests/test_crawl.py crawl_world)
     lambda item: item.module.__name__ == "tests.test_crawl" and item.get_closest_marker("xdist_group") is not None,
     lambda item: ".realsystemd." in item.module.__name__,  # they wait on the real manager's clock
     lambda item: item.get_closest_marker("browser") is not None,
-    lambda item: (
-        item.module.__name__ in ("tests.test_crawl", "tests.test_stack") or ".realengine." in item.module.__name__
-    ),
+    lambda item: item.module.__name__ == "tests.test_stack" or ".realengine." in item.module.__name__,
 )
 
 

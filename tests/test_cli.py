@@ -151,3 +151,30 @@ def test_user_add_refuses_weak_password_duplicates_and_missing_file(tmp_path):
     with pytest.raises(CommandError, match="already exists"):
         run("user", "add", "v", "--role", "admin", "--password-file", str(good))
     assert role_of(get_user_model().objects.get(username="v")) == "viewer"
+
+
+def test_commands_that_do_one_thing_skip_the_system_checks_and_the_servers_run_them(monkeypatch):
+    """`sparkops engine list` and the like do not pay for the URLconf's import (dashboard/management/
+    base.py); `up` and `worker` still check the install before they serve. Told apart by running each
+    command's `execute` with a check registered that always fails."""
+    from django.core import checks
+    from django.core.management import get_commands, load_command_class
+    from django.core.management.base import SystemCheckError
+
+    registry = checks.registry.CheckRegistry()
+    registry.register(lambda app_configs, **kw: [checks.Error("always fails", id="test.E001")])
+    monkeypatch.setattr(checks.registry, "registry", registry)
+    monkeypatch.setattr(checks, "run_checks", registry.run_checks)
+    ours = sorted(name for name, app in get_commands().items() if app == "dashboard")
+    quick = {name for name in ours if load_command_class("dashboard", name).requires_system_checks == []}
+    assert {"engine", "alerts", "launch", "changelog", "ledger", "token", "user"} <= quick, quick
+    assert {"up", "worker"}.isdisjoint(quick), quick
+    for name in ("up", "worker"):
+        command = load_command_class("dashboard", name)
+        monkeypatch.setattr(command, "handle", lambda *a, **kw: "")
+        with pytest.raises(SystemCheckError, match="always fails"):
+            command.execute(force_color=False, no_color=True, skip_checks=False, verbosity=0)
+    for name in ("engine", "token"):
+        command = load_command_class("dashboard", name)
+        monkeypatch.setattr(command, "handle", lambda *a, **kw: "")
+        command.execute(force_color=False, no_color=True, skip_checks=False, verbosity=0)  # no SystemCheckError

@@ -32,15 +32,24 @@ def _covers(rule_or_none, engine_id, host_id, event, engine_host_id):
 
 def mark_suppressed(events, *, now=None):
     """Set .silenced_by (the active Silence that covers it, latest end first) and .maintenance (the active
-    window) on each of EVENTS, for the live view's marks; two queries whatever the number of events."""
+    window) on each of EVENTS, for the live view's marks; two queries whatever the number of events (a mark's
+    title names the row's engine or host: fetched with it)."""
     now = now or timezone.now()
     silences = (
-        sorted(Silence.objects.filter(until__gt=now).select_related("created_by"), key=lambda s: s.until, reverse=True)
+        sorted(
+            Silence.objects.filter(until__gt=now).select_related("engine", "host", "created_by"),
+            key=lambda s: s.until,
+            reverse=True,
+        )
         if events
         else []
     )
     windows = (
-        list(MaintenanceWindow.objects.filter(starts_at__lte=now, ends_at__gt=now).select_related("created_by"))
+        list(
+            MaintenanceWindow.objects.filter(starts_at__lte=now, ends_at__gt=now).select_related(
+                "engine", "host", "created_by"
+            )
+        )
         if events
         else []
     )

@@ -101,3 +101,23 @@ def test_marks_name_the_silence_or_window_that_covers_each_alert(fleet, operator
     assert marked[kv.pk].silenced_by == whole_host  # the one that ends last
     assert marked[llama.pk].silenced_by == whole_host and marked[llama.pk].maintenance == window
     assert marked[host_event.pk].silenced_by == whole_host and marked[down.pk].maintenance is None
+
+
+def test_the_marks_titles_cost_no_query_per_alert(fleet, django_assert_num_queries):
+    """A mark's title names its silence's or window's engine or host (Silence.__str__): fetched with it,
+    not one query per firing alert on every page that lists them."""
+    from dashboard.alerts.models import MaintenanceWindow, Silence
+    from dashboard.alerts.selectors import mark_suppressed
+
+    now = timezone.now()
+    events = [
+        _event(fleet, rule, "warning", n) for n, rule in enumerate(("kv_saturated", "engine_down", "clock_low"), 1)
+    ]
+    Silence.objects.create(engine=fleet["vllm"], until=now + timedelta(hours=1))
+    Silence.objects.create(host=fleet["host"], until=now + timedelta(hours=2))
+    MaintenanceWindow.objects.create(engine=fleet["vllm"], starts_at=now, ends_at=now + timedelta(hours=1))
+    events = list(AlertEvent.objects.filter(pk__in=[e.pk for e in events]).select_related("engine", "host"))
+    with django_assert_num_queries(2):  # the silences, the windows
+        titles = [(str(e.silenced_by), str(e.maintenance)) for e in mark_suppressed(events)]
+    assert titles[0][0].endswith("on spark-1 until " + f"{now + timedelta(hours=2):%Y-%m-%d %H:%M}"), titles
+    assert "vllm-main" in titles[0][1], titles

@@ -1,14 +1,15 @@
 import json
 
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from dashboard.alerts import selectors, services
 from dashboard.alerts.models import NotificationChannel
+from dashboard.management.base import CliCommand
 from dashboard.models import Engine
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "List alerts, send a test notification, silence an engine or rule, tune a rule."
 
     def add_arguments(self, parser):

@@ -4,16 +4,17 @@
 import json
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from dashboard.audit.checks import CHECKS
 from dashboard.audit.run import audit
 from dashboard.audit.thresholds import parse_overrides, stored_overrides, thresholds, thresholds_save
 from dashboard.launch.observer import Observer
+from dashboard.management.base import CliCommand
 from dashboard.models import Engine, Host
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = (
         "Audit how the box's engines are launched against the playbook; exit 1 when any check fails "
         "(so a box's config repository can run it in CI)."

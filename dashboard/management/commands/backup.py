@@ -9,10 +9,12 @@ import sqlite3
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
+
+from dashboard.management.base import CliCommand
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Back up the SQLite database to FILE while SparkOps runs (PostgreSQL: prints the pg_dump command)."
 
     def add_arguments(self, parser):

@@ -1,7 +1,7 @@
 import json
 from typing import Any, TypedDict
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from dashboard.benchmarks import rate_cli, sweep_cli
 from dashboard.benchmarks.bounds import spec_problems
@@ -10,6 +10,7 @@ from dashboard.benchmarks.models import Profile, Run
 from dashboard.benchmarks.services import run_create, run_execute, run_summary
 from dashboard.benchmarks.spec import RunSpec
 from dashboard.experiments import cli as experiment_cli
+from dashboard.management.base import CliCommand
 
 FIGURES = (
     "ttft_ms",
@@ -37,7 +38,7 @@ class ProfileListRow(TypedDict):
     last_run: dict[str, Any] | None
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Run a benchmark against an engine now, or list profiles and recent runs."
 
     def add_arguments(self, parser):

@@ -4,14 +4,15 @@ import sys
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from dashboard.changelog.export import export_json, export_markdown
 from dashboard.changelog.importer import import_log, plan_import
 from dashboard.changelog.parse import LogSyntaxError
+from dashboard.management.base import CliCommand
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Import or export the config change log as Markdown (format: README, 'Change log')."
 
     def add_arguments(self, parser):

@@ -1,13 +1,14 @@
 import json
 
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from dashboard.alerts.models import NotificationChannel
 from dashboard.alerts.services import channel_as_dict, channel_create
+from dashboard.management.base import CliCommand
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Add or list notification channels (email, webhook, Apprise: chat and push services by URL)."
 
     def add_arguments(self, parser):

@@ -2,10 +2,11 @@ import json
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from dashboard.clock import db_now
 from dashboard.engine_lifecycle import engine_add, engine_as_dict, engine_retire, report_lag_s
+from dashboard.management.base import CliCommand
 from dashboard.models import Engine
 
 # A reading older than this many poll intervals (plus the worker's store lag) is stale: no
@@ -13,7 +14,7 @@ from dashboard.models import Engine
 STALE_AFTER_INTERVALS = 3
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Add, list or remove the engines SparkOps watches."
 
     def add_arguments(self, parser):

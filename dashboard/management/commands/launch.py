@@ -5,13 +5,14 @@ process becomes the engine."""
 import argparse
 import math
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from dashboard.controls import launch as guarded
 from dashboard.controls.launchplan import Refused
+from dashboard.management.base import CliCommand
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = (
         "Start an engine through the box's controls: compile caps exported, one cold start at a time, "
         "a memory preflight, the launch recorded; then exec the engine."

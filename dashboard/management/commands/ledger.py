@@ -8,12 +8,13 @@ change-log import does (engine_lifecycle.retired_record); on an error it is not 
 import json
 
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 
 from dashboard.changelog.forms import KVPoolEntryForm
 from dashboard.changelog.grammar import format_when
 from dashboard.engine_lifecycle import retired_record
+from dashboard.management.base import CliCommand
 from dashboard.models import Engine, KVPoolEntry
 from dashboard.models.ledgers import GIB
 
@@ -39,7 +40,7 @@ def row_json(r):
     }
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "The KV-pool ledger from the command line: add a row (as the Ledgers page's form does) or list them."
 
     def add_arguments(self, parser):

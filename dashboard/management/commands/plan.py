@@ -6,8 +6,9 @@ rows each one rests on."""
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from dashboard.management.base import CliCommand
 from dashboard.models import Engine
 from dashboard.planner.box import suggest
 from dashboard.planner.model import PlanError
@@ -24,7 +25,7 @@ def _positive_int(text):
     return value
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Predict an engine's KV pool at a memory share and window, or suggest a box's split, from the ledger."
 
     def add_arguments(self, parser):

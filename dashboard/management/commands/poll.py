@@ -4,12 +4,12 @@ import json
 import time
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
 
+from dashboard.management.base import CliCommand
 from dashboard.poller.entrypoints import poll_once
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Run every collector (this host's sources, then every engine), store and print the readings."
 
     def add_arguments(self, parser):

@@ -1,9 +1,10 @@
 import argparse
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from dashboard.benchmarks.cli_args import engine_named, whole
+from dashboard.management.base import CliCommand
 from dashboard.measured.services import profile_cron
 from dashboard.probes.models import ProbeProfile, ProbeRun
 from dashboard.probes.services import probe_run_create, probe_run_execute, probe_summary
@@ -17,7 +18,7 @@ def _depths(value):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Run a quality probe against an engine now, or list probe profiles and their latest runs."
 
     def add_arguments(self, parser):

@@ -5,8 +5,9 @@ import json
 from typing import TypedDict
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from dashboard.management.base import CliCommand
 from dashboard.tokens.models import ApiToken
 
 
@@ -22,7 +23,7 @@ class TokenItem(TypedDict):
     revoked_at: str | None
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Read-only API tokens (Authorization: Bearer on /api/… and /metrics): create, list, revoke."
 
     def add_arguments(self, parser):

@@ -3,15 +3,16 @@
 import json
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from dashboard.audit.checks import CHECKS
 from dashboard.controls import unitfix
 from dashboard.launch.observer import observe_now
+from dashboard.management.base import CliCommand
 from dashboard.models import Engine
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = (
         "Fix an engine's unit: the drop-in each failing launch-audit check needs (shown as a diff; "
         "--apply writes them, reloads systemd and logs the change)."

@@ -6,13 +6,14 @@ from axes.utils import reset
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 
+from dashboard.management.base import CliCommand
 from dashboard.roles import ROLES, set_role
 
 
-class Command(BaseCommand):
+class Command(CliCommand):
     help = "Add a user with a role (viewer, operator, admin), or unlock one locked out by failed logins."
 
     def add_arguments(self, parser):
