@@ -138,9 +138,10 @@ class Supervisor:
         posts = [] if unit.spec.hand_run else unit.effective.get("exec_start_post") or []
         if posts:  # a start forgets the last one's runs (systemd resets each command's exec status)
             unit.p["ExecStartPost"] = exec_start_post_property(posts, {})
-        unit.set_state(
+        unit.set_state(  # with a start-post, written once its control process runs: systemd forks it in the same turn
             "activating" if posts else "active",
             "start-post" if posts else "running",
+            write=not posts,
             MainPID=pid,
             ExecMainPID=pid,
             ExecMainCode=0,
@@ -157,18 +158,25 @@ class Supervisor:
         self._watchers.add(task)
         task.add_done_callback(self._watchers.discard)
         if posts:
-            unit.post_task = asyncio.create_task(self._start_post(unit, unit.proc, posts, unit.start_times[-1]))
+            spawned = asyncio.Event()
+            unit.post_task = asyncio.create_task(
+                self._start_post(unit, unit.proc, posts, unit.start_times[-1], spawned)
+            )
             self._watchers.add(unit.post_task)
             unit.post_task.add_done_callback(self._watchers.discard)
+            unit.post_task.add_done_callback(lambda _task: spawned.set())
+            await spawned.wait()  # a start returns with the unit activating, its control process running
 
     def _started(self, unit: Unit) -> None:
         self.journal.manager(
             unit.id, f"Started {unit.description}.", MESSAGE_ID=sd.MSG_STARTED, JOB_TYPE="start", JOB_RESULT="done"
         )
 
-    async def _start_post(self, unit: Unit, proc, posts: list[dict], t0: float) -> None:
+    async def _start_post(self, unit: Unit, proc, posts: list[dict], t0: float, spawned: asyncio.Event) -> None:
         """Run the ExecStartPost commands in order, each a real process with $MAINPID, bounded by
-        what is left of TimeoutStartSec; active when the last exits 0."""
+        what is left of TimeoutStartSec; active when the last exits 0. SPAWNED is set once the first
+        runs and the unit reads activating/start-post with its ControlPID (systemd forks it in the turn
+        it enters start-post: no `systemctl show` sees start-post without a ControlPID)."""
         runs: dict[int, dict] = {}  # what show's ExecStartPost= says of each command's run
         for index, post in enumerate(posts):
             cmd = helper_command(post.get("argv") or [], unit.id)
@@ -197,6 +205,7 @@ class Supervisor:
             runs[index] = {"pid": ctl.pid, "start": time.time(), "stop": None, "rc": None}
             unit.p["ExecStartPost"] = exec_start_post_property(posts, runs)
             unit.write()
+            spawned.set()
             try:
                 rc = await asyncio.wait_for(ctl.wait(), None if left == float("inf") else max(left, 0.01))
             except TimeoutError:
