@@ -135,16 +135,22 @@ def journal_read(*, units=(), user_units=(), kernel=False, cursor=None, first_li
         *selection,
         *([f"--after-cursor={cursor}"] if cursor else ["-n", str(first_lines)]),
     ]
+    entries = json_entries(output(argv, timeout=CMD_TIMEOUT_S))
+    return entries, next((e["__CURSOR"] for e in reversed(entries) if e.get("__CURSOR")), cursor)
+
+
+def json_entries(text):
+    """The entries of `journalctl -o json` output; a torn line is skipped (the cursor of the next good
+    one moves a reader on)."""
     entries = []
-    for line in output(argv, timeout=CMD_TIMEOUT_S).splitlines():
+    for line in text.splitlines():
         try:
             entry = json.loads(line)
         except ValueError:
-            continue  # a torn line: skip it, the cursor of the next good one moves us on
+            continue
         if isinstance(entry, dict):
             entries.append(entry)
-            cursor = entry.get("__CURSOR") or cursor
-    return entries, cursor
+    return entries
 
 
 def start_post_pids(unit, *, scope="system"):
@@ -172,15 +178,7 @@ def journal_pid_read(pids, *, first_lines=200):
     if not pids:
         return []
     argv = [settings.SPARKOPS_JOURNALCTL, "-o", "json", "--no-pager", *(f"_PID={p}" for p in pids)]
-    entries = []
-    for line in output([*argv, "-n", str(first_lines)], timeout=CMD_TIMEOUT_S).splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict):
-            entries.append(entry)
-    return entries
+    return json_entries(output([*argv, "-n", str(first_lines)], timeout=CMD_TIMEOUT_S))
 
 
 def message(entry):

@@ -33,15 +33,13 @@ def gate_outcome(engine, *, since, mainpid=None):
     main process MAINPID: {gate, elapsed_s, mainpid, line}, or None (no gate, or not read)."""
     if not engine.unit:
         return None
-    user = engine.unit_scope == "user"
+    scope = {"user_units": [engine.unit]} if engine.unit_scope == "user" else {"units": [engine.unit]}
     try:
-        entries, _ = systemd.journal_read(
-            **({"user_units": [engine.unit]} if user else {"units": [engine.unit]}), first_lines=JOURNAL_LINES
-        )
+        entries, _ = systemd.journal_read(**scope, first_lines=JOURNAL_LINES)
     except CommandError as exc:
         log.info("journal of %s not read for its gate: %s", engine.unit, exc)
         return None
-    entries += _unclaimed_gate_lines(engine, {e.get("__CURSOR") for e in entries}, scope="user" if user else "system")
+    entries += _unclaimed_gate_lines(engine, {e.get("__CURSOR") for e in entries})
     entries.sort(key=_realtime)
     floor = since.timestamp() - SLACK_S if since else None
     found = None
@@ -68,12 +66,12 @@ def _realtime(entry) -> int:
         return 0
 
 
-def _unclaimed_gate_lines(engine, seen, *, scope):
+def _unclaimed_gate_lines(engine, seen):
     """The lines of the unit's last ExecStartPost= runs that its unit read did not return: a gate
     that refuses at once prints one line and exits, and journald may then credit the line to no
     unit (systemd.journal_pid_read). Nothing where they cannot be read."""
     try:
-        pids = systemd.start_post_pids(engine.unit, scope=scope)
+        pids = systemd.start_post_pids(engine.unit, scope="user" if engine.unit_scope == "user" else "system")
         extra = systemd.journal_pid_read(pids, first_lines=JOURNAL_LINES)
     except CommandError as exc:
         log.info("gate lines of %s not read by pid: %s", engine.unit, exc)
