@@ -289,6 +289,7 @@ def test_a_helper_that_exits_0_on_timeout_leaves_an_active_unit_that_does_not_an
 
 
 def props_post(box, name):
+    """`systemctl --user show UNIT -p ExecStartPost`, whole (its format is checked against real systemd's)."""
     from django.conf import settings
 
     from dashboard.collectors.command import output
