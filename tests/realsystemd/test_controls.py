@@ -48,14 +48,14 @@ def unit_entries(box, name):
     line's unit from the writer's cgroup, read when the line arrives: a gate that printed its one line
     and exited before journald read it (a refusal, at once, on a loaded box) leaves the line with
     `_PID` and `_STREAM_ID` only (systemd 252: 1 line in 15 of `sh -c 'echo; exit 2'` as
-    ExecStartPost=, here). Those are found by the pid of the unit's last ExecStartPost= run."""
-    import re
+    ExecStartPost=, here). Those are found by the pid of the unit's last ExecStartPost= run (read as
+    the product reads it, dashboard/collectors/systemd.start_post_pids)."""
+    from dashboard.collectors.systemd import start_post_pids
 
     unit = box.unit(name)
     entries = box.m.journal(f"--user-unit={unit}")
     seen = {e.get("__CURSOR") for e in entries}
-    shown_post = box.m.systemctl("show", unit, "-p", "ExecStartPost").stdout
-    for pid in {p for p in re.findall(r"\bpid=(\d+)", shown_post) if p != "0"}:
+    for pid in start_post_pids(unit, scope="user"):
         entries += [e for e in box.m.journal(f"_PID={pid}") if e.get("__CURSOR") not in seen]
     return sorted(entries, key=lambda e: int(e["__MONOTONIC_TIMESTAMP"]))
 

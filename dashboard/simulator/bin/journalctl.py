@@ -8,11 +8,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 
 from ..systemd import cursor_seq, read_entries
 from . import state_path, unit_name
+
+FIELD_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")  # journald's: upper-case letters, digits, underscores
 
 
 def entries(args) -> list[dict]:
@@ -78,7 +81,7 @@ def main(argv=None) -> int:
     wanted: dict[str, set[str]] = {}
     for match in args.matches:
         field, eq, value = match.partition("=")
-        if not eq or not field or not field.lstrip("_").replace("_", "A").isalnum() or not field.isupper():
+        if not eq or not FIELD_NAME.fullmatch(field):
             print(f"Failed to add match '{match}': Invalid argument", file=sys.stderr)
             return 1
         wanted.setdefault(field, set()).add(value)
