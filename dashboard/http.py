@@ -191,7 +191,11 @@ _sync_client = None
 
 
 def sync_client():
-    """One pooled client per process (keep-alive to every engine saves a TCP handshake a poll)."""
+    """One pooled client per process (keep-alive to every engine saves a TCP handshake a poll).
+    Loops that wait on a server use it too, never `httpx.get()`: that builds a client per call, and
+    each client its own TLS context with the CA bundle loaded, even for http:// (about 22 ms of a
+    core against 1 ms for a request on this one); the test suite's wait loops took a tenth of a whole
+    run's profile there (py-spy, 5,800 of 51,683 samples)."""
     global _sync_client  # noqa: PLW0603 (one client per process, made on first use)
     if _sync_client is None:
         _sync_client = httpx.Client(

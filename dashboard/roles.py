@@ -25,14 +25,43 @@ def role_of(user):
     return "viewer"
 
 
-def has_role(user, role):
-    current = role_of(user)
+def _at_least(current, role):
     return current is not None and _RANK[current] >= _RANK[role]
 
 
-def require_role(user, role):
-    if not has_role(user, role):
+def _refuse_below(current, role):
+    if not _at_least(current, role):
         raise PermissionDenied(f"This needs the {role} role.")
+
+
+def has_role(user, role):
+    return _at_least(role_of(user), role)
+
+
+def require_role(user, role):
+    _refuse_below(role_of(user), role)
+
+
+def request_role(request):
+    """role_of(request.user), asked of the database once per request: a write view checks the
+    role and its page's context shows it. Kept with the user it was read for, so a request
+    whose user changes (the login view) reads it again."""
+    user = getattr(request, "user", None)
+    if user is None:
+        return None
+    cached = getattr(request, "_sparkops_role", None)
+    if cached is None or cached[0] is not user:
+        cached = (user, role_of(user))
+        request._sparkops_role = cached
+    return cached[1]
+
+
+def request_has_role(request, role):
+    return _at_least(request_role(request), role)
+
+
+def require_request_role(request, role):
+    _refuse_below(request_role(request), role)
 
 
 def role_required(role):
@@ -41,7 +70,7 @@ def role_required(role):
     def decorator(view):
         @wraps(view)
         def wrapper(request, *args, **kwargs):
-            require_role(request.user, role)
+            require_request_role(request, role)
             return view(request, *args, **kwargs)
 
         # Read by tests/test_access.py to list the write views; mypy types no attributes set on functions.
@@ -55,16 +84,15 @@ class RoleRequiredMixin(View):
     required_role = "operator"
 
     def dispatch(self, request, *args, **kwargs):
-        require_role(request.user, self.required_role)
+        require_request_role(request, self.required_role)
         return super().dispatch(request, *args, **kwargs)
 
 
 def role_context(request):
-    user = getattr(request, "user", None)
-    role = role_of(user) if user is not None else None
-    return {  # one role_of per page (a query for a non-admin), not one per flag
+    role = request_role(request)
+    return {  # one role_of per request (a query for a non-admin), not one per flag or check
         "user_role": role,
-        "can_operate": role is not None and _RANK[role] >= _RANK["operator"],
+        "can_operate": _at_least(role, "operator"),
         "can_admin": role == "admin",
     }
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 
+from dashboard.http import sync_client
 from sparkops.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +75,7 @@ def start_web(*, env=None, log_path=None, timeout: float = 60.0, cwd=ROOT):
         if proc.poll() is not None:
             raise WebDidNotStart(f"uvicorn exited with status {proc.returncode}:\n{_tail(log)}")
         try:
-            if httpx.get(base + "/livez", timeout=1).status_code == 200:
+            if sync_client().get(base + "/livez", timeout=1).status_code == 200:
                 return proc, base
         except httpx.HTTPError:
             pass

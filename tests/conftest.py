@@ -132,6 +132,18 @@ def _flush_keeps_what_migrate_made():
     flush.emit_post_migrate_signal = original_emit
 
 
+@pytest.fixture(autouse=True)
+def _each_test_starts_with_an_unmeasured_clock():
+    """The process's measured clock offset (dashboard.clock, set by every stored report) is
+    process state: a test that shifted this process's clock an hour and stored a report left
+    every later test on its worker converting times an hour back (an alert's start an hour
+    before the death it was seen at). Each test starts from a process that never measured."""
+    yield
+    from dashboard import clock
+
+    clock._measured_offset_s = 0.0
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _screenshots_when_asked_for():
     """Screenshots are written when asked for: `SPARKOPS_SCREENSHOTS=1 make test` (or

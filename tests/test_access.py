@@ -93,3 +93,24 @@ def test_viewer_gets_403_on_every_write_view(viewer_client):
 def test_admin_site_needs_admin_role(viewer_client):
     response = viewer_client.get("/admin/")
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+@pytest.mark.django_db
+def test_a_write_page_asks_for_the_users_role_once(operator_client, operator):
+    """The view's role check and the page's context (its nav's write links) share one read of
+    the user's groups; the next request reads it again, so a changed role counts at once."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from dashboard.roles import set_role
+
+    with CaptureQueriesContext(connection) as queries:
+        response = operator_client.get("/changelog/new/")
+    assert response.status_code == 200 and response.context["can_operate"] is True
+    group_reads = [q["sql"] for q in queries.captured_queries if "auth_user_groups" in q["sql"]]
+    assert len(group_reads) == 1, group_reads
+
+    set_role(operator, "viewer")
+    assert operator_client.get("/changelog/new/").status_code == 403
+    set_role(operator, "operator")
+    assert operator_client.get("/changelog/new/").status_code == 200

@@ -13,6 +13,7 @@ import httpx
 import psutil
 import pytest
 
+from dashboard.http import sync_client
 from sparkops.ports import free_port
 
 pytestmark = pytest.mark.stack
@@ -24,7 +25,7 @@ def _wait_http(url, proc, timeout):
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"sparkops up exited early with {proc.returncode}"
         try:
-            if httpx.get(url, timeout=1).status_code in (200, 503):
+            if sync_client().get(url, timeout=1).status_code in (200, 503):
                 return
         except httpx.HTTPError:
             pass

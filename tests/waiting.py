@@ -4,6 +4,8 @@ import time
 
 import httpx
 
+from dashboard.http import sync_client
+
 
 def wait_for(predicate, timeout=15.0, step=0.05):
     """True as soon as PREDICATE() is true, False after TIMEOUT seconds."""
@@ -18,7 +20,7 @@ def wait_for(predicate, timeout=15.0, step=0.05):
 def serves(url, timeout=2.0):
     """Whether the engine at URL answers /health with 200 now."""
     try:
-        return httpx.get(url + "/health", timeout=timeout).status_code == 200
+        return sync_client().get(url + "/health", timeout=timeout).status_code == 200
     except httpx.HTTPError:
         return False
 

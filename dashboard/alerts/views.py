@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.models import Engine
 from dashboard.params import safe_next
-from dashboard.roles import has_role, role_required
+from dashboard.roles import request_has_role, role_required
 
 from . import selectors, services
 from .forms import ChannelForm, MaintenanceForm, RuleForm, SilenceForm, route_formset
@@ -145,12 +145,12 @@ def _channels_page(request, bound=None, status=200, create_form=None):
     """The channels; for admins each carries its routing form (BOUND replaces one after a failed submit)
     and the page a form to add one (CREATE_FORM: as submitted, with its errors at the fields)."""
     channels = selectors.channels_with_recent()
-    if has_role(request.user, "admin"):
+    if request_has_role(request, "admin"):
         rules = _rule_keys()
         for channel in channels:
             failed = bound is not None and bound.prefix == f"routes-{channel.pk}"
             channel.route_form = bound if failed else route_formset(channel, rules=rules)
-    if create_form is None and has_role(request.user, "admin"):
+    if create_form is None and request_has_role(request, "admin"):
         create_form = ChannelForm()
     return render(request, "alerts/channels.html", {"channels": channels, "create_form": create_form}, status=status)
 

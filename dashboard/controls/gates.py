@@ -71,7 +71,7 @@ def _unclaimed_gate_lines(engine, seen):
     that refuses at once prints one line and exits, and journald may then credit the line to no
     unit (systemd.journal_pid_read). Nothing where they cannot be read."""
     try:
-        pids = systemd.start_post_pids(engine.unit, scope="user" if engine.unit_scope == "user" else "system")
+        pids = systemd.start_post_pids(engine.unit, scope=engine.unit_scope)
         extra = systemd.journal_pid_read(pids, first_lines=JOURNAL_LINES)
     except CommandError as exc:
         log.info("gate lines of %s not read by pid: %s", engine.unit, exc)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import httpx
 
+from dashboard.http import sync_client
 from dashboard.systemctl_show import unit_props
 
 from .supervisor import REPO_ROOT
@@ -126,7 +127,8 @@ class Simulation:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if httpx.get(self.url(name) + path, timeout=1.0).status_code == 200 and not self._activating(name):
+                answered = sync_client().get(self.url(name) + path, timeout=1.0).status_code == 200
+                if answered and not self._activating(name):
                     return
             except httpx.HTTPError:
                 pass
@@ -135,7 +137,7 @@ class Simulation:
             time.sleep(0.05)
 
     def _post(self, path: str, body=None) -> dict:
-        r = httpx.post(self.control + path, json=body if body is not None else {}, timeout=10.0)
+        r = sync_client().post(self.control + path, json=body if body is not None else {}, timeout=10.0)
         r.raise_for_status()
         return r.json()
 
@@ -182,7 +184,7 @@ class Simulation:
         return self._post("/_sim/kernel", {"message": message, "priority": priority})
 
     def units(self) -> list[dict]:
-        return httpx.get(self.control + "/_sim/units", timeout=5.0).json()
+        return sync_client().get(self.control + "/_sim/units", timeout=5.0).json()
 
     def _activating(self, name: str) -> bool:
         if not self.engines[name].get("unit"):

@@ -214,11 +214,17 @@ class Supervisor:
                 if ctl.returncode is None:
                     ctl.kill()
                     await ctl.wait()
-                unit.control_proc = None
-                unit.p["ControlPID"] = "0"
                 runs[index].update(stop=time.time(), rc=ctl.returncode)
-                unit.p["ExecStartPost"] = exec_start_post_property(posts, runs)
-                unit.write()
+                if unit.control_proc is ctl:
+                    unit.control_proc = None
+                # A restart kills this helper and starts the next one without waiting for this exit to be
+                # reaped: once a later start has begun, the unit's ControlPID and ExecStartPost= are its
+                # (a loaded box reaped the old helper after the new one ran, and show read ControlPID=0
+                # in start-post, which systemd never shows).
+                if unit.proc is proc or unit.proc is None:
+                    unit.p["ControlPID"] = "0"
+                    unit.p["ExecStartPost"] = exec_start_post_property(posts, runs)
+                    unit.write()
             if unit.proc is not proc or unit.stop_requested:
                 return  # the main process died meanwhile (its exit is recorded) or a stop came
             if rc is None:

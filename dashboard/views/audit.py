@@ -7,7 +7,7 @@ from dashboard.audit.thresholds import effective_thresholds, stored_overrides, t
 from dashboard.forms.audit import ThresholdsForm
 from dashboard.launch.starts import box_cold_boot
 from dashboard.models import Engine, Host
-from dashboard.roles import has_role, require_role
+from dashboard.roles import request_has_role, require_request_role
 
 
 @require_http_methods(["GET", "POST"])
@@ -19,7 +19,7 @@ def host_audit(request, name):
     form = None
     status = 200
     if request.method == "POST":
-        require_role(request.user, "admin")
+        require_request_role(request, "admin")
         form = ThresholdsForm(request.POST, in_force=effective_thresholds(host.pk), stored=stored)
         if form.is_valid():
             changed = thresholds_save(host=host, values=form.values, user=request.user)
@@ -28,7 +28,7 @@ def host_audit(request, name):
             )
             return redirect("host-audit", name=host.name)
         status = 400
-    elif has_role(request.user, "admin"):
+    elif request_has_role(request, "admin"):
         form = ThresholdsForm(in_force=effective_thresholds(host.pk), stored=stored)
     results = audit_host(host)
 

@@ -12,7 +12,7 @@ from dashboard.changelog.models import Entry
 from dashboard.controls import unitfix
 from dashboard.controls.unitfix_tasks import TITLE, fix_request
 from dashboard.models import Engine
-from dashboard.roles import has_role, require_role
+from dashboard.roles import request_has_role, require_request_role
 
 ENTRY_LINK = re.compile(r"\[entry (\d+)\]")
 
@@ -30,7 +30,7 @@ def recent_fixes(engine, limit=10):
 def engine_unit_fix(request, name):
     engine = get_object_or_404(Engine.objects.select_related("host"), name=name)
     if request.method == "POST":
-        require_role(request.user, "admin")
+        require_request_role(request, "admin")
         try:
             fix_request(engine=engine, checks=request.POST.getlist("check"), user=request.user)
             messages.success(
@@ -49,7 +49,7 @@ def engine_unit_fix(request, name):
             "engine": engine,
             "host": engine.host,
             "plan": plan,
-            "is_admin": has_role(request.user, "admin"),
+            "is_admin": request_has_role(request, "admin"),
             "allowed": bool(engine.host_id and engine.host.unit_actions),
             "recent": recent_fixes(engine),
         },

@@ -2,6 +2,7 @@
 both panels, the change-log entry as a ✎ line, and a theme switch redraws without errors; and a
 run page's progress bar follows each repetition live over the WebSocket, then shows the result."""
 
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -139,10 +140,20 @@ def test_run_page_follows_each_repetition_live_then_shows_the_result(
         page.expose_function("benchSeen", lambda state: seen.append(state))  # noqa: PLW0108 (Playwright reads its signature)
         page.add_init_script(OBSERVE_PROGRESS)
         page.on("websocket", lambda ws: ws.on("framereceived", lambda data: frames.append(json.loads(data))))
+        # The page's catch-up read (on the socket's hello) is held until the run has moved on, then
+        # answered: a reading behind the page's, which it must not draw (it once took the page back to
+        # "queued" mid-run, when the read was answered after the socket's first event).
+        held = []
+        page.route(
+            re.compile(rf"/bench/runs/{run.pk}/\?format=progress$"), lambda route: held.append((route, route.fetch()))
+        )
         page.goto(f"{base}/bench/runs/{run.pk}/")
         assert page.locator("#run-status-text").inner_text() == "queued"
         # The page's socket has joined its groups (the server says hello after group_add): start the worker.
         _until(page, lambda: any(f["type"] == "live.hello" for f in frames), 10, "the run page's socket never opened")
+        _until(page, lambda: held, 10, "the run page did not catch up on its socket's hello")
+        catch_up, stale = held[0]
+        assert stale.json()["status"] == "queued" and stale.json()["done"] == 0
 
         def work():
             try:
@@ -154,6 +165,14 @@ def test_run_page_follows_each_repetition_live_then_shows_the_result(
 
         worker = threading.Thread(target=work, daemon=True)
         worker.start()
+        _until(page, lambda: any(s["value"] == 1 for s in seen), 30, "the page did not draw the first repetition")
+        answered = []
+        page.on(
+            "requestfinished",
+            lambda request: answered.append(request.url) if "format=progress" in request.url else None,
+        )
+        catch_up.fulfill(response=stale)
+        _until(page, lambda: answered, 10, "the held catch-up was not answered")
         _until(page, lambda: not worker.is_alive(), 60, "the run did not finish")
         assert not failure, failure
         # When the run ends the page reloads once to show the server-rendered result.

@@ -1,7 +1,8 @@
 """The simulator's traffic knobs refuse bad input with a message and account nothing."""
 
-import httpx
 import pytest
+
+from dashboard.http import sync_client
 
 
 @pytest.mark.parametrize(
@@ -17,15 +18,15 @@ import pytest
     ],
 )
 def test_bad_knobs_are_refused_and_change_nothing(sim, body, message):
-    before = httpx.get(sim.url("ctr-vllm") + "/metrics").text
-    r = httpx.post(sim.control + "/_sim/units/ctr-vllm/traffic", json=body)
+    before = sync_client().get(sim.url("ctr-vllm") + "/metrics").text
+    r = sync_client().post(sim.control + "/_sim/units/ctr-vllm/traffic", json=body)
     assert r.status_code == 400 and message in r.json()["error"]
-    after = httpx.get(sim.url("ctr-vllm") + "/metrics").text
+    after = sync_client().get(sim.url("ctr-vllm") + "/metrics").text
     success = [line for line in after.splitlines() if line.startswith("vllm:request_success_total")]
     assert success == [line for line in before.splitlines() if line.startswith("vllm:request_success_total")]
 
 
 def test_a_stopped_engine_is_said_to_be_stopped(sim):
     sim.stop_unit("ctr-llama")
-    r = httpx.post(sim.control + "/_sim/units/ctr-llama/traffic", json={"count": 1})
+    r = sync_client().post(sim.control + "/_sim/units/ctr-llama/traffic", json={"count": 1})
     assert r.status_code == 409 and "is not running" in r.json()["error"]

@@ -64,9 +64,9 @@ def start_simulator(tmp_path, engines=("vllm:sim-vllm", "llamacpp:sim-llama")):
 
 def start_web(*, db_name, log_path):
     """The product's web server (`sparkops.webproc`, as `sparkops up` runs it) on a free port against
-    the test database; returns (proc, base URL)."""
+    the test database, with the suite's password hasher (tests/web_settings.py); returns (proc, base URL)."""
     url = f"sqlite:///{db_name}" if connection.vendor == "sqlite" else f"postgres://postgres@127.0.0.1:5432/{db_name}"
-    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "sparkops.settings"}
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "tests.web_settings"}
     env.pop("SPARKOPS_TEST_DB_NAME", None)
     return webproc.start_web(env=env, log_path=log_path, timeout=30)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from dashboard.http import sync_client
 from sparkops.ports import free_port
 
 HERE = Path(__file__).resolve().parent
@@ -70,7 +71,7 @@ def _wait_healthy(url, proc, log_path, timeout):
         if proc.poll() is not None:
             return False
         try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
+            if sync_client().get(url + "/health", timeout=1).status_code == 200:
                 return True
         except httpx.HTTPError:
             pass

@@ -6,11 +6,11 @@ the build CI pins still answers it."""
 import threading
 import time
 
-import httpx
 import pytest
 
 from dashboard.collectors import runner
 from dashboard.collectors.base import collector_for
+from dashboard.http import sync_client
 from dashboard.models import Engine, Host
 from dashboard.selectors.series import latest_value
 from tests.polls import poll_one
@@ -23,7 +23,7 @@ PROMPT = "the secret code of the city is the answer to the question in the docum
 
 def server_metrics(url):
     """{name: value} of the server's own /metrics text, read apart from SparkOps's parser."""
-    text = httpx.get(url + "/metrics", timeout=5).text
+    text = sync_client().get(url + "/metrics", timeout=5).text
     return {line.split()[0]: float(line.split()[1]) for line in text.splitlines() if line and line[0] != "#"}
 
 
@@ -34,7 +34,7 @@ def engine_at(url, name="llama-real"):
 
 def complete(url, n_predict, prompt=PROMPT, **extra):
     body = {"prompt": prompt, "n_predict": n_predict, "ignore_eos": True, "cache_prompt": True, **extra}
-    response = httpx.post(url + "/completion", json=body, timeout=120)
+    response = sync_client().post(url + "/completion", json=body, timeout=120)
     assert response.status_code == 200, response.text
     return response.json()
 

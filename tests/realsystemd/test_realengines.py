@@ -55,7 +55,10 @@ def test_real_llama_server_under_a_real_unit_is_observed_with_origins_readiness_
     )
     box.dropin("llama", "10-server.conf", f"[Service]\nExecStart=\nExecStart={argv.format(ctx=2048)}\n")
     window = box.dropin("llama", "20-window.conf", f"[Service]\nExecStart=\nExecStart={argv.format(ctx=4096)}\n")
-    helper = box.helper("llama", 120)  # ExecStartPost=: the unit is active once /health answers
+    # ExecStartPost=: the unit is active 2 s after /health answers (a warm-up request's time), so the
+    # ticks see it activating/start-post: the tiny model loads in a tenth of a second, and on a loaded
+    # box the whole start-post had passed before the first tick's `systemctl show` ran (CI).
+    helper = box.helper("llama", 120, extra="--warmup 2")
     host, _ = Host.objects.get_or_create(name=django_settings.SPARKOPS_HOST_NAME)
     engine = Engine.objects.create(
         name="llama",

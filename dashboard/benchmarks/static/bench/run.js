@@ -18,11 +18,21 @@
     if (p.status !== "queued" && p.status !== "running") setTimeout(function () { location.reload(); }, 300);
   }
 
+  // A run only moves forward (queued, running, then an end; its done count only grows): a reading
+  // behind the one shown is not applied. The catch-up below is read before the socket's next event
+  // and can be answered after it: applied, it took the page back to "queued" mid-run.
+  var STAGE = { queued: 0, running: 1 };
+  function stage(s) { return s in STAGE ? STAGE[s] : 2; }
+  function ahead(p) {
+    if (p.done !== bar.value) return p.done > bar.value;
+    return stage(p.status) > stage(status.textContent);
+  }
+
   // Events sent before the socket joined its groups (or while it was down) are gone: ask once.
   function catchUp() {
     fetch(location.pathname + "?format=progress", { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.json() : null; })
-      .then(function (p) { if (p && (p.done !== bar.value || p.status !== status.textContent)) apply(p); })
+      .then(function (p) { if (p && ahead(p)) apply(p); })
       .catch(function () {});
   }
 
@@ -32,7 +42,7 @@
     document.addEventListener("sparkops:event", function (e) {
       var ev = e.detail;
       if (ev.type === "live.hello") catchUp();  // subscribed now: fetch what happened before
-      if (ev.type === eventType && ev.payload && ev.payload.run === runId) apply(ev.payload);
+      if (ev.type === eventType && ev.payload && ev.payload.run === runId && ahead(ev.payload)) apply(ev.payload);
     });
   }
   connect();

@@ -48,12 +48,18 @@
     window.sweepLive.progress = (window.sweepLive.progress || 0) + 1;
   }
 
+  // A sweep only moves forward (queued, running, then an end; its done cells only grow): the catch-up,
+  // read before the socket's next event and answered after it, reloads the page only when it is ahead.
+  var STAGE = { queued: 0, running: 1 };
+  function stage(s) { return s in STAGE ? STAGE[s] : 2; }
+
   function catchUp() {  // events sent before the socket joined (or while it was down) are gone: ask once
     fetch(location.pathname + "?format=progress", { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.json() : null; })
       .then(function (p) {
         var shown = document.querySelectorAll('#sweep-cells tr[data-state="done"]').length;
-        if (p && (p.cells !== shown || p.status !== document.getElementById("sweep-status-text").textContent)) location.reload();
+        var now = document.getElementById("sweep-status-text").textContent;
+        if (p && (p.cells > shown || (p.cells === shown && stage(p.status) > stage(now)))) location.reload();
       })
       .catch(function () {});
   }
