@@ -69,6 +69,7 @@ class Bodies(dict):
     def __init__(self, *args):
         super().__init__(*args)
         self.problems: dict[str, str] = {}
+        self.transient: set[str] = set()  # those of them a retry may mend (a timeout, not a bad body)
 
 
 class EngineCollector:
@@ -83,19 +84,53 @@ class EngineCollector:
     # Statuses that are answers for the liveness probe, not errors (llama.cpp 503 = loading).
     probe_ok_statuses: frozenset[int] = frozenset()
 
+    # A server that gives each connection a thread of its own for as long as it is kept alive
+    # (llama.cpp's cpp-httplib) is read over one connection, its endpoints in turn: see `_in_turn`.
+    one_connection: bool = False
+
     async def fetch(self, client, base_url, *, timeout, refresh=True):
         names = [n for n in self.endpoints if refresh or n not in self.slow]
-        results = await asyncio.gather(
-            *(
-                http.aget(client, base_url + self.endpoints[n], timeout=timeout, ok_statuses=self.ok_statuses(n))
-                for n in names
-            ),
-            return_exceptions=True,
-        )
+        if self.one_connection:
+            results = await self._in_turn(client, base_url, names, timeout)
+        else:
+            results = await asyncio.gather(
+                *(
+                    http.aget(client, base_url + self.endpoints[n], timeout=timeout, ok_statuses=self.ok_statuses(n))
+                    for n in names
+                ),
+                return_exceptions=True,
+            )
         for res in results:  # anything else is a bug, not an engine's fault: let it surface
             if isinstance(res, BaseException) and not isinstance(res, (http.HttpError, asyncio.CancelledError)):
                 raise res
         return Bodies(zip(names, results))
+
+    async def _in_turn(self, client, base_url, names, timeout):
+        """NAMES one after another, so the poll holds one keep-alive connection, not one per
+        endpoint, and all of them within TIMEOUT, as the concurrent fetch is.
+
+        cpp-httplib serves a connection on one pool thread until it has been idle for its
+        keep-alive (5 s), so every connection a poller keeps pins a thread of llama-server's
+        (an older build's pool is fixed: max(parallel + 2, cores - 1)). A newer build adds a
+        thread only when none is idle at the moment a connection is queued, so a burst of new
+        connections can queue behind threads that other clients' idle keep-alives hold: with
+        five endpoints fetched at once on a server whose other clients held all but one of
+        its threads, /props and /v1/models waited out the poll's timeout while the first
+        three were answered (tests/realengine/test_llamacpp_collector.py). One connection at
+        a time is always served: by the idle thread, or by a new one."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        results = []
+        for name in names:
+            url = base_url + self.endpoints[name]
+            left = deadline - loop.time()
+            try:
+                if left <= 0:
+                    raise http.Timeout("timed out (total)", url=url)
+                results.append(await http.aget(client, url, timeout=left, ok_statuses=self.ok_statuses(name)))
+            except http.HttpError as exc:
+                results.append(exc)
+        return results
 
     def ok_statuses(self, name):  # noqa: ARG002 (kinds override it per endpoint)
         return None
@@ -112,6 +147,7 @@ class EngineCollector:
             return Snapshot(status="down", error=describe_at(exc))
         problems = getattr(bodies, "problems", {})
         snap.info["problems"] = dict(problems)
+        snap.info["transient"] = sorted(getattr(bodies, "transient", ()))
         if snap.up and not snap.error and problems:
             snap.error = "; ".join(problems.values())
         return snap
@@ -141,6 +177,8 @@ class EngineCollector:
         if isinstance(res, BaseException):
             if problems is not None and not isinstance(res, http.HttpStatus):  # 404: an older build lacks it
                 problems[name] = describe_at(res)
+                if not getattr(res, "permanent", False):
+                    bodies.transient.add(name)
             return default
         try:
             return res.json()

@@ -60,6 +60,7 @@ class LlamaCppCollector(EngineCollector):
     }
     required = ("health",)
     slow = frozenset({"props", "models"})
+    one_connection = True  # cpp-httplib: a thread per kept-alive connection (EngineCollector._in_turn)
     probe_ok_statuses = frozenset({503})
 
     def ok_statuses(self, name):

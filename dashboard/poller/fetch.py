@@ -149,7 +149,10 @@ def engine_account(state):
 
 def _needs_refresh(engine, state):
     static = state.get("static") or {}
-    return engine.status != "up" or time.time() - static.get("t", 0) >= STATIC_REFRESH_S
+    # A slow endpoint the last refresh could not read for a reason a retry may mend (a timeout, a
+    # refused connection) is read again at the next poll, not a minute later: the window and models
+    # it carries are missing until then. A bad body (a JSON bomb) waits its minute.
+    return engine.status != "up" or bool(static.get("retry")) or time.time() - static.get("t", 0) >= STATIC_REFRESH_S
 
 
 # --- hosts ---------------------------------------------------------------------------

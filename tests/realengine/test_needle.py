@@ -37,7 +37,7 @@ def test_needle_probe_on_a_real_llama_server_misses_and_says_so(llama_server):
     host = Host.objects.create(name="spark-real")
     engine = Engine.objects.create(name="llama-real", kind="llamacpp", url=llama_server.url, host=host)
     reading = poll_one(engine)  # the window the probe plans with is the collector's reading of /props
-    assert reading["up"] is True and reading["window"] == N_CTX
+    assert reading["up"] is True and reading["window"] == N_CTX, json.dumps(reading, default=str)[:2500]
     before = counters(llama_server.url)
 
     depths = ",".join(map(str, DEPTHS))
