@@ -28,8 +28,9 @@ def run_account(accounts, engine, started):
 
 def fetch_account(engine):
     """What the engine says about itself, read now through its collector (every endpoint at
-    once, ACCOUNT_TIMEOUT_S each): for callers outside a poller (`sparkops audit`, an A/B run
-    that must know what runs). {} when it does not answer, so a hung engine costs one timeout."""
+    once, ACCOUNT_TIMEOUT_S each; a llama.cpp server's in turn, ACCOUNT_TIMEOUT_S in all): for
+    callers outside a poller (`sparkops audit`, an A/B run that must know what runs). {} when it
+    does not answer, so a hung engine costs one timeout."""
     coll = collector_for(engine.kind)
 
     async def fetch():
