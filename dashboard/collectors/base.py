@@ -112,12 +112,13 @@ class EngineCollector:
         cpp-httplib serves a connection on one pool thread until it has been idle for its
         keep-alive (5 s), so every connection a poller keeps pins a thread of llama-server's
         (an older build's pool is fixed: max(parallel + 2, cores - 1)). A newer build adds a
-        thread only when none is idle at the moment a connection is queued, so a burst of new
-        connections can queue behind threads that other clients' idle keep-alives hold: with
-        five endpoints fetched at once on a server whose other clients held all but one of
-        its threads, /props and /v1/models waited out the poll's timeout while the first
-        three were answered (tests/realengine/test_llamacpp_collector.py). One connection at
-        a time is always served: by the idle thread, or by a new one."""
+        thread only when none is idle at the moment a connection is queued, and counts a
+        thread idle until it has woken, so a burst of new connections can queue behind
+        threads that idle keep-alives hold. With the five endpoints fetched at once, the
+        real-engine needle test's first poll (tests/realengine/test_needle.py, after the
+        other real-engine tests' clients) read /health, /metrics and /slots and timed out on
+        /props and /v1/models in 7 of 14 runs; in turn, in none of 11. One connection at a
+        time is always served: by the idle thread, or by a new one."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         results = []
