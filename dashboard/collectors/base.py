@@ -69,7 +69,7 @@ class Bodies(dict):
     def __init__(self, *args):
         super().__init__(*args)
         self.problems: dict[str, str] = {}
-        self.transient: set[str] = set()  # those of them a retry may mend (a timeout, not a bad body)
+        self.retry: set[str] = set()  # those of them a retry may mend (a timeout, not a bad body)
 
 
 class EngineCollector:
@@ -121,13 +121,14 @@ class EngineCollector:
         time is always served: by the idle thread, or by a new one."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        results = []
+        results: list[http.Response | http.HttpError] = []
         for name in names:
             url = base_url + self.endpoints[name]
             left = deadline - loop.time()
+            if left <= 0:  # the poll's time is spent: not asked
+                results.append(http.Timeout("timed out (total)", url=url))
+                continue
             try:
-                if left <= 0:
-                    raise http.Timeout("timed out (total)", url=url)
                 results.append(await http.aget(client, url, timeout=left, ok_statuses=self.ok_statuses(name)))
             except http.HttpError as exc:
                 results.append(exc)
@@ -148,7 +149,7 @@ class EngineCollector:
             return Snapshot(status="down", error=describe_at(exc))
         problems = getattr(bodies, "problems", {})
         snap.info["problems"] = dict(problems)
-        snap.info["transient"] = sorted(getattr(bodies, "transient", ()))
+        snap.info["retry"] = sorted(getattr(bodies, "retry", ()))
         if snap.up and not snap.error and problems:
             snap.error = "; ".join(problems.values())
         return snap
@@ -179,7 +180,7 @@ class EngineCollector:
             if problems is not None and not isinstance(res, http.HttpStatus):  # 404: an older build lacks it
                 problems[name] = describe_at(res)
                 if not getattr(res, "permanent", False):
-                    bodies.transient.add(name)
+                    bodies.retry.add(name)
             return default
         try:
             return res.json()

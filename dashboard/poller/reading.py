@@ -26,7 +26,7 @@ def _carry_static(snapshot, state, slow):
             "t": time.time(),
             "models": snapshot.models,
             "problems": problems,
-            "retry": [name for name in snapshot.info.get("transient") or () if name in problems],
+            "retry": [name for name in snapshot.info.get("retry") or () if name in problems],
             "kv": {k: v for k, v in snapshot.kv.items() if v is not None},
             "account": snapshot.account,
         }

@@ -24,21 +24,26 @@ class Routes(dict):
     """path -> (status, body bytes, headers) or a callable(handler) that answers itself."""
 
 
+def reply(handler, route):
+    """Answer HANDLER's request with ROUTE: a callable that answers it, or (status, body, headers); None: 404."""
+    if callable(route):
+        return route(handler)
+    status, body, headers = route if route else (404, b"not found", {})
+    handler.send_response(status)
+    for key, value in {"Content-Length": str(len(body)), **headers}.items():
+        handler.send_header(key, value)
+    handler.end_headers()
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        handler.wfile.write(body)
+    return None
+
+
 def serve(routes):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def do_GET(self):
-            route = routes.get(self.path.split("?")[0])
-            if callable(route):
-                return route(self)
-            status, body, headers = route if route else (404, b"not found", {})
-            self.send_response(status)
-            for key, value in {"Content-Length": str(len(body)), **headers}.items():
-                self.send_header(key, value)
-            self.end_headers()
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                self.wfile.write(body)
+            return reply(self, routes.get(self.path.split("?")[0]))
 
         def log_message(self, *args):
             pass

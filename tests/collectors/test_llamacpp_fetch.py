@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from dashboard.models import Engine
-from tests.collectors.conftest import fixture_bytes
+from tests.collectors.conftest import fixture_bytes, reply
 from tests.polls import poll_one
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -26,14 +26,7 @@ def recorded(routes, seen):
         def handle(handler):
             with lock:
                 seen.append((path, handler.client_address[1]))
-            if callable(route):
-                return route(handler)
-            status, body, headers = route
-            handler.send_response(status)
-            for key, value in {"Content-Length": str(len(body)), **headers}.items():
-                handler.send_header(key, value)
-            handler.end_headers()
-            handler.wfile.write(body)
+            return reply(handler, route)
 
         return handle
 
