@@ -8,6 +8,7 @@ WORKDIR /app
 COPY pyproject.toml setup.py MANIFEST.in README.md ./
 COPY sparkops sparkops
 COPY dashboard dashboard
+COPY simulator simulator
 COPY templates templates
 COPY static static
 # A real install (the wheel's way: templates and static inside the package), not -e.

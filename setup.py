@@ -1,7 +1,10 @@
 """Only what pyproject.toml cannot say: the top-level templates/ and static/ of a checkout
 ship inside the wheel as sparkops/templates and sparkops/static (package data), so an
 installed SparkOps (no checkout, `pip install sparkops-….whl`) serves its pages and
-stylesheets. They stay where they are in the checkout; sparkops/settings.py finds either."""
+stylesheets. They stay where they are in the checkout; sparkops/settings.py finds either.
+The manual, when `make docs` has built it into site/, ships as sparkops/docs_site, which an
+installed SparkOps serves at /docs/ (dashboard/views/docs.py); a wheel built without it serves
+a page that says how to build it."""
 
 import shutil
 from pathlib import Path
@@ -11,6 +14,7 @@ from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
 ASSET_DIRS = ("templates", "static")
+DOCS_SITE = HERE / "site"
 
 
 class BuildPyWithAssets(build_py):
@@ -28,6 +32,8 @@ class BuildPyWithAssets(build_py):
                 dirs_exist_ok=True,
                 ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"),
             )
+        if (DOCS_SITE / "index.html").is_file():
+            shutil.copytree(DOCS_SITE, Path(self.build_lib) / "sparkops" / "docs_site", dirs_exist_ok=True)
 
 
 setup(cmdclass={"build_py": BuildPyWithAssets})

@@ -82,7 +82,7 @@ class Stack:
                 [
                     PY,
                     "-m",
-                    "dashboard.simulator",
+                    "simulator",
                     "--engine",
                     self.engine_spec,
                     "--state-dir",
@@ -98,7 +98,7 @@ class Stack:
         while not ports.exists():
             time.sleep(0.05)
         self.engine = json.loads(ports.read_text().splitlines()[0])
-        bins = ROOT / "dashboard" / "simulator" / "bin"
+        bins = ROOT / "simulator" / "bin"
         self.env.update(
             SPARKOPS_SIM_STATE_DIR=str(state),
             SPARKOPS_SYSTEMCTL=str(bins / "sim-systemctl"),

@@ -22,7 +22,7 @@ from tests.realsystemd.harness import UserManager, unavailable
 # interpreter teardown after the stamp, which under load took up to 0.3 s and is not detection).
 DYING = """import os, sys, time
 sys.path.insert(0, {root!r})
-from dashboard.simulator.engine import main
+from simulator.engine import main
 code = main(sys.argv[2:])
 sys.stdout.flush(); sys.stderr.flush()
 with open(sys.argv[1], "a") as fh:
@@ -109,6 +109,67 @@ class DyingUnit:
 
     def stop(self):
         self.manager.stop()
+
+
+class HandRun:
+    """NAME's engine run by hand, with no unit: a process of this bench's own on a loopback port,
+    added to SparkOps with only its URL. The worker watches the process that owns the port (a
+    pidfd, looked for again when it changes); it dies and stamps its exit as DyingUnit's does."""
+
+    def __init__(self, name):
+        self.root = Path(tempfile.mkdtemp(prefix=f"hr-{name[:6]}-"))
+        self.name, self.unit = name, ""
+        self.exits, self.port = self.root / "exits.log", free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = None
+
+    def start(self):
+        (self.root / "dying_engine.py").write_text(DYING.format(root=str(ROOT)))
+        self.restart()
+
+    def watched_by(self, stack, receiver, channel, **env):
+        stack.env.update(**env)
+        stack.run("migrate", "-v", "0")
+        stack.run("engine", "add", self.name, "--kind", "vllm", "--url", self.url)
+        stack.run("channel", "add", channel, "--webhook", receiver.url, "--secret", "bench-secret")
+
+    die = DyingUnit.die
+    exit_times = DyingUnit.exit_times
+
+    def restart(self):
+        """A new process on the same port (the last one has exited), once it serves."""
+        import subprocess
+
+        if self.proc is not None:
+            self.proc.wait(30)
+        argv = [PY, str(self.root / "dying_engine.py"), str(self.exits), "--kind", "vllm", "--name", self.name]
+        argv += ["--port", str(self.port), "--exit-delay", "0.05"]
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: healthy(self.url), 60, "answer from the hand-run engine")
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+
+
+class Load:
+    """N busy processes (a pure-Python loop each) for the run's length: on 2 cores, 8 of them hold
+    the load average near 8 + what the stack itself runs, the suite's own standard."""
+
+    def __init__(self, n):
+        import subprocess
+
+        self.procs = [
+            subprocess.Popen([PY, "-c", "while True: pass"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(n)
+        ]
+
+    def stop(self):
+        for proc in self.procs:
+            proc.kill()
+            proc.wait(30)
 
 
 def wait_stack(stack):

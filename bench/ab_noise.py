@@ -2,11 +2,11 @@
 
     .venv/bin/python bench/ab_noise.py [--experiments 10] [--reps 3] [--tokens 48]
 
-Two simulated vLLM engines (dashboard/simulator, each its own process) at known rates. Each
+Two simulated vLLM engines (simulator, each its own process) at known rates. Each
 experiment alternates A, B, A, B … for REPS slots per arm, a slot being what an experiment's
-slot is (dashboard/experiments/runner.py): a warm-up request, then one measured request with
-pinned output, read by the benchmark client (dashboard/benchmarks/client.py). The decode figures
-go through the experiment's own verdict (dashboard/experiments/stats.py: ratio of medians, seeded
+slot is (sparkops/experiments/runner.py): a warm-up request, then one measured request with
+pinned output, read by the benchmark client (sparkops/benchmarks/client.py). The decode figures
+go through the experiment's own verdict (sparkops/experiments/stats.py: ratio of medians, seeded
 percentile bootstrap, the 1 % floor). Reported:
   1. A/A, 50 vs 50 tok/s: the share of experiments that wrongly say "faster"/"slower" (target 0);
   2. A/B, 50 vs 55 tok/s: the share that say "faster" (target all) and that hold 1.10 in the
@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from harness_accuracy import SimProcess, body  # noqa: E402
 
 from dashboard import http  # noqa: E402
-from dashboard.benchmarks.client import measure, stream_chat  # noqa: E402
-from dashboard.experiments import stats  # noqa: E402
+from sparkops.benchmarks.client import measure, stream_chat  # noqa: E402
+from sparkops.experiments import stats  # noqa: E402
 
 
 async def slot(url, tokens):

@@ -31,7 +31,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sparkops.settings")
 SERVE = r"""
 import asyncio, json, sys
 from aiohttp import web
-from dashboard.simulator.fleet import serve_many
+from simulator.fleet import serve_many
 
 GOOD = "vllm:num_requests_running{engine=\"0\"} 1.0\n"
 MODELS = json.dumps({"object": "list", "data": [{"id": "m", "max_model_len": 4096}]})
@@ -111,8 +111,8 @@ def main():
     from django.core.management import call_command
 
     from dashboard.models import Engine, Host
-    from dashboard.poller import fetch, resident
-    from dashboard.poller.pending import PendingWrites
+    from sparkops.poller import fetch, resident
+    from sparkops.poller.pending import PendingWrites
 
     call_command("migrate", verbosity=0)
     server = subprocess.Popen(

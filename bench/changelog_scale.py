@@ -1,5 +1,5 @@
 """The change log at the field report's size (issue 14, item 5): a generated log of ~600
-entries and 150 corrections over four months (dashboard/changelog/samplelog.py: flags, claims
+entries and 150 corrections over four months (sparkops/changelog/samplelog.py: flags, claims
 with predictions, code fences, corrections of both kinds, engines long retired) is imported
 into an empty database, exported, and the timeline is read with its filters and text search.
 
@@ -36,9 +36,9 @@ from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
 
-from dashboard.changelog.export import export_markdown  # noqa: E402
-from dashboard.changelog.importer import import_log  # noqa: E402
-from dashboard.changelog.samplelog import generate  # noqa: E402
+from sparkops.changelog.export import export_markdown  # noqa: E402
+from sparkops.changelog.importer import import_log  # noqa: E402
+from sparkops.changelog.samplelog import generate  # noqa: E402
 
 REQUESTS = [
     ("timeline, page 1", "/changelog/"),

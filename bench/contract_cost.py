@@ -17,8 +17,8 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from dashboard.simulator.core import EngineConfig, Plan
-from dashboard.simulator.vllm import VLLMMetrics
+from simulator.core import EngineConfig, Plan
+from simulator.vllm import VLLMMetrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -50,7 +50,7 @@ def main():
     import django
 
     django.setup()
-    from dashboard.collectors import contract, prom, vllm
+    from sparkops.collectors import contract, prom, vllm
 
     cfg = EngineConfig(kind="vllm", max_model_len=131072, process_metrics=True)
     metrics = VLLMMetrics(cfg)

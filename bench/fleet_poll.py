@@ -1,6 +1,6 @@
 """One worker polls 150 simulated vLLM engines in one cycle: target ≤ 1 s.
 
-The engines (dashboard.simulator.fleet, one port each) run in a separate process so
+The engines (simulator.fleet, one port each) run in a separate process so
 their CPU is not charged to the poller. The cycle is the resident poller's `metrics_tick`:
 the host's sources, a concurrent fetch of /metrics (and on refresh /v1/models) of every
 engine, derive and hold each reading, store (every tick here, or every 10 s as deployed),
@@ -23,7 +23,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sparkops.settings")
 
 SERVE = """
 import sys, json, time
-from dashboard.simulator.fleet import FleetThread
+from simulator.fleet import FleetThread
 with FleetThread(int(sys.argv[1]), "vllm") as fleet:
     print(json.dumps(fleet.urls), flush=True)
     sys.stdin.read()
@@ -59,7 +59,7 @@ def main():
     from django.db import connection
 
     from dashboard.models import Host
-    from dashboard.poller.resident import ResidentPoller
+    from sparkops.poller.resident import ResidentPoller
 
     call_command("migrate", verbosity=0)
     server = subprocess.Popen(

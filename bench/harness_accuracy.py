@@ -2,12 +2,12 @@
 
     .venv/bin/python bench/harness_accuracy.py [--quick]
 
-A simulated vLLM (dashboard/simulator, its own process) streams on an exact schedule
+A simulated vLLM (simulator, its own process) streams on an exact schedule
 and logs the monotonic instant each chunk hit the socket (GET /_sim/sendlog). Both
 processes read the same CLOCK_MONOTONIC, so the engine's log is the truth for
   TTFT   = first send − the client's request instant
   decode = (N − 1) / (last send − first send)
-and the client's figures (dashboard/benchmarks/client.py) are compared with it:
+and the client's figures (sparkops/benchmarks/client.py) are compared with it:
   1. 50 tokens/s, one stream: decode within ±1 %, TTFT within 5 ms (median of reps);
   2. 3 tokens per chunk: completion tokens exact, chunks = N / 3, decode within ±1 %;
   3. the highest single-stream rate measured within ±2 % (target ≥ 10,000 tokens/s).
@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from dashboard import http  # noqa: E402
-from dashboard.benchmarks.client import measure, stream_chat  # noqa: E402
+from sparkops.benchmarks.client import measure, stream_chat  # noqa: E402
 
 
 def free_port():
@@ -46,7 +46,7 @@ class SimProcess:
         args = [
             sys.executable,
             "-m",
-            "dashboard.simulator.engine",
+            "simulator.engine",
             "--kind",
             "vllm",
             "--port",

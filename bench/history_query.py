@@ -29,9 +29,9 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from dashboard.collectors.derive import SAMPLE_METRICS  # noqa: E402
 from dashboard.models import Engine, Host, Rollup, Sample, Series  # noqa: E402
 from dashboard.selectors import series as sel  # noqa: E402
+from sparkops.collectors.derive import SAMPLE_METRICS  # noqa: E402
 
 HOST_METRICS = (
     "mem_available_bytes",

@@ -27,7 +27,7 @@ from dashboard import http  # noqa: E402
 
 SERVE = """
 import asyncio, sys
-from dashboard.simulator.fleet import serve_many
+from simulator.fleet import serve_many
 async def main():
     fleet = await serve_many(1, "vllm")
     print(fleet.urls[0], flush=True)

@@ -22,9 +22,9 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from dashboard.collectors.derive import SAMPLE_METRICS  # noqa: E402
 from dashboard.models import Engine, Host, Sample  # noqa: E402
 from dashboard.samples import store  # noqa: E402
+from sparkops.collectors.derive import SAMPLE_METRICS  # noqa: E402
 
 
 def main():

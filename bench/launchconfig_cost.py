@@ -1,4 +1,4 @@
-"""What observing the launch configuration costs (dashboard/launch/).
+"""What observing the launch configuration costs (sparkops/launch/).
 
 Three simulated engines (vLLM, llama.cpp, SGLang) under the simulator's systemd, each with
 its unit files; the resident poller's observer runs every 60 s and at once on a change, and
@@ -27,7 +27,7 @@ def main():
     parser.add_argument("--observations", type=int, default=20)
     parser.add_argument("--ticks", type=int, default=2000)
     args = parser.parse_args()
-    from dashboard.simulator.client import Simulation
+    from simulator.client import Simulation
 
     var = tempfile.mkdtemp(prefix="sparkops-lcfg-bench-")
     with Simulation(
@@ -49,8 +49,8 @@ def main():
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
-        from dashboard.launch.observer import Observer
         from dashboard.models import ConfigSnapshot, Engine, Host
+        from sparkops.launch.observer import Observer
 
         host, _ = Host.objects.get_or_create(name="bench-box")
         engines = [

@@ -6,7 +6,7 @@ the live consumer, and in this process a transaction that stores a reading and t
 it to a `LivePublisher` after commit, as the poller's tick does (it renders the card and
 publishes). The clock starts in the transaction's on_commit hook.
 
-Samples are pushed only while a viewer is present (dashboard/live/presence.py): the clients'
+Samples are pushed only while a viewer is present (sparkops/live/presence.py): the clients'
 sockets mark it in Redis on connect, before their hello, so every measured poll is pushed.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/sparkops_bench REDIS_URL=redis://127.0.0.1:6379/0 \\
@@ -41,8 +41,8 @@ from django.db import transaction  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from dashboard.live.publish import LivePublisher  # noqa: E402
 from dashboard.models import Engine, Host  # noqa: E402
+from sparkops.live.publish import LivePublisher  # noqa: E402
 from sparkops.webproc import start_web, stop_web  # noqa: E402
 
 LIVE = LivePublisher()

@@ -14,7 +14,7 @@ import time
 from _alerts_stack import Receiver, Stack
 
 FIRE_AND_RESOLVE = """
-from dashboard.alerts.services import external_alert_fire, external_alert_resolve
+from sparkops.alerts.services import external_alert_fire, external_alert_resolve
 for i in range({n}):
     external_alert_fire(rule="benchmark_regression", severity="warning", subject=f"outage-{{i}}",
                         message=f"bench regression {{i}}")

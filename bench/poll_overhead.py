@@ -33,11 +33,11 @@ import psutil
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sparkops.settings")
-BIN = os.path.join(ROOT, "dashboard", "simulator", "bin")
+BIN = os.path.join(ROOT, "simulator", "bin")
 FIX = os.path.join(ROOT, "tests", "fixtures")
 SERVE = """
 import asyncio, json, sys
-from dashboard.simulator.fleet import serve_many
+from simulator.fleet import serve_many
 async def main():
     fleets = [await serve_many(1, kind, name_prefix=kind) for kind in ("vllm", "llamacpp", "sglang")]
     print(json.dumps([(k, f.urls[0]) for k, f in zip(("vllm", "llamacpp", "sglang"), fleets)]), flush=True)
@@ -113,6 +113,14 @@ def wakeups(procs):
     return total
 
 
+def alive(worker, log_path):
+    """Nothing when WORKER still runs; else the bench ends with the tail of its log."""
+    if worker.poll() is not None:
+        with open(log_path, "rb") as fh:
+            tail = fh.read()[-3000:].decode(errors="replace")
+        raise SystemExit(f"the worker exited (status {worker.returncode}); its log ends:\n{tail}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=300)
@@ -144,14 +152,18 @@ def main():
         "SPARKOPS_NVIDIA_SMI": f"{BIN}/sim-nvidia-smi",
         "SPARKOPS_GPU_BACKEND": "nvidia-smi",
         "LOG_LEVEL": "WARNING",
+        # A runtime dir of its own: a worker that cannot take the shared one (another install's
+        # worker holds /run/sparkops) exits at once, and the window would measure no worker.
+        "SPARKOPS_RUNTIME_DIR": tempfile.mkdtemp(prefix="poll-overhead-run-"),
     }
     py = sys.executable
+    worker_log = open(os.path.join(env["SPARKOPS_RUNTIME_DIR"], "worker.log"), "wb")  # noqa: SIM115 (closed at exit)
     worker = subprocess.Popen(
         [py, "manage.py", "worker", "--host", "bench-box", "--loglevel", "WARNING"],
         cwd=ROOT,
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=worker_log,
+        stderr=subprocess.STDOUT,
     )
     beat = subprocess.Popen(
         [py, "-m", "celery", "-A", "sparkops", "beat", "--loglevel", "WARNING", "--pidfile", ""],
@@ -187,6 +199,7 @@ def main():
     )
     try:
         time.sleep(args.warmup)
+        alive(worker, worker_log.name)
         procs = [psutil.Process(worker.pid), psutil.Process(beat.pid)]
         bare_proc, idle_proc = psutil.Process(bare.pid), psutil.Process(idle.pid)
         polls0 = Engine.objects.filter(retired_at__isnull=True, last_poll_at__isnull=False).count()
@@ -199,6 +212,7 @@ def main():
         pss_max = 0.0
         while time.monotonic() - t0 < args.seconds:
             time.sleep(5)
+            alive(worker, worker_log.name)  # say so now, not after the window
             pss_max = max(pss_max, sample(procs)[2])
         cpu1, child1, pss = sample(procs)
         bare1, _, bare_pss = sample([bare_proc])

@@ -31,7 +31,7 @@ PROCESSES = {
     "sparkops --help (every CLI command's imports)": ["-m", "sparkops.cli", "--help"],
     "sim-systemctl show (the simulator's systemctl)": [
         "-m",
-        "dashboard.simulator.bin.systemctl",
+        "simulator.bin.systemctl",
         "show",
         "vllm-demo.service",
     ],

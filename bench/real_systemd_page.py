@@ -12,7 +12,7 @@ paged within 2 s), and the load average.
 
     sudo .venv/bin/python bench/real_systemd_page.py [--deaths 10] [--stop-hook-only]
 
-`--stop-hook-only`: the unit runs the stop hook (`ExecStopPost=… -m dashboard.controls.stopped`),
+`--stop-hook-only`: the unit runs the stop hook (`ExecStopPost=… -m sparkops.controls.stopped`),
 the worker's pidfds are off (SPARKOPS_EXIT_WATCH_PIDFDS=0) and its probe every 10 s (it finds the
 engine up again after each start), so each page goes out through the hook's datagram.
 
@@ -51,7 +51,7 @@ def main():
     receiver, stack = Receiver(), Stack(web_port=free_port())
     try:
         sock = box.root / "stopped.sock"
-        hook = f"ExecStopPost={sys.executable} -m dashboard.controls.stopped --socket {sock} %n\n"
+        hook = f"ExecStopPost={sys.executable} -m sparkops.controls.stopped --socket {sock} %n\n"
         box.start(hook if args.stop_hook_only else "")
         env = {"SPARKOPS_STOP_SOCKET": str(sock)}
         if args.stop_hook_only:

@@ -4,7 +4,7 @@ systemctl and 340 journalctl in one SQLite run, by process accounting), so their
 their cost. The wrappers find their folder without a subshell and run Python without site (`-S`)
 and without runpy (`-c`); this prints the CPU (user + system) per call, median of N rounds of 20
 calls, of the stand-ins as they are and of the same modules started the old way
-(`python -m dashboard.simulator.bin.X`, with site), and the ratio.
+(`python -m simulator.bin.X`, with site), and the ratio.
 
     .venv/bin/python bench/sim_tools.py [--rounds 5]"""
 
@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BIN = ROOT / "dashboard" / "simulator" / "bin"
+BIN = ROOT / "simulator" / "bin"
 CALLS = {
     "systemctl": ["show", "vllm.service", "-p", "ActiveState,SubState,MainPID"],
     "journalctl": ["-u", "vllm.service", "-n", "5", "-o", "json"],
@@ -45,7 +45,7 @@ def main():
         old_env = dict(env, PYTHONPATH=str(ROOT))
         for module, argv in CALLS.items():
             wrapper = [str(BIN / f"sim-{module.replace('_', '-')}"), *argv]
-            old = [sys.executable, "-m", f"dashboard.simulator.bin.{module}", *argv]
+            old = [sys.executable, "-m", f"simulator.bin.{module}", *argv]
             now_ms = statistics.median(cpu_per_call(wrapper, env) for _ in range(args.rounds))
             old_ms = statistics.median(cpu_per_call(old, old_env) for _ in range(args.rounds))
             print(

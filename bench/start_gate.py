@@ -3,7 +3,7 @@
 Two simulated engines under the simulator's systemd; the resident poller stores the box's unit
 states. Prints:
 
-- `box_starting(engine)` (dashboard/benchmarks/conditions.py): wall time and queries per call,
+- `box_starting(engine)` (sparkops/measured/conditions.py): wall time and queries per call,
   with the box at rest and while one engine is inside its start;
 - a warm restart's phases: the restart → the engine's first /health 200 → the unit active (the
   helper's lag: it polls every 50 ms and is a Python process to start) → the gate open.
@@ -31,7 +31,7 @@ def main():
     args = parser.parse_args()
     import httpx
 
-    from dashboard.simulator.client import Simulation
+    from simulator.client import Simulation
 
     var = tempfile.mkdtemp(prefix="sparkops-gate-bench-")
     with Simulation(engines=["vllm:g-vllm", "llamacpp:g-llama"], state_dir=os.path.join(var, "sim")) as sim:
@@ -57,9 +57,9 @@ def main():
         from django.test.utils import CaptureQueriesContext
 
         call_command("migrate", verbosity=0)
-        from dashboard.benchmarks.conditions import box_starting
         from dashboard.models import Engine, Host
-        from dashboard.poller.resident import ResidentPoller
+        from sparkops.measured.conditions import box_starting
+        from sparkops.poller.resident import ResidentPoller
 
         host, _ = Host.objects.get_or_create(name="gate-box")
         for n, k in (("g-vllm", "vllm"), ("g-llama", "llamacpp")):

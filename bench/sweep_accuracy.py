@@ -3,10 +3,10 @@
     .venv/bin/python bench/sweep_accuracy.py [--quick]
 
 A simulated vLLM in its own process serves each stream at `rate` tok/s with a shared `aggregate_cap`
-(dashboard/simulator, engine option aggregate_cap), so the truth of every cell is known:
+(simulator, engine option aggregate_cap), so the truth of every cell is known:
   aggregate decode = min(n · rate, cap),  per-stream decode = aggregate / n.
 Each cell is `reps` rounds of n streams sent together through the benchmark client, read by the very
-function a sweep uses (dashboard/benchmarks/cells.py: cell_figures). Prints, per engine setting and
+function a sweep uses (sparkops/benchmarks/cells.py: cell_figures). Prints, per engine setting and
 concurrency, the figures and their error; exits 1 when any is off by more than 2 %. No database needed."""
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from harness_accuracy import SimProcess, body  # noqa: E402
 
 from dashboard import http  # noqa: E402
-from dashboard.benchmarks.cells import cell_figures  # noqa: E402
-from dashboard.benchmarks.client import measure, stream_chat  # noqa: E402
+from sparkops.benchmarks.cells import cell_figures  # noqa: E402
+from sparkops.benchmarks.client import measure, stream_chat  # noqa: E402
 
 TOLERANCE_PCT = 2.0
 

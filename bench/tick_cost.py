@@ -68,13 +68,13 @@ def main():
     from _fleet import watch_only
     from django.core.management import call_command
 
-    from dashboard.alerts import evaluate as alert_evaluate
-    from dashboard.collectors import hostread
-    from dashboard.live.publish import LivePublisher
     from dashboard.models import Host
-    from dashboard.poller import exits, fetch, fleet, liveness, resident
-    from dashboard.poller.pending import PendingWrites
     from dashboard.samples import store
+    from sparkops.alerts import evaluate as alert_evaluate
+    from sparkops.collectors import hostread
+    from sparkops.live.publish import LivePublisher
+    from sparkops.poller import exits, fetch, fleet, liveness, resident
+    from sparkops.poller.pending import PendingWrites
 
     call_command("migrate", verbosity=0)
     server = subprocess.Popen(

@@ -6,9 +6,16 @@ Prints, over N runs each (median and max):
   already serves (the simulated vLLM on loopback);
 - death: from SIGKILL of $MAINPID (an engine that never serves) to the gate's exit 1 (promise: < 2 s);
 - stall: against a socket that accepts and never answers, the gate's exit past its budget
-  (promise: at the budget, not twice it).
+  (promise: at the budget, not twice it);
+- owner: the CPU of one socket-owner check (collectors/sockowner.Owners.check: whose is the
+  engine's listening socket) with --sockets TCP sockets open on the box (target: <= 5 ms), when
+  the engine's own process holds it and when another process does (the whole /proc walked once
+  per Owners.name_every checks, counted in); by sock_diag (netlink, what the gate uses) and by the
+  /proc/net/tcp{,6} fallback (a kernel that refuses sock_diag);
+- poll: for comparison, one HTTP readiness poll of the serving engine on loopback (the gate's own
+  readiness.probe: GET /health and /v1/models): the gate's CPU, the engine's CPU, and the wall time.
 
-    .venv/bin/python bench/wait_ready.py [--runs 5] [--budget 3]"""
+    .venv/bin/python bench/wait_ready.py [--runs 5] [--budget 3] [--sockets 1000] [--checks 400] [--polls 200]"""
 
 import argparse
 import os
@@ -30,7 +37,7 @@ def engine(port, load):
         [
             sys.executable,
             "-m",
-            "dashboard.simulator.engine",
+            "simulator.engine",
             "--kind",
             "vllm",
             "--port",
@@ -72,6 +79,56 @@ def serves(port):
         return False
 
 
+def open_sockets(n):
+    """N TCP sockets on loopback held by this process: a few listeners, the rest connected pairs."""
+    held, listeners = [], []
+    for _ in range(10):
+        ls = socket.socket()
+        ls.bind(("127.0.0.1", 0))
+        ls.listen(512)
+        listeners.append(ls)
+    held += listeners
+    while len(held) < n:
+        ls = listeners[len(held) % len(listeners)]
+        c = socket.create_connection(ls.getsockname())
+        s, _ = ls.accept()
+        held += [c, s]
+    return held
+
+
+def owner_cpu(port, pid, checks, *, own, netlink=True):
+    from sparkops.collectors.sockowner import Owners
+
+    other = None if own else subprocess.Popen(["sleep", "600"])  # a main pid that is not the holder
+    owners = Owners(port=port, mainpid=pid if own else other.pid, cgroup=None, whose="the engine's", netlink=netlink)
+    verdict = owners.check()
+    assert verdict.own is own, verdict
+    t0 = time.process_time()
+    for _ in range(checks):
+        owners.check()
+    took = (time.process_time() - t0) / checks * 1000
+    if other is not None:
+        other.kill()
+        other.wait()
+    return took
+
+
+def poll_cost(port, pid, polls):
+    """(gate CPU ms, engine CPU ms, wall ms) per readiness poll of the engine at PORT (pid PID)."""
+    import psutil
+
+    from sparkops.gate.readiness import probe
+
+    url, engine_proc = f"http://127.0.0.1:{port}", psutil.Process(pid)
+    assert probe(url, "vllm", 5.0)[0]
+    server0, t0, w0 = sum(engine_proc.cpu_times()[:2]), time.process_time(), time.monotonic()
+    for _ in range(polls):
+        probe(url, "vllm", 5.0)
+    wall, cpu = time.monotonic() - w0, time.process_time() - t0
+    server = sum(engine_proc.cpu_times()[:2]) - server0
+    return cpu / polls * 1000, server / polls * 1000, wall / polls * 1000
+
+
 def line(name, values, promise=""):
     print(f"{name:<44} median {statistics.median(values):6.2f} s  max {max(values):6.2f} s  {promise}")
 
@@ -80,6 +137,9 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--budget", type=float, default=3.0)
+    p.add_argument("--sockets", type=int, default=1000)
+    p.add_argument("--checks", type=int, default=400)
+    p.add_argument("--polls", type=int, default=200)
     a = p.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} at the start, {os.cpu_count()} cores, {a.runs} runs each")
     first, ready, death, stall = [], [], [], []
@@ -117,10 +177,40 @@ def main():
         assert g.wait(timeout=60) == 1
         stall.append(time.monotonic() - t0 - a.budget)
         listener.close()
+    held = open_sockets(a.sockets)
+    port = free_port()
+    up = engine(port, 0.2)
+    while not serves(port):
+        time.sleep(0.05)
+    tcp = sum(len(Path(t).read_text().splitlines()) - 1 for t in ("/proc/net/tcp", "/proc/net/tcp6"))
+    own_ms = owner_cpu(port, up.pid, a.checks, own=True)
+    other_ms = owner_cpu(port, up.pid, a.checks, own=False)
+    proc_own_ms = owner_cpu(port, up.pid, a.checks, own=True, netlink=False)
+    proc_other_ms = owner_cpu(port, up.pid, a.checks, own=False, netlink=False)
+    poll_ms = poll_cost(port, up.pid, a.polls)
+    up.kill()
+    up.wait()
+    for s in held:
+        s.close()
     line("exec → first line", first)
     line("exec → exit 0 (engine already serving)", ready)
     line("SIGKILL of $MAINPID → exit 1", death, "(promise: < 2 s)")
     line(f"stalling socket: exit past the {a.budget:g} s budget", stall, "(the old helper: + a request timeout each)")
+    procs = sum(1 for p in os.listdir("/proc") if p.isdigit())
+    print(
+        f"socket-owner check, CPU per check with {tcp} TCP sockets in /proc/net/tcp{{,6}} and {procs} processes: "
+        f"{own_ms:.2f} ms when the engine holds its port, {other_ms:.2f} ms when another process does "
+        f"(target: <= 5 ms; {a.checks} checks each)"
+    )
+    print(
+        f"the same by the /proc/net/tcp{{,6}} fallback: {proc_own_ms:.2f} ms when the engine holds its port, "
+        f"{proc_other_ms:.2f} ms when another process does"
+    )
+    print(
+        f"one HTTP readiness poll of the serving engine (GET /health + /v1/models on loopback), for comparison: "
+        f"{poll_ms[0]:.2f} ms of the gate's CPU + {poll_ms[1]:.2f} ms of the engine's, {poll_ms[2]:.2f} ms wall "
+        f"({a.polls} polls)"
+    )
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 

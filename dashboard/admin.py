@@ -2,6 +2,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.http import HttpRequest
 
 from .forms import ids
 from .models import AuditThreshold, ConfigSnapshot, Engine, EngineStart, Host, Incident, KVPoolEntry, Launch
@@ -20,7 +21,7 @@ class EngineAdmin(admin.ModelAdmin):
     search_fields = ("name", "url", "unit")
     readonly_fields = ("status", "status_reason", "status_changed_at", "last_poll_at", "last_ok_at", "latest")
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Engine | None = None) -> bool:
         # Engines are retired ('sparkops engine remove'), not deleted: only one that nothing
         # in the change log names may go (a typo); the other history is PROTECTed and listed.
         return obj is not None and not obj.changelog_entries.exists() and super().has_delete_permission(request, obj)
@@ -46,7 +47,7 @@ class ConfigSnapshotAdmin(admin.ModelAdmin):
     list_filter = ("engine",)
     readonly_fields = ("engine", "observed_at", "hash", "data", "previous", "logged_entry_id")
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
 
@@ -74,7 +75,7 @@ class LaunchAdmin(admin.ModelAdmin):
     list_filter = ("host", "kind", "outcome")
     readonly_fields = [f.name for f in Launch._meta.fields]
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
 
@@ -85,7 +86,7 @@ class AuditThresholdForm(forms.ModelForm):
         fields = ("host", "check_key", "name", "value")
 
     def clean(self) -> dict[str, Any]:
-        from dashboard.audit.thresholds import threshold_value
+        from sparkops.audit.thresholds import threshold_value
 
         super().clean()
         data = self.cleaned_data
@@ -104,6 +105,6 @@ class AuditThresholdAdmin(admin.ModelAdmin):
     list_display = ("host", "check_key", "name", "value", "updated_by", "updated_at")
     list_filter = ("host", "check_key")
 
-    def save_model(self, request, obj, form, change):
-        obj.updated_by = request.user
+    def save_model(self, request: HttpRequest, obj: AuditThreshold, form: forms.ModelForm, change: bool) -> None:
+        obj.updated_by = request.user  # type: ignore[assignment]  # the admin site lets in only signed-in staff
         super().save_model(request, obj, form, change)

@@ -6,9 +6,9 @@ class DashboardConfig(AppConfig):
     name = "dashboard"
     verbose_name = "SparkOps"
 
-    def ready(self):
+    def ready(self) -> None:
         from sparkops import celery, checks  # noqa: F401  (the Celery app @shared_task binds to; system checks)
 
-        from .forms.ids import IdConverter
+        from .converters import IdConverter
 
         register_converter(IdConverter, "id")  # `<id:pk>` in every URL pattern that takes a row id

@@ -14,7 +14,9 @@ healthcheck of beat reads its age (beat has no port to ask)."""
 
 import logging
 import time
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django_celery_beat.models import PeriodicTask
@@ -27,11 +29,11 @@ CHANGE_CHECK_S = 10.0
 ALIVE_EVERY_S = 10.0
 
 
-def alive_path():
+def alive_path() -> Path:
     return Path(settings.VAR_DIR) / "beat.alive"
 
 
-def retired_static_entries(current):
+def retired_static_entries(current: Iterable[str]) -> list[str]:
     """Delete the PeriodicTask rows the static schedule made (marked by a StaticBeatEntry) that
     CURRENT no longer declares; their names. Rows made in the UI are never marked."""
 
@@ -42,7 +44,7 @@ def retired_static_entries(current):
     return names
 
 
-def mark_static_entries(current):
+def mark_static_entries(current: Iterable[str]) -> None:
     """Mark the PeriodicTask rows beat has just copied from CURRENT (the static schedule) as its own."""
 
     unmarked = PeriodicTask.objects.filter(name__in=list(current), static_entry__isnull=True)
@@ -55,7 +57,7 @@ class SparkOpsScheduler(DatabaseScheduler):
     _next_change_check = 0.0
     _next_alive = 0.0
 
-    def tick(self, *args, **kwargs):
+    def tick(self, *args: Any, **kwargs: Any) -> float:
         interval = super().tick(*args, **kwargs)
         now = time.monotonic()
         if now >= self._next_alive:
@@ -66,12 +68,12 @@ class SparkOpsScheduler(DatabaseScheduler):
                 log.warning("beat: cannot touch %s (its healthcheck will fail): %s", alive_path(), exc)
         return interval
 
-    def setup_schedule(self):
+    def setup_schedule(self) -> None:
         retired_static_entries(self.app.conf.beat_schedule)
         super().setup_schedule()
         mark_static_entries(self.app.conf.beat_schedule)
 
-    def schedule_changed(self):
+    def schedule_changed(self) -> bool:
         now = time.monotonic()
         if now < self._next_change_check:
             return False

@@ -18,7 +18,7 @@ class Bounds(NamedTuple):
     low: float | None
     high: float | None
 
-    def holds(self, value) -> bool:
+    def holds(self, value: float) -> bool:
         """Whether VALUE is within; NaN never is (it compares with nothing)."""
         return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
 

@@ -19,7 +19,7 @@ from django.db import connections
 from django.utils import timezone
 
 
-def db_now(using="default"):
+def db_now(using: str = "default") -> datetime:
     """The database server's time now (an aware UTC datetime). PostgreSQL: clock_timestamp().
     SQLite has no server: every process of the stack runs on its one box, and SQLite's "now"
     is that box's clock as the process reads it (time.time, at full precision here: SQLite's
@@ -33,7 +33,7 @@ def db_now(using="default"):
     return datetime.fromtimestamp(time.time(), UTC)
 
 
-def offset_s(using="default"):
+def offset_s(using: str = "default") -> float:
     """How far this process's clock (timezone.now) is ahead of the database's, in seconds
     (negative: behind), measured around one query: the midpoint of the two local readings."""
     before = timezone.now()
@@ -48,7 +48,7 @@ def offset_s(using="default"):
 _measured_offset_s = 0.0  # this process's clock minus the database's, as offset_s() last measured it
 
 
-def shared_now():
+def shared_now() -> datetime:
     """The database's time without a query: this process's clock less the offset it last
     measured (a worker measures at each store of its report, every SPARKOPS_FLUSH_INTERVAL;
     a process that never measured reads its own clock). For hot paths, e.g. how long a
@@ -62,11 +62,11 @@ def to_shared(moment):
     return moment - timedelta(seconds=_measured_offset_s)
 
 
-def skew_limit_s():
+def skew_limit_s() -> float:
     return float(settings.SPARKOPS_CLOCK_SKEW_MAX_S)
 
 
-def skew_text(name, offset):
+def skew_text(name: str, offset: float | None) -> str:
     """What to say about a clock OFFSET seconds off the database's; "" when within the limit."""
     if offset is None or abs(offset) <= skew_limit_s():
         return ""
@@ -75,3 +75,24 @@ def skew_text(name, offset):
         f"the clock of {name} is {abs(offset):.1f} s {way} the database's "
         f"(more than SPARKOPS_CLOCK_SKEW_MAX_S={skew_limit_s():g}): set up NTP (timedatectl set-ntp true)"
     )
+
+
+def report_lag_s() -> float:
+    """How far behind a live worker's stored report (Host.last_report_at) may be: its resident
+    poller stores every SPARKOPS_FLUSH_INTERVAL. Whoever judges a worker dead from it allows this much."""
+    return max(settings.SPARKOPS_FLUSH_INTERVAL, settings.SPARKOPS_POLL_INTERVAL)
+
+
+def report_limit(intervals: float) -> timedelta:
+    """How long a box's worker may go without storing its report before the box is unreachable:
+    INTERVALS poll intervals (collector_stale's setting) plus the store interval it reports at."""
+    return timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * intervals + report_lag_s())
+
+
+def report_overdue(reported: datetime, *, now: datetime, limit: timedelta, back: datetime | None) -> bool:
+    """Whether a box whose worker last reported at REPORTED is unreachable at NOW (both on the
+    database's clock): counted from the database's return BACK when later, since no box could
+    report while it was away. collector_stale pages by it and `poller.fleet.box_reachable` refuses
+    a box's controls by it: one judgement."""
+    since = reported if back is None else max(reported, back)
+    return now - since > limit

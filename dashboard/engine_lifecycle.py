@@ -8,37 +8,42 @@ again, with the kind and URL given. A change-log import that names an engine Spa
 knew creates it retired (`retired_record`), so the log keeps every name it was written with.
 
 Also what the rest of the code asks about engines and hosts: the host by name
-(`host_get_or_create`), an engine as the CLI and API print it (`engine_as_dict`), and how far
-behind a live worker's stored report may be (`report_lag_s`)."""
+(`host_get_or_create`), an engine as the CLI and API print it (`engine_as_dict`), and how old an
+engine's reading may be while a worker still polls it (`reading_stale_after_s`)."""
+
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.alerts.lifecycle import alerts_resolve_engine
+from dashboard.clock import report_lag_s
 from dashboard.forms import EngineForm
+from dashboard.forms.errors import form_errors_text
 from dashboard.models import Engine, Host
+from dashboard.names import name_clean
+from sparkops.alerts.lifecycle import alerts_resolve_engine
 
 
-def host_get_or_create(*, name=None):
-    """The host NAME (default this box's, SPARKOPS_HOST_NAME), made when new."""
-    host, _ = Host.objects.get_or_create(name=name or settings.SPARKOPS_HOST_NAME)
+def host_get_or_create(*, name: str | None = None) -> Host:
+    """The host NAME (default this box's, SPARKOPS_HOST_NAME), made when new: ValidationError
+    when NAME cannot be a host's name (dashboard/names.py), before anything is made."""
+    host, _ = Host.objects.get_or_create(name=name_clean(name or settings.SPARKOPS_HOST_NAME))
     return host
 
 
-def form_errors_text(form):
-    """A bound form's errors on one line: "field: message; …" ("error" for the non-field ones)."""
-    return "; ".join(f"{'error' if f == '__all__' else f}: {e}" for f, errs in form.errors.items() for e in errs)
+# A reading older than this many of its engine's poll intervals (plus the worker's store lag) is
+# stale: no worker is polling the engine, so its status is only what it last was.
+STALE_AFTER_INTERVALS = 3
 
 
-def report_lag_s():
-    """How far behind a live worker's stored report (Host.last_report_at) may be: its resident
-    poller stores every SPARKOPS_FLUSH_INTERVAL. Whoever judges a worker dead from it allows this much."""
-    return max(settings.SPARKOPS_FLUSH_INTERVAL, settings.SPARKOPS_POLL_INTERVAL)
+def reading_stale_after_s(engine: Engine) -> float:
+    """How old ENGINE's last reading may be while a worker still polls it (`engine list`, the Hosts grid)."""
+    return (engine.poll_interval_s or settings.SPARKOPS_POLL_INTERVAL) * STALE_AFTER_INTERVALS + report_lag_s()
 
 
-def engine_as_dict(engine):
+def engine_as_dict(engine: Engine) -> dict[str, Any]:
     """ENGINE as `sparkops engine list --json` and the API print it."""
     return {
         "name": engine.name,
@@ -54,7 +59,16 @@ def engine_as_dict(engine):
 
 
 @transaction.atomic
-def engine_add(*, name, kind, url, unit="", host=None, unit_scope="system", poll_interval_s=None):
+def engine_add(
+    *,
+    name: str,
+    kind: str,
+    url: str,
+    unit: str | None = "",
+    host: str | None = None,
+    unit_scope: str = "system",
+    poll_interval_s: float | None = None,
+) -> tuple[Engine, bool]:
     """Watch NAME: a new engine, or a retired one watched again. Returns (engine, reactivated)."""
     existing = Engine.objects.select_for_update().filter(name=name).first()
     if existing is not None and existing.retired_at is None:
@@ -87,7 +101,7 @@ def engine_add(*, name, kind, url, unit="", host=None, unit_scope="system", poll
 
 
 @transaction.atomic
-def engine_retire(*, name):
+def engine_retire(*, name: str) -> Engine:
     """Stop watching NAME; everything that points at it stays."""
     engine = Engine.objects.select_for_update().filter(name=name).first()
     if engine is None:
@@ -97,12 +111,12 @@ def engine_retire(*, name):
     engine.retired_at, engine.expected_up = timezone.now(), False
     engine.save(update_fields=["retired_at", "expected_up"])
     # Nothing polls it any more, so nothing would resolve its alerts: they close now, and no
-    # rule fires for it again (dashboard/alerts/lifecycle.alert_observe).
+    # rule fires for it again (sparkops/alerts/lifecycle.alert_observe).
     alerts_resolve_engine(engine=engine, reason="retired", now=engine.retired_at)
     return engine
 
 
-def retired_record(name):
+def retired_record(name: str) -> Engine:
     """An engine known only from history (a change-log import): retired from the start, never
     polled; 'sparkops engine add NAME --kind … --url …' watches it. Validates the name."""
     engine = Engine(

@@ -171,7 +171,7 @@ class SparkOpsCollector(Collector):
         yield from (report, *gauges.values(), psi, compilers, compilers_rss, *gpus.values(), throttled)
 
     def _alerts(self):
-        from dashboard.alerts.models import AlertEvent
+        from sparkops.alerts.models import AlertEvent
 
         firing = GaugeMetricFamily(
             "sparkops_alerts_firing", "Alerts firing now, by rule and severity", labels=["rule", "severity"]
@@ -187,7 +187,7 @@ class SparkOpsCollector(Collector):
         yield firing
 
     def _outbox(self):
-        from dashboard.alerts.models import Delivery, NotificationChannel
+        from sparkops.alerts.models import Delivery, NotificationChannel
 
         backlog = GaugeMetricFamily(
             "sparkops_outbox_backlog", "Notifications not yet sent (pending or sending)", labels=["channel", "kind"]

@@ -16,19 +16,20 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 
 from dashboard import http
+from dashboard.healthcheck import health_report
 
 log = logging.getLogger(__name__)
 TIMEOUT_S = 10.0
 MAX_BODY = 10_000  # Healthchecks keeps the first 10 kB of a ping's body
 
 
-def fail_url(url):
+def fail_url(url: str) -> str:
     """Healthchecks' failure endpoint: `/fail` after the path, before any query."""
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/fail"))
 
 
-def duties():
+def duties() -> dict[str, tuple[float, "Heartbeat"]]:
     """The resident duty, {"heartbeat": (interval, Heartbeat)}, or {} without SPARKOPS_HEARTBEAT_URL."""
     if not settings.SPARKOPS_HEARTBEAT_URL:
         return {}
@@ -36,25 +37,24 @@ def duties():
 
 
 class Heartbeat:
-    def __init__(self, url, *, fail=None, method="GET", timeout=TIMEOUT_S):
+    def __init__(self, url: str, *, fail: str | None = None, method: str = "GET", timeout: float = TIMEOUT_S) -> None:
         self.url, self.fail = url, fail or fail_url(url)
         self.method, self.timeout = method, timeout
-        self._inflight = None
+        self._inflight: threading.Thread | None = None
         self._lock = threading.Lock()
-        self.last = None  # (url, status or error) of the latest finished ping, for tests and logs
+        # (url, status or error) of the latest finished ping, for tests and logs
+        self.last: tuple[str, int | str] | None = None
 
     @classmethod
-    def from_settings(cls):
+    def from_settings(cls) -> "Heartbeat":
         return cls(
             settings.SPARKOPS_HEARTBEAT_URL,
             fail=settings.SPARKOPS_HEARTBEAT_FAIL_URL or None,
             method=settings.SPARKOPS_HEARTBEAT_METHOD,
         )
 
-    def __call__(self):
+    def __call__(self) -> str | None:
         """The duty: judge the stack as /healthz does, then ping (or /fail) in the background."""
-        from dashboard.views.health import health_report
-
         report = health_report()
         healthy = report["status"] == "ok"
         target = self.url if healthy else self.fail
@@ -72,12 +72,12 @@ class Heartbeat:
             self._inflight.start()
         return target
 
-    def join(self, timeout=None):
+    def join(self, timeout: float | None = None) -> None:
         thread = self._inflight
         if thread is not None:
             thread.join(timeout)
 
-    def _send(self, target, body, healthy):
+    def _send(self, target: str, body: str, healthy: bool) -> None:
         try:
             if self.method == "POST":
                 response = http.post(
@@ -100,7 +100,7 @@ class Heartbeat:
             log.exception("heartbeat: ping to %s failed", _shown(target))
 
 
-def _shown(url):
+def _shown(url: str) -> str:
     """The URL without its path (a Healthchecks URL's path is its secret)."""
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}/…"

@@ -20,10 +20,11 @@ import json
 import math
 import time
 import urllib.request
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Collection, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, Self
 from urllib.parse import urlsplit
 
 import httpx
@@ -35,6 +36,8 @@ from sparkops.version import __version__
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024  # a busy vLLM /metrics is ~200 KB; 4 MB is generous
 USER_AGENT = f"sparkops/{__version__}"  # the installed version (importlib.metadata)
+# What a caller passes as `timeout=`: seconds, or an httpx.Timeout with its parts.
+TimeoutArg = float | httpx.Timeout
 
 
 class HttpError(Exception):
@@ -42,7 +45,7 @@ class HttpError(Exception):
 
     kind = "error"
 
-    def __init__(self, message, *, url="", status=None):
+    def __init__(self, message: str, *, url: str = "", status: int | None = None) -> None:
         super().__init__(message)
         self.url = url
         self.status = status
@@ -54,7 +57,7 @@ class HttpError(Exception):
         return False
 
     @property
-    def reason(self):
+    def reason(self) -> str:
         return str(self)
 
 
@@ -89,14 +92,14 @@ class BadBody(HttpError):
 @dataclass
 class Response:
     status: int
-    headers: dict
+    headers: dict[str, str]
     content: bytes
     url: str
     elapsed_s: float = 0.0
     _text: str | None = field(default=None, repr=False)
 
     @property
-    def text(self):
+    def text(self) -> str:
         if self._text is None:
             try:
                 self._text = self.content.decode("utf-8")
@@ -104,7 +107,7 @@ class Response:
                 raise BadBody(f"response is not UTF-8 text (byte {exc.start})", url=self.url) from None
         return self._text
 
-    def json(self):
+    def json(self) -> Any:  # whatever JSON the server sent: the caller reads it as its format says
         try:
             return json.loads(self.text, parse_constant=_reject_constant)
         except RecursionError:
@@ -113,15 +116,15 @@ class Response:
             raise BadBody(f"response is not JSON: {str(exc)[:120]}", url=self.url) from None
 
     @property
-    def content_type(self):
+    def content_type(self) -> str:
         return self.headers.get("content-type", "")
 
 
-def _reject_constant(name):
+def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _timeout(timeout):
+def _timeout(timeout: TimeoutArg | None) -> httpx.Timeout:
     if timeout is None:
         raise TypeError("timeout is required")
     if isinstance(timeout, httpx.Timeout):
@@ -131,7 +134,7 @@ def _timeout(timeout):
     return httpx.Timeout(timeout)
 
 
-def _translate(exc, url):
+def _translate(exc: httpx.HTTPError, url: str) -> HttpError:
     if isinstance(exc, httpx.ConnectError):
         text = str(exc) or "connection failed"
         if _refused(exc) or "refused" in text.lower() or "errno 111" in text.lower():
@@ -144,12 +147,12 @@ def _translate(exc, url):
     return HttpError(f"{type(exc).__name__}: {str(exc)[:160]}", url=url)
 
 
-def _total(tmo):
+def _total(tmo: httpx.Timeout) -> float:
     parts = [v for v in (tmo.connect, tmo.read, tmo.write, tmo.pool) if v]
     return max(parts) if parts else 30.0
 
 
-def _refused(exc):
+def _refused(exc: BaseException | None) -> bool:
     """anyio hides the errno behind "All connection attempts failed": walk the chain."""
     seen = 0
     while exc is not None and seen < 8:
@@ -164,7 +167,7 @@ def _refused(exc):
     return False
 
 
-def _check_status(resp, url, ok_statuses):
+def _check_status(resp: Response, url: str, ok_statuses: Collection[int] | None) -> Response:
     if ok_statuses is not None and resp.status in ok_statuses:
         return resp
     if 300 <= resp.status < 400:  # never followed: an engine or receiver that redirects is misconfigured
@@ -179,7 +182,7 @@ def _check_status(resp, url, ok_statuses):
     return resp
 
 
-def _length_guard(headers, max_bytes, url):
+def _length_guard(headers: Mapping[str, str], max_bytes: int, url: str) -> None:
     declared = headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > max_bytes:
         raise TooLarge(f"response too large ({int(declared)} bytes > {max_bytes})", url=url)
@@ -187,10 +190,10 @@ def _length_guard(headers, max_bytes, url):
 
 # --- sync -------------------------------------------------------------------------
 
-_sync_client = None
+_sync_client: httpx.Client | None = None
 
 
-def sync_client():
+def sync_client() -> httpx.Client:
     """One pooled client per process (keep-alive to every engine saves a TCP handshake a poll).
     Loops that wait on a server use it too, never `httpx.get()`: that builds a client per call, and
     each client its own TLS context with the CA bundle loaded, even for http:// (about 22 ms of a
@@ -206,7 +209,16 @@ def sync_client():
     return _sync_client
 
 
-def request(method, url, *, timeout, max_bytes=DEFAULT_MAX_BYTES, ok_statuses=None, client=None, **kwargs):
+def request(
+    method: str,
+    url: str,
+    *,
+    timeout: TimeoutArg,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    ok_statuses: Collection[int] | None = None,
+    client: httpx.Client | None = None,
+    **kwargs: Any,
+) -> Response:
     """Send one request; return a `Response` or raise an `HttpError`.
 
     `timeout` bounds every socket wait and (roughly, checked per chunk) the whole answer,
@@ -218,7 +230,8 @@ def request(method, url, *, timeout, max_bytes=DEFAULT_MAX_BYTES, ok_statuses=No
     try:
         with client.stream(method, url, timeout=tmo, **kwargs) as raw:
             _length_guard(raw.headers, max_bytes, url)
-            chunks, size = [], 0
+            chunks: list[bytes] = []
+            size = 0
             for chunk in raw.iter_bytes():
                 size += len(chunk)
                 if size > max_bytes:
@@ -240,7 +253,7 @@ def request(method, url, *, timeout, max_bytes=DEFAULT_MAX_BYTES, ok_statuses=No
     return _check_status(resp, url, ok_statuses)
 
 
-def _has_elapsed(raw):
+def _has_elapsed(raw: httpx.Response) -> bool:
     try:
         _ = raw.elapsed  # httpx raises until the response is closed
     except RuntimeError:
@@ -248,11 +261,11 @@ def _has_elapsed(raw):
     return True
 
 
-def get(url, *, timeout, **kwargs):
+def get(url: str, *, timeout: TimeoutArg, **kwargs: Any) -> Response:
     return request("GET", url, timeout=timeout, **kwargs)
 
 
-def post(url, *, timeout, **kwargs):
+def post(url: str, *, timeout: TimeoutArg, **kwargs: Any) -> Response:
     return request("POST", url, timeout=timeout, **kwargs)
 
 
@@ -279,7 +292,7 @@ class AsyncClient:
     origin here rather than by aiohttp's `trust_env`, which also reads ~/.netrc on a thread for
     every request: a thread hand-off per poll."""
 
-    def __init__(self, *, limit=400, limit_per_host=16, headers=None):
+    def __init__(self, *, limit: int = 400, limit_per_host: int = 16, headers: Mapping[str, str] | None = None) -> None:
         self.limit, self.limit_per_host = limit, limit_per_host
         self.headers = {"user-agent": USER_AGENT, **(headers or {})}
         self._session: aiohttp.ClientSession | None = None
@@ -303,7 +316,9 @@ class AsyncClient:
             self._proxies[key] = None if not proxy or urllib.request.proxy_bypass(key[1]) else proxy
         return self._proxies[key]
 
-    def request(self, method, url, tmo, kwargs):
+    def request(
+        self, method: str, url: str, tmo: httpx.Timeout, kwargs: dict[str, Any]
+    ) -> AbstractAsyncContextManager[aiohttp.ClientResponse]:
         return self.session().request(
             method,
             url,
@@ -313,22 +328,22 @@ class AsyncClient:
             **_body_kwargs(kwargs),
         )
 
-    async def aclose(self):
+    async def aclose(self) -> None:
         session, self._session = self._session, None
         if session is not None:
             await session.close()
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
 
 POLL_HEADERS = {"accept-encoding": "identity"}
 
 
-def async_client(*, headers=None, **kwargs) -> AsyncClient:
+def async_client(*, headers: Mapping[str, str] | None = None, **kwargs: int) -> AsyncClient:
     """A fresh AsyncClient: `async with async_client() as c:` inside one event loop."""
     return AsyncClient(headers=headers, **kwargs)
 
@@ -377,7 +392,16 @@ def _body_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-async def arequest(client, method, url, *, timeout, max_bytes=DEFAULT_MAX_BYTES, ok_statuses=None, **kwargs):
+async def arequest(
+    client: AsyncClient,
+    method: str,
+    url: str,
+    *,
+    timeout: TimeoutArg,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    ok_statuses: Collection[int] | None = None,
+    **kwargs: Any,
+) -> Response:
     """The async twin of `request`; the whole exchange is bounded by `timeout`."""
     tmo = _timeout(timeout)
     try:
@@ -387,12 +411,21 @@ async def arequest(client, method, url, *, timeout, max_bytes=DEFAULT_MAX_BYTES,
         raise Timeout("timed out (total)", url=url) from None
 
 
-async def _arequest(client, method, url, tmo, max_bytes, ok_statuses, kwargs):
+async def _arequest(
+    client: AsyncClient,
+    method: str,
+    url: str,
+    tmo: httpx.Timeout,
+    max_bytes: int,
+    ok_statuses: Collection[int] | None,
+    kwargs: dict[str, Any],
+) -> Response:
     started = time.monotonic()
     try:
         async with client.request(method, url, tmo, kwargs) as raw:
             _length_guard(raw.headers, max_bytes, url)
-            chunks, size = [], 0
+            chunks: list[bytes] = []
+            size = 0
             async for chunk in raw.content.iter_any():
                 size += len(chunk)
                 if size > max_bytes:
@@ -410,23 +443,23 @@ async def _arequest(client, method, url, tmo, max_bytes, ok_statuses, kwargs):
     return _check_status(resp, url, ok_statuses)
 
 
-async def aget(client, url, *, timeout, **kwargs):
+async def aget(client: AsyncClient, url: str, *, timeout: TimeoutArg, **kwargs: Any) -> Response:
     return await arequest(client, "GET", url, timeout=timeout, **kwargs)
 
 
-async def apost(client, url, *, timeout, **kwargs):
+async def apost(client: AsyncClient, url: str, *, timeout: TimeoutArg, **kwargs: Any) -> Response:
     return await arequest(client, "POST", url, timeout=timeout, **kwargs)
 
 
 class StreamedResponse:
     """What `astream` yields: the status, the headers and the body as it arrives."""
 
-    def __init__(self, raw: aiohttp.ClientResponse, url: str):
+    def __init__(self, raw: aiohttp.ClientResponse, url: str) -> None:
         self._raw, self.url = raw, url
         self.status_code, self.headers = raw.status, raw.headers
         self._content: bytes | None = None
 
-    async def aiter_bytes(self):
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
         """The body as the server sent it: one piece per HTTP chunk (an SSE engine flushes one
         event per chunk), so a benchmark times each event even when several arrive at once."""
         try:
@@ -446,7 +479,15 @@ class StreamedResponse:
 
 
 @asynccontextmanager
-async def astream(client, method, url, *, timeout, ok_statuses=None, **kwargs):
+async def astream(
+    client: AsyncClient,
+    method: str,
+    url: str,
+    *,
+    timeout: TimeoutArg,
+    ok_statuses: Collection[int] | None = None,
+    **kwargs: Any,
+) -> AsyncIterator[StreamedResponse]:
     """Yield a `StreamedResponse` for reading as it arrives (SSE benchmarks). The status is
     checked before the body is read; the caller bounds what it reads and for how long."""
     tmo = _timeout(timeout)

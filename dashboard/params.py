@@ -7,7 +7,9 @@ id, 1 to 2**63 - 1) and otherwise raises ParamError, whose message names the par
 says what it must be, for the view to show with a 400."""
 
 import re
+from collections.abc import Mapping
 
+from django.http import HttpRequest
 from django.utils.http import url_has_allowed_host_and_scheme
 
 DB_INT_MAX = 2**63 - 1  # BigAutoField, SQLite INTEGER, PostgreSQL bigint
@@ -18,7 +20,15 @@ class ParamError(ValueError):
     """A query parameter that cannot be used; the message is for the user."""
 
 
-def int_param(params, name, *, default=None, minimum=1, maximum=DB_INT_MAX, required=False):
+def int_param(
+    params: Mapping[str, str],
+    name: str,
+    *,
+    default: int | None = None,
+    minimum: int = 1,
+    maximum: int = DB_INT_MAX,
+    required: bool = False,
+) -> int | None:
     """PARAMS[NAME] (a QueryDict; the last value when repeated) as an int in [MINIMUM, MAXIMUM].
 
     Missing or blank: DEFAULT, or ParamError when REQUIRED. Anything else that is not a whole
@@ -35,7 +45,7 @@ def int_param(params, name, *, default=None, minimum=1, maximum=DB_INT_MAX, requ
     return int(text)
 
 
-def safe_next(request):
+def safe_next(request: HttpRequest) -> str | None:
     """The form's `next` (where to go back to) when it is a path on this site, else None.
 
     Only a path ("/alerts/3/"): Django's redirect() would take "1" or "nan" for a URL name and

@@ -3,6 +3,7 @@
 import logging
 import os
 from logging.config import dictConfig
+from typing import Any
 
 from celery import Celery
 from celery.signals import setup_logging
@@ -16,14 +17,14 @@ app.autodiscover_tasks()
 
 
 @app.on_after_finalize.connect
-def _install_schedule(sender, **kwargs):
+def _install_schedule(sender: Celery, **kwargs: Any) -> None:
     from dashboard.schedule import beat_schedule
 
     sender.conf.beat_schedule = beat_schedule()
 
 
 @setup_logging.connect
-def _logging_as_django(loglevel=None, **kwargs):
+def _logging_as_django(loglevel: int | str | None = None, **kwargs: Any) -> None:
     """Worker and beat log through settings.LOGGING (SPARKOPS_LOG_FORMAT, no second timestamp
     under journald), not Celery's own format; --loglevel still sets the level."""
 

@@ -1,14 +1,18 @@
 """System checks that refuse unsafe production settings."""
 
+from collections.abc import Sequence
+from typing import Any
+
+from django.apps import AppConfig
 from django.conf import settings
-from django.core.checks import Error, Tags, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
 INSECURE_KEY_PREFIX = "insecure-debug-only"
 
 
 @register(Tags.security, deploy=True)
-def secret_key_check(app_configs, **kwargs):  # noqa: ARG001 (a system check's signature)
+def secret_key_check(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> Sequence[CheckMessage]:  # noqa: ARG001 (a system check's signature)
     try:
         key = settings.SECRET_KEY or ""
     except ImproperlyConfigured:  # Django refuses to hand out an empty key
@@ -25,7 +29,7 @@ def secret_key_check(app_configs, **kwargs):  # noqa: ARG001 (a system check's s
 
 
 @register()
-def poll_interval_check(app_configs, **kwargs):  # noqa: ARG001 (a system check's signature)
+def poll_interval_check(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> Sequence[CheckMessage]:  # noqa: ARG001 (a system check's signature)
     if settings.SPARKOPS_LIVENESS_INTERVAL > settings.SPARKOPS_POLL_INTERVAL:
         return [
             Warning(

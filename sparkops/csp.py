@@ -5,11 +5,15 @@ use does; naming the host (validated against ALLOWED_HOSTS by get_host) keeps th
 socket allowed everywhere, and nothing else."""
 
 from csp.middleware import CSPMiddleware as _CSPMiddleware
+from csp.middleware import PolicyParts
 from django.core.exceptions import DisallowedHost
+from django.http import HttpRequest, HttpResponseBase
 
 
 class CSPMiddleware(_CSPMiddleware):
-    def get_policy_parts(self, request, response, report_only=False):
+    def get_policy_parts(
+        self, request: HttpRequest, response: HttpResponseBase, report_only: bool = False
+    ) -> PolicyParts:
         parts = super().get_policy_parts(request, response, report_only)
         try:
             host = request.get_host()

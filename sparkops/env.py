@@ -3,15 +3,19 @@
 import math
 import os
 import secrets
+import tempfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+_N = TypeVar("_N", int, float)
 
 
-def env_str(name, default=""):
+def env_str(name: str, default: str = "") -> str:
     """A string from NAME, or from the file named by NAME_FILE (for secrets)."""
     path = os.environ.get(f"{name}_FILE")
     if path:
@@ -23,7 +27,7 @@ def env_str(name, default=""):
     return os.environ.get(name, default)
 
 
-def env_bool(name, default=False):
+def env_bool(name: str, default: bool = False) -> bool:
     raw = os.environ.get(name)
     if raw is None:
         return default
@@ -35,7 +39,13 @@ def env_bool(name, default=False):
     raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
 
 
-def env_number(name, default, cast=int, minimum=None, maximum=None):
+def env_number(
+    name: str,
+    default: _N,
+    cast: Callable[[str], Any] = int,
+    minimum: float | None = None,
+    maximum: float | None = None,
+) -> _N:
     """A number from NAME (DEFAULT when unset or blank): a finite CAST within [MINIMUM, MAXIMUM], or
     ImproperlyConfigured naming the variable. "nan" and "inf" are floats, but no interval, limit or
     timeout: a poll interval of nan is never due again."""
@@ -55,22 +65,35 @@ def env_number(name, default, cast=int, minimum=None, maximum=None):
     return value
 
 
-def env_list(name, default=()):
+def env_list(name: str, default: Iterable[str] = ()) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:
         return list(default)
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
-def generated_secret_key(path):
-    """Read the key kept at PATH, creating it (random, mode 0600) the first time."""
+def generated_secret_key(path: str | Path) -> str:
+    """Read the key kept at PATH, creating it (random, mode 0600) the first time.
+
+    The stack's processes start together and each reads its settings, so the key is written whole
+    to a private file first and then linked into place (link fails if another process won): a
+    reader never sees a file half written, and every process ends with the one key that landed.
+    """
 
     path = Path(path)
-    if path.exists():
-        return path.read_text().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = secrets.token_urlsafe(50)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(key)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".secret_key.", dir=path.parent)  # mode 0600
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_urlsafe(50))
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                pass  # another process's key landed first: it is the one
+        finally:
+            os.unlink(tmp)
+    key = path.read_text().strip()
+    if not key:
+        raise ImproperlyConfigured(f"{path} is empty: remove it and a new key is made, or set SECRET_KEY")
     return key

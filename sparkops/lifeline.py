@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 PR_SET_PDEATHSIG = 1
 # Set by `sparkops up` in its children's environment: the pid of the supervisor they must not outlive.
@@ -28,13 +29,13 @@ SUPERVISOR_ENV = "SPARKOPS_SUPERVISOR_PID"
 _prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 
 
-def die_with_parent(sig=signal.SIGTERM):
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
     """A `preexec_fn` for Popen: the child gets SIG when this process's calling thread ends
     (on Linux; elsewhere it does nothing). Start children from a thread that lives as long
     as they should, e.g. the main thread."""
     parent = os.getpid()
 
-    def preexec():
+    def preexec() -> None:
         if _prctl is not None:
             _prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
         if os.getppid() != parent:  # the parent died between fork and prctl: no signal will come
@@ -43,7 +44,7 @@ def die_with_parent(sig=signal.SIGTERM):
     return preexec
 
 
-def _wait_for_exit(pid):
+def _wait_for_exit(pid: int) -> None:
     """Block until process PID has ended, without waking up while it lives (a pidfd where the
     kernel has them, else a check once a second)."""
     try:
@@ -61,7 +62,7 @@ def _wait_for_exit(pid):
         time.sleep(1.0)
 
 
-def watch_parent(grace=3.0):
+def watch_parent(grace: float = 3.0) -> threading.Thread | None:
     """When this process was started by `sparkops up` (SPARKOPS_SUPERVISOR_PID names our
     parent), start a daemon thread that waits for the parent to end and, GRACE seconds
     later, kills what is left of this process (its whole process group when it leads one).
@@ -74,7 +75,7 @@ def watch_parent(grace=3.0):
     if parent != os.getppid():  # not started by it directly (a grandchild inherits the variable)
         return None
 
-    def watch():
+    def watch() -> None:
         _wait_for_exit(parent)
         time.sleep(grace)
         if os.getpgid(0) == os.getpid():

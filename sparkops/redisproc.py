@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 from sparkops.lifeline import die_with_parent
 from sparkops.ports import free_port
@@ -15,7 +16,7 @@ from sparkops.ports import free_port
 INSTALL_HINT = "redis-server not found: install it with `sudo apt-get install redis-server` (Debian/Ubuntu)."
 
 
-def _wait_ready(port, proc, timeout=10.0):
+def _wait_ready(port: int, proc: "subprocess.Popen[bytes]", timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -34,13 +35,13 @@ class PrivateRedis:
     """`with PrivateRedis() as url:` — an unpersisted redis-server bound to 127.0.0.1, on PORT
     (default: a free one; a test restarts a server on the port of the one it stopped)."""
 
-    def __init__(self, binary=None, port=None):
+    def __init__(self, binary: str | None = None, port: int | None = None) -> None:
         self.binary = binary or shutil.which("redis-server")
         self.port = port
-        self.proc = None
-        self.url = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url: str | None = None
 
-    def start(self):
+    def start(self) -> str:
         if not self.binary:
             raise RuntimeError(INSTALL_HINT)
         port = self.port or free_port()
@@ -70,7 +71,7 @@ class PrivateRedis:
         self.url = f"redis://127.0.0.1:{port}/0"
         return self.url
 
-    def stop(self, timeout=5.0):
+    def stop(self, timeout: float = 5.0) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -80,14 +81,14 @@ class PrivateRedis:
                 self.proc.wait()
         shutil.rmtree(getattr(self, "_dir", ""), ignore_errors=True)
 
-    def __enter__(self):
+    def __enter__(self) -> str:
         return self.start()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.stop()
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     """`python -m sparkops.redisproc CMD...`: run CMD with REDIS_URL set, starting a private Redis if needed."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--"]:

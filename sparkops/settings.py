@@ -1,13 +1,15 @@
 """SparkOps settings: everything comes from the environment (see .env.example)."""
 
 import os
+import sys
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from redis.exceptions import ConnectionError as _RedisConnectionError
 
+from . import install as _install
 from . import logformat as _logformat
 from .env import env_bool, env_list, env_number, env_str, generated_secret_key
 
@@ -20,25 +22,18 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 ASSETS_DIR = BASE_DIR if (BASE_DIR / "templates").is_dir() and (BASE_DIR / "manage.py").is_file() else PACKAGE_DIR
 
 
-def _default_var_dir():
-    """Where the state lives (SQLite file, generated secret, demo state, up.lock), never
-    inside the install: SPARKOPS_VAR_DIR; else systemd's StateDirectory= ($STATE_DIRECTORY,
-    its first path); else var/ of the checkout being run from (a manage.py in the working
-    directory, or beside the code); else $XDG_STATE_HOME/sparkops (~/.local/state/sparkops)."""
-    given = env_str("SPARKOPS_VAR_DIR")
-    if given:
-        return Path(given).expanduser()
-    state = os.environ.get("STATE_DIRECTORY", "").split(":")[0]
-    if state:
-        return Path(state)
-    for checkout in (Path.cwd(), BASE_DIR):
-        if (checkout / "manage.py").is_file() and (checkout / "sparkops").is_dir():
-            return checkout / "var"
-    xdg = os.environ.get("XDG_STATE_HOME", "")
-    return (Path(xdg) if xdg.startswith("/") else Path.home() / ".local" / "state") / "sparkops"
+# Where the state lives (SQLite file, generated secret, demo state, up.lock, stack.json), never
+# inside the install; sparkops/install.py says how it is chosen.
+VAR_DIR = _install.var_dir(BASE_DIR)[0]
+# What the running `sparkops up` of this var dir gave its children (its private Redis, a
+# DATABASE_URL, a channel prefix): a command from another shell reaches the same install.
+# The environment wins where it says something; nothing is taken from a stack that stopped.
+_STACK = _install.stack_values(VAR_DIR)
 
 
-VAR_DIR = _default_var_dir()
+def _given(name: str, default: str = "") -> str:
+    return env_str(name, "") or _STACK.get(name, "") or default
+
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY", "")
@@ -65,13 +60,13 @@ INSTALLED_APPS = [
     "axes",
     "csp",
     "dashboard",
-    "dashboard.alerts",
-    "dashboard.changelog",
-    "dashboard.benchmarks",
+    "sparkops.alerts",
+    "sparkops.changelog",
+    "sparkops.benchmarks",
     "dashboard.tokens",
-    "dashboard.probes",
-    "dashboard.experiments",
-    "dashboard.planner",
+    "sparkops.probes",
+    "sparkops.experiments",
+    "sparkops.planner",
 ]
 
 MIDDLEWARE = [
@@ -82,6 +77,8 @@ MIDDLEWARE = [
     "sparkops.staticstore.StaticMiddleware",  # WhiteNoise
     # 400 for a NUL character in the path, query or form (PostgreSQL refuses NUL in any query).
     "dashboard.middleware.RejectNulMiddleware",
+    # While the database server is known down, a 503 that says so at once, not after the pool's wait.
+    "dashboard.middleware.DatabaseDownMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -118,7 +115,7 @@ TEMPLATES = [
 
 _sqlite_default = f"sqlite:///{VAR_DIR / 'sparkops.sqlite3'}"
 try:
-    DATABASES = {"default": dj_database_url.parse(env_str("DATABASE_URL", _sqlite_default), conn_max_age=60)}
+    DATABASES = {"default": dj_database_url.parse(_given("DATABASE_URL", _sqlite_default), conn_max_age=60)}
 except ValueError as exc:
     raise ImproperlyConfigured(f"DATABASE_URL is not a database URL: {exc}") from None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -140,9 +137,16 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # its length and gives it back; past SPARKOPS_DB_POOL_MAX it waits up to
     # SPARKOPS_DB_POOL_TIMEOUT_S for one instead of opening another. The stack (web, worker,
     # beat) opens at most 3 × SPARKOPS_DB_POOL_MAX, plus one per CLI command being run.
-    # Chosen over PgBouncer: no further daemon to run and watch on a single box, and the
-    # bound holds whatever PostgreSQL the operator points DATABASE_URL at.
+    # On one box the pool alone bounds it: no further daemon to run and watch. A fleet adds
+    # PgBouncer in transaction mode in front of PostgreSQL (docs/install.md#fleet): 50 boxes'
+    # direct pools outgrew PostgreSQL's 100 (issue 48, bench/fleet_scale.py).
     _pool_max = env_number("SPARKOPS_DB_POOL_MAX", 10, minimum=1, maximum=1000)
+    if sys.argv[1:2] == ["worker"]:
+        # A worker's poller threads and tasks use one or two connections at a time; each of 50
+        # boxes holding a pool sized for the web outgrew PostgreSQL's 100 (issue 48,
+        # bench/fleet_scale.py). Two: a benchmark task may hold one for its run, the poller the other.
+        _pool_max = env_number("SPARKOPS_WORKER_DB_POOL_MAX", 2, minimum=1, maximum=1000)
+        SPARKOPS_DB_POOL_VARIABLE = "SPARKOPS_WORKER_DB_POOL_MAX"  # what a full pool's message names
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django refuses persistent connections with a pool
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": min(2, _pool_max),
@@ -151,6 +155,11 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         # Idle connections above min_size close after a minute: a burst does not leave them open.
         "max_idle": 60.0,
     }
+    # Behind PgBouncer in transaction mode (a fleet's deployment, docs/install.md#fleet) each
+    # transaction may run on another server connection: a server-side cursor outside a
+    # transaction (QuerySet.iterator()'s DECLARE … WITH HOLD) would be lost between them.
+    # Prepared statements are not used either way (Django binds on the client by default).
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = env_bool("SPARKOPS_DB_PGBOUNCER", False)
     # Django passes ConnectionPool.check_connection to the pool for this: a connection handed
     # out is checked first (one round trip), so after a PostgreSQL restart no request gets a
     # dead one from the pool.
@@ -166,8 +175,9 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# Empty means "no Redis configured": `sparkops up` starts a private one and sets it.
-REDIS_URL = env_str("REDIS_URL", "")
+# Empty means "no Redis configured": `sparkops up` starts a private one and sets it; a command
+# from another shell takes the running stack's (stack.json).
+REDIS_URL = _given("REDIS_URL")
 _redis = REDIS_URL or "redis://127.0.0.1:6379/0"
 
 CELERY_BROKER_URL = _redis
@@ -184,7 +194,7 @@ CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULER = "dashboard.beat:SparkOpsScheduler"
 
 # Namespace of this install's keys in Redis (channel layer, live presence, poller leases).
-SPARKOPS_CHANNEL_PREFIX = env_str("SPARKOPS_CHANNEL_PREFIX", "sparkops")
+SPARKOPS_CHANNEL_PREFIX = _given("SPARKOPS_CHANNEL_PREFIX", "sparkops")
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -215,7 +225,9 @@ AUTH_PASSWORD_VALIDATORS = [
 # `sparkops user unlock NAME`, or Django admin → Axes → Access attempts (delete the row).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # refuses a locked-out pair before any password check
-    "django.contrib.auth.backends.ModelBackend",
+    # ModelBackend, with the password hash run after the user's connection went back to the
+    # pool: a burst of logins does not hold every pooled connection through its hashes.
+    "dashboard.authbackend.PoolFriendlyModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_number("SPARKOPS_LOGIN_FAILURE_LIMIT", 5, minimum=1, maximum=1000)
 AXES_COOLOFF_TIME = timedelta(seconds=env_number("SPARKOPS_LOGIN_COOLOFF_S", 900, minimum=1, maximum=_day * 365))
@@ -259,7 +271,7 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 WHITENOISE_KEEP_ONLY_HASHED_FILES = True  # the plain names come from the finders
 
-# Alert delivery (dashboard/alerts/conf.py reads these): parsed here with the rest, so a bad value
+# Alert delivery (sparkops/alerts/conf.py reads these): parsed here with the rest, so a bad value
 # stops start-up naming the variable instead of failing inside a delivery.
 SPARKOPS_ALERT_RETRY_BASE_S = env_number("SPARKOPS_ALERT_RETRY_BASE_S", 2.0, cast=float, minimum=0.1, maximum=3600)
 SPARKOPS_ALERT_RETRY_CAP_S = env_number("SPARKOPS_ALERT_RETRY_CAP_S", 600.0, cast=float, minimum=1, maximum=_day)
@@ -284,7 +296,7 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "sparkops@localhost")
 
 # Polling
 SPARKOPS_POLL_INTERVAL = env_number("SPARKOPS_POLL_INTERVAL", 2.0, cast=float, minimum=0.5, maximum=3600)
-# What one engine's /metrics may hold, as Prometheus bounds a scrape (dashboard/collectors/prom.py).
+# What one engine's /metrics may hold, as Prometheus bounds a scrape (sparkops/collectors/prom.py).
 SPARKOPS_SCRAPE_SAMPLE_LIMIT = env_number(
     "SPARKOPS_SCRAPE_SAMPLE_LIMIT", 20000, cast=int, minimum=1, maximum=10_000_000
 )
@@ -303,13 +315,13 @@ SPARKOPS_SCRAPE_PARSE_TIME_LIMIT_S = env_number(
 SPARKOPS_CLOCK_SKEW_MAX_S = env_number("SPARKOPS_CLOCK_SKEW_MAX_S", 5.0, cast=float, minimum=0.1, maximum=3600)
 SPARKOPS_LIVENESS_INTERVAL = env_number("SPARKOPS_LIVENESS_INTERVAL", 1.0, cast=float, minimum=0.2, maximum=3600)
 # The box's worker watches its engines' processes through pidfds and follows their units' journal
-# (dashboard/poller/exitwatch.py): a death is seen when it happens, not at the next probe.
+# (sparkops/poller/exitwatch.py): a death is seen when it happens, not at the next probe.
 SPARKOPS_EXIT_WATCH = env_bool("SPARKOPS_EXIT_WATCH", True)
 # Its sources, each on its own switch under that one: a pidfd per watched process, and the units'
 # own stop (an ExecStopPost= hook, `sparkops stopped`, sending one datagram to SPARKOPS_STOP_SOCKET).
 SPARKOPS_EXIT_WATCH_PIDFDS = env_bool("SPARKOPS_EXIT_WATCH_PIDFDS", True)
 SPARKOPS_EXIT_WATCH_STOP_HOOK = env_bool("SPARKOPS_EXIT_WATCH_STOP_HOOK", True)
-# The request contract on live traffic (dashboard/collectors/contract.py): finish-reason shares,
+# The request contract on live traffic (sparkops/collectors/contract.py): finish-reason shares,
 # prompts at the window's edge and journal 400/500/peg-native counts over this trailing window;
 # requests cut at one round duration over the second.
 SPARKOPS_CONTRACT_WINDOW_S = env_number("SPARKOPS_CONTRACT_WINDOW_S", 600.0, cast=float, minimum=1.0, maximum=_day * 7)
@@ -324,6 +336,9 @@ SPARKOPS_FLUSH_INTERVAL = env_number("SPARKOPS_FLUSH_INTERVAL", 10.0, cast=float
 # next store, at most this many samples (~200 bytes each in memory); past it the oldest are
 # dropped first, and the log says how many.
 SPARKOPS_FLUSH_HOLD_MAX = env_number("SPARKOPS_FLUSH_HOLD_MAX", 200_000, minimum=1000, maximum=10_000_000)
+# Where a worker spools the pages it sends while the database is away (a file each, fsync'd before
+# the send): "" is the var dir's spool/<host>. On a disk of its own it survives the database's full one.
+SPARKOPS_SPOOL_DIR = env_str("SPARKOPS_SPOOL_DIR", "")
 # Live view: an open socket keeps its presence key this long (refreshed every third of it);
 # the poller asks whether anyone watches at most this often before rendering cards.
 SPARKOPS_LIVE_PRESENCE_TTL = env_number("SPARKOPS_LIVE_PRESENCE_TTL", 60.0, cast=float, minimum=3, maximum=_day)
@@ -335,6 +350,12 @@ try:  # checked here so a bad value stops start-up, not the first server it star
 except ValueError as _exc:
     raise ImproperlyConfigured(str(_exc)) from None
 SPARKOPS_HOST_NAME = env_str("SPARKOPS_HOST_NAME", "") or __import__("socket").gethostname()
+try:  # the worker registers its box by this name: a name like any other (dashboard/names.py)
+    from dashboard.names import name_clean as _name_clean
+
+    _name_clean(SPARKOPS_HOST_NAME)
+except ValidationError as _exc:
+    raise ImproperlyConfigured(f"SPARKOPS_HOST_NAME {SPARKOPS_HOST_NAME!r}: {' '.join(_exc.messages)}") from None
 # Commands and paths the host collectors read; overridable for --user units, odd
 # installs, or the simulator (which ships systemctl/journalctl/nvidia-smi work-alikes).
 SPARKOPS_SYSTEMCTL = env_str("SPARKOPS_SYSTEMCTL", "systemctl")

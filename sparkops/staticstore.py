@@ -13,6 +13,8 @@ finders, uncompressed and cached for a minute: never a page naming a file that i
 
 import logging
 import os
+from collections.abc import Iterator
+from typing import Any
 
 import brotli
 from django.contrib.staticfiles import finders
@@ -38,7 +40,7 @@ class StaticMiddleware(WhiteNoiseMiddleware):
     """WhiteNoise, without its warning at every start while STATIC_ROOT does not exist (it does
     not until the first collect): the finders serve the files meanwhile."""
 
-    def add_files(self, root, prefix=None):
+    def add_files(self, root: str, prefix: str | None = None) -> None:
         if root == self.static_root and not os.path.isdir(root):
             return
         super().add_files(root, prefix)
@@ -46,7 +48,7 @@ class StaticMiddleware(WhiteNoiseMiddleware):
 
 class _Compressor(Compressor):
     @staticmethod
-    def compress_brotli(data):
+    def compress_brotli(data: bytes) -> bytes:
         return brotli.compress(data, quality=BROTLI_QUALITY)
 
 
@@ -56,7 +58,7 @@ class StaticStorage(CompressedManifestStaticFilesStorage):
 
     manifest_strict = False
 
-    def load_manifest(self):
+    def load_manifest(self) -> tuple[dict[str, Any], str]:
         paths, manifest_hash = super().load_manifest()
         if paths and not self._current(paths):
             log.warning(
@@ -66,7 +68,7 @@ class StaticStorage(CompressedManifestStaticFilesStorage):
             return {}, ""
         return paths, manifest_hash
 
-    def stored_name(self, name):
+    def stored_name(self, name: str) -> str:
         if not self.hashed_files:
             return name
         try:
@@ -74,10 +76,10 @@ class StaticStorage(CompressedManifestStaticFilesStorage):
         except ValueError:  # not in the manifest, nor in STATIC_ROOT: the finders serve it
             return name
 
-    def create_compressor(self, **kwargs):
+    def create_compressor(self, **kwargs: Any) -> Compressor:
         return _Compressor(**kwargs)
 
-    def _current(self, paths):
+    def _current(self, paths: dict[str, str]) -> bool:
         try:
             collected_at = os.stat(self.path(self.manifest_name)).st_mtime
         except OSError:
@@ -89,7 +91,7 @@ class StaticStorage(CompressedManifestStaticFilesStorage):
         return True
 
 
-def source_files():
+def source_files() -> Iterator[tuple[str, str]]:
     """(name, absolute path) of every file collectstatic would collect, first finder first."""
     seen = set()
     for finder in finders.get_finders():
@@ -101,7 +103,7 @@ def source_files():
                 yield name.replace(os.sep, "/"), storage.path(path)
 
 
-def collect_unless_current():
+def collect_unless_current() -> bool:
     """collectstatic when the manifest is missing or out of date (`sparkops up` calls this before
     it starts the web server, which reads STATIC_ROOT once). True when it collected."""
     if StaticStorage().hashed_files:  # a fresh instance: the manifest as it is on disk now

@@ -51,7 +51,13 @@ def _tail(log: Path) -> str:
         return ""
 
 
-def start_web(*, env=None, log_path=None, timeout: float = 60.0, cwd=ROOT):
+def start_web(
+    *,
+    env: dict[str, str] | None = None,
+    log_path: str | Path | None = None,
+    timeout: float = 60.0,
+    cwd: str | Path = ROOT,
+) -> tuple[subprocess.Popen[bytes], str]:
     """(process, base URL) of a web server on a free 127.0.0.1 port with ENV (default: this
     process's), its output in LOG_PATH (default: a temporary file), once /livez answers 200."""
     port = free_port()
@@ -85,7 +91,7 @@ def start_web(*, env=None, log_path=None, timeout: float = 60.0, cwd=ROOT):
     raise WebDidNotStart(f"uvicorn did not answer /livez within {timeout:.0f} s:\n{_tail(log)}")
 
 
-def stop_web(proc, timeout: float = 10.0) -> None:
+def stop_web(proc: subprocess.Popen[bytes] | None, timeout: float = 10.0) -> None:
     """Terminate PROC (a start_web process) and reap it; killed if it does not go in TIMEOUT s."""
     if proc is None or proc.poll() is not None:
         return

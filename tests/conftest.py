@@ -3,6 +3,9 @@
 Tests use the real PostgreSQL and Redis when DATABASE_URL / REDIS_URL point at them (CI
 sets both); otherwise SQLite and the private Redis that `make test` starts."""
 
+import functools
+import inspect
+
 import pytest
 from django.conf import settings
 
@@ -15,7 +18,7 @@ def _close_the_main_threads_http_client():
     """Tests that tick a poller in the main thread leave its event loop and aiohttp session
     open; close them while the session's output is still captured."""
     yield
-    from dashboard.collectors import runner
+    from sparkops.collectors import runner
 
     runner.close()
 
@@ -57,7 +60,7 @@ def _empty_the_sqlite_test_database_past_its_triggers():
 
     Django empties the database after each transactional test (`flush`). On PostgreSQL that is
     TRUNCATE, which fires no row trigger; on SQLite it is DELETE FROM, which the change log's
-    append-only triggers (dashboard/changelog/dbguard.py) rightly refuse for a locked entry —
+    append-only triggers (sparkops/changelog/dbguard.py) rightly refuse for a locked entry —
     and a refused flush leaves every later test a dirty database. So on SQLite the flush takes
     the triggers out, deletes, and puts back exactly the SQL that was installed, in one
     transaction: the guarantee stays whole everywhere but in the emptying between tests."""
@@ -300,8 +303,8 @@ def admin_client_(client, admin_user):
 @pytest.fixture
 def fleet(db):
     """One host, a healthy vLLM engine, a down llama.cpp engine, one email and one webhook channel."""
-    from dashboard.alerts.models import NotificationChannel
     from dashboard.models import Engine, Host
+    from sparkops.alerts.models import NotificationChannel
 
     host = Host.objects.create(name="spark-1")
     vllm = Engine.objects.create(
@@ -340,6 +343,87 @@ HEAVY_FIRST = (  # what takes longest, handed out first (longest-first keeps one
 )
 
 
+# The tiers. `slow` is what `make test-fast` (`-m "not slow"`) leaves out: every test that starts a
+# stack, a browser, a systemd manager (a real one, or the simulated box's sim-systemd), a real engine,
+# a PostgreSQL of its own or the shared web server, and those below (a module, or `module::test`):
+# they build, install or run SparkOps as subprocesses, or wait out seconds of real time by design.
+TIER_MARKERS = (
+    "slow: left out of `make test-fast` (tests/conftest.py marks it; implied by the markers below)",
+    "realsystemd: runs under a real systemd user manager (tests/realsystemd)",
+    "realengine: drives a real engine build, llama.cpp or vLLM (tests/realengine)",
+    "simbox: starts a simulated box (simulator.client.Simulation: sim-systemd and its engines)",
+    "privatepg: starts a PostgreSQL server of its own (tests/privatepg.PrivatePostgres)",
+    "webserver: needs the test process's uvicorn (the `shared_web` fixture)",
+    "netns: builds network namespaces and veth links (tests/fleet/netns.py); `make test` runs these after the"
+    " rest, alone: a link added in the root namespace makes Chromium abort its loads (ERR_NETWORK_CHANGED)",
+)
+WEB_FIXTURES = frozenset({"chromium", "shared_web", "_shared_web_server", "asgi_server", "live_server"})
+SLOW_MODULES = {
+    "tests.test_crawl": "every page of a populated world, in two xdist groups of their own",
+    "tests.test_crawl_found": "the crawl's findings, each against the crawl's world",
+    "tests.test_packaging": "builds the wheel and installs it into a fresh venv",
+    "tests.test_one_install": "runs `sparkops up` and commands from other shells",
+    "tests.test_backup": "backs up and restores an install through the CLI",
+    "tests.test_settings": "`check --deploy` and bad settings, each in a fresh interpreter",
+    "tests.test_static_compressed": "collects the static files (compressed) and serves them",
+    "tests.test_xdist_groups": "runs a small project of its own under three xdist workers",
+    "tests.changelog.test_import_whole": "imports and exports a whole field log into empty databases",
+    "tests.changelog.test_scale": "a change log of the field reports' size",
+    "tests.test_cli_lists::test_help_of_one_command_is_still_djangos": "runs `sparkops --help` as a subprocess",
+    "tests.probes.test_regression": "whole quality probes, run on a schedule, against simulated engines",
+    "tests.sweeps.test_sweep": "sweeps at known token rates: seconds of real streaming each",
+    "tests.simulator.test_timing_and_faults": "the simulator's token timing, measured in real time",
+    "tests.experiments.test_verdict": "A/B arms run to a verdict against simulated engines",
+    "tests.experiments.test_cli": "A/B runs through the CLI",
+    "tests.live.test_consumers::test_an_idle_socket_stays_subscribed": "outlasts redis-py's 5 s read timeout",
+    "tests.collectors.test_resident::test_a_hung_engine_never_delays_the_other_engines_probes": (
+        "times the probes' 0.25 s cadence against hung ticks, for up to 40 s"
+    ),
+}
+HEAVY_MARKERS = ("browser", "stack", "realsystemd", "realengine", "simbox", "privatepg", "webserver", "netns")
+STARTERS = {"simbox": "Simulation(", "privatepg": "PrivatePostgres(", "netns": "FleetNet("}  # marker: what it builds
+
+
+def pytest_itemcollected(item):
+    """Each test's tier, marked as it is collected (before `-m` selects): its directory, its
+    fixtures and its code say what it starts, so a new test in tests/realsystemd, one asking for
+    `chromium` or one whose module or fixtures start a `Simulation(` or a `PrivatePostgres(` is
+    slow without anybody remembering to say so."""
+    module = item.module.__name__ if getattr(item, "module", None) else ""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if ".realsystemd." in module:
+        item.add_marker("realsystemd")
+    if ".realengine." in module:
+        item.add_marker("realengine")
+    if fixtures & WEB_FIXTURES:
+        item.add_marker("webserver")
+    if "chromium" in fixtures and item.get_closest_marker("browser") is None:
+        item.add_marker("browser")
+    for marker, constructor in STARTERS.items():
+        if _constructs(item, constructor):
+            item.add_marker(marker)
+    named = module in SLOW_MODULES or f"{module}::{getattr(item, 'originalname', item.name)}" in SLOW_MODULES
+    if named or any(item.get_closest_marker(name) for name in HEAVY_MARKERS):
+        item.add_marker("slow")
+
+
+def _constructs(item, constructor: str) -> bool:
+    """Whether ITEM's module or one of the fixtures it uses calls CONSTRUCTOR (e.g. `Simulation(`)."""
+    sources = [getattr(item, "module", None)]
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in info.name2fixturedefs.values() if info else ():
+        sources += [d.func for d in defs]
+    return any(_says(source, constructor) for source in sources if source is not None)
+
+
+@functools.cache
+def _says(obj, text: str) -> bool:
+    try:
+        return text in inspect.getsource(obj)
+    except (OSError, TypeError):  # a builtin, or code without a source file
+        return False
+
+
 def pytest_configure(config):
     """The test process's garbage collector runs less often: a test makes hundreds of thousands of
     short-lived objects (template contexts, querysets, model instances), and CPython's default
@@ -349,6 +433,8 @@ def pytest_configure(config):
     import gc
 
     gc.set_threshold(50_000, 50, 100)
+    for line in TIER_MARKERS:
+        config.addinivalue_line("markers", line)
     _a_port_block_per_worker(config)
 
 

@@ -65,23 +65,38 @@ def refusing(*tables):
 
 @contextmanager
 def read_only():
-    """While inside, the database refuses every write of this process's (Django default)
-    connection and answers its reads: what a full disk or a database switched to read-only
-    does to SparkOps. SQLite: PRAGMA query_only ("attempt to write a readonly database").
-    PostgreSQL: the session's default_transaction_read_only ("cannot execute INSERT in a
-    read-only transaction"). Real refusals by the database itself, on this one connection
-    only (nothing server-wide; a root-only tmpfs mount would be the only way to fill a disk
-    for real, and chmod does not stop root), and deterministic: no timing involved."""
+    """While inside, the database refuses every write and answers reads: what a full disk or a
+    database switched to read-only does to SparkOps. SQLite: PRAGMA query_only on this
+    process's connection ("attempt to write a readonly database"). PostgreSQL: the test
+    database's default_transaction_read_only ("cannot execute INSERT in a read-only
+    transaction") for every new session, and the pool emptied so each connection it hands out
+    is one (a login gives its connection back mid-request: a setting of one session would be
+    left behind). Real refusals by the database itself, deterministic: no timing involved."""
     connection.ensure_connection()
-    on, off = (
-        ("PRAGMA query_only = ON", "PRAGMA query_only = OFF")
-        if connection.vendor == "sqlite"
-        else ("SET default_transaction_read_only = on", "RESET default_transaction_read_only")
-    )
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA query_only = ON")
+        try:
+            yield
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA query_only = OFF")
+        return
+    name = connection.ops.quote_name(connection.settings_dict["NAME"])
     with connection.cursor() as cursor:
-        cursor.execute(on)
+        cursor.execute(f"ALTER DATABASE {name} SET default_transaction_read_only = on")
+    _new_pool()
     try:
         yield
     finally:
         with connection.cursor() as cursor:
-            cursor.execute(off)
+            cursor.execute("SET default_transaction_read_only = off")
+            cursor.execute(f"ALTER DATABASE {name} RESET default_transaction_read_only")
+        _new_pool()
+
+
+def _new_pool():
+    """Close this process's pooled connections (Django makes a new pool at the next query)."""
+    connection.close()
+    if getattr(connection, "pool", None) is not None:
+        connection.close_pool()

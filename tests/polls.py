@@ -1,6 +1,6 @@
 """One poll the way `sparkops poll --once` makes it: a poller of its own, one tick, a flush."""
 
-from dashboard.poller.entrypoints import poll_once
+from sparkops.poller.entrypoints import poll_once
 
 
 def poll(*engines):

@@ -1,4 +1,4 @@
-"""Pointing the collectors at a running `dashboard.simulator.client.Simulation` (its systemctl,
+"""Pointing the collectors at a running `simulator.client.Simulation` (its systemctl,
 journalctl and /proc stand-ins), for the fixtures that start one."""
 
 

@@ -8,7 +8,9 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 # The web app manifest too: a browser fetches it without the session cookie, and it holds
 # nothing but the app's name, colours and icons.
-PUBLIC = {"login", "healthz", "livez", "web-manifest", "alerts:inbox-receive"}
+PUBLIC = {"login", "healthz", "livez", "web-manifest", "alerts:inbox-receive", "docs", "docs-page"}
+# docs: the manual (the built documentation site), public like the static files: it holds nothing
+# of the install, and a person locked out needs it most.
 # alerts:inbox-receive: the local inbox's webhook receiver; its credential is the channel's HMAC
 # signature, not a session (tests/alerts/test_inbox.py refuses the unsigned).
 # For scrapers: no login page, 401 without an API token (tests/test_metrics_tokens.py).

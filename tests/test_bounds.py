@@ -7,11 +7,11 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.alerts.models import AlertRule
-from dashboard.alerts.services import rule_update
-from dashboard.benchmarks.forms import ProfileForm
-from dashboard.benchmarks.models import Profile
-from dashboard.changelog.models import Correction, Entry
+from sparkops.alerts.models import AlertRule
+from sparkops.alerts.services import rule_update
+from sparkops.benchmarks.forms import ProfileForm
+from sparkops.benchmarks.models import Profile
+from sparkops.changelog.models import Correction, Entry
 
 pytestmark = pytest.mark.django_db
 
@@ -153,7 +153,7 @@ def test_an_entry_dated_before_2000_is_refused(operator_client, fleet):
 def test_an_ad_hoc_cli_run_is_held_to_the_profile_bounds(fleet, args, message):
     from django.core.management import CommandError, call_command
 
-    from dashboard.benchmarks.models import Run
+    from sparkops.benchmarks.models import Run
 
     with pytest.raises(CommandError) as caught:
         call_command("bench", "run", "--engine", fleet["vllm"].name, *args)

@@ -7,9 +7,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from dashboard.alerts.models import NotificationChannel
 from dashboard.models import Engine
 from dashboard.roles import role_of
+from sparkops.alerts.models import NotificationChannel
 
 
 def run(*args):

@@ -11,13 +11,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard.alerts.evaluate import evaluate
-from dashboard.alerts.models import AlertEvent, Delivery
 from dashboard.clock import db_now
 from dashboard.models import Host
-from dashboard.poller.fetch import HostCollected
-from dashboard.poller.pending import PendingWrites
 from dashboard.samples.store import SeriesIds
+from sparkops.alerts.evaluate import evaluate
+from sparkops.alerts.models import AlertEvent, Delivery
+from sparkops.poller.fetch import HostCollected
+from sparkops.poller.pending import PendingWrites
 
 pytestmark = pytest.mark.django_db
 
@@ -125,7 +125,7 @@ def _fire_stale(host):
 
 
 def test_a_worker_an_hour_ahead_stamps_a_delivery_sent_at_the_databases_time(fleet, shift):
-    from dashboard.alerts import outbox
+    from sparkops.alerts import outbox
     from tests.alerts.servers import WebhookReceiver
 
     receiver = WebhookReceiver()
@@ -144,10 +144,30 @@ def test_a_worker_an_hour_ahead_stamps_a_delivery_sent_at_the_databases_time(fle
 
 
 def test_a_worker_an_hour_ahead_does_not_renotify_early(fleet, shift):
-    from dashboard.alerts.lifecycle import renotify_due
+    from sparkops.alerts.lifecycle import renotify_due
 
     event = _fire_stale(fleet["host"])
     before = Delivery.objects.filter(event=event).count()
     shift(HOUR + 60)  # past the default renotify interval (1 h) by its own clock only
     assert renotify_due() == 0
     assert Delivery.objects.filter(event=event).count() == before
+
+
+def test_a_worker_an_hour_ahead_stamps_its_engines_poll_at_the_databases_time(fleet, shift):
+    """Issue 45 item 5: Engine.last_poll_at (what /healthz and the fleet's adoption compare) and
+    the status's change were the worker's clock: a poll an hour in the future hid a stale worker."""
+    import time
+
+    from sparkops.collectors.base import Snapshot
+    from sparkops.poller.fetch import Fetched
+
+    engine = fleet["vllm"]
+    shift(HOUR)
+    _report(fleet["host"])  # the store measures this worker's offset, as every tick does
+    pending = PendingWrites(SeriesIds())
+    snap = Snapshot(status="down" if engine.status == "up" else "up", error="refused")
+    pending.add_engine(engine, Fetched(snap, time.time() + HOUR), {})  # its clock's time of the answer
+    pending.flush()
+    engine.refresh_from_db()
+    assert abs((engine.last_poll_at - db_now()).total_seconds()) < 5, engine.last_poll_at
+    assert abs((engine.status_changed_at - db_now()).total_seconds()) < 5, engine.status_changed_at

@@ -123,8 +123,10 @@ def _stats(median):
 
 def build_world(user=None):
     """Rows of every kind the pages show, made through the project's own services where they exist."""
-    from dashboard.alerts import services as alert_services
-    from dashboard.alerts.models import (
+    from dashboard.models import Engine, Host, Incident, KVPoolEntry
+    from dashboard.models.samples import Rollup, Sample, Series
+    from sparkops.alerts import services as alert_services
+    from sparkops.alerts.models import (
         AlertRule,
         AlertRuleOverride,
         Delivery,
@@ -132,17 +134,15 @@ def build_world(user=None):
         NotificationChannel,
         Route,
     )
-    from dashboard.alerts.rules import REGISTRY
-    from dashboard.benchmarks.client import BUCKETS
-    from dashboard.benchmarks.models import PairRun, Profile, Repetition, Run
-    from dashboard.benchmarks.pair import pair_table
-    from dashboard.benchmarks.schedule import profile_set_schedule
-    from dashboard.changelog.grammar import EvidenceLine, FlagLine
-    from dashboard.changelog.importer import apply_import, plan_import
-    from dashboard.changelog.models import Entry
-    from dashboard.changelog.services import correction_create, entry_create, entry_link_incidents
-    from dashboard.models import Engine, Host, Incident, KVPoolEntry
-    from dashboard.models.samples import Rollup, Sample, Series
+    from sparkops.alerts.rules import REGISTRY
+    from sparkops.benchmarks.client import BUCKETS
+    from sparkops.benchmarks.models import PairRun, Profile, Repetition, Run
+    from sparkops.benchmarks.pair import pair_table
+    from sparkops.benchmarks.schedule import profile_set_schedule
+    from sparkops.changelog.grammar import EvidenceLine, FlagLine
+    from sparkops.changelog.importer import apply_import, plan_import
+    from sparkops.changelog.models import Entry
+    from sparkops.changelog.services import correction_create, entry_create, entry_link_incidents
 
     now = timezone.now()
     spark = Host.objects.create(name="spark", latest=HOST, last_report_at=now)
@@ -247,6 +247,19 @@ def build_world(user=None):
         key="engine_down", defaults={"severity": "warning", "renotify_s": 600, "params": {"for_s": 0}}
     )
     AlertRuleOverride.objects.create(rule=AlertRule.objects.get(key="engine_down"), engine=nemotron, enabled=False)
+    from sparkops.alerts.custom_services import custom_rule_create
+
+    custom_rule_create(  # a rule of the operator's own (issue 51), routed to the hook
+        data={
+            "name": "kv-high",
+            "engine": nemotron.name,
+            "metric": "kv_cache_usage",
+            "comparator": ">",
+            "threshold": 0.95,
+            "for": "5m",
+            "channels": [hook.name],
+        }
+    )
     open_event = events[("engine_down", "open", "nemotron")]
     alert_services.alert_ack(event=open_event, user=user)
     Delivery.objects.filter(pk__in=Delivery.objects.values("pk")[:2]).update(
@@ -259,7 +272,7 @@ def build_world(user=None):
     alert_services.silence_create(host=spark, rule="memory_pressure", hours=1)
     alert_services.silence_create(rule="", hours=0.5, reason="everything")
     alert_services.silence_create(engine=q38, hours=1)
-    from dashboard.alerts.models import Silence
+    from sparkops.alerts.models import Silence
 
     Silence.objects.create(engine=q38, until=now - timedelta(hours=1))
     alert_services.maintenance_create(
@@ -417,24 +430,24 @@ def build_world(user=None):
 
 def build_measured(spark, user=None):
     """What the probes, sweeps, rate runs, experiments and the planner show, measured for real: two simulated
-    vLLM engines (dashboard/simulator, served from a loop thread) run through the apps' own services, so each
+    vLLM engines (simulator, served from a loop thread) run through the apps' own services, so each
     page reads the shapes the code writes. Then the simulators stop (the pages read the database only)."""
-    from dashboard.audit.thresholds import thresholds, thresholds_save
-    from dashboard.benchmarks.models import Run
-    from dashboard.benchmarks.rate import rate_create, rate_execute
-    from dashboard.benchmarks.spec import RunSpec
-    from dashboard.benchmarks.sweep import sweep_create, sweep_execute
-    from dashboard.experiments.create import experiment_create
-    from dashboard.experiments.record import experiment_record
-    from dashboard.experiments.runner import experiment_advance
     from dashboard.models import Engine
-    from dashboard.planner.models import BoxSetting
-    from dashboard.probes.models import ProbeProfile, ProbeRun
-    from dashboard.probes.schedule import probe_set_schedule
-    from dashboard.probes.services import probe_run_create, probe_run_execute
-    from dashboard.simulator.core import EngineConfig
-    from dashboard.simulator.engine import create_engine
-    from tests.bench.conftest import LoopThread
+    from simulator.core import EngineConfig
+    from simulator.engine import create_engine
+    from sparkops.audit.thresholds import thresholds, thresholds_save
+    from sparkops.benchmarks.models import Run
+    from sparkops.benchmarks.rate import rate_create, rate_execute
+    from sparkops.benchmarks.spec import RunSpec
+    from sparkops.benchmarks.sweep import sweep_create, sweep_execute
+    from sparkops.experiments.create import experiment_create
+    from sparkops.experiments.record import experiment_record
+    from sparkops.experiments.runner import experiment_advance
+    from sparkops.planner.models import BoxSetting
+    from sparkops.probes.models import ProbeProfile, ProbeRun
+    from sparkops.probes.schedule import probe_set_schedule
+    from sparkops.probes.services import probe_run_create, probe_run_execute
+    from tests.benchmarks.conftest import LoopThread
 
     BoxSetting.objects.create(host=spark, headroom_gib=20.0)
     key, field, default, _bounds = next(t for t in thresholds() if isinstance(t[2], int) and t[2] > 1)
@@ -645,13 +658,13 @@ ARG = re.compile(r"<(?:(?P<conv>\w+):)?(?P<name>\w+)>|\(\?P<(?P<rname>\w+)>[^)]*
 
 def _argument_values(name, arg, route):
     """Real values and absent ones for one path argument of the pattern NAME."""
-    from dashboard.alerts.models import AlertEvent, MaintenanceWindow, NotificationChannel, Silence
-    from dashboard.alerts.rules import REGISTRY
-    from dashboard.benchmarks.models import PairRun, Profile, Run, Sweep
-    from dashboard.changelog.models import Entry
-    from dashboard.experiments.models import Experiment
     from dashboard.models import Engine, Host, Incident
-    from dashboard.probes.models import ProbeProfile, ProbeRun
+    from sparkops.alerts.models import AlertEvent, MaintenanceWindow, NotificationChannel, Silence
+    from sparkops.alerts.rules import REGISTRY
+    from sparkops.benchmarks.models import PairRun, Profile, Run, Sweep
+    from sparkops.changelog.models import Entry
+    from sparkops.experiments.models import Experiment
+    from sparkops.probes.models import ProbeProfile, ProbeRun
 
     absent_ints = ["0", "424242", HUGE]
     absent_names = ["no-such", "ünï©ødé", "%00", "x" * 300]
@@ -694,6 +707,10 @@ def _argument_values(name, arg, route):
         return list(Host.objects.values_list("name", flat=True)) + absent_names
     if name == "alerts:rule-edit":
         return list(REGISTRY) + absent_names
+    if name in ("alerts:custom-rule-remove", "alerts:custom-rule-switch", "api:custom-rule"):
+        from sparkops.alerts.models import CustomRule
+
+        return list(CustomRule.objects.values_list("name", flat=True)) + absent_names
     if name == "changelog:ledger-export":
         return {"ledger": ["kvpool", "incidents", "nope"], "fmt": ["md", "csv", "xlsx"]}[arg]
     if route.startswith("admin/"):
@@ -716,13 +733,13 @@ def _interesting(model):
     """Rows worth a page of their own, beside the first and last few."""
     from django.db.models import Q
 
-    from dashboard.alerts.models import AlertEvent
-    from dashboard.benchmarks.models import Run
-    from dashboard.changelog.models import Entry
-    from dashboard.experiments.models import Experiment
     from dashboard.models import Incident
-    from dashboard.probes.models import ProbeRun
-    from dashboard.probes.spec import KINDS
+    from sparkops.alerts.models import AlertEvent
+    from sparkops.benchmarks.models import Run
+    from sparkops.changelog.models import Entry
+    from sparkops.experiments.models import Experiment
+    from sparkops.probes.models import ProbeRun
+    from sparkops.probes.spec import KINDS
 
     return {
         Run: [Q(trigger="rate"), Q(sweep__isnull=False), Q(experiment_slot__isnull=False)],
@@ -1055,9 +1072,9 @@ MUTATIONS = [
 
 
 def _valid_forms(world):
-    from dashboard.alerts.models import AlertEvent
-    from dashboard.audit.thresholds import thresholds
     from dashboard.models import Engine, Incident
+    from sparkops.alerts.models import AlertEvent
+    from sparkops.audit.thresholds import thresholds
 
     nemotron = Engine.objects.get(name="nemotron")
     entry, event = world["entry"], AlertEvent.objects.filter(state="firing").first()

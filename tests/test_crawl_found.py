@@ -92,7 +92,7 @@ def test_nul_anywhere_is_a_400(viewer_client, path):
 
 
 def test_nul_in_a_form_is_a_400_and_changes_nothing(operator_client, fleet):
-    from dashboard.alerts.models import MaintenanceWindow
+    from sparkops.alerts.models import MaintenanceWindow
 
     response = operator_client.post("/alerts/maintenance/new", {"reason": "a\x00b", "hours": "1"})
     assert response.status_code == 400 and not MaintenanceWindow.objects.exists()
@@ -115,7 +115,7 @@ def test_login_with_a_huge_user_name_is_refused_not_500(client, url):
     [("1", None), ("nan", None), ("https://evil.example/", None), ("//evil.example/", None), ("/alerts/", "/alerts/")],
 )
 def test_ack_goes_back_only_to_a_path_on_this_site(operator_client, fleet, next_, expected):
-    from dashboard.alerts.services import external_alert_fire
+    from sparkops.alerts.services import external_alert_fire
 
     event = external_alert_fire(
         rule="engine_down", severity="critical", engine=fleet["vllm"], subject="vllm-main", message="down"
@@ -126,7 +126,7 @@ def test_ack_goes_back_only_to_a_path_on_this_site(operator_client, fleet, next_
 
 @pytest.mark.parametrize("evidence", ["alert:2147483648", "run:" + HUGE])
 def test_evidence_ids_past_the_database_are_form_errors(operator_client, fleet, evidence):
-    from dashboard.changelog.models import Entry
+    from sparkops.changelog.models import Entry
 
     response = operator_client.post(
         "/changelog/new/",

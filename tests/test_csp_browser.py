@@ -9,10 +9,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard.alerts.models import AlertEvent, MaintenanceWindow, Silence
-from dashboard.benchmarks.models import Profile, Run
-from dashboard.changelog.models import Entry
 from dashboard.models import Incident, KVPoolEntry
+from sparkops.alerts.models import AlertEvent, MaintenanceWindow, Silence
+from sparkops.benchmarks.models import Profile, Run
+from sparkops.changelog.models import Entry
 from tests.chromium import skip_without_chromium
 from tests.live.helpers import add_samples
 from tests.live.test_browser import browser  # noqa: F401  (browser: the shared Chromium fixture)

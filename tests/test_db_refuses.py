@@ -18,7 +18,7 @@ from django.utils import timezone
 from dashboard.heartbeat import Heartbeat
 from dashboard.models import Engine, Host
 from dashboard.tokens.models import ApiToken
-from tests.dbfaults import read_only
+from tests.dbfaults import read_only, refusing
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,7 +37,8 @@ def test_healthz_and_the_heartbeat_say_at_once_that_the_database_cannot_be_writt
         target = beat()  # the leader's duty: judged now, sent on its own thread
     beat.join(15)
     body = response.json()
-    assert response.status_code == 503 and body["database"] == "error", body
+    assert response.status_code == 503 and body["database"] == "read_only", body
+    assert body["message"].startswith("The database cannot be written: it is read-only."), body
     assert any(p.startswith("database: cannot be written: the database is read-only") for p in body["problems"]), body
     assert target == "http://127.0.0.1:9/ping/fail"  # the checker pages
     assert client.get("/healthz").status_code == 200  # written again: healthy again
@@ -45,23 +46,37 @@ def test_healthz_and_the_heartbeat_say_at_once_that_the_database_cannot_be_writt
 
 def test_api_answers_503_json_with_the_reason(fleet, viewer):
     """A token's first use writes its last_used_at (a middleware): the write the full disk refuses."""
-    _, token = ApiToken.issue(viewer)
+    _, token = ApiToken.issue(viewer, name="test")
     client = Client(raise_request_exception=False)
     with read_only():
         response = client.get("/api/engines/", headers={"Authorization": f"Bearer {token}"})
     assert response.status_code == 503 and response["Content-Type"] == "application/json"
     body = json.loads(response.content)
-    assert body["error"] == "database unavailable" and "read-only" in body["reason"], body
+    assert body["error"] == "database unavailable" and body["database"] == "read_only", body
+    assert body["reason"].startswith("the database is read-only: it cannot be written"), body
     assert response["Retry-After"] == "30"
 
 
-def test_login_answers_503_with_a_one_line_reason(viewer):
+def test_a_database_that_does_not_answer_in_time_is_named_slow(fleet, viewer):
+    """Its table locked by another connection: PostgreSQL gives up after lock_timeout, SQLite
+    after busy_timeout ("database is locked"); the API says "slow" with the driver's words."""
+    _, token = ApiToken.issue(viewer, name="test")
+    client = Client(raise_request_exception=False)
+    with refusing(ApiToken):
+        response = client.get("/api/engines/", headers={"Authorization": f"Bearer {token}"})
+    body = json.loads(response.content)
+    assert response.status_code == 503 and body["database"] == "slow", body
+    assert body["reason"].startswith("the database is locked and did not answer in time ("), body
+
+
+def test_login_answers_503_with_a_page_that_says_why(viewer):
     client = Client(raise_request_exception=False)
     with read_only():
         response = client.post("/login/", {"username": "vera", "password": "vera-password-123"})
     text = response.content.decode()
-    assert response.status_code == 503 and response["Content-Type"].startswith("text/plain")
-    assert text.startswith("503 Service Unavailable: the database is read-only") and text.count("\n") == 1, text
+    assert response.status_code == 503 and response["Content-Type"].startswith("text/html")
+    assert '<body data-database="read_only">' in text and "<h1>The database is read-only</h1>" in text, text
+    assert "503 Service Unavailable: the database is read-only: it cannot be written" in text, text
 
 
 def test_a_bug_is_still_a_500(viewer):

@@ -17,7 +17,7 @@ def _demo_engine():
 def test_the_demo_seeds_one_small_hourly_needle_probe_once():
     from django_celery_beat.models import PeriodicTask
 
-    from dashboard.probes.models import ProbeProfile
+    from sparkops.probes.models import ProbeProfile
 
     engine = _demo_engine()
     assert _seed_demo_probe(engine) is True
@@ -40,8 +40,8 @@ def test_the_demo_seeds_one_small_hourly_needle_probe_once():
 
 
 def test_a_probe_the_operator_changed_is_left_as_it_is():
-    from dashboard.probes.models import ProbeProfile
-    from dashboard.probes.schedule import probe_set_schedule
+    from sparkops.probes.models import ProbeProfile
+    from sparkops.probes.schedule import probe_set_schedule
 
     _seed_demo_probe(_demo_engine())
     profile = ProbeProfile.objects.get(name=DEMO_PROBE["name"])

@@ -130,3 +130,43 @@ def test_beat_touches_its_liveness_file_while_it_ticks(settings, tmp_path):
     time.sleep(0.05)
     scheduler.tick()
     assert (tmp_path / "beat.alive").stat().st_mtime > first
+
+
+def test_the_deployment_reaches_postgresql_through_pgbouncer_in_transaction_mode():
+    """Issue 48 item 4: 50 boxes' workers against one PostgreSQL of 100 connections. Measured
+    (bench/fleet_scale.py, docs/performance.md#fleet-scale), PgBouncer's 20 server connections
+    serve them with workers keeping a pool of 2; a worker's direct pool of 1 fitted too, but
+    starved its tasks. Every service goes through it, with the settings that go with it."""
+    services = compose()["services"]
+    for name in ("migrate", "web", "worker", "beat"):
+        env = services[name]["environment"]
+        assert "@pgbouncer:6432/" in env["DATABASE_URL"] and env["SPARKOPS_DB_PGBOUNCER"] == "1", name
+        assert services[name]["depends_on"]["pgbouncer"] == {"condition": "service_healthy"}, name
+    assert services["worker"]["environment"]["SPARKOPS_WORKER_DB_POOL_MAX"] == "2"
+    bouncer = services["pgbouncer"]
+    assert (
+        bouncer["build"] == "deploy/pgbouncer" and bouncer["depends_on"]["postgres"]["condition"] == "service_healthy"
+    )
+    assert bouncer["environment"]["POSTGRES_PASSWORD"].startswith("${POSTGRES_PASSWORD:?")
+    ini = configparser.ConfigParser(interpolation=None, inline_comment_prefixes=None, comment_prefixes=(";", "#"))
+    ini.read_string((ROOT / "deploy" / "pgbouncer" / "pgbouncer.ini").read_text())
+    pgb = ini["pgbouncer"]
+    assert pgb["pool_mode"] == "transaction" and pgb["listen_port"] == "6432"
+    assert int(pgb["default_pool_size"]) + int(pgb["reserve_pool_size"]) <= 80  # of PostgreSQL's 100
+    assert int(pgb["max_client_conn"]) >= 500 * 2  # 500 boxes' workers
+    assert bouncer["ulimits"]["nofile"]["soft"] > int(pgb["max_client_conn"])
+    dropin = configparser.ConfigParser(interpolation=None)
+    dropin.optionxform = str
+    dropin.read_string((UNITS / "pgbouncer.service.d" / "sparkops.conf").read_text())
+    assert int(dropin["Service"]["LimitNOFILE"]) > int(pgb["max_client_conn"])
+    env_file = dict(
+        line.split("=", 1)
+        for line in (UNITS / "sparkops.env.example").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    assert ":6432/" in env_file["DATABASE_URL"] and env_file["SPARKOPS_DB_PGBOUNCER"] == "1"
+    assert env_file["SPARKOPS_WORKER_DB_POOL_MAX"] == "2"
+    for name in ("sparkops-migrate", *SERVICES):
+        assert "pgbouncer.service" in unit(f"{name}.service")["Unit"]["After"].split(), name
+    entrypoint = (ROOT / "deploy" / "pgbouncer" / "entrypoint.sh").read_text()
+    assert "POSTGRES_PASSWORD" in entrypoint and "exec pgbouncer" in entrypoint

@@ -13,12 +13,12 @@ from django.db import transaction
 from django.db.models import ProtectedError
 from django.utils import timezone
 
-from dashboard.alerts.models import AlertEvent, Delivery
-from dashboard.changelog.export import export_markdown
-from dashboard.changelog.grammar import parse_flags
-from dashboard.changelog.services import entry_create
 from dashboard.models import Engine, Incident, KVPoolEntry
-from dashboard.poller.fleet import fleet_roles
+from sparkops.alerts.models import AlertEvent, Delivery
+from sparkops.changelog.export import export_markdown
+from sparkops.changelog.grammar import parse_flags
+from sparkops.changelog.services import entry_create
+from sparkops.poller.fleet import fleet_roles
 
 
 def run(*args):
@@ -128,8 +128,8 @@ def _open(rule, subject):
 
 
 def test_retiring_resolves_its_open_alerts_with_reason_retired(fleet):
-    from dashboard.alerts.evaluate import evaluate
-    from dashboard.alerts.models import AlertNote
+    from sparkops.alerts.evaluate import evaluate
+    from sparkops.alerts.models import AlertNote
 
     vllm = fleet["vllm"]
     evaluate("engine_liveness", engine=vllm, up=False, reason="connection refused", rechecked=True)
@@ -149,7 +149,7 @@ def test_retiring_resolves_its_open_alerts_with_reason_retired(fleet):
 def test_no_rule_fires_for_a_retired_engine_seen_by_a_poller_that_read_it_before(fleet):
     """The poller read its engine list before the retirement (its Engine object still says
     watched, expected up); its next probe finds the port closed. Nothing opens."""
-    from dashboard.alerts.evaluate import evaluate
+    from sparkops.alerts.evaluate import evaluate
 
     stale = Engine.objects.get(name="vllm-main")
     run("engine", "remove", "vllm-main")

@@ -12,6 +12,7 @@ from django.urls.exceptions import Resolver404
 from django.utils import timezone
 
 import dashboard
+import sparkops
 from dashboard.forms.ids import IdChoiceField, IdMultipleChoiceField
 
 HUGE = "99999999999999999999999"
@@ -32,7 +33,7 @@ def _entry_form(**fields):
 @pytest.mark.django_db
 @pytest.mark.parametrize("number", PAST_ANY_ID)
 def test_entry_engines_past_any_id_are_a_form_error(operator_client, fleet, number):
-    from dashboard.changelog.models import Entry
+    from sparkops.changelog.models import Entry
 
     response = operator_client.post("/changelog/new/", _entry_form(engines=[str(fleet["vllm"].pk), number]))
     assert response.status_code == 200
@@ -97,16 +98,17 @@ def _project_forms():
     """Every form class the project defines, its views and admins imported (their URLconf loads them)."""
     get_resolver().url_patterns  # noqa: B018  (imports every view, so every form)
     admin.autodiscover()
-    for module in pkgutil.walk_packages(dashboard.__path__, "dashboard."):
-        if module.name.endswith(("forms", "views", "timeline", "admin")):
-            importlib.import_module(module.name)
+    for package in (dashboard, sparkops):
+        for module in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            if module.name.endswith(("forms", "views", "timeline", "admin")):
+                importlib.import_module(module.name)
     found, todo = set(), [forms.BaseForm]
     while todo:
         for sub in todo.pop().__subclasses__():
             if sub not in found:
                 found.add(sub)
                 todo.append(sub)
-    return [form for form in found if form.__module__.startswith("dashboard.")]
+    return [form for form in found if form.__module__.startswith(("dashboard.", "sparkops."))]
 
 
 def test_every_choice_field_of_the_project_checks_ids():
@@ -140,7 +142,7 @@ def test_no_url_pattern_takes_a_plain_int():
         for route, converters in _patterns(get_resolver())
         if any(type(c) is IntConverter for c in converters.values())
     ]
-    assert not plain, f"take row ids with <id:pk> (dashboard/forms/ids.py IdConverter), not <int:pk>: {plain}"
+    assert not plain, f"take row ids with <id:pk> (dashboard/converters.py IdConverter), not <int:pk>: {plain}"
 
 
 def test_url_ids_run_from_1_to_the_largest_bigint():

@@ -26,7 +26,8 @@ def open_as(chromium, live_server, user, viewport=DESK):
     from django.contrib.sessions.backends.db import SessionStore
 
     session = SessionStore()
-    session[SESSION_KEY], session[BACKEND_SESSION_KEY] = str(user.pk), "django.contrib.auth.backends.ModelBackend"
+    # The backend a login would record: the session is honoured only for one of AUTHENTICATION_BACKENDS.
+    session[SESSION_KEY], session[BACKEND_SESSION_KEY] = str(user.pk), settings.AUTHENTICATION_BACKENDS[-1]
     session[HASH_SESSION_KEY] = user.get_session_auth_hash()
     session.save()
     context = chromium.new_context(viewport=viewport)
@@ -90,7 +91,7 @@ def test_incident_duration_reads_as_people_say_it(chromium, live_server, viewer,
 
 
 def test_claims_render_the_change_logs_markdown(chromium, live_server, viewer, fleet):
-    from dashboard.changelog.importer import apply_import, plan_import
+    from sparkops.changelog.importer import apply_import, plan_import
 
     apply_import(
         plan_import(

@@ -3,7 +3,7 @@ engine is offered by no benchmark or probe form, and a posted one is refused."""
 
 from django.utils import timezone
 
-from dashboard.benchmarks.models import PairRun, Profile
+from sparkops.benchmarks.models import PairRun, Profile
 
 
 def _retire(engine):
@@ -51,7 +51,7 @@ def test_a_30_day_chart_reaches_the_newest_sample(viewer_client, fleet):
 def test_human_duration():
     from datetime import timedelta
 
-    from dashboard.changelog.ledgers import human_duration
+    from sparkops.changelog.ledgers import human_duration
 
     cases = {
         timedelta(seconds=44.6): "45 s",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from dashboard.simulator.client import Simulation
+from simulator.client import Simulation
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -54,9 +54,9 @@ def _kill(proc, child_pid):
 
 
 def test_a_child_gets_sigterm_when_its_parent_is_sigkilled():
-    proc, child = _parent_of("import time; time.sleep(60)")
+    proc, child = _parent_of("import time; print('up', flush=True); time.sleep(60)")
     try:
-        time.sleep(0.3)
+        assert proc.stdout.readline() == "up\n"  # the child runs (it shares the parent's stdout)
         assert not _gone(child, 0.1)
         proc.kill()
         assert _gone(child, 3.0), "the child outlived its SIGKILLed parent"
@@ -68,11 +68,12 @@ def test_a_child_that_ignores_sigterm_is_ended_by_its_parent_watch():
     # What the worker does under `up`: a warm shutdown may wait on a running task; the watch bounds it.
     code = (
         "import signal, time, sys; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-        "from sparkops.lifeline import watch_parent; assert watch_parent(grace=0.5); time.sleep(60)"
+        "from sparkops.lifeline import watch_parent; assert watch_parent(grace=0.5); "
+        "print('watching', flush=True); time.sleep(60)"
     )
     proc, child = _parent_of(code, env={"PYTHONPATH": str(REPO)})
     try:
-        time.sleep(1.0)  # the child is up and watching
+        assert proc.stdout.readline() == "watching\n"  # the child is up and watching (it shares the parent's stdout)
         assert not _gone(child, 0.1)
         began = time.monotonic()
         proc.kill()

@@ -15,11 +15,12 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from dashboard.alerts.models import AlertEvent, Delivery
 from dashboard.models import Engine
 from dashboard.tokens.models import ApiToken
+from sparkops.alerts.models import AlertEvent, Delivery
 from tests.polls import poll
 from tests.simulator.conftest import engine_factory  # noqa: F401  (fixture)
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 GRAFANA = Path(__file__).resolve().parent.parent / "deploy" / "grafana" / "sparkops.json"
@@ -27,7 +28,7 @@ GRAFANA = Path(__file__).resolve().parent.parent / "deploy" / "grafana" / "spark
 
 def create_token(user, *extra):
     out = io.StringIO()
-    call_command("token", "create", user.username, *extra, stdout=out)
+    call_command("token", "create", user.username, *(extra or ("--name", "test")), stdout=out)
     return out.getvalue().rstrip("\n").splitlines()[-1]
 
 
@@ -51,15 +52,17 @@ def sample(fams, family, name=None, **labels):
 
 @pytest.fixture
 def polled(fleet, engine_factory, settings):
-    """fleet's vLLM engine pointed at a simulated vLLM with traffic, polled twice (rates need two)."""
+    """fleet's vLLM engine pointed at a simulated vLLM with traffic, polled until a reading has its
+    rates and latency quantiles (they need two polls with traffic served between them: polled again
+    as soon as the last one ended, not after a sleep)."""
     settings.SPARKOPS_HOST_NAME = "spark-1"
     sim = engine_factory(kind="vllm", name="vllm-main", background_rps=20.0)
     engine = fleet["vllm"]
     Engine.objects.filter(pk=engine.pk).update(url=sim.url)
     engine.refresh_from_db()
     poll(engine)
-    time.sleep(1.0)
-    poll(engine)
+    rated = ("generation_tokens_per_s", "prompt_tokens_per_s", "ttft_p50_s", "itl_p50_s")
+    assert wait_for(lambda: all(poll(engine)[0].get(key) for key in rated), timeout=30, step=0.05)
     return fleet
 
 
@@ -131,7 +134,7 @@ def test_metrics_refuses_a_missing_wrong_or_revoked_token(viewer, client):
 
 
 def create_token_unchecked(user):
-    return ApiToken.issue(user)[1]
+    return ApiToken.issue(user, name="test")[1]
 
 
 def test_a_token_reads_the_api_and_cannot_write(fleet, admin_user, client):
@@ -176,7 +179,7 @@ def test_token_cli_shows_the_token_once_and_stores_its_hash(viewer):
     with pytest.raises(CommandError, match="no API token with id 999"):
         call_command("token", "revoke", "999")
     with pytest.raises(CommandError, match="no user named 'nobody'"):
-        call_command("token", "create", "nobody")
+        call_command("token", "create", "nobody", "--name", "x")
     assert ApiToken.objects.count() == 1
 
 
@@ -192,7 +195,7 @@ def test_grafana_dashboard_charts_only_exposed_metrics(polled, viewer, client):
 
 
 def test_a_token_lists_alerts_changelog_entries_and_benchmark_runs(fleet, viewer, client):
-    from dashboard.benchmarks.models import Run
+    from sparkops.benchmarks.models import Run
 
     AlertEvent.objects.create(
         rule="engine_down",
@@ -238,7 +241,7 @@ def test_the_profile_page_shows_a_new_token_once_and_revokes_it(viewer_client, v
     assert token.encode() not in viewer_client.get("/account/tokens/").content  # shown once
     assert client.get("/api/engines/", headers=bearer(token)).status_code == 200
 
-    theirs, _ = ApiToken.issue(operator)
+    theirs, _ = ApiToken.issue(operator, name="theirs")
     assert viewer_client.post(f"/account/tokens/{theirs.pk}/revoke/").status_code == 404  # not yours
     assert not ApiToken.objects.get(pk=theirs.pk).is_revoked
     assert viewer_client.post("/account/tokens/", {"name": "x" * 101}).status_code == 400

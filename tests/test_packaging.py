@@ -19,12 +19,22 @@ import pytest
 pytestmark = pytest.mark.xdist_group("test_packaging")  # its module-scoped fixture is built once a run, on one worker
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "sparkops", "dashboard", "templates", "static")
+SOURCES = (
+    "pyproject.toml",
+    "setup.py",
+    "MANIFEST.in",
+    "README.md",
+    "sparkops",
+    "dashboard",
+    "simulator",
+    "templates",
+    "static",
+)
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
-    """The wheel, built from a copy of the tree (no build/ shared with anyone else)."""
+    """The wheel, built from a copy of the tree (no build/ shared with anyone else), with a built manual."""
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
     for name in SOURCES:
@@ -34,6 +44,10 @@ def wheel(tmp_path_factory):
         else:
             src.mkdir(exist_ok=True)
             shutil.copy2(path, src / name)
+    # A checkout after `make docs`: the built manual in site/ (setup.py ships it as sparkops/docs_site).
+    (src / "site" / "alerts").mkdir(parents=True)
+    (src / "site" / "index.html").write_text("<html><body>the manual</body></html>")
+    (src / "site" / "alerts" / "index.html").write_text('<html><body><h2 id="exit0_no_restart">x</h2></body></html>')
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(src)],
         check=True,
@@ -91,15 +105,15 @@ def test_wheel_holds_every_template_and_static_file(wheel):
     expected = set()
     for top in ("templates", "static"):
         expected |= {f"sparkops/{p.relative_to(ROOT).as_posix()}" for p in (ROOT / top).rglob("*") if p.is_file()}
-    for p in (ROOT / "dashboard").rglob("*"):
+    for p in [*(ROOT / "dashboard").rglob("*"), *(ROOT / "sparkops").rglob("*")]:
         rel = p.relative_to(ROOT)
         if p.is_file() and ({"templates", "static"} & set(rel.parts[:-1])) and "__pycache__" not in rel.parts:
             expected.add(rel.as_posix())
     assert "sparkops/templates/base.html" in expected and "sparkops/static/css/sparkops.css" in expected
-    assert any(name.startswith("dashboard/") and "/templates/" in name for name in expected)  # the apps' own
+    assert "sparkops/benchmarks/templates/bench/index.html" in expected  # the apps' own  # the apps' own
     assert expected - names == set()
-    assert "dashboard/simulator/bin/sim-systemctl" in names
-    assert {"dashboard/probes/corpora/lighthouse.txt", "dashboard/probes/corpora/orchard.txt"} <= names  # haystacks
+    assert "simulator/bin/sim-systemctl" in names
+    assert {"sparkops/probes/corpora/lighthouse.txt", "sparkops/probes/corpora/orchard.txt"} <= names  # haystacks
     assert not any(name.startswith(("var/", "tests/")) for name in names)
 
 
@@ -135,6 +149,32 @@ def test_installed_wheel_run_elsewhere_serves_login_with_stylesheet(installed, t
     assert f"VAR_DIR {tmp_path}/home/.local/state/sparkops" in out.stdout
     assert re.search(r"^CSS /static/css/sparkops\.css \d+$", out.stdout, re.M)
     assert not (installed / "var").exists()  # nothing written inside the install
+
+
+_DOCS = """
+import django
+django.setup()
+from django.test import Client
+from dashboard.views.docs import docs_root
+print("DOCS", docs_root())
+for path, text in (("/docs/", b"the manual"), ("/docs/alerts/", b'id="exit0_no_restart"')):
+    r = Client().get(path)
+    assert r.status_code == 200, (path, r.status_code)
+    assert text in b"".join(r.streaming_content), path
+"""
+
+
+def test_installed_wheel_serves_its_manual(wheel, installed, tmp_path):
+    """The wheel carries the site `make docs` built, and the installed copy serves it at /docs/."""
+    assert {"sparkops/docs_site/index.html", "sparkops/docs_site/alerts/index.html"} <= set(
+        zipfile.ZipFile(wheel).namelist()
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = _clean_env(tmp_path, ALLOWED_HOSTS="testserver")
+    out = _python(_DOCS, cwd=elsewhere, env=env, pythonpath=installed, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"DOCS {installed}/sparkops/docs_site" in out.stdout
 
 
 _VAR = "import django; django.setup(); from django.conf import settings; print(settings.VAR_DIR)"

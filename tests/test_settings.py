@@ -1,3 +1,4 @@
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -68,6 +69,31 @@ def test_generated_secret_key_is_kept_private_and_stable(tmp_path):
     assert oct(path.stat().st_mode & 0o777) == "0o600"
 
 
+def _key_when_released(barrier, path, out):
+    barrier.wait()
+    try:
+        out.put(generated_secret_key(path))
+    except Exception as exc:  # noqa: BLE001 - the test reports what any process met
+        out.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_the_stacks_processes_starting_together_share_one_whole_key(tmp_path):
+    # `sparkops up` starts web, worker and beat at once and each reads its settings: every one must
+    # get the one key that landed, never an empty file another process has created but not written.
+    ctx = multiprocessing.get_context("fork")
+    for attempt in range(4):  # the old create-then-write lost about one start in three
+        path = tmp_path / f"var{attempt}" / "secret_key"
+        barrier, out = ctx.Barrier(12), ctx.Queue()
+        procs = [ctx.Process(target=_key_when_released, args=(barrier, path, out)) for _ in range(12)]
+        for proc in procs:
+            proc.start()
+        keys = [out.get(timeout=60) for _ in procs]
+        for proc in procs:
+            proc.join(timeout=60)
+        assert len(set(keys)) == 1 and len(keys[0]) >= 50, keys
+        assert path.read_text() == keys[0] and [p.name for p in path.parent.iterdir()] == ["secret_key"]
+
+
 def _settings_subprocess(env_extra, code):
     env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY", "POLL")}
     env.update(env_extra)
@@ -115,7 +141,7 @@ def test_every_numeric_setting_is_finite_and_bounded_at_startup(name, raw, messa
 
 
 def test_alert_settings_are_the_parsed_values(settings):
-    from dashboard.alerts import conf
+    from sparkops.alerts import conf
 
     settings.SPARKOPS_ALERT_RENOTIFY_S = 120.0
     assert conf.renotify_s() == 120.0 and conf.http_timeout_s() == settings.SPARKOPS_ALERT_HTTP_TIMEOUT_S

@@ -159,16 +159,14 @@ def test_up_demo_serves_polled_engines_and_stops_every_child(tmp_path):
     except BaseException as exc:
         proc.send_signal(signal.SIGINT)
         raise AssertionError(f"{exc}\n--- sparkops up said:\n{proc.communicate(timeout=60)[0][-8000:]}") from exc
-    # SIGTERM (what systemd and docker send; Ctrl-C's SIGINT takes the same path) stops it all within 5 s.
-    began = time.monotonic()
+    # SIGTERM (what systemd and docker send; Ctrl-C's SIGINT takes the same path) stops it all: each child
+    # on its own within the stack's grace (a child still running then is SIGKILLed and `up` says "killed").
     proc.send_signal(signal.SIGTERM)
     output, _ = proc.communicate(timeout=60)
-    took = time.monotonic() - began
     assert proc.returncode == 0, output[-3000:]
     alive = [_cmdline(c) for c in children if _alive(c)]
     assert not alive, f"still running after stop: {alive}"
-    assert took < 5.0, f"stopping took {took:.1f} s:\n{output[-1500:]}"
-    assert "stopped web" in output and "stopped redis-server" in output and "killed" not in output
+    assert "stopped web" in output and "stopped redis-server" in output and "killed" not in output, output[-1500:]
     assert "demo probe demo-needle on demo-vllm, hourly (0 * * * *)" in output
     assert "demo channel demo-inbox (added): every notification lands on " + base + "/alerts/inbox/" in output
     assert "collected static files (hashed, compressed)" in output
@@ -290,14 +288,16 @@ def test_a_child_that_dies_is_reported_and_stops_the_stack(tmp_path):
     try:
         _wait_http(f"http://127.0.0.1:{port}/healthz", proc, timeout=90)
         children = _children(proc.pid)
-        beat = next(c for c in children if "beat" in _cmdline(c))
-        beat.kill()
+        # The worker (beat, which exits when the database is away for minutes, is started again:
+        # tests/test_supervisor.py).
+        worker = next(c for c in children if " worker " in f" {_cmdline(c)} ")
+        worker.kill()
         output, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
     assert proc.returncode != 0
-    assert f"beat (pid {beat.pid}) exited with status -9; stopping the stack" in output, output[-3000:]
+    assert f"worker (pid {worker.pid}) exited with status -9; stopping the stack" in output, output[-3000:]
     assert "stopped web" in output and "stopped redis-server" in output
     assert not [_cmdline(c) for c in children if _alive(c)]

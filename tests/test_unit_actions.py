@@ -9,12 +9,13 @@ import sys
 import pytest
 from django.urls import reverse
 
-from dashboard.alerts.models import AlertNote
-from dashboard.alerts.services import external_alert_fire
-from dashboard.changelog.models import Entry
-from dashboard.live.cards import engine_card_html
 from dashboard.models import Host
 from dashboard.unit_actions import DROPIN_TEXT, fix_commands, unit_restart
+from sparkops.alerts.models import AlertNote
+from sparkops.alerts.services import external_alert_fire
+from sparkops.changelog.models import Entry
+from sparkops.live.cards import engine_card_html
+from tests.boxes import worker_reported
 
 pytestmark = pytest.mark.django_db
 
@@ -39,7 +40,7 @@ def _allow(fleet):
 def test_commands_name_this_engines_unit(fleet):
     commands = [c for _, c in fix_commands(fleet["llama"])]
     assert commands[0] == "sudo systemctl restart llama-side.service"
-    assert commands[1] == "sudo systemctl reset-failed llama-side.service"
+    assert commands[1] == "sudo systemctl reset-failed llama-side.service && sudo systemctl start llama-side.service"
     assert "/etc/systemd/system/llama-side.service.d/50-sparkops-restart_always_bounded.conf" in commands[2]
     assert "daemon-reload" in commands[2]
     # The drop-in command, run by a shell, writes exactly the drop-in.
@@ -50,7 +51,8 @@ def test_commands_name_this_engines_unit(fleet):
     user_unit.unit_scope = "user"
     commands = [c for _, c in fix_commands(user_unit)]
     assert commands[0] == "systemctl --user restart vllm-main.service" and "sudo" not in " ".join(commands)
-    assert "~/.config/systemd/user/vllm-main.service.d/50-sparkops-restart_always_bounded.conf" in commands[2]
+    folder = '"${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user/vllm-main.service.d"'
+    assert f"{folder}/50-sparkops-restart_always_bounded.conf" in commands[2]
 
 
 def test_a_down_card_shows_the_commands_and_restart_only_where_the_box_allows_it(down, fleet):
@@ -73,7 +75,7 @@ def test_the_cards_drop_in_is_the_audits_fix(down):
     """One fix, one text (issue 25, item 6): the down card's drop-in writes what the audit's fix says."""
     from types import SimpleNamespace
 
-    from dashboard.audit.checks import CHECKS, RESTART_DROPIN
+    from sparkops.audit.checks import CHECKS, RESTART_DROPIN
 
     engine, _ = down
     card = html.unescape(engine_card_html(engine))
@@ -115,6 +117,7 @@ def test_an_admins_restart_is_queued_on_the_box_and_written_down(
 ):
     engine, event = down
     _allow(fleet)
+    worker_reported(fleet["host"])
     sent = []
     monkeypatch.setattr(unit_restart, "apply_async", lambda **kw: sent.append(kw))
     with django_capture_on_commit_callbacks(execute=True):

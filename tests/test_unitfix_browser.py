@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.changelog.models import Entry
-from dashboard.controls.unitfix_tasks import unit_fix
 from dashboard.models import Engine, Host
+from sparkops.changelog.models import Entry
+from sparkops.controls.unitfix_tasks import unit_fix
+from tests.boxes import worker_reported
 from tests.chromium import skip_without_chromium
 from tests.live.test_browser import Session, browser  # noqa: F401  (browser: the shared Chromium fixture)
 
@@ -42,7 +43,7 @@ def in_thread(fn, *args):
 
 @pytest.fixture
 def box(tmp_path, settings, monkeypatch):
-    from dashboard.simulator.client import Simulation
+    from simulator.client import Simulation
     from tests.simbox import point_collectors_at
 
     with Simulation(engines=["vllm:fixweb,restart=on-failure"], state_dir=tmp_path / "sim", ready_timeout=60) as sim:
@@ -51,7 +52,7 @@ def box(tmp_path, settings, monkeypatch):
 
 
 def test_preview_apply_and_the_logged_change_in_chromium(box, settings, admin_user, viewer, browser, shared_web):
-    from dashboard.launch.observer import observe_now
+    from sparkops.launch.observer import observe_now
 
     host = Host.objects.create(name=settings.SPARKOPS_HOST_NAME, unit_actions=True)
     engine = Engine.objects.create(
@@ -74,6 +75,7 @@ def test_preview_apply_and_the_logged_change_in_chromium(box, settings, admin_us
     diff = page.inner_text("section[data-check=restart_always_bounded] pre")
     assert f"+++ /etc/systemd/system/{engine.unit}.d/{FILE}" in diff and "+StartLimitBurst=3" in diff, diff
     ada.shot("unit-fix-preview-desk")
+    in_thread(worker_reported, host)  # the box's worker is there to take the fix
     page.click("button[data-apply=restart_always_bounded]")
     page.wait_for_selector("text=Sent to")
     assert "requested by ada" in page.inner_text(".unit-fix-log")

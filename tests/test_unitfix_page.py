@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from dashboard.changelog.models import Entry
-from dashboard.controls.unitfix_tasks import unit_fix
 from dashboard.models import Engine, Host
+from sparkops.changelog.models import Entry
+from sparkops.controls.unitfix_tasks import unit_fix
+from tests.boxes import worker_reported
 
 FILE = "50-sparkops-restart_always_bounded.conf"
 CHECK = "restart_always_bounded"
@@ -17,7 +18,7 @@ CHECK = "restart_always_bounded"
 
 @pytest.fixture
 def box(tmp_path, settings, monkeypatch):
-    from dashboard.simulator.client import Simulation
+    from simulator.client import Simulation
     from tests.simbox import point_collectors_at
 
     with Simulation(engines=["vllm:fixme,restart=on-failure"], state_dir=tmp_path / "sim", ready_timeout=60) as sim:
@@ -27,7 +28,7 @@ def box(tmp_path, settings, monkeypatch):
 
 @pytest.fixture
 def engine(box, settings, db):
-    from dashboard.launch.observer import observe_now
+    from sparkops.launch.observer import observe_now
 
     host = Host.objects.create(name=settings.SPARKOPS_HOST_NAME)
     made = Engine.objects.create(
@@ -76,6 +77,7 @@ def test_an_admins_fix_is_queued_on_the_box_applied_by_its_worker_and_shown(
     page = admin_client_.post(url, {"check": CHECK}, follow=True).content.decode()
     assert "Unit actions are off on" in page and "SPARKOPS_UNIT_ACTIONS=1" in page
     _allow(engine, settings)
+    worker_reported(engine.host)
     sent = []
     monkeypatch.setattr(unit_fix, "apply_async", lambda **kw: sent.append(kw))
     with django_capture_on_commit_callbacks(execute=True):
@@ -83,7 +85,8 @@ def test_an_admins_fix_is_queued_on_the_box_applied_by_its_worker_and_shown(
     assert "Sent to" in page and "data-apply" in page
     assert sent == [{"args": [engine.pk, [CHECK], admin_user.pk], "queue": engine.host.queue}]
     asked = Entry.objects.get(kind="incident_note")
-    assert asked.author == admin_user and "requested by ada" in asked.title and FILE in asked.title
+    assert asked.author is None and "requested by ada" in asked.title and FILE in asked.title
+    assert asked.is_locked  # SparkOps's own record of the request (issue 45, item 6)
     assert not _dropin(box, engine).exists()  # the web wrote nothing
 
     settings.SPARKOPS_UNIT_ACTIONS = False  # the worker's own switch
@@ -113,11 +116,11 @@ def test_the_readiness_fix_budgets_the_slowest_measured_cold_start_and_a_margin(
 
     from django.utils import timezone
 
-    from dashboard.audit.run import audit
-    from dashboard.controls import unitfix
-    from dashboard.launch.observer import observe_now
     from dashboard.models import EngineStart
-    from dashboard.simulator.client import Simulation
+    from simulator.client import Simulation
+    from sparkops.audit.run import audit
+    from sparkops.controls import unitfix
+    from sparkops.launch.observer import observe_now
     from tests.simbox import point_collectors_at
 
     with Simulation(engines=["llamacpp:gate"], state_dir=tmp_path / "sim", ready_timeout=60) as sim:
@@ -146,7 +149,7 @@ def test_the_readiness_fix_budgets_the_slowest_measured_cold_start_and_a_margin(
         assert result.status == "pass" and "budget 503 s" in result.evidence, result
 
         # the simulated box runs the new gate for real on the next start, and journals what it says
-        from dashboard.collectors.systemd import journal_read
+        from sparkops.collectors.systemd import journal_read
         from tests.waiting import wait_for
 
         sim.restart("gate")
@@ -167,9 +170,9 @@ def test_the_readiness_fix_budgets_the_slowest_measured_cold_start_and_a_margin(
 def test_cold_start_edges_go_from_the_later_name_to_every_earlier_one_in_one_file(tmp_path, settings, monkeypatch):
     """Three engines of one box with no ordering: the last by name gets one drop-in ordering it after both
     others; the first gets none (the edges go one way, so two fixes never make a cycle)."""
-    from dashboard.controls import unitfix
-    from dashboard.launch.observer import observe_now
-    from dashboard.simulator.client import Simulation
+    from simulator.client import Simulation
+    from sparkops.controls import unitfix
+    from sparkops.launch.observer import observe_now
     from tests.simbox import point_collectors_at
 
     names = ("ord-1", "ord-2", "ord-3")

@@ -3,12 +3,13 @@
 from typing import Any
 
 from django import forms
+from django.forms import BoundField
 
-from dashboard.audit.checks import CHECKS
-from dashboard.audit.thresholds import STRING_MAX, threshold_value, thresholds
+from sparkops.audit.checks import CHECKS
+from sparkops.audit.thresholds import STRING_MAX, threshold_value, thresholds
 
 
-def field_name(key, threshold):
+def field_name(key: str, threshold: str) -> str:
     return f"{key}__{threshold}"
 
 
@@ -16,20 +17,23 @@ class ThresholdsForm(forms.Form):
     """One field per threshold of every check, typed and bounded as the check takes it; the
     initial values are those in force (the box's stored ones, else the defaults)."""
 
-    def __init__(self, *args, in_force, stored, **kwargs):
+    def __init__(
+        self, *args: Any, in_force: dict[str, dict[str, Any]], stored: dict[str, dict[str, Any]], **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self.rows = []
+        self.rows: list[dict[str, Any]] = []
         for key, threshold, default, bounds in thresholds():
             name = field_name(key, threshold)
             help_text = f"default {default:g}" if not isinstance(default, str) else f"default {default}"
             if bounds:
                 help_text += f"; {bounds.text()}"
-            common = {"label": threshold.replace("_", " "), "help_text": help_text, "required": True}
+            common: dict[str, Any] = {"label": threshold.replace("_", " "), "help_text": help_text, "required": True}
             field: forms.Field
+            limits = bounds.field_kwargs() if bounds else {}  # every number has its Bounds
             if isinstance(default, int):
-                field = forms.IntegerField(**bounds.field_kwargs(), **common)
+                field = forms.IntegerField(**limits, **common)
             elif isinstance(default, float):
-                field = forms.FloatField(**bounds.field_kwargs(), **common)
+                field = forms.FloatField(**limits, **common)
                 field.widget.attrs["step"] = "any"
             else:
                 field = forms.CharField(max_length=STRING_MAX, **common)
@@ -47,7 +51,7 @@ class ThresholdsForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
-        self.values = {}
+        self.values: dict[tuple[str, str], Any] = {}
         for key, threshold, _, _ in thresholds():
             name = field_name(key, threshold)
             if name not in data:
@@ -58,6 +62,6 @@ class ThresholdsForm(forms.Form):
                 self.add_error(name, str(exc))
         return data
 
-    def bound_rows(self):
+    def bound_rows(self) -> list[tuple[dict[str, Any], BoundField]]:
         """(row, bound field) pairs for the template, grouped by check in order."""
         return [(row, self[field_name(row["check"], row["threshold"])]) for row in self.rows]

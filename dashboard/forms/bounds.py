@@ -2,11 +2,14 @@
 min/max of their model field's validators and its text inputs the maxlength (the server still
 checks every one: the validators run in the form's full_clean)."""
 
+from typing import TypeVar
+
 from django.core.exceptions import FieldDoesNotExist
 from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
-from django.forms import Textarea
+from django.forms import ModelForm, Textarea
 
 TEXT_INPUTS = ("text", "email", "url", "search")
+F = TypeVar("F", bound=ModelForm)
 
 
 def model_bounds(model, name):
@@ -23,7 +26,7 @@ def model_bounds(model, name):
     return (max(lows) if lows else None, min(highs) if highs else None, min(lengths) if lengths else None)
 
 
-def bound_widgets(form):
+def bound_widgets(form: F) -> F:
     model = form._meta.model
     for name, field in form.fields.items():
         low, high, length = model_bounds(model, name)

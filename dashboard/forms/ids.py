@@ -12,16 +12,18 @@ column's range here, once:
 - formfield: the ModelForms' `Meta.formfield_callback`, so the fields a ModelForm makes
   from foreign keys and many-to-many fields are those two as well.
 - Both read their choices in one query (ChoiceIterator), not through a server-side cursor.
-- IdConverter: the `<id:pk>` path converter (registered by the app as "id"): 1 to 2**63 - 1,
-  so a URL with any other number matches no pattern (a 404) and no view sees it.
+- the `<id:pk>` path converter does the same for URLs (dashboard/converters.py).
 
 tests/test_ids.py checks that no form or URL pattern of the project uses Django's plain ones."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
 from django.db import connections, models
-
-from dashboard.params import DB_INT_MAX
 
 
 def key_range(queryset, to_field_name=None):
@@ -35,7 +37,7 @@ def key_range(queryset, to_field_name=None):
     return connections[queryset.db].ops.integer_field_range(field.get_internal_type())
 
 
-def fits(value, bounds):
+def fits(value: object, bounds: tuple[int | None, int | None] | None) -> bool:
     """False only for a whole number outside BOUNDS; anything else is for the field to judge."""
     if bounds is None or isinstance(value, models.Model):
         return True
@@ -54,7 +56,7 @@ class ChoiceIterator(forms.models.ModelChoiceIterator):
     fields on the change log's entry form). A form's choices are a short list, and each rendering
     still reads them afresh (`all()` is a new query, never a cached result)."""
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
         if self.field.empty_label is not None:
             yield ("", self.field.empty_label)
         for obj in self.queryset.all():
@@ -66,7 +68,7 @@ class IdChoiceField(forms.ModelChoiceField):
 
     iterator = ChoiceIterator
 
-    def to_python(self, value):
+    def to_python(self, value: Any) -> models.Model | None:
         if value not in self.empty_values and not fits(value, key_range(self.queryset, self.to_field_name)):
             raise ValidationError(self.error_messages["invalid_choice"], code="invalid_choice")
         return super().to_python(value)
@@ -78,7 +80,7 @@ class IdMultipleChoiceField(forms.ModelMultipleChoiceField):
 
     iterator = ChoiceIterator
 
-    def _check_values(self, value):
+    def _check_values(self, value: Any) -> models.QuerySet[Any]:
         bounds = key_range(self.queryset, self.to_field_name)
         if not isinstance(value, str | bytes):
             try:
@@ -94,7 +96,7 @@ class IdMultipleChoiceField(forms.ModelMultipleChoiceField):
         return super()._check_values(value)  # type: ignore[misc]  # a private Django method the stubs leave out
 
 
-def formfield(db_field, **kwargs):
+def formfield(db_field: models.Field[Any, Any], **kwargs: Any) -> forms.Field | None:
     """A ModelForm's `Meta.formfield_callback`: DB_FIELD's form field, with the id-checking choice
     fields for foreign keys and many-to-many fields."""
     if isinstance(db_field, models.ManyToManyField):
@@ -102,18 +104,3 @@ def formfield(db_field, **kwargs):
     elif isinstance(db_field, models.ForeignKey):
         kwargs.setdefault("form_class", IdChoiceField)
     return db_field.formfield(**kwargs)
-
-
-class IdConverter:
-    """`<id:pk>`: a row id, 1 to 2**63 - 1; any other number matches no URL pattern (a 404)."""
-
-    regex = "[0-9]{1,19}"
-
-    def to_python(self, value):
-        number = int(value)
-        if not 1 <= number <= DB_INT_MAX:
-            raise ValueError(f"{value} is no row id")  # Django reads a ValueError as "no match"
-        return number
-
-    def to_url(self, value):
-        return str(int(value))

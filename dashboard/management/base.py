@@ -8,8 +8,19 @@ run them, and a bad setting still stops any command (sparkops/env.py parses them
 
 from typing import ClassVar
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 
 class CliCommand(BaseCommand):
     requires_system_checks: ClassVar[list[str]] = []  # type: ignore[misc]
+
+
+def require_counted() -> None:
+    """Refuse, before anything is sent, a command whose requests to an engine could not be counted
+    as SparkOps's own (no stack of this install is known from this shell): the stack would judge
+    them as the operator's traffic."""
+    from sparkops.collectors.own import refusal
+
+    problem = refusal()
+    if problem:
+        raise CommandError(problem)

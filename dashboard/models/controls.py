@@ -1,4 +1,4 @@
-"""What the controls (dashboard/controls/) record: each guarded launch (`sparkops launch`)."""
+"""What the controls (sparkops/controls/) record: each guarded launch (`sparkops launch`)."""
 
 from django.db import models
 from django.utils import timezone

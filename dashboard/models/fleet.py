@@ -1,12 +1,12 @@
 """What is watched: hosts (one Celery worker each) and the engines they serve."""
 
-from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-NAME_VALIDATOR = RegexValidator(
-    r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$",
-    "Use letters, digits, '.', '_' or '-' (start with a letter or digit, at most 63 characters).",
-)
+from dashboard.names import NameValidator
+
+# Names are text and slugs (dashboard/names.py): hosts, engines, channels and profiles.
+NAME_VALIDATOR = NameValidator()
 
 
 class Host(models.Model):
@@ -20,6 +20,11 @@ class Host(models.Model):
     unit_actions = models.BooleanField(
         default=False, editable=False, help_text="This box's worker runs unit actions (SPARKOPS_UNIT_ACTIONS=1)"
     )
+
+    # The fencing token of the last poller that stored this box's rows (its lease's, Redis's
+    # counter, `poller/lease.py`): a store carrying a smaller one is a poller that lost the box
+    # meanwhile, and is refused (`poller/pending.py`).
+    fence = models.PositiveBigIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["name"]

@@ -31,17 +31,23 @@ class ConfigSnapshot(models.Model):
 class EngineStart(models.Model):
     """One start of an engine's unit, measured: the unit's start (ExecMainStartTimestamp) to
     active (ActiveEnterTimestamp) and to the first healthy answer the poller saw; cold when
-    compilers ran in the unit during it."""
+    compilers ran in the unit during it, warm when none did while the worker watched the whole
+    start, unknown when it began before the worker saw it (no compilers seen proves nothing)."""
 
     class Kind(models.TextChoices):
         COLD = "cold", "cold"
         WARM = "warm", "warm"
+        UNKNOWN = "unknown", "not observed"
 
     engine = models.ForeignKey("dashboard.Engine", on_delete=models.PROTECT, related_name="starts")
     started_at = models.DateTimeField()
     active_at = models.DateTimeField(null=True, blank=True)
     healthy_at = models.DateTimeField(null=True, blank=True, help_text="empty: the start failed before it served")
-    kind = models.CharField(max_length=4, choices=Kind.choices)
+    kind = models.CharField(
+        max_length=7,
+        choices=Kind.choices,
+        help_text="unknown: begun while the worker was down, its compilers unseen; in no cold/warm budget",
+    )
     compilers_max = models.PositiveIntegerField(default=0, help_text="most compilers seen in the unit during the start")
     budget_s = models.FloatField(null=True, blank=True, help_text="the readiness helper's budget")
     timeout_s = models.FloatField(null=True, blank=True, help_text="TimeoutStartSec")
@@ -58,6 +64,13 @@ class EngineStart(models.Model):
     )
     gate_s = models.FloatField(null=True, blank=True, help_text="when the gate said it, in s from its own start")
     gate_line = models.CharField(max_length=300, blank=True)
+    measured = models.BooleanField(
+        default=True,
+        help_text=(
+            "off: it began before the worker saw it and no gate said when it served; its healthy_at is the "
+            "worker's first answer (an upper bound), left out of the budgets learned from starts"
+        ),
+    )
 
     class Meta:
         ordering = ["-started_at"]
@@ -74,7 +87,7 @@ class EngineStart(models.Model):
 
 
 class AuditThreshold(models.Model):
-    """A box's own value for one threshold of a launch-audit check (`dashboard/audit/`), set by an
+    """A box's own value for one threshold of a launch-audit check (`sparkops/audit/`), set by an
     admin on the box's audit page or with `sparkops audit --save CHECK.THRESHOLD=VALUE`. A check
     without a row here uses its DEFAULTS; `sparkops audit --set` overrides both for one run."""
 

@@ -6,34 +6,64 @@ max beside the mean (`y_min`, `y_max`), so an 800 MHz dip for 10 s still shows o
 else 1-minute rollups, else 1-hour rollups; buckets are computed in SQL."""
 
 import math
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any, TypedDict
 
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from dashboard.models import Rollup, Sample, Series
+from dashboard.models import Engine, Host, Rollup, Sample, Series
 from dashboard.models.samples import MINUTE_RETENTION, RAW_RETENTION
 
 RAW_KEPT_S = RAW_RETENTION.total_seconds()
 MINUTE_KEPT_S = MINUTE_RETENTION.total_seconds()
 # Raw rows we are willing to aggregate in SQL before switching to rollups (~40 ms worst case).
 RAW_SCAN_LIMIT = 40_000
+# (series id, ISO time, mean, min, max): one point of one series as the queries return it
+Row = tuple[int, str, float | None, float | None, float | None]
 
 
-def _empty(source="raw"):
+class Points(TypedDict):
+    """One series over a range: times, bucket means, and each bucket's min and max; its source."""
+
+    t: list[str]
+    y: list[float | None]
+    y_min: list[float | None]
+    y_max: list[float | None]
+    source: str
+
+
+def _empty(source: str = "raw") -> Points:
     return {"t": [], "y": [], "y_min": [], "y_max": [], "source": source}
 
 
-def series_points(*, metric, engine=None, host=None, start, end, max_points=2000):
+def series_points(
+    *,
+    metric: str,
+    engine: Engine | None = None,
+    host: Host | None = None,
+    start: datetime,
+    end: datetime,
+    max_points: int = 2000,
+) -> Points:
     """{"t": [iso], "y": [mean], "y_min": [...], "y_max": [...], "source": "raw"|"1m"|"1h"}."""
     return series_points_many(metrics=[metric], engine=engine, host=host, start=start, end=end, max_points=max_points)[
         metric
     ]
 
 
-def series_points_many(*, metrics, engine=None, host=None, start, end, max_points=2000):
+def series_points_many(
+    *,
+    metrics: Sequence[str],
+    engine: Engine | None = None,
+    host: Host | None = None,
+    start: datetime,
+    end: datetime,
+    max_points: int = 2000,
+) -> dict[str, Points]:
     """The same for several metrics of one subject in one query: {metric: points}."""
     if end <= start:
         raise ValueError("end must be after start")
@@ -50,14 +80,14 @@ def series_points_many(*, metrics, engine=None, host=None, start, end, max_point
     return out
 
 
-def _append(pts, t, y, lo, hi):
+def _append(pts: Points, t: str, y: float | None, lo: float | None, hi: float | None) -> None:
     pts["t"].append(t)
     pts["y"].append(y)
     pts["y_min"].append(lo)
     pts["y_max"].append(hi)
 
 
-def _reach_the_end(by_id, source, bucket_s, end):
+def _reach_the_end(by_id: dict[int, Points], source: str, bucket_s: float, end: datetime) -> None:
     """A merged line ends at its newest data, not ~half a bucket before now (with 22-minute
     buckets, a 30-day chart would end ~10 min early). The last bucket is drawn at its newest row;
     rollups (which lag the samples by up to a rollup period) get the raw samples newer than them
@@ -80,11 +110,11 @@ def _reach_the_end(by_id, source, bucket_s, end):
         _append(with_points[sid], t, y, lo, hi)
 
 
-def _resolution(source):
+def _resolution(source: str) -> int:
     return Rollup.Resolution.MINUTE if source == "1m" else Rollup.Resolution.HOUR
 
 
-def _newest(table, by_id, extra, end):
+def _newest(table: str, by_id: dict[int, Points], extra: str, end: datetime) -> list[tuple[int, str]]:
     """(series id, ISO time of its newest row before END) for the series BY_ID."""
     marks = ", ".join(["%s"] * len(by_id))
     since = min(_as_datetime(pts["t"][-1]) for pts in by_id.values())
@@ -98,7 +128,7 @@ def _newest(table, by_id, extra, end):
         return [(sid, _as_datetime(t).isoformat()) for sid, t in cur.fetchall() if t is not None]
 
 
-def _raw_tail(cutoff, end):
+def _raw_tail(cutoff: dict[int, datetime], end: datetime) -> list[Row]:
     """One point per series from the raw samples at or after its CUTOFF (and before END): their
     mean, min and max, at the newest of them."""
     adapt = connection.ops.adapt_datetimefield_value
@@ -113,7 +143,7 @@ def _raw_tail(cutoff, end):
         return [(sid, _as_datetime(t).isoformat(), y, lo, hi) for sid, t, y, lo, hi in cur.fetchall() if t is not None]
 
 
-def choose_source(*, start, end, max_points, now=None):
+def choose_source(*, start: datetime, end: datetime, max_points: int, now: datetime | None = None) -> tuple[str, int]:
     """(source, bucket seconds or 0 for "no bucketing")."""
     now = now or timezone.now()
     span = (end - start).total_seconds()
@@ -126,17 +156,17 @@ def choose_source(*, start, end, max_points, now=None):
     return "1h", (0 if span / 3600 <= max_points else _bucket(span, max_points, 3600))
 
 
-def _bucket(span, max_points, step):
+def _bucket(span: float, max_points: int, step: int) -> int:
     # max_points - 1: epoch-aligned buckets can straddle both ends of the range.
     return int(math.ceil(span / max(max_points - 1, 1) / step) * step)
 
 
-def _series_ids(metrics, engine, host):
+def _series_ids(metrics: Iterable[str], engine: Engine | None, host: Host | None) -> dict[str, int]:
     subject = {"engine": engine, "host__isnull": True} if engine is not None else {"host": host, "engine__isnull": True}
     return dict(Series.objects.filter(metric__in=metrics, **subject).values_list("metric", "pk"))
 
 
-def _query(ids, source, bucket_s, start, end):
+def _query(ids: list[int], source: str, bucket_s: float, start: datetime, end: datetime) -> list[Row]:
     if source == "raw":
         table, lo, mean, hi, extra = Sample._meta.db_table, "value", "value", "value", ""
     else:
@@ -172,12 +202,12 @@ def _query(ids, source, bucket_s, start, end):
     return [(sid, iso.get(k) or iso.setdefault(k, _from_epoch(k)), y, lo_, hi_) for sid, k, y, lo_, hi_ in rows]
 
 
-def _bucket_expr(bucket_s):
+def _bucket_expr(bucket_s: float) -> str:
     bucket_s = int(bucket_s)
     return f"(CAST(strftime('%%s', ts) AS INTEGER) / {bucket_s})"
 
 
-def _as_datetime(value):
+def _as_datetime(value: Any) -> datetime:  # a datetime, or the text SQLite stores
     if isinstance(value, str):  # SQLite hands back the stored text, naive UTC
         value = parse_datetime(value)
     if timezone.is_naive(value):
@@ -185,11 +215,11 @@ def _as_datetime(value):
     return value
 
 
-def _from_epoch(seconds):
+def _from_epoch(seconds: float) -> str:
     return datetime.fromtimestamp(int(seconds), tz=UTC).isoformat()
 
 
-def latest_value(*, metric, engine=None, host=None):
+def latest_value(*, metric: str, engine: Engine | None = None, host: Host | None = None) -> float | None:
     """The newest raw value of one series, or None (for cards and alert rules)."""
     ids = _series_ids([metric], engine, host)
     if not ids:

@@ -1,11 +1,13 @@
 """`{% contract_panel engine %}`: the engine page's "request contract (live)" panel, from the
-contract part of the engine's last reading (dashboard/collectors/contract.py); no query."""
+contract part of the engine's last reading (sparkops/collectors/contract.py); no query."""
 
 from datetime import UTC, datetime
+from typing import Any
 
 from django import template
 
-from dashboard.collectors.contract import judged_text
+from dashboard.models import Engine
+from sparkops.collectors.contract import judged_text
 
 register = template.Library()
 
@@ -13,7 +15,7 @@ REASONS = ("stop", "length", "abort", "error", "repetition")
 
 
 @register.inclusion_tag("dashboard/partials/_contract_live.html")
-def contract_panel(engine):
+def contract_panel(engine: Engine) -> dict[str, Any]:
     latest = engine.latest if isinstance(engine.latest, dict) else {}
     contract = latest.get("contract")
     c: dict = contract if isinstance(contract, dict) else {}
@@ -30,13 +32,13 @@ def contract_panel(engine):
         "peg": {**peg, "at": datetime.fromtimestamp(peg["at"], tz=UTC)} if isinstance(peg, dict) else None,
         "window_min": (c.get("window_s") or 0) / 60,
         "edge": _edge(c.get("edge")),
-        # SparkOps's own requests are subtracted: whose traffic the figures are (dashboard/collectors/own.py).
+        # SparkOps's own requests are subtracted: whose traffic the figures are (sparkops/collectors/own.py).
         "own": c.get("own") if isinstance(c.get("own"), dict) else None,
         "whose": judged_text(c.get("own")),
     }
 
 
-def _edge(edge):
+def _edge(edge: object) -> str:
     """The edge-of-window figure in words: '8 of 11 prompts over 20,000 tokens (61 % of the 32,768-token window)'."""
     if not isinstance(edge, dict) or not edge.get("prompts"):
         return ""

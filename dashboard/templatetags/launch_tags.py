@@ -5,13 +5,14 @@ engine's name, two joined by " + ", or "box"."""
 from django import template
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 register = template.Library()
 BOX = "box"
 
 
 @register.filter
-def launch_links(subject):
+def launch_links(subject: object) -> SafeString:
     names = str(subject).split(" + ")
     return format_html_join(
         " + ",
@@ -35,7 +36,7 @@ NOWRAP_MAX = 40  # a longer piece may break anywhere: it could not fit a phone's
 
 
 @register.filter
-def breakable(text):
+def breakable(text: object) -> SafeString:
     """TEXT (a path, a command line) with line breaks allowed only between words and before each
     "/" of a path: each piece is kept whole (`--max-model-len`, `20-seqs.conf` never split at a
     hyphen) and copies as it was (the breaks are <wbr>)."""
@@ -52,7 +53,7 @@ def breakable(text):
     return format_html_join(" ", "{}", ((w,) for w in words))
 
 
-def _path_pieces(word):
+def _path_pieces(word: str) -> list[str]:
     """ "/etc/systemd/x.conf" → ["/etc", "/systemd", "/x.conf"]; "PATH=/a:/b" → ["PATH=", "/a:", "/b"]."""
     pieces, current = [], ""
     for ch in word:

@@ -1,4 +1,6 @@
 from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from .models import ApiToken
 
@@ -14,11 +16,11 @@ class ApiTokenAdmin(admin.ModelAdmin):
     readonly_fields = ("user", "prefix", "digest", "created_at", "last_used_at")
     actions = ["revoke"]
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     @admin.action(description="Revoke the selected tokens")
-    def revoke(self, request, queryset):
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         for token in queryset:
             token.revoke()
         self.message_user(request, f"revoked {queryset.count()} token(s)", messages.SUCCESS)

@@ -2,19 +2,20 @@
 API token (`Authorization: Bearer`, dashboard/tokens/)."""
 
 import json
+from datetime import datetime
 
-from django.http import JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from dashboard.alerts import selectors
-from dashboard.benchmarks.models import Run
-from dashboard.changelog.export import export_json
 from dashboard.engine_lifecycle import engine_as_dict
 from dashboard.models import Engine
+from sparkops.alerts import selectors
+from sparkops.benchmarks.models import Run
+from sparkops.changelog.export import export_json
 
 MAX_LIMIT = 1000
 
 
-def _limit(request, default=200):
+def _limit(request: HttpRequest, default: int = 200) -> tuple[int, JsonResponse | None]:
     """?limit=N (1..1000); a bad value is a 400 with the reason, never a 500."""
     raw = request.GET.get("limit", "")
     if not raw:
@@ -24,24 +25,24 @@ def _limit(request, default=200):
     except ValueError:
         value = 0
     if not 1 <= value <= MAX_LIMIT:
-        return None, JsonResponse(
+        return 0, JsonResponse(
             {"error": f"limit must be a whole number from 1 to {MAX_LIMIT}, not {raw!r}"}, status=400
         )
     return value, None
 
 
-def _iso(value):
+def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
-def engines(request):  # noqa: ARG001 (a view's signature)
+def engines(request: HttpRequest) -> HttpResponse:  # noqa: ARG001 (a view's signature)
     rows = []
     for engine in Engine.objects.select_related("host"):
         rows.append({**engine_as_dict(engine), "latest": engine.latest})
     return JsonResponse({"engines": rows})
 
 
-def alerts(request):
+def alerts(request: HttpRequest) -> HttpResponse:
     """?state=open|pending|firing|resolved, ?rule=, ?engine=, ?limit= (newest first)."""
 
     limit, error = _limit(request)
@@ -60,29 +61,29 @@ def alerts(request):
             "severity": a.severity,
             "state": a.state,
             "subject": a.subject,
-            "engine": a.engine.name if a.engine_id else None,
-            "host": a.host.name if a.host_id else None,
+            "engine": a.engine.name if a.engine is not None else None,
+            "host": a.host.name if a.host is not None else None,
             "cause": a.cause,
             "message": a.message,
             "started_at": _iso(a.started_at),
             "fired_at": _iso(a.fired_at),
             "resolved_at": _iso(a.resolved_at),
             "acknowledged_at": _iso(a.acknowledged_at),
-            "acknowledged_by": a.acknowledged_by.get_username() if a.acknowledged_by_id else None,
+            "acknowledged_by": a.acknowledged_by.get_username() if a.acknowledged_by is not None else None,
         }
         for a in events
     ]
     return JsonResponse({"alerts": rows})
 
 
-def changelog(request):  # noqa: ARG001 (a view's signature)
+def changelog(request: HttpRequest) -> HttpResponse:  # noqa: ARG001 (a view's signature)
     """Every change-log entry with its flags, claims, evidence and corrections, as
     `sparkops changelog export --format json` writes them."""
 
     return JsonResponse({"entries": json.loads(export_json())})
 
 
-def bench_runs(request):
+def bench_runs(request: HttpRequest) -> HttpResponse:
     """Benchmark runs, newest first (?engine=, ?limit=)."""
 
     limit, error = _limit(request)

@@ -1,17 +1,20 @@
+from typing import Any
+
 from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from dashboard.audit.run import audit, audit_host
-from dashboard.audit.thresholds import effective_thresholds, stored_overrides, thresholds, thresholds_save
 from dashboard.forms.audit import ThresholdsForm
-from dashboard.launch.starts import box_cold_boot
 from dashboard.models import Engine, Host
-from dashboard.roles import request_has_role, require_request_role
+from dashboard.roles import SignedInRequest, request_has_role, require_request_role
+from sparkops.audit.run import audit, audit_host
+from sparkops.audit.thresholds import effective_thresholds, stored_overrides, thresholds, thresholds_save
+from sparkops.launch.starts import box_cold_boot
 
 
 @require_http_methods(["GET", "POST"])
-def host_audit(request, name):
+def host_audit(request: SignedInRequest, name: str) -> HttpResponse:
     """Every playbook check over the box's engines, worst first; the box's thresholds, which
     admins edit here (POST: stored, or the form again with the error at the field)."""
     host = get_object_or_404(Host, name=name)
@@ -48,7 +51,7 @@ def host_audit(request, name):
     )
 
 
-def _threshold_rows(host, stored):
+def _threshold_rows(host: Host, stored: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     in_force = effective_thresholds(host.pk)
     return [
         {
@@ -62,7 +65,7 @@ def _threshold_rows(host, stored):
 
 
 @require_GET
-def engine_audit(request, name):
+def engine_audit(request: HttpRequest, name: str) -> HttpResponse:
     engine = get_object_or_404(Engine.objects.select_related("host"), name=name)
     engines = list(Engine.objects.filter(host=engine.host, retired_at__isnull=True).order_by("name"))
     results = audit(engines, only_engine=engine)

@@ -1,24 +1,24 @@
 from django.contrib import messages
 from django.core.exceptions import ValidationError
-from django.http import HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from dashboard.live.cards import engine_card_context, error_history
-from dashboard.live.ranges import PRESETS
 from dashboard.models import Engine
 from dashboard.params import safe_next
-from dashboard.roles import role_required
+from dashboard.roles import SignedInRequest, role_required
 from dashboard.unit_actions import restart_request
+from sparkops.live.cards import engine_card_context, error_history
+from sparkops.live.ranges import PRESETS
 
 
 @require_GET
-def engine_list(request):
+def engine_list(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/engine_list.html", {"engines": Engine.objects.select_related("host")})
 
 
 @require_GET
-def engine_detail(request, name):
+def engine_detail(request: HttpRequest, name: str) -> HttpResponse:
     engine = get_object_or_404(Engine.objects.select_related("host"), name=name)
     others = Engine.objects.exclude(pk=engine.pk).filter(retired_at__isnull=True).values_list("name", flat=True)
     return render(
@@ -35,7 +35,7 @@ def engine_detail(request, name):
 
 @require_POST
 @role_required("admin")
-def engine_restart(request, name):
+def engine_restart(request: SignedInRequest, name: str) -> HttpResponse:
     """The down card's Restart button: queued on the engine's own box (dashboard.unit_actions)."""
 
     engine = get_object_or_404(Engine.objects.select_related("host"), name=name)

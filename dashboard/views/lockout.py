@@ -1,16 +1,18 @@
 """The page django-axes answers with (HTTP 429) when a user name is locked out from an address."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from axes.helpers import get_client_ip_address, get_client_username, get_cool_off
 from axes.models import AccessAttempt
 from django.conf import settings
 from django.db.models import Max
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
 
-def remaining(username, ip_address, *, now=None):
+def remaining(username: str, ip_address: str | None, *, now: datetime | None = None) -> timedelta:
     """How long USERNAME stays locked out from IP_ADDRESS (the cool-off after its latest attempt)."""
     cool_off = get_cool_off() or timedelta(0)
     latest = AccessAttempt.objects.filter(username=username, ip_address=ip_address).aggregate(t=Max("attempt_time"))[
@@ -21,7 +23,7 @@ def remaining(username, ip_address, *, now=None):
     return max(timedelta(0), latest + cool_off - (now or timezone.now()))
 
 
-def say_duration(delta):
+def say_duration(delta: timedelta) -> str:
     """'15 minutes', '1 minute', '40 seconds', '2 hours 5 minutes': what a person reads."""
     seconds = max(1, round(delta.total_seconds()))
     if seconds < 60:
@@ -34,7 +36,7 @@ def say_duration(delta):
     return " ".join(parts)
 
 
-def login_username(request, credentials=None):
+def login_username(request: HttpRequest, credentials: dict[str, Any] | None = None) -> Any:
     """The user name django-axes records (AXES_USERNAME_CALLABLE): as typed, cut to what its rows hold.
 
     A 5,000-character user name would otherwise fail the AccessAttempt insert (varchar 255) and
@@ -43,7 +45,11 @@ def login_username(request, credentials=None):
     return username[: AccessAttempt._meta.get_field("username").max_length] if isinstance(username, str) else username
 
 
-def lockout_response(request, original_response=None, credentials=None):  # noqa: ARG001 (axes' lockout callable)
+def lockout_response(
+    request: HttpRequest,
+    original_response: HttpResponse | None = None,  # noqa: ARG001 (axes' lockout callable)
+    credentials: dict[str, Any] | None = None,
+) -> HttpResponse:
 
     username = get_client_username(request, credentials) or ""
     left = remaining(username, get_client_ip_address(request))

@@ -3,7 +3,7 @@ API token (`Authorization: Bearer`, see dashboard/tokens/) or a logged-in sessio
 either: 401, not the login page, so a scraper says what is wrong."""
 
 from django.contrib.auth.decorators import login_not_required
-from django.http import HttpResponse, HttpResponseNotAllowed
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from dashboard.exporter import exposition
@@ -11,7 +11,7 @@ from dashboard.tokens.middleware import unauthorized
 
 
 @login_not_required
-def metrics(request):
+def metrics(request: HttpRequest) -> HttpResponse:
     if not request.user.is_authenticated:
         return unauthorized("/metrics needs an API token: Authorization: Bearer TOKEN (sparkops token create USER)")
     if request.method not in ("GET", "HEAD"):

@@ -1,7 +1,7 @@
 """The web app manifest: SparkOps on a phone's home screen opens full screen on the live view."""
 
 from django.contrib.auth.decorators import login_not_required
-from django.http import JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.templatetags.static import static
 from django.urls import reverse
 from django.views.decorators.cache import cache_control
@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET
 @login_not_required
 @require_GET
 @cache_control(max_age=3600, public=True)
-def manifest(request):  # noqa: ARG001 (a view's signature)
+def manifest(request: HttpRequest) -> HttpResponse:  # noqa: ARG001 (a view's signature)
     icons = [
         {"src": static(f"icons/sparkops-{n}.png"), "sizes": f"{n}x{n}", "type": "image/png", "purpose": "any"}
         for n in (192, 512)

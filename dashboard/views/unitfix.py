@@ -1,23 +1,25 @@
 """The launch audit's fixes on the page: each drop-in previewed as a diff; an admin applies them through
-the box's own worker (dashboard.controls.unitfix_tasks), behind the box's SPARKOPS_UNIT_ACTIONS switch."""
+the box's own worker (sparkops.controls.unitfix_tasks), behind the box's SPARKOPS_UNIT_ACTIONS switch."""
 
 import re
+from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
-from dashboard.changelog.models import Entry
-from dashboard.controls import unitfix
-from dashboard.controls.unitfix_tasks import TITLE, fix_request
 from dashboard.models import Engine
-from dashboard.roles import request_has_role, require_request_role
+from dashboard.roles import SignedInRequest, request_has_role, require_request_role
+from sparkops.changelog.models import Entry
+from sparkops.controls import unitfix
+from sparkops.controls.unitfix_tasks import TITLE, fix_request
 
 ENTRY_LINK = re.compile(r"\[entry (\d+)\]")
 
 
-def recent_fixes(engine, limit=10):
+def recent_fixes(engine: Engine, limit: int = 10) -> list[dict[str, Any]]:
     """The engine's unit-fix notes, newest first, each with the observed entry its outcome names."""
 
     rows = Entry.objects.filter(engines=engine, kind="incident_note", title__startswith=TITLE).order_by(
@@ -27,7 +29,7 @@ def recent_fixes(engine, limit=10):
 
 
 @require_http_methods(["GET", "POST"])
-def engine_unit_fix(request, name):
+def engine_unit_fix(request: SignedInRequest, name: str) -> HttpResponse:
     engine = get_object_or_404(Engine.objects.select_related("host"), name=name)
     if request.method == "POST":
         require_request_role(request, "admin")

@@ -1,5 +1,5 @@
 /* The planner page: predictions move with the share and window inputs, no reload.
-   The same arithmetic as dashboard/planner/model.py (EngineModel.predict, box_use, share_for,
+   The same arithmetic as sparkops/planner/engine_model.py (EngineModel.predict, box_use, share_for,
    suggest) over the JSON the view embeds (#planner-data); keep the two alike. */
 (function () {
   "use strict";
@@ -83,9 +83,17 @@
   function boxUse(shares) {
     var box = data.box, total = box.memory_gib, engines = 0;
     Object.keys(shares).forEach(function (n) { engines += shares[n] * total; });
-    var used = box.other_gib + engines;
+    var used = box.other_gib + engines, sum = 0;
+    Object.keys(shares).forEach(function (n) { sum += shares[n]; });
     return { memory_gib: total, engines_gib: engines, other_gib: box.other_gib, used_gib: used, free_gib: total - used,
-      headroom_gib: box.headroom_gib, over_headroom_gib: Math.max(0, used + box.headroom_gib - total) };
+      headroom_gib: box.headroom_gib, over_headroom_gib: Math.max(0, used + box.headroom_gib - total),
+      shares_sum: sum, share_limit: box.share_limit, over_share_limit: Math.max(0, sum - box.share_limit) };
+  }
+
+  // box.py share_budget: what is left after the rest of the box and the headroom, never past the audit's limit.
+  function shareBudget() {
+    var box = data.box;
+    return Math.min((box.memory_gib - box.other_gib - box.headroom_gib) / box.memory_gib, box.share_limit);
   }
 
   function shareFor(m, concurrency, window) {
@@ -116,9 +124,9 @@
       if (v.min > 0) mins[m.engine] = v; else if (shares[m.engine] !== undefined) fixed[m.engine] = shares[m.engine];
     });
     var names = Object.keys(mins);
-    if (!names.length) return { html: "Set a minimum concurrency on one or more engines." };
     if (!box.memory_gib) return { html: "The box's memory is unknown: no MemTotal reading and no memory set." };
-    var budget = (box.memory_gib - box.other_gib - box.headroom_gib) / box.memory_gib;
+    if (!names.length) return fitSuggestion();
+    var budget = shareBudget();
     Object.keys(fixed).forEach(function (n) { budget -= fixed[n]; });
     var total = 0;
     try {
@@ -144,6 +152,23 @@
         (-rest).toFixed(2) + ") more than the box has after headroom.</p>";
     }
     return { html: text, split: rest >= -1e-9 ? split : null };
+  }
+
+  // With no minimum asked for: the engines' shares now, brought within the budget (box.py fit, computed by the view).
+  function fitSuggestion() {
+    var fit = data.box.fit, hint = "Set a minimum concurrency on one or more engines for a split that meets it.";
+    if (!fit || !fit.scaled) {
+      return { html: (fit && !fit.fits ? '<p class="bad">The shares the engines hold now do not fit the budget (' +
+        shareBudget().toFixed(2) + "), and none of them can be predicted at a smaller share.</p>" : "") + hint };
+    }
+    var parts = Object.keys(fit.split).map(function (n) {
+      var m = models[n], p = null;
+      try { p = m && !m.missing ? predict(m, fit.split[n], m.current_window) : null; } catch (e) { p = null; }
+      return "<li><b>" + esc(n) + "</b> util " + fit.split[n].toFixed(2) + (p ? " → " + p.concurrency + "×" : " (kept: not predicted at a smaller share)") + "</li>";
+    });
+    return { html: "<p>The shares the engines hold now sum past what the box allows (" + shareBudget().toFixed(2) +
+      ", " + esc(data.box.share_limit_means) + "); scaled down together, within it:</p><ul>" + parts.join("") + "</ul>" + hint,
+      split: fit.split };
   }
 
   var lastSplit = null;
@@ -191,7 +216,10 @@
       box.innerHTML = "Planned: <b>" + num(b.used_gib, 1) + "</b> of " + num(b.memory_gib, 1) + " GiB used (engines " +
         num(b.engines_gib, 1) + ", rest of the box " + num(b.other_gib, 1) + "), <b>" + num(b.free_gib, 1) + " GiB free</b>" +
         (b.over_headroom_gib > 0 ? ' — <span class="bad">' + num(b.over_headroom_gib, 1) + " GiB into the headroom of " +
-          num(b.headroom_gib, 1) + "</span>" : " · headroom " + num(b.headroom_gib, 1) + " GiB kept");
+          num(b.headroom_gib, 1) + "</span>" : " · headroom " + num(b.headroom_gib, 1) + " GiB kept") +
+        " · shares sum to <b>" + b.shares_sum.toFixed(2) + "</b> of at most " + b.share_limit.toFixed(2) +
+        (b.over_share_limit > 1e-9 ? ' — <span class="bad" id="over-share-limit">over the audit\'s limit by ' + b.over_share_limit.toFixed(2) +
+          "</span>" : "") + ' <span class="muted small">(' + esc(data.box.share_limit_means) + ")</span>";
       if (unpredicted.length) box.innerHTML += '<br><span class="muted small">Counted at their share, not predicted: ' + esc(unpredicted.join(", ")) + ".</span>";
       if (data.box.in_other.length) box.innerHTML += '<br><span class="muted small">Counted in the rest of the box at what they use now, not planned by share: ' + esc(data.box.in_other.join(", ")) + ".</span>";
     }
@@ -217,5 +245,19 @@
     });
   }
   window.sparkopsPlanner = { predict: predict, models: models };
+  // Out of the box: shares past what the box allows (vLLM's default 0.9 beside another engine) are no plan to start
+  // from; the page starts from the fitted split and says what the engines hold now.
+  var fitNow = data.box.fit, started = document.getElementById("plan-start");
+  if (fitNow && fitNow.scaled) {
+    forms.forEach(function (form) {
+      var share = fitNow.split[form.dataset.engine];
+      if (share !== undefined) form.elements.util.value = share.toFixed(2);
+    });
+    if (started) {
+      started.innerHTML = "Started from a split that fits: the engines hold " + Object.keys(data.held).map(function (n) {
+        return esc(n) + " " + data.held[n]; }).join(" + ") + " now, past the budget of " + shareBudget().toFixed(2) + ".";
+      started.hidden = false;
+    }
+  }
   update();
 })();

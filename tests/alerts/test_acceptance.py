@@ -1,6 +1,6 @@
 """End to end: simulated engines with faults, the real collectors, a real webhook receiver and SMTP server.
 
-The poller's probe tick (dashboard.poller.resident) evaluates the rules in the same process and the outbox sends after commit (Celery in eager mode here;
+The poller's probe tick (sparkops.poller.resident) evaluates the rules in the same process and the outbox sends after commit (Celery in eager mode here;
 tests/alerts/test_worker_restart.py runs a real worker)."""
 
 import time
@@ -8,9 +8,9 @@ import time
 import pytest
 from django.conf import settings as django_settings
 
-from dashboard.alerts.lifecycle import newest
-from dashboard.alerts.models import AlertEvent, Delivery, MaintenanceWindow
 from dashboard.models import Engine, Host
+from sparkops.alerts.lifecycle import newest
+from sparkops.alerts.models import AlertEvent, Delivery, MaintenanceWindow
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def sim(tmp_path, settings, monkeypatch):
-    from dashboard.simulator.client import Simulation
+    from simulator.client import Simulation
 
     with Simulation(engines=["vllm:sim-vllm,exit_delay=1.5"], state_dir=tmp_path / "sim") as s:
         monkeypatch.setenv("SPARKOPS_SIM_STATE_DIR", str(s.state_dir))
@@ -41,7 +41,7 @@ def eager():
 
 @pytest.fixture
 def watched(sim, eager, receiver, smtp):
-    from dashboard.alerts.models import NotificationChannel
+    from sparkops.alerts.models import NotificationChannel
 
     host = Host.objects.create(name=django_settings.SPARKOPS_HOST_NAME)
     engine = Engine.objects.create(
@@ -55,7 +55,7 @@ def watched(sim, eager, receiver, smtp):
 
 
 def probe_until(engine, predicate, timeout=10.0, interval=None):
-    from dashboard.poller.resident import ResidentPoller
+    from sparkops.poller.resident import ResidentPoller
 
     interval = interval or django_settings.SPARKOPS_LIVENESS_INTERVAL
     deadline = time.monotonic() + timeout
@@ -74,7 +74,7 @@ def pages_at_the_first_probe(engine, receiver, firing):
     moment its fault is set) must page: FIRING pages received without a second tick. This is the
     promise "within two seconds" (a probe every second, then the send) without a wall-clock bound
     that a loaded machine breaks; bench/ measures the seconds."""
-    from dashboard.poller.resident import ResidentPoller
+    from sparkops.poller.resident import ResidentPoller
 
     poller = ResidentPoller(engine.host.name, duties={})
     poller.engines = [Engine.objects.select_related("host").get(pk=engine.pk)]
@@ -126,7 +126,7 @@ def test_second_death_pages_again(sim, watched, receiver):
 
 
 def test_silence_suppresses_notification_but_records(sim, watched, receiver, operator):
-    from dashboard.alerts.services import silence_create
+    from sparkops.alerts.services import silence_create
 
     silence_create(engine=watched, rule="engine_down", hours=1, user=operator)
     sim.fault("sim-vllm", "exit0")

@@ -6,11 +6,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard.alerts.models import AlertEvent
-from dashboard.alerts.selectors import firing_alerts
-from dashboard.benchmarks.conditions import firing_alerts_during
-from dashboard.live.chartdata import alert_periods
-from dashboard.live.ranges import parse_range
+from sparkops.alerts.models import AlertEvent
+from sparkops.alerts.selectors import firing_alerts
+from sparkops.live.chartdata import alert_periods
+from sparkops.live.ranges import parse_range
+from sparkops.measured.conditions import firing_alerts_during
 
 pytestmark = pytest.mark.django_db
 
@@ -59,8 +59,8 @@ def test_advisories_never_taint_a_benchmark_run(fleet):
 
 
 def test_marks_name_the_silence_or_window_that_covers_each_alert(fleet, operator):
-    from dashboard.alerts.models import MaintenanceWindow, Silence
-    from dashboard.alerts.selectors import mark_suppressed
+    from sparkops.alerts.models import MaintenanceWindow, Silence
+    from sparkops.alerts.selectors import mark_suppressed
 
     now = timezone.now()
     kv = _event(fleet, "kv_saturated", "warning", 5)
@@ -106,8 +106,8 @@ def test_marks_name_the_silence_or_window_that_covers_each_alert(fleet, operator
 def test_the_marks_titles_cost_no_query_per_alert(fleet, django_assert_num_queries):
     """A mark's title names its silence's or window's engine or host (Silence.__str__): fetched with it,
     not one query per firing alert on every page that lists them."""
-    from dashboard.alerts.models import MaintenanceWindow, Silence
-    from dashboard.alerts.selectors import mark_suppressed
+    from sparkops.alerts.models import MaintenanceWindow, Silence
+    from sparkops.alerts.selectors import mark_suppressed
 
     now = timezone.now()
     events = [

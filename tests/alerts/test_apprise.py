@@ -10,8 +10,8 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
-from dashboard.alerts.models import Delivery, NotificationChannel
-from dashboard.alerts.services import channel_create, channel_send_test, external_alert_resolve
+from sparkops.alerts.models import Delivery, NotificationChannel
+from sparkops.alerts.services import channel_create, channel_send_test, external_alert_resolve
 
 from .test_outbox import fire, make_due, send_all
 

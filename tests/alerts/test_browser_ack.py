@@ -3,9 +3,9 @@ Reuses the live-view tests' browser fixture and logged-in Session against pytest
 
 import pytest
 
-from dashboard.alerts.models import AlertEvent
-from dashboard.alerts.services import external_alert_fire
 from dashboard.models import Engine, Host
+from sparkops.alerts.models import AlertEvent
+from sparkops.alerts.services import external_alert_fire
 from tests.live.test_browser import Session, browser  # noqa: F401  (browser is a fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from dashboard.alerts.models import NotificationChannel
+from sparkops.alerts.models import NotificationChannel
 
 pytestmark = pytest.mark.django_db
 

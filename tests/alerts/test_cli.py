@@ -4,8 +4,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from dashboard.alerts.models import AlertRuleOverride, Delivery, Silence
-from dashboard.alerts.services import external_alert_fire
+from sparkops.alerts.models import AlertRuleOverride, Delivery, Silence
+from sparkops.alerts.services import external_alert_fire
 
 pytestmark = pytest.mark.django_db
 

@@ -5,17 +5,19 @@ on 127.0.0.1, Celery eager; no timing assertions (every wait is on an event)."""
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 
+import psutil
 import pytest
 from django.conf import settings as django_settings
 
-from dashboard.alerts.models import AlertEvent, Delivery, NotificationChannel
 from dashboard.models import Engine, Host
-from dashboard.poller import exitwatch
-from dashboard.poller.resident import ResidentPoller
-from dashboard.simulator.supervisor import REPO_ROOT
+from simulator.supervisor import REPO_ROOT
+from sparkops.alerts.models import AlertEvent, Delivery, NotificationChannel
+from sparkops.poller import exitwatch
+from sparkops.poller.resident import ResidentPoller
 from sparkops.ports import free_port
 from tests.waiting import serves, wait_for
 
@@ -34,21 +36,31 @@ def eager():
     app.conf.task_always_eager = False
 
 
-@pytest.fixture
-def engine_proc():
-    """A simulated vLLM engine, a real process serving on 127.0.0.1 (not under any unit)."""
+def _engine_at(where):
+    """(process, URL): a simulated vLLM engine, a real process serving on WHERE (not under any unit),
+    killed when the caller's fixture ends."""
     port = free_port()
+    argv = [sys.executable, "-m", "simulator.engine", "--kind", "vllm", "--name", "pidfd"]
+    argv += ["--port", str(port), "--host", where]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dashboard.simulator.engine", "--kind", "vllm", "--name", "pidfd", "--port", str(port)],
+        argv,
         cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    yield proc, f"http://127.0.0.1:{port}"
-    if proc.poll() is None:
-        proc.kill()
-    proc.wait()
+    try:
+        yield proc, f"http://{where}:{port}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
+def engine_proc():
+    """A simulated vLLM engine, a real process serving on 127.0.0.1 (not under any unit)."""
+    yield from _engine_at("127.0.0.1")
 
 
 @pytest.fixture
@@ -153,7 +165,7 @@ def test_an_engine_core_child_dying_pages_while_the_api_server_runs(watched, rec
 
 
 def test_the_card_says_how_the_engine_is_watched():
-    from dashboard.live.cards import engine_card_html
+    from sparkops.live.cards import engine_card_html
 
     host = Host.objects.create(name="card-box")
     watched = Engine.objects.create(
@@ -187,7 +199,7 @@ def test_a_settling_unit_holds_up_no_probe_and_the_probe_leaves_that_death_to_it
     death itself with an unsettled unit; the exit path then pages it once, with what it read."""
     import threading
 
-    from dashboard.collectors.unitnow import UnitNow
+    from sparkops.collectors.unitnow import UnitNow
 
     alive, _proc, poller = watched
     assert wait_for(lambda: serves(alive.url), timeout=60), "the live engine never served"
@@ -220,3 +232,54 @@ def test_a_settling_unit_holds_up_no_probe_and_the_probe_leaves_that_death_to_it
     assert "Result=signal" in event.message
     poller.probe_tick()  # the probe confirms afterwards: still one alert
     assert AlertEvent.objects.filter(rule="engine_down").count() == 1
+
+
+def _lan_address():
+    """One of this box's own non-loopback IPv4 addresses, or None."""
+    found = [
+        a.address
+        for addrs in psutil.net_if_addrs().values()
+        for a in addrs
+        if a.family == socket.AF_INET and not a.address.startswith("127.")
+    ]
+    return found[0] if found else None
+
+
+@pytest.fixture(params=["loopback", "lan"])
+def engine_proc_at(request):
+    """A simulated vLLM engine (no unit) and its URL by a loopback address, or by this box's own LAN
+    address as a fleet names an engine (so the centre can reach it too)."""
+    where = "127.0.0.1" if request.param == "loopback" else _lan_address()
+    if where is None:
+        pytest.skip("this box has no address but loopback")
+    yield from _engine_at(where)
+
+
+def test_an_engine_without_a_unit_is_watched_through_its_ports_owner(engine_proc_at, receiver, settings, eager):
+    """Issue 45 item 7: a local engine added with only its URL is watched by a pidfd on the process
+    that owns its listening port, found by the metrics tick (no unit, no MainPID to read), whether
+    its URL names a loopback address or one of the box's own (issue 48: a fleet's engines)."""
+    settings.SPARKOPS_EXIT_WATCH = True
+    proc, url = engine_proc_at
+    assert wait_for(lambda: serves(url), timeout=30)
+    host = Host.objects.create(name=django_settings.SPARKOPS_HOST_NAME)
+    engine = Engine.objects.create(name="portowner", kind="vllm", url=url, host=host, status="up")
+    NotificationChannel.objects.create(
+        name="hook", kind="webhook", config={"url": receiver.url, "format": "sparkops"}, secret="k3y"
+    )
+    poller = ResidentPoller(host.name, duties={}, liveness_interval=3600, flush_interval=0).start()
+    try:
+        assert wait_for(lambda: poller.exit_watch is not None and poller.exit_watch.pids_of(engine.pk), timeout=60)
+        assert poller.exit_watch.pids_of(engine.pk) == [proc.pid]  # the port's owner, not a guess
+        assert wait_for(lambda: poller.cycles["probe"] >= 1, timeout=60)
+        probes = poller.cycles["probe"]
+        proc.send_signal(signal.SIGKILL)
+        assert wait_for(
+            lambda: AlertEvent.objects.filter(rule="engine_down", engine=engine, state="firing").exists(), timeout=30
+        )
+        event = AlertEvent.objects.get(rule="engine_down", engine=engine)
+        assert event.cause == "process_gone" and f"pid {proc.pid}" in event.message, event.message
+        assert poller.cycles["probe"] == probes  # the kernel said so; no probe ran
+        assert wait_for(lambda: len(firing_pages(receiver)) == 1, timeout=30)
+    finally:
+        poller.stop()

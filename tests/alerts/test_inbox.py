@@ -8,11 +8,11 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from dashboard.alerts import outbox
-from dashboard.alerts.inbox import DEMO_CHANNEL, KEEP, RECEIVE_PATH, demo_inbox_channel
-from dashboard.alerts.models import Delivery, InboxMessage, NotificationChannel
-from dashboard.alerts.services import channel_send_test, external_alert_fire, external_alert_resolve
-from dashboard.alerts.transports.webhook import sign
+from sparkops.alerts import outbox
+from sparkops.alerts.inbox import DEMO_CHANNEL, KEEP, RECEIVE_PATH, demo_inbox_channel
+from sparkops.alerts.models import Delivery, InboxMessage, NotificationChannel
+from sparkops.alerts.services import channel_send_test, external_alert_fire, external_alert_resolve
+from sparkops.alerts.transports.webhook import sign
 
 
 def send_due():
@@ -88,7 +88,7 @@ def test_the_receiver_keeps_only_signed_deliveries_once():
 
 @pytest.mark.django_db
 def test_the_inbox_keeps_the_newest(monkeypatch):
-    monkeypatch.setattr("dashboard.alerts.inbox.KEEP", 3)
+    monkeypatch.setattr("sparkops.alerts.inbox.KEEP", 3)
     channel, _ = demo_inbox_channel(base_url="http://127.0.0.1:8000")
     client = Client()
     for n in range(5):

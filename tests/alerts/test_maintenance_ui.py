@@ -7,8 +7,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.alerts.models import Delivery, MaintenanceWindow, Route, Silence
-from dashboard.alerts.services import external_alert_fire, silence_create
+from sparkops.alerts.models import Delivery, MaintenanceWindow, Route, Silence
+from sparkops.alerts.services import external_alert_fire, silence_create
 
 pytestmark = pytest.mark.django_db
 
@@ -70,7 +70,7 @@ def test_bad_window_rerenders_with_the_error_and_saves_nothing(operator_client, 
 
 
 def test_write_views_declare_roles():
-    from dashboard.alerts import views
+    from sparkops.alerts import views
 
     assert views.maintenance_new.required_role == views.maintenance_end.required_role == "operator"
     assert views.silence_end.required_role == "operator" and views.channel_routes.required_role == "admin"

@@ -8,11 +8,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard.alerts import outbox
-from dashboard.alerts.lifecycle import renotify_due
-from dashboard.alerts.models import AlertEvent, Delivery, NotificationChannel
-from dashboard.alerts.services import alert_ack, external_alert_fire, external_alert_resolve, rule_update
 from dashboard.models import Incident
+from sparkops.alerts import outbox
+from sparkops.alerts.lifecycle import renotify_due
+from sparkops.alerts.models import AlertEvent, Delivery, NotificationChannel
+from sparkops.alerts.services import alert_ack, external_alert_fire, external_alert_resolve, rule_update
 
 pytestmark = pytest.mark.django_db
 

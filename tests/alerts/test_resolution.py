@@ -8,13 +8,13 @@ from datetime import timedelta
 
 import pytest
 
-from dashboard.alerts import outbox
-from dashboard.alerts.evaluate import evaluate
-from dashboard.alerts.lifecycle import alerts_resolve_engine
-from dashboard.alerts.models import AlertEvent, Delivery
-from dashboard.alerts.notes import note_add
-from dashboard.alerts.payloads import alertmanager_body
 from dashboard.clock import db_now
+from sparkops.alerts import outbox
+from sparkops.alerts.evaluate import evaluate
+from sparkops.alerts.lifecycle import alerts_resolve_engine
+from sparkops.alerts.models import AlertEvent, Delivery
+from sparkops.alerts.notes import note_add
+from sparkops.alerts.payloads import alertmanager_body
 from tests.alerts.test_rules import EXIT0  # the unit of an engine that exited 0 under Restart=on-failure
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.alerts.models import AlertEvent, AlertRule
+from sparkops.alerts.models import AlertEvent, AlertRule
 
 pytestmark = pytest.mark.django_db
 

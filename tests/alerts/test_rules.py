@@ -5,10 +5,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard.alerts.evaluate import evaluate
-from dashboard.alerts.models import AlertEvent, RuleState
-from dashboard.alerts.rules.causes import classify
-from dashboard.alerts.services import rule_update
+from sparkops.alerts.evaluate import evaluate
+from sparkops.alerts.models import AlertEvent, RuleState
+from sparkops.alerts.rules.causes import classify
+from sparkops.alerts.services import rule_update
 
 pytestmark = pytest.mark.django_db
 GIB = 1024**3
@@ -55,7 +55,7 @@ def test_engine_down_runs_no_command_it_reads_the_unit_its_probe_collected(fleet
     """Rules read, collectors run commands: the probe step reads the unit of an engine it found
     down (`collectors/unitnow`) and the rule says why from that, with systemctl and journalctl
     never run during the evaluation (here each would leave a line in CALLS)."""
-    from dashboard.collectors.unitnow import UnitNow
+    from sparkops.collectors.unitnow import UnitNow
 
     calls = tmp_path / "calls"
     for name in ("systemctl", "journalctl"):
@@ -196,8 +196,8 @@ def test_unit_no_restart_is_no_longer_a_rule_the_audit_owns_the_finding(fleet):
     (a finding and a card badge), not by an alert rule beside it."""
     from django.core.exceptions import ValidationError
 
-    from dashboard.alerts.rules import REGISTRY
-    from dashboard.audit.checks import CHECKS
+    from sparkops.alerts.rules import REGISTRY
+    from sparkops.audit.checks import CHECKS
 
     assert "unit_no_restart" not in REGISTRY and "restart_always_bounded" in CHECKS
     with pytest.raises(ValidationError, match="no rule named 'unit_no_restart'"):
@@ -308,6 +308,33 @@ def test_collector_stale(fleet, settings):
     assert open_event("collector_stale", "spark-1/collector").state == "firing"
 
 
+def test_the_leaders_stale_check_goes_through_the_pollers_memory(fleet, settings):
+    """The leading worker's upkeep runs the collector-stale check with its poller's alert memory
+    (dashboard/schedule.resident_duties): a box gone quiet still pages, and the check's reads are
+    the memory's, not made again every 5 s as beat's memory-less backstop makes them."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from dashboard.schedule import resident_duties
+    from sparkops.alerts.evaluate import Memory, evaluate_beat
+
+    check = resident_duties(memory=Memory())["alerts-check-stale"][1]
+    host = fleet["host"]
+    host.last_report_at = timezone.now()
+    host.save()
+    check()
+    with CaptureQueriesContext(connection) as again:
+        check()
+    with CaptureQueriesContext(connection) as backstop:
+        evaluate_beat()
+    assert len(again) < len(backstop), (len(again), len(backstop))
+    assert open_event("collector_stale", "spark-1/collector") is None
+    host.last_report_at = timezone.now() - timedelta(seconds=settings.SPARKOPS_POLL_INTERVAL * 3 + 11)
+    host.save()
+    check()
+    assert open_event("collector_stale", "spark-1/collector").state == "firing"
+
+
 def test_disabled_rule_resolves_and_stays_quiet(fleet):
     rule_update(key="kv_saturated", params={"for_s": 0})
     evaluate("engine_polled", engine=fleet["vllm"], reading={"kv_cache_usage": 0.99})
@@ -335,12 +362,12 @@ def test_steady_probe_and_disabled_rules_cost_only_the_snapshot(fleet, django_as
         evaluate("engine_liveness", engine=vllm, up=True)
     for key in ("restart_loop", "prefix_cache_drop", "kv_saturated", "queue_growing"):
         rule_update(key=key, enabled=False)
-    with django_assert_num_queries(3):
+    with django_assert_num_queries(4):  # a metrics tick also reads the operator's own rules (alerts/custom.py)
         evaluate("engine_polled", engine=vllm, reading={"kv_cache_usage": 0.99, "requests_waiting": 3})
     rule_update(key="kv_saturated", engine=fleet["llama"], params={"usage_pct": 50})
-    with django_assert_num_queries(3):  # another engine's override is not read
+    with django_assert_num_queries(4):  # another engine's override is not read
         evaluate("engine_polled", engine=vllm, reading={"kv_cache_usage": 0.99, "requests_waiting": 3})
-    with django_assert_num_queries(4):  # this engine's is, in one more query
+    with django_assert_num_queries(5):  # this engine's is, in one more query
         evaluate("engine_polled", engine=fleet["llama"], reading={"kv_cache_usage": 0.99, "requests_waiting": 3})
 
 
@@ -349,8 +376,8 @@ def test_a_recovery_first_seen_by_a_metrics_poll_still_resolves_engine_down(flee
     reports changed=False: the probe's evaluation must still evaluate that first "up"."""
     import time
 
-    from dashboard.alerts.evaluate import Memory, evaluate_liveness
-    from dashboard.poller.liveness import Liveness
+    from sparkops.alerts.evaluate import Memory, evaluate_liveness
+    from sparkops.poller.liveness import Liveness
 
     vllm, memory, now = fleet["vllm"], Memory(), timezone.now()
     evaluate_liveness(Liveness(vllm, "down", "connection refused", False, now, changed=True), memory=memory)

@@ -13,13 +13,13 @@ import time
 import pytest
 from django.conf import settings as django_settings
 
-from dashboard.alerts.models import AlertEvent
-from dashboard.alerts.rules.causes import classify
-from dashboard.controls import stopped
 from dashboard.models import Engine, Host
-from dashboard.poller.resident import ResidentPoller
-from dashboard.poller.stopsocket import MAX_DATAGRAM, Stop, StopListener, in_use, unit_at_stop
-from dashboard.simulator.supervisor import REPO_ROOT
+from simulator.supervisor import REPO_ROOT
+from sparkops.alerts.models import AlertEvent
+from sparkops.alerts.rules.causes import classify
+from sparkops.controls import stopped
+from sparkops.poller.resident import ResidentPoller
+from sparkops.poller.stopsocket import MAX_DATAGRAM, Stop, StopListener, in_use, unit_at_stop
 from tests.waiting import wait_for
 
 
@@ -59,6 +59,26 @@ def test_the_hook_datagram_arrives_with_systemds_verdict(listening):
     )
     assert stop.status == 9 and stop.main_pid == 4242 and abs(stop.time - time.time()) < 60
     assert os.stat(listener.path).st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("module", ["sparkops.controls.stopped", "dashboard.controls.stopped"])
+def test_the_hook_run_as_a_unit_runs_it_delivers_from_either_module_path(listening, module):
+    """`unit fix` writes `-m sparkops.controls.stopped`; units fixed before the move under sparkops/
+    carry `-m dashboard.controls.stopped`, which must still deliver (a silent hook is a late page)."""
+    listener, got = listening
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "SERVICE_RESULT": "success", "EXIT_CODE": "exited"}
+    env["EXIT_STATUS"] = "0"
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--socket", listener.path, "old.service"],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stderr == b"", done.stderr
+    assert wait_for(lambda: len(got) == 1, timeout=10)
+    assert (got[0].unit, got[0].service_result, got[0].exit_status) == ("old.service", "success", "0")
 
 
 def test_bad_oversize_and_foreign_datagrams_are_dropped_and_the_loop_goes_on(listening):
@@ -102,7 +122,7 @@ def test_the_hook_exits_0_at_once_with_no_worker_listening(sock_path):
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "SERVICE_RESULT": "exit-code", "EXIT_CODE": "exited"}
     began = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "dashboard.controls.stopped", "--socket", sock_path, "x.service"],
+        [sys.executable, "-m", "sparkops.controls.stopped", "--socket", sock_path, "x.service"],
         env=env,
         cwd=REPO_ROOT,
         capture_output=True,

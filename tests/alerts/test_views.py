@@ -4,9 +4,9 @@ import pytest
 from django.template.loader import render_to_string
 from django.urls import reverse
 
-from dashboard.alerts.models import AlertEvent, AlertRule, Delivery, Silence
-from dashboard.alerts.selectors import firing_alerts
-from dashboard.alerts.services import external_alert_fire
+from sparkops.alerts.models import AlertEvent, AlertRule, Delivery, Silence
+from sparkops.alerts.selectors import firing_alerts
+from sparkops.alerts.services import external_alert_fire
 
 pytestmark = pytest.mark.django_db
 
@@ -49,7 +49,7 @@ def test_silence_rejects_bad_hours(operator_client, firing):
 
 
 def test_write_views_declare_roles():
-    from dashboard.alerts import views
+    from sparkops.alerts import views
 
     assert views.ack.required_role == "operator" and views.silence.required_role == "operator"
     assert views.channel_test.required_role == "admin" and views.rule_edit.required_role == "admin"
@@ -114,8 +114,8 @@ def test_ack_resolved_is_refused(operator_client, firing, fleet):
 
 
 def test_channels_page_queries_do_not_grow_with_channels(admin_client_, fleet, django_assert_max_num_queries):
-    from dashboard.alerts.models import NotificationChannel
-    from dashboard.alerts.services import channel_send_test
+    from sparkops.alerts.models import NotificationChannel
+    from sparkops.alerts.services import channel_send_test
 
     for n in range(4):
         channel = NotificationChannel.objects.create(

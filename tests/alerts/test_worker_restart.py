@@ -12,9 +12,9 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from dashboard.alerts import outbox
-from dashboard.alerts.models import Delivery, NotificationChannel
-from dashboard.alerts.services import external_alert_fire
+from sparkops.alerts import outbox
+from sparkops.alerts.models import Delivery, NotificationChannel
+from sparkops.alerts.services import external_alert_fire
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

@@ -1,6 +1,6 @@
-from dashboard.changelog.models import Correction, Entry
-from dashboard.changelog.selectors import chart_annotations
 from dashboard.models import Engine, Host
+from sparkops.changelog.models import Correction, Entry
+from sparkops.changelog.selectors import chart_annotations
 
 from .conftest import at
 

@@ -6,9 +6,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard.changelog.grammar import parse_evidence, parse_flags
-from dashboard.changelog.models import AppendOnlyError, Claim, Correction, Entry, EvidenceLink, FlagChange, grace_period
-from dashboard.changelog.services import correction_create, entry_create
+from sparkops.changelog.grammar import parse_evidence, parse_flags
+from sparkops.changelog.models import AppendOnlyError, Claim, Correction, Entry, EvidenceLink, FlagChange, grace_period
+from sparkops.changelog.services import correction_create, entry_create
 
 from .conftest import at
 

@@ -3,8 +3,8 @@ ledgers page with its Plotly chart."""
 
 import pytest
 
-from dashboard.changelog.models import Entry
 from dashboard.models import KVPoolEntry
+from sparkops.changelog.models import Entry
 from tests.chromium import ARGS, CHROMIUM, skip_without_chromium
 
 from .conftest import at

@@ -5,9 +5,9 @@ import re
 
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from dashboard.changelog.importer import apply_import, plan_import
-from dashboard.changelog.models import Entry
 from dashboard.models import Engine, KVPoolEntry
+from sparkops.changelog.importer import apply_import, plan_import
+from sparkops.changelog.models import Entry
 
 from .conftest import at
 from .test_liberal_reading import FENCED

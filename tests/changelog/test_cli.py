@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from dashboard.changelog.models import Entry
+from sparkops.changelog.models import Entry
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "changelog" / "spark-config-log.md"
 

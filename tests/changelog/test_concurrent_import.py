@@ -10,9 +10,9 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from dashboard.changelog import importer
-from dashboard.changelog.models import Claim, Correction, Entry, EvidenceLink, FlagChange
 from dashboard.models import Engine, Host
+from sparkops.changelog import importer
+from sparkops.changelog.models import Claim, Correction, Entry, EvidenceLink, FlagChange
 
 from .test_import_whole import OLD_ENGINES_LOG
 

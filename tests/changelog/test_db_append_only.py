@@ -11,11 +11,11 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import ProtectedError
 from django.utils import timezone
 
-from dashboard.changelog import dbguard
-from dashboard.changelog.grammar import parse_evidence, parse_flags
-from dashboard.changelog.models import AppendOnlyError, Claim, Correction, Entry, EvidenceLink, FlagChange
-from dashboard.changelog.services import correction_create, entry_create
 from dashboard.models import Engine
+from sparkops.changelog import dbguard
+from sparkops.changelog.grammar import parse_evidence, parse_flags
+from sparkops.changelog.models import AppendOnlyError, Claim, Correction, Entry, EvidenceLink, FlagChange
+from sparkops.changelog.services import correction_create, entry_create
 
 from .conftest import at
 

@@ -6,11 +6,11 @@ import re
 import pytest
 from django.template.loader import render_to_string
 
-from dashboard.alerts.services import external_alert_fire
-from dashboard.benchmarks.models import Run
-from dashboard.changelog.grammar import parse_evidence
-from dashboard.changelog.models import EvidenceLink
-from dashboard.changelog.services import correction_create, entry_create
+from sparkops.alerts.services import external_alert_fire
+from sparkops.benchmarks.models import Run
+from sparkops.changelog.grammar import parse_evidence
+from sparkops.changelog.models import EvidenceLink
+from sparkops.changelog.services import correction_create, entry_create
 
 from .conftest import at
 

@@ -11,10 +11,10 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management import call_command
 
-from dashboard.changelog.export import export_markdown
-from dashboard.changelog.importer import apply_import, plan_import
-from dashboard.changelog.models import Entry
 from dashboard.models import Engine
+from sparkops.changelog.export import export_markdown
+from sparkops.changelog.importer import apply_import, plan_import
+from sparkops.changelog.models import Entry
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "changelog" / "spark-config-log.md"
 

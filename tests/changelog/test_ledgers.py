@@ -3,10 +3,10 @@
 import csv
 import io
 
-from dashboard.changelog.ledgers import pool_chart_data
-from dashboard.changelog.services import entry_create
 from dashboard.models import Incident, KVPoolEntry
 from dashboard.models.ledgers import GIB
+from sparkops.changelog.ledgers import pool_chart_data
+from sparkops.changelog.services import entry_create
 
 from .conftest import at
 

@@ -7,10 +7,10 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from dashboard.changelog.export import export_markdown
-from dashboard.changelog.importer import apply_import, plan_import
-from dashboard.changelog.models import Entry
-from dashboard.changelog.parse import LogSyntaxError, parse_log
+from sparkops.changelog.export import export_markdown
+from sparkops.changelog.importer import apply_import, plan_import
+from sparkops.changelog.models import Entry
+from sparkops.changelog.parse import LogSyntaxError, parse_log
 
 FENCED = """## 2026-08-21 10:00 — Pin the chat template
 Engines: nemotron

@@ -6,8 +6,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from dashboard.changelog.services import correction_create, entry_create
-from dashboard.live.events import GROUP_ALL
+from dashboard.livebus import GROUP_ALL
+from sparkops.changelog.services import correction_create, entry_create
 
 from .conftest import at
 

@@ -1,7 +1,7 @@
 """What is locked when (issue 25, items 1 and 2): an entry is locked the moment anything points
 at it — a correction of it or of one of its claims, an experiment whose verdict it records —
 not only when its grace period ends; and SparkOps's own observed entries are locked from the
-moment they are written. The database holds both (dashboard/changelog/dbguard.py), whatever
+moment they are written. The database holds both (sparkops/changelog/dbguard.py), whatever
 path wrote the pointer or the entry: the services, the ORM, the import, raw SQL. Run on
 PostgreSQL (DATABASE_URL) and on SQLite: the triggers differ."""
 
@@ -9,9 +9,9 @@ import pytest
 from django.db import IntegrityError, connection, models, transaction
 from django.utils import timezone
 
-from dashboard.changelog.grammar import FlagLine, parse_evidence, parse_flags
-from dashboard.changelog.importer import import_log
-from dashboard.changelog.models import (
+from sparkops.changelog.grammar import FlagLine, parse_evidence, parse_flags
+from sparkops.changelog.importer import import_log
+from sparkops.changelog.models import (
     OBSERVED_AUTHOR,
     OBSERVED_MARK,
     AppendOnlyError,
@@ -20,9 +20,9 @@ from dashboard.changelog.models import (
     Entry,
     FlagChange,
 )
-from dashboard.changelog.services import correction_create, entry_create, entry_edit
-from dashboard.experiments.models import Experiment
-from dashboard.launch import changelog as launch_changelog
+from sparkops.changelog.services import correction_create, entry_create, entry_edit
+from sparkops.experiments.models import Experiment
+from sparkops.launch import changelog as launch_changelog
 
 from .conftest import at
 

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.changelog.export import export_markdown
-from dashboard.changelog.importer import apply_import, plan_import
-from dashboard.changelog.models import Claim, Correction, Entry, EvidenceLink, FlagChange
-from dashboard.changelog.parse import LogSyntaxError, parse_log
+from sparkops.changelog.export import export_markdown
+from sparkops.changelog.importer import apply_import, plan_import
+from sparkops.changelog.models import Claim, Correction, Entry, EvidenceLink, FlagChange
+from sparkops.changelog.parse import LogSyntaxError, parse_log
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "changelog" / "spark-config-log.md"
 
@@ -92,7 +92,7 @@ def _wipe_log():
     for the wipe and put back (all inside the test's transaction)."""
     from django.db import connection
 
-    from dashboard.changelog import dbguard
+    from sparkops.changelog import dbguard
 
     class Editor:  # what dbguard.install()/uninstall() use of a schema editor
         def __init__(self, cur):

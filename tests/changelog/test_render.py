@@ -2,8 +2,8 @@
 
 import pytest
 
-from dashboard.changelog.render import render_markdown
-from dashboard.changelog.services import correction_create, entry_create
+from sparkops.changelog.render import render_markdown
+from sparkops.changelog.services import correction_create, entry_create
 
 from .conftest import at
 

@@ -3,13 +3,13 @@
 and the timeline's full-text search (PostgreSQL tsvector / SQLite FTS5) finds what it should.
 Timings are bench/changelog_scale.py's job, not a test's."""
 
-from dashboard.changelog.export import export_markdown
-from dashboard.changelog.importer import import_log
-from dashboard.changelog.models import Claim, Correction, Entry, SearchDocument
-from dashboard.changelog.parse import parse_log
-from dashboard.changelog.samplelog import generate
-from dashboard.changelog.selectors import entry_timeline
 from dashboard.models import Engine
+from sparkops.changelog.export import export_markdown
+from sparkops.changelog.importer import import_log
+from sparkops.changelog.models import Claim, Correction, Entry, SearchDocument
+from sparkops.changelog.parse import parse_log
+from sparkops.changelog.samplelog import generate
+from sparkops.changelog.selectors import entry_timeline
 
 
 def test_a_log_of_the_field_reports_size_imports_whole_and_is_searchable(db):
@@ -41,7 +41,7 @@ def test_a_log_of_the_field_reports_size_imports_whole_and_is_searchable(db):
 
 
 def test_a_new_correction_is_found_at_once(pair):
-    from dashboard.changelog.services import correction_create, entry_create
+    from sparkops.changelog.services import correction_create, entry_create
 
     entry = entry_create(effective_at=parse_log("## 2026-08-20 · x\n")[0].effective_at, kind="decision", title="Split")
     assert not entry_timeline(text="quokka").exists()

@@ -8,10 +8,10 @@ import time
 import httpx
 import pytest
 
-from dashboard.changelog.grammar import parse_flags
-from dashboard.changelog.models import Claim
-from dashboard.changelog.services import entry_create
 from dashboard.models import KVPoolEntry
+from sparkops.changelog.grammar import parse_flags
+from sparkops.changelog.models import Claim
+from sparkops.changelog.services import entry_create
 from sparkops.ports import free_port
 from tests.polls import poll_one
 
@@ -27,7 +27,7 @@ def _start_vllm(port, cfg):
     args = [
         sys.executable,
         "-m",
-        "dashboard.simulator.engine",
+        "simulator.engine",
         "--kind",
         "vllm",
         "--name",

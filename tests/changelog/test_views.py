@@ -2,8 +2,8 @@
 
 import pytest
 
-from dashboard.changelog.models import Claim, Correction, Entry
-from dashboard.changelog.services import correction_create, entry_create
+from sparkops.changelog.models import Claim, Correction, Entry
+from sparkops.changelog.services import correction_create, entry_create
 
 from .conftest import at
 

@@ -7,8 +7,8 @@ import pytest
 from django.core.management import call_command
 
 from dashboard import schedule
-from dashboard.collectors import gpu
 from dashboard.models import Engine
+from sparkops.collectors import gpu
 from tests.collectors.conftest import fixture_bytes
 
 ENGINE_KEYS = {

@@ -1,8 +1,8 @@
 """Each engine collector against recorded payloads of a named version."""
 
 from dashboard import http
-from dashboard.collectors import collector_for
-from dashboard.collectors.derive import derive
+from sparkops.collectors import collector_for
+from sparkops.collectors.derive import derive
 from tests.collectors.conftest import fixture_response as fx
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.collectors import gpu, host, processes, systemd
-from dashboard.collectors.hostread import host_read
+from sparkops.collectors import gpu, host, processes, systemd
+from sparkops.collectors.hostread import host_read
 from tests.collectors.conftest import FIXTURES
 
-BIN = Path(__file__).resolve().parents[2] / "dashboard" / "simulator" / "bin"
+BIN = Path(__file__).resolve().parents[2] / "simulator" / "bin"
 
 
 @pytest.fixture
@@ -179,7 +179,7 @@ def test_compile_storm_counts_compilers_and_their_spawner(proc_root):
 
 
 def test_a_quiet_box_is_scanned_for_compilers_less_often_a_busy_one_every_tick(proc_root, settings):
-    from dashboard.collectors import hostread
+    from sparkops.collectors import hostread
 
     settings.SPARKOPS_GPU_BACKEND = "none"
     gpu.reset_backend()
@@ -216,7 +216,7 @@ def test_reading_a_fake_proc_root_leaves_psutil_on_the_real_one(settings, tmp_pa
     """The demo's fake /proc must not leak into every other psutil call of the worker."""
     import psutil
 
-    from dashboard.collectors.host import read_memory
+    from sparkops.collectors.host import read_memory
 
     (tmp_path / "meminfo").write_text(
         "MemTotal: 1000 kB\nMemFree: 10 kB\nMemAvailable: 100 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n"

@@ -1,14 +1,16 @@
-"""The journal follower of the exit watch (dashboard/poller/exitwatch.py) against a real process
+"""The journal follower of the exit watch (sparkops/poller/exitwatch.py) against a real process
 standing in for `journalctl -f -o json`: it keeps each unit's fatal line since the unit last
 started (a CUDA line over a later generic "EngineCore died"), starts journalctl again when it
 ends, and stops starting one that cannot follow until the watched units change."""
 
 import json
 import stat
+import time
 
 import pytest
 
-from dashboard.poller import exitwatch
+from sparkops.collectors import unitnow
+from sparkops.poller import exitwatch
 from tests.waiting import wait_for
 
 STARTED = "39f53479d3a045ac8e11786248231fbf"
@@ -83,3 +85,41 @@ def test_one_that_cannot_follow_is_restarted_then_left_until_the_units_change(
     assert len(runs(tmp_path)) == exitwatch.GIVE_UP_AFTER
     f.follow([], ["a.service", "b.service"])  # the watched units changed: it tries again
     assert wait_for(lambda: len(runs(tmp_path)) > exitwatch.GIVE_UP_AFTER, timeout=30)
+
+
+def test_it_keeps_the_managers_job_messages_and_tells_when_a_run_ended(tmp_path, settings, follower):
+    stopping, deactivated = "de5b426a63be47a7b6ac3eaac82e2f6f", exitwatch.SUCCESS_MESSAGE_ID
+    settings.SPARKOPS_JOURNALCTL = str(
+        fake_journalctl(
+            tmp_path,
+            [
+                {"USER_UNIT": "a.service", "MESSAGE_ID": STARTED, "__REALTIME_TIMESTAMP": "1000000000"},
+                {
+                    "USER_UNIT": "a.service",
+                    "MESSAGE_ID": stopping,
+                    "JOB_TYPE": "stop",
+                    "__REALTIME_TIMESTAMP": "1005000000",
+                },
+                {"USER_UNIT": "a.service", "MESSAGE_ID": deactivated, "__REALTIME_TIMESTAMP": "1006000000"},
+                {"USER_UNIT": "d.service", "MESSAGE_ID": STARTED, "__REALTIME_TIMESTAMP": "1000000000"},
+                {
+                    "_SYSTEMD_USER_UNIT": "d.service",
+                    "MESSAGE": "Finished server process",
+                    "__REALTIME_TIMESTAMP": "1010000000",
+                },
+            ],
+        )
+    )
+    f = follower()
+    f.follow([], ["a.service", "d"])
+    assert wait_for(lambda: f.lines >= 5, timeout=30), f.lines
+    assert f.following("a.service") and f.following("d.service") and not f.following("c.service")
+    entries = f.wait_for_end("a", 1001.0, time.monotonic() + 5)  # named as systemctl takes it
+    assert [e["MESSAGE_ID"] for e in entries] == [STARTED, stopping, deactivated]
+    job = unitnow.job_of(entries)
+    assert (job.op, job.requested, job.at) == ("stop", True, 1005.0)
+    # d's process said its last words at 1010 and no job was logged: an exit of its own, told at once
+    assert unitnow.job_of(f.wait_for_end("d", 1001.0, time.monotonic(), spoke_after=1009.9)) is None
+    # nothing told after 1011: nothing by the deadline
+    assert f.wait_for_end("d.service", 1001.0, time.monotonic() + 0.3, spoke_after=1011.0) is None
+    assert f.wait_for_end("a.service", 1007.0, time.monotonic()) is None  # its end is older than asked

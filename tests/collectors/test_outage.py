@@ -17,12 +17,12 @@ from django.db import DatabaseError
 from django.db.models import Count
 from django.utils import timezone
 
-from dashboard.alerts.evaluate import Memory, evaluate_liveness
-from dashboard.alerts.models import AlertEvent, RuleState
 from dashboard.models import Engine, Sample
-from dashboard.poller.liveness import Liveness
-from dashboard.poller.resident import ResidentPoller
-from dashboard.simulator.fleet import FleetThread
+from simulator.fleet import FleetThread
+from sparkops.alerts.evaluate import Memory, evaluate_liveness
+from sparkops.alerts.models import AlertEvent, RuleState
+from sparkops.poller.liveness import Liveness
+from sparkops.poller.resident import ResidentPoller
 from tests.dbfaults import refusing
 from tests.waiting import HAND_TICKED
 
@@ -49,7 +49,7 @@ def test_readings_held_across_failed_stores_are_all_written_once_the_database_re
         stored = Sample.objects.count()
         with refusing(Sample):
             # Two ticks whose stores the database refuses: neither raises, both keep their readings.
-            caplog.set_level(logging.WARNING, logger="dashboard.poller.resident")
+            caplog.set_level(logging.WARNING, logger="sparkops.poller.resident")
             _tick_again(poller)
             poller.metrics_tick()
             first_held = len(poller.pending.batch.samples)
@@ -96,7 +96,7 @@ def test_held_readings_are_bounded_the_oldest_dropped_first_and_said(fleet, sett
         poller = ResidentPoller("spark-1", poll_interval=HAND_TICKED, duties={}, flush_interval=60)
         poller.metrics_tick()
         stored = Sample.objects.count()
-        caplog.set_level(logging.WARNING, logger="dashboard.poller.resident")
+        caplog.set_level(logging.WARNING, logger="sparkops.poller.resident")
         with refusing(Sample):
             _tick_again(poller)
             poller.metrics_tick()

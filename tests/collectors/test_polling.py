@@ -6,9 +6,9 @@ import time
 import pytest
 
 from dashboard.models import Engine, KVPoolEntry
-from dashboard.poller import fetch, liveness
-from dashboard.poller.pending import PendingWrites
 from dashboard.selectors.series import latest_value
+from sparkops.poller import fetch, liveness
+from sparkops.poller.pending import PendingWrites
 from tests.collectors.conftest import fixture_bytes
 from tests.polls import poll, poll_one
 
@@ -25,7 +25,7 @@ def vllm_routes(metrics):
 
 
 def test_poll_stores_reading_and_evaluates_its_rules(fleet, http_server):
-    from dashboard.alerts.models import RuleState
+    from sparkops.alerts.models import RuleState
 
     engine = fleet["vllm"]
     Engine.objects.filter(pk=engine.pk).update(url=http_server(vllm_routes("0.33.0_metrics_busy.txt")))

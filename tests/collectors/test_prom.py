@@ -2,8 +2,8 @@
 
 import pytest
 
-from dashboard.collectors import prom
 from dashboard.http import BadBody
+from sparkops.collectors import prom
 
 NAMES = prom.wanted_names(["vllm:num_requests_running", "vllm:time_to_first_token_seconds"])
 TEXT = """# HELP vllm:num_requests_running Number of requests in model execution batches.

@@ -10,9 +10,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from dashboard.models import Engine, Host, Sample
-from dashboard.poller.fleet import engines_due, fleet_roles
-from dashboard.poller.resident import Clock, ResidentPoller
-from dashboard.simulator.fleet import FleetThread
+from simulator.fleet import FleetThread
+from sparkops.poller.fleet import engines_due, fleet_roles
+from sparkops.poller.resident import Clock, ResidentPoller
 from tests.waiting import HAND_TICKED, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -214,7 +214,7 @@ def test_a_probe_right_after_a_metrics_answer_is_not_sent_but_its_liveness_is(fl
 
 
 def test_one_poller_per_box_a_second_waits_for_the_lease(settings):
-    from dashboard.poller.lease import PollerLease
+    from sparkops.poller.lease import PollerLease
 
     settings.SPARKOPS_CHANNEL_PREFIX = f"lease-test-{time.monotonic_ns()}"
     first, second = PollerLease("spark-1"), PollerLease("spark-1")
@@ -231,7 +231,7 @@ def test_one_poller_per_box_a_second_waits_for_the_lease(settings):
 
 
 def test_a_lease_that_cannot_reach_redis_polls_anyway():
-    from dashboard.poller.lease import PollerLease
+    from sparkops.poller.lease import PollerLease
 
     assert PollerLease("spark-1", url="redis://127.0.0.1:1/0").holds()
 
@@ -299,13 +299,12 @@ def test_a_hung_engine_is_read_at_a_later_tick_and_never_holds_the_others(fleet,
     """A tick waits FETCH_WAIT of the interval for its engines: the healthy one's reading comes
     with it; the hung one's fetch goes on (bounded by its own poll timeout) and its failed
     reading comes with a later tick."""
-    from dashboard.poller.resident import FETCH_WAIT
+    from sparkops.poller.resident import FETCH_WAIT
     from tests.collectors.test_polling import vllm_routes
+    from tests.holds import Hold
 
     settings.SPARKOPS_POLL_INTERVAL = 1.0  # poll timeout 0.75 s, the tick waits 0.4 s
-
-    def hang(handler):
-        time.sleep(2)
+    hang = Hold()  # never answers: held until the poll's timeout gives up
 
     Engine.objects.filter(pk=fleet["vllm"].pk).update(url=http_server(vllm_routes("0.33.0_metrics_busy.txt")))
     Engine.objects.filter(pk=fleet["llama"].pk).update(
@@ -331,8 +330,8 @@ def test_a_hung_engine_is_read_at_a_later_tick_and_never_holds_the_others(fleet,
 
 
 def test_a_tick_carries_the_last_launch_audit_onto_the_card(fleet, http_server):
-    from dashboard.launch.observer import Observer
-    from dashboard.live.cards import engine_card_html
+    from sparkops.launch.observer import Observer
+    from sparkops.live.cards import engine_card_html
     from tests.collectors.test_polling import vllm_routes
 
     Engine.objects.filter(pk=fleet["vllm"].pk).update(url=http_server(vllm_routes("0.33.0_metrics_busy.txt")))

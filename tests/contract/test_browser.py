@@ -49,7 +49,8 @@ def _look(session, base):
                 assert "3 requests ended at 600 s" in text and "12 of 55 prompts over 20,000 tokens" in text
             else:
                 assert "unparsed peg-native output: <tool_call>" in text and "3 HTTP 400" in text
-            panel.scroll_into_view_if_needed()
+            # The panel is live (re-rendered on updates): scroll to whichever node is there now.
+            session.page.evaluate("document.getElementById('contract-live').scrollIntoView()")
             SHOTS.mkdir(parents=True, exist_ok=True)
             session.page.screenshot(path=str(SHOTS / f"contract-{name}-{size}.png"), full_page=True)
             assert _no_sideways_scroll(session.page), f"{name}'s page scrolls sideways at {size} size"

@@ -4,8 +4,8 @@ the rules fire, and each alert resolves once its window holds no more of what ra
 
 import pytest
 
-from dashboard.alerts.models import AlertEvent
 from dashboard.models import Engine
+from sparkops.alerts.models import AlertEvent
 from tests.polls import poll
 
 from .conftest import wait_out_window

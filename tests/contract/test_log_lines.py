@@ -3,7 +3,7 @@ prompt over the slot context, reference/samples/llamacpp) and the lines of llama
 
 from pathlib import Path
 
-from dashboard.collectors.contract import classify
+from sparkops.collectors.contract import classify
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

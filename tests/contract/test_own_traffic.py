@@ -8,14 +8,14 @@ import html
 import pytest
 from django.urls import reverse
 
-from dashboard.alerts.models import AlertEvent
-from dashboard.alerts.services import rule_update
-from dashboard.benchmarks.conditions import firing_alerts_during
-from dashboard.benchmarks.services import run_create, run_execute
-from dashboard.benchmarks.spec import RunSpec
 from dashboard.clock import db_now
-from dashboard.collectors import own
 from dashboard.models import Engine
+from sparkops.alerts.models import AlertEvent
+from sparkops.alerts.services import rule_update
+from sparkops.benchmarks.services import run_create, run_execute
+from sparkops.benchmarks.spec import RunSpec
+from sparkops.collectors import own
+from sparkops.measured.conditions import firing_alerts_during
 from tests.polls import poll
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

@@ -4,7 +4,7 @@ vLLM units (systemd stand-in, drop-ins, a real engine behind each) serve at know
 import pytest
 from django.conf import settings as django_settings
 
-from tests.bench.conftest import host, loop_thread, make_engine, sim  # noqa: F401  (shared fixtures)
+from tests.benchmarks.conftest import host, loop_thread, make_engine, sim  # noqa: F401  (shared fixtures)
 from tests.simbox import point_collectors_at
 
 
@@ -12,7 +12,7 @@ from tests.simbox import point_collectors_at
 def ab_box(tmp_path, settings, monkeypatch, db):
     """Units `arm-a` (50 tok/s) and `arm-b` (55 tok/s) on a simulated box, registered as engines."""
     from dashboard.models import Engine, Host
-    from dashboard.simulator.client import Simulation
+    from simulator.client import Simulation
 
     specs = ["vllm:arm-a,rate=50,ttft=0.01", "vllm:arm-b,rate=55,ttft=0.01"]
     with Simulation(engines=specs, state_dir=tmp_path / "sim") as s:

@@ -7,8 +7,9 @@ import threading
 import pytest
 from django.db import connection
 
-from dashboard.experiments.models import Experiment
-from dashboard.experiments.runner import experiment_advance
+from sparkops.experiments.models import Experiment
+from sparkops.experiments.runner import experiment_advance
+from tests.boxes import worker_reported
 from tests.live.test_browser import Session, browser, wait_for_js  # noqa: F401  (browser: the shared Chromium fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -48,13 +49,14 @@ def test_start_watch_and_record_an_experiment(sim, make_engine, operator, browse
         page.fill("#id_depth", "0")
         page.fill("#id_output_tokens", "64")
         page.fill("#id_reps", "5")
+        worker_reported(a.host)  # its box's worker is there (its queue is read by this test's worker)
         page.click("#experiment-form button[type=submit]")
         page.wait_for_selector("#exp-status")
         experiment = Experiment.objects.get(name="twice")
         assert page.locator("#exp-status-text").inner_text() == "queued"
         assert page.locator("#exp-slots tbody tr td:nth-child(2)").all_inner_texts() == ["A", "B"] * 5
 
-        def work():  # what the Celery task does (dashboard/experiments/tasks.py is a thin wrapper)
+        def work():  # what the Celery task does (sparkops/experiments/tasks.py is a thin wrapper)
             try:
                 experiment_advance(experiment=Experiment.objects.get(pk=experiment.pk))
             except Exception as exc:

@@ -6,8 +6,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from dashboard.benchmarks.models import Run
-from dashboard.experiments.models import Experiment
+from sparkops.benchmarks.models import Run
+from sparkops.experiments.models import Experiment
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

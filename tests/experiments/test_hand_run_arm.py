@@ -5,10 +5,10 @@ them — and the A/B experiment reads it before every repetition instead of sayi
 import pytest
 from django.conf import settings as django_settings
 
-from dashboard.experiments.create import experiment_create
-from dashboard.experiments.models import Slot
-from dashboard.experiments.runner import experiment_advance
-from dashboard.experiments.verdict import arm_difference
+from sparkops.experiments.create import experiment_create
+from sparkops.experiments.models import Slot
+from sparkops.experiments.runner import experiment_advance
+from sparkops.experiments.verdict import arm_difference
 from tests.simbox import point_collectors_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def unit_and_hand_run(tmp_path, settings, monkeypatch, db):
     from dashboard.models import Engine, Host
-    from dashboard.simulator.client import Simulation
+    from simulator.client import Simulation
 
     specs = ["vllm:arm-a,rate=50,ttft=0.01", "vllm:smoke,rate=55,ttft=0.01,hand_run=1"]
     with Simulation(engines=specs, state_dir=tmp_path / "sim") as s:

@@ -4,10 +4,11 @@ experiment, "record the verdict" as a change-log measurement entry with evidence
 import pytest
 from django.urls import reverse
 
-from dashboard.changelog.models import Entry
-from dashboard.experiments.create import experiment_create
-from dashboard.experiments.models import Experiment
-from dashboard.experiments.runner import experiment_advance
+from sparkops.changelog.models import Entry
+from sparkops.experiments.create import experiment_create
+from sparkops.experiments.models import Experiment
+from sparkops.experiments.runner import experiment_advance
+from tests.boxes import worker_reported
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -79,8 +80,8 @@ def test_finished_page_and_record_the_verdict(operator_client, sim, make_engine)
 
 
 def test_arms_on_two_boxes_are_refused(fleet):
-    from dashboard.experiments.create import ExperimentError
     from dashboard.models import Engine, Host
+    from sparkops.experiments.create import ExperimentError
 
     other = Engine.objects.create(
         name="far", kind="vllm", url="http://127.0.0.1:18009", host=Host.objects.create(name="spark-2")
@@ -104,6 +105,7 @@ def test_waiting_page_offers_continue_and_wrong_states_change_nothing(operator_c
     assert "only a finished one has a verdict" in resp.content.decode()
     assert operator_client.get(url + "?format=progress").json()["status"] == "waiting"
     # Continue queues the next slot once: a second press (a double click) queues nothing.
+    worker_reported(fleet["host"])
     resp = operator_client.post(reverse("experiments:continue", args=[e.pk]), follow=True)
     assert "Continuing" in resp.content.decode()
     resp = operator_client.post(reverse("experiments:continue", args=[e.pk]), follow=True)
@@ -122,8 +124,8 @@ def test_an_experiment_whose_worker_died_is_failed_by_the_sweep_keeping_what_ran
 
     from django.utils import timezone
 
-    from dashboard.benchmarks.models import Run
-    from dashboard.experiments.runner import experiments_sweep_stale
+    from sparkops.benchmarks.models import Run
+    from sparkops.experiments.runner import experiments_sweep_stale
 
     def running(name, run_status, finished_ago_s):
         e = experiment_create(name=name, engine_a=fleet["vllm"], engine_b=fleet["llama"], workload={"depth": 0})

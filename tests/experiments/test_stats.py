@@ -2,7 +2,7 @@
 
 import pytest
 
-from dashboard.experiments import stats
+from sparkops.experiments import stats
 
 
 def test_lower_is_better_for_times_higher_for_decode():

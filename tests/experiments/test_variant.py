@@ -3,9 +3,9 @@ experiment names, and repetitions marked invalid when an arm's unit changes mid-
 
 import pytest
 
-from dashboard.experiments.create import experiment_create
-from dashboard.experiments.models import Slot
-from dashboard.experiments.runner import experiment_advance
+from sparkops.experiments.create import experiment_create
+from sparkops.experiments.models import Slot
+from sparkops.experiments.runner import experiment_advance
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WORKLOAD = {"depth": 0, "output_tokens": 12}

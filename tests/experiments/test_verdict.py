@@ -2,8 +2,8 @@
 
 import pytest
 
-from dashboard.experiments.create import experiment_create
-from dashboard.experiments.runner import experiment_advance
+from sparkops.experiments.create import experiment_create
+from sparkops.experiments.runner import experiment_advance
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WORKLOAD = {"depth": 0, "output_tokens": 48}

@@ -5,7 +5,7 @@ from django.conf import settings as django_settings
 @pytest.fixture
 def sim_box(tmp_path, settings, monkeypatch):
     """A simulated box: a vLLM engine `nemotron` under its unit, the collectors pointed at it."""
-    from dashboard.simulator.client import Simulation
+    from simulator.client import Simulation
 
     with Simulation(engines=["vllm:nemotron,max_model_len=131072", "llamacpp:lla"], state_dir=tmp_path / "sim") as s:
         monkeypatch.setenv("SPARKOPS_SIM_STATE_DIR", str(s.state_dir))

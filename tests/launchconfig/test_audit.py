@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pytest
 from django.core.management import call_command
 
-from dashboard.audit.checks import CHECKS
-from dashboard.audit.thresholds import parse_overrides
+from sparkops.audit.checks import CHECKS
+from sparkops.audit.thresholds import parse_overrides
 
 GOOD = {
     "unit": {
@@ -131,8 +131,8 @@ def test_cli_page_and_badge_on_the_simulated_box(box_engines, sim_box, capsys, c
     client.force_login(viewer)
     page = client.get(f"/hosts/{box_engines['lla'].host.name}/audit/").content.decode()
     assert "demo-vision.service: loaded/disabled" in page and "systemctl enable" in page
-    from dashboard.launch.observer import failing_counts
     from dashboard.templatetags.audit_tags import audit_badge
+    from sparkops.launch.observer import failing_counts
 
     lla = box_engines["lla"]
     assert failing_counts(list(box_engines.values()))[lla.pk] >= 2  # after_enabled_units, memory_max_set

@@ -16,7 +16,7 @@ def cold_box(tmp_path, settings, monkeypatch, db):
     from django.conf import settings as django_settings
 
     from dashboard.models import Engine, Host
-    from dashboard.simulator.client import Simulation
+    from simulator.client import Simulation
 
     # The box boots warm (no 6 s of compilers before the first test): each test makes the start it
     # watches cold with sim.cold(). box_starting counts an answer as after a start only from 1 s past
@@ -34,7 +34,7 @@ def cold_box(tmp_path, settings, monkeypatch, db):
 
 
 def _poller(engines):
-    from dashboard.poller.resident import ResidentPoller
+    from sparkops.poller.resident import ResidentPoller
 
     return ResidentPoller(
         next(iter(engines.values())).host.name, poll_interval=HAND_TICKED, duties={}, flush_interval=0
@@ -50,10 +50,10 @@ def _fresh(engine):
 def test_a_scheduled_run_waits_while_a_neighbour_cold_starts_then_runs_and_says_it_waited(
     cold_box, django_capture_on_commit_callbacks, client, viewer
 ):
-    from dashboard.benchmarks.conditions import box_starting
-    from dashboard.benchmarks.models import Profile, Run
-    from dashboard.benchmarks.schedule import profile_run_scheduled, runs_release_postponed
+    from sparkops.benchmarks.models import Profile, Run
+    from sparkops.benchmarks.schedule import profile_run_scheduled, runs_release_postponed
     from sparkops.celery import app
+    from sparkops.measured.conditions import box_starting
 
     sim, engines = cold_box
     poller = _poller(engines)
@@ -96,7 +96,7 @@ def test_a_scheduled_run_waits_while_a_neighbour_cold_starts_then_runs_and_says_
     assert run.repetitions.filter(ok=True).count() == 1 and run.reason == ""
     assert run.config["waited"]["first_reason"] == why and run.config["waited"]["until"]
     assert run.config["params"]["reps"] == 1  # the measured configuration is kept beside it
-    from dashboard.benchmarks.services import run_summary
+    from sparkops.benchmarks.services import run_summary
 
     assert run_summary(run)["waited"]["first_reason"] == why
     page = client.get(f"/bench/runs/{run.pk}/").content.decode()
@@ -108,9 +108,9 @@ def test_a_run_still_waiting_after_the_schedule_expiry_is_refused_with_why(cold_
 
     from django.utils import timezone
 
-    from dashboard.benchmarks.models import Profile, Run
-    from dashboard.benchmarks.schedule import profile_run_scheduled, runs_release_postponed
-    from dashboard.measured.services import SCHEDULE_EXPIRES_S
+    from sparkops.benchmarks.models import Profile, Run
+    from sparkops.benchmarks.schedule import profile_run_scheduled, runs_release_postponed
+    from sparkops.measured.services import SCHEDULE_EXPIRES_S
 
     sim, engines = cold_box
     poller = _poller(engines)
@@ -134,7 +134,7 @@ def test_an_engine_active_but_silent_past_its_timeout_is_not_a_start(cold_box):
 
     from django.utils import timezone
 
-    from dashboard.benchmarks.conditions import box_starting
+    from sparkops.measured.conditions import box_starting
 
     sim, engines = cold_box
     poller = _poller(engines)
@@ -154,11 +154,11 @@ def test_an_engine_active_but_silent_past_its_timeout_is_not_a_start(cold_box):
 def test_a_scheduled_probe_waits_as_a_queued_run_then_is_released_once_and_runs(
     cold_box, django_capture_on_commit_callbacks, client, viewer
 ):
-    from dashboard.benchmarks.conditions import box_starting
-    from dashboard.probes import schedule
-    from dashboard.probes.models import ProbeProfile, ProbeRun
-    from dashboard.probes.tasks import probe_profile_scheduled
     from sparkops.celery import app
+    from sparkops.measured.conditions import box_starting
+    from sparkops.probes import schedule
+    from sparkops.probes.models import ProbeProfile, ProbeRun
+    from sparkops.probes.tasks import probe_profile_scheduled
 
     sim, engines = cold_box
     poller = _poller(engines)
@@ -207,10 +207,10 @@ def test_a_scheduled_probe_still_waiting_after_the_hour_is_kept_refused_with_why
 
     from django.utils import timezone
 
-    from dashboard.measured.services import SCHEDULE_EXPIRES_S
-    from dashboard.probes.models import ProbeProfile, ProbeRun
-    from dashboard.probes.schedule import probe_runs_release_postponed
-    from dashboard.probes.tasks import probe_profile_scheduled
+    from sparkops.measured.services import SCHEDULE_EXPIRES_S
+    from sparkops.probes.models import ProbeProfile, ProbeRun
+    from sparkops.probes.schedule import probe_runs_release_postponed
+    from sparkops.probes.tasks import probe_profile_scheduled
 
     sim, engines = cold_box
     poller = _poller(engines)

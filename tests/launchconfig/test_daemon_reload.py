@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from dashboard.audit.checks import CHECKS
-from dashboard.audit.run import audit
-from dashboard.changelog.models import Entry
-from dashboard.launch.observer import Observer
-from dashboard.launch.snapshot import latest_snapshot
+from sparkops.audit.checks import CHECKS
+from sparkops.audit.run import audit
+from sparkops.changelog.models import Entry
+from sparkops.launch.observer import Observer
+from sparkops.launch.snapshot import latest_snapshot
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

@@ -19,7 +19,7 @@ DROP = "/etc/systemd/system/nemotron.service.d/"
 
 
 def observe(engines):
-    from dashboard.launch.observer import Observer
+    from sparkops.launch.observer import Observer
 
     return Observer().observe(list(engines))
 
@@ -82,7 +82,7 @@ def test_flags_with_their_files_unit_files_in_order_environment_redacted_and_rea
 
 
 def test_each_version_shows_its_difference_and_an_older_one_can_be_read(box_engines, sim_box, viewer_client):
-    from dashboard.changelog.models import Entry
+    from sparkops.changelog.models import Entry
 
     nemotron = box_engines["nemotron"]
     observe([nemotron])
@@ -115,7 +115,7 @@ def test_a_hand_run_engine_shows_its_process_not_a_unit(tmp_path, settings, monk
     from django.conf import settings as django_settings
 
     from dashboard.models import Engine, Host
-    from dashboard.simulator.client import Simulation
+    from simulator.client import Simulation
 
     with Simulation(engines=["vllm:nemotron", "vllm:smoke,hand_run=1"], state_dir=tmp_path / "sim") as sim:
         monkeypatch.setenv("SPARKOPS_SIM_STATE_DIR", str(sim.state_dir))
@@ -125,7 +125,7 @@ def test_a_hand_run_engine_shows_its_process_not_a_unit(tmp_path, settings, monk
         nemotron = Engine.objects.create(
             name="nemotron", kind="vllm", url=sim.url("nemotron"), host=host, unit=sim.unit("nemotron"), status="up"
         )
-        from dashboard.launch.observer import Observer
+        from sparkops.launch.observer import Observer
 
         Observer().observe([nemotron], host=host)
         smoke = Engine.objects.get(name=f"hand-run-{sim.url('smoke').rsplit(':', 1)[1]}")
@@ -164,7 +164,7 @@ def test_an_engine_without_a_snapshot_says_why(fleet, viewer_client):
 def test_a_bad_version_is_refused_with_a_clear_message_showing_the_newest(fleet, viewer_client):
     from django.utils.html import escape
 
-    from dashboard.launch.snapshot import observe_engine
+    from sparkops.launch.snapshot import observe_engine
 
     snap = observe_engine(fleet["vllm"], None, account={})
     other = observe_engine(fleet["llama"], None, account={})
@@ -180,7 +180,7 @@ def test_a_bad_version_is_refused_with_a_clear_message_showing_the_newest(fleet,
 
 
 def test_the_card_engine_page_and_audit_findings_link_it(fleet, viewer_client):
-    from dashboard.launch.snapshot import observe_engine
+    from sparkops.launch.snapshot import observe_engine
 
     observe_engine(fleet["vllm"], {"unit": "vllm-main.service", "restart": "on-failure"}, account={})
     link = 'href="/engines/vllm-main/launch/"'
@@ -191,7 +191,7 @@ def test_the_card_engine_page_and_audit_findings_link_it(fleet, viewer_client):
 
 
 def test_unit_text_redaction():
-    from dashboard.launch.snapshot import redact_unit_text
+    from sparkops.launch.snapshot import redact_unit_text
 
     text = (
         "[Service]\n"
@@ -263,7 +263,7 @@ def test_the_page_costs_the_same_queries_for_three_versions_or_thirty(
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from dashboard.launch.snapshot import observe_engine
+    from sparkops.launch.snapshot import observe_engine
 
     def versions(n):
         for i in range(n):

@@ -55,7 +55,7 @@ def _observe(engine):
 
     from django.db import connection
 
-    from dashboard.launch.observer import Observer
+    from sparkops.launch.observer import Observer
 
     def run():
         try:

@@ -5,8 +5,8 @@ in systemd's order (an empty assignment clears them), the hook recognised howeve
 import sys
 from types import SimpleNamespace
 
-from dashboard.audit.checks import CHECKS, STOP_HOOK, stop_posts
-from dashboard.controls.unitfix_checks import engine_settings
+from sparkops.audit.checks import CHECKS, STOP_HOOK, stop_posts
+from sparkops.controls.unitfix_checks import engine_settings
 
 ENGINE = SimpleNamespace(name="a", kind="vllm")
 UNIT = {"unit": "a.service"}
@@ -34,7 +34,8 @@ def test_the_hook_is_recognised_however_it_is_invoked():
     for line in (
         "/opt/venv/bin/sparkops stopped --socket /run/sparkops/stopped.sock %n",
         "/usr/bin/python3 -m sparkops.cli stopped %n",
-        "/usr/bin/python3 -m dashboard.controls.stopped --socket /x %n",
+        "/usr/bin/python3 -m sparkops.controls.stopped --socket /x %n",
+        "/usr/bin/python3 -m dashboard.controls.stopped --socket /x %n",  # a drop-in written before the move
     ):
         assert STOP_HOOK.search(line), line
     assert not STOP_HOOK.search("/usr/bin/sparkops wait-ready --url http://x --budget 60")
@@ -51,10 +52,11 @@ def test_warn_without_the_hook_pass_with_it_nothing_without_files():
     assert check({"unit": None, "observed": {"files": files("")}}) is None  # hand-run: no unit
 
 
-def test_the_fix_names_the_workers_socket(settings):
+def test_the_fix_names_the_workers_socket(settings, tmp_path):
+    settings.VAR_DIR = tmp_path  # no worker of this install has recorded its socket (controls/runtime.py)
     settings.SPARKOPS_STOP_SOCKET = "/run/user/1000/sparkops/stopped.sock"
     items, note = engine_settings(ENGINE, {"unit": UNIT}, "stop_hook", {})
     ((section, key, value),) = items
     assert (section, key) == ("Service", "ExecStopPost") and note
-    assert value == f"{sys.executable} -m dashboard.controls.stopped --socket /run/user/1000/sparkops/stopped.sock %n"
+    assert value == f"{sys.executable} -m sparkops.controls.stopped --socket /run/user/1000/sparkops/stopped.sock %n"
     assert STOP_HOOK.search(value)  # the check passes once it is written

@@ -7,10 +7,10 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from dashboard.audit.run import audit_host
-from dashboard.audit.thresholds import stored_overrides
-from dashboard.launch.observer import failing_counts
 from dashboard.models import AuditThreshold, ConfigSnapshot, Engine, Host
+from sparkops.audit.run import audit_host
+from sparkops.audit.thresholds import stored_overrides
+from sparkops.launch.observer import failing_counts
 
 ENV = {
     "MAX_JOBS": "8",

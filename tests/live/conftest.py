@@ -26,7 +26,7 @@ def _no_viewer_yet():
     channel prefix). Nothing in this process remembers an answer: each publisher has its own,
     and this process's sockets forget when they last set the key (else the first socket of the
     next test, within half a refresh period, skips setting the key this fixture deleted)."""
-    from dashboard.live.presence import presence_key, sockets
+    from sparkops.live.presence import presence_key, sockets
 
     def clear():
         sockets._marked_at = float("-inf")

@@ -18,7 +18,7 @@ from sparkops import webproc
 from tests.waiting import serves
 
 ROOT = Path(__file__).resolve().parents[2]
-SIM_BIN = ROOT / "dashboard" / "simulator" / "bin"
+SIM_BIN = ROOT / "simulator" / "bin"
 
 
 def sim_settings(state_dir):
@@ -46,7 +46,7 @@ def start_simulator(tmp_path, engines=("vllm:sim-vllm", "llamacpp:sim-llama")):
     state, ports = tmp_path / "sim-state", tmp_path / "engines.json"
     # The simulator's own entry point (`sparkops simulate` without Django's start, a second of a core; the
     # CLI's path is tests/test_stack.py's, through `sparkops up --demo`).
-    args = [sys.executable, "-m", "dashboard.simulator", "--state-dir", str(state), "--ports-file", str(ports)]
+    args = [sys.executable, "-m", "simulator", "--state-dir", str(state), "--ports-file", str(ports)]
     for spec in engines:
         args += ["--engine", spec]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
@@ -79,7 +79,7 @@ class Poller:
     every tick, with `errors` for the tests: what its duties logged as failures."""
 
     def __init__(self, *, host, engines, liveness_s=1.0, poll_s=2.0):
-        from dashboard.poller.resident import ResidentPoller
+        from sparkops.poller.resident import ResidentPoller
 
         self.poller = ResidentPoller(
             host.name, poll_interval=poll_s, liveness_interval=liveness_s, duties={}, flush_interval=0

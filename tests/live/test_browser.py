@@ -12,8 +12,8 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from dashboard.changelog.models import Entry
 from dashboard.models import Engine, Host
+from sparkops.changelog.models import Entry
 from tests.chromium import skip_without_chromium
 
 from .helpers import add_minute_rollups, add_samples, session_key
@@ -55,7 +55,7 @@ def stack(tmp_path, settings, monkeypatch, viewer, operator, shared_web):
     # The shared server's sockets set the presence key at most once per half refresh period (10 s) and
     # may have set it in the test before, which then deleted it (tests/live/conftest.py): the pages
     # here would get no samples until that period ran out. Set it as their sockets would have.
-    from dashboard.live.presence import sockets
+    from sparkops.live.presence import sockets
 
     sockets._marked_at = float("-inf")
     sockets.mark()

@@ -6,9 +6,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.alerts.models import AlertEvent
-from dashboard.changelog.models import Entry
 from dashboard.models import KVPoolEntry
+from sparkops.alerts.models import AlertEvent
+from sparkops.changelog.models import Entry
 
 from .helpers import add_minute_rollups, add_samples
 

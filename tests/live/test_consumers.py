@@ -3,7 +3,7 @@
 import pytest
 from channels.db import database_sync_to_async
 
-from dashboard.live.events import GROUP_ALL, GROUP_OVERVIEW, LiveEvent, engine_group
+from dashboard.livebus import GROUP_ALL, GROUP_OVERVIEW, LiveEvent, engine_group
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -49,8 +49,8 @@ async def test_an_alert_change_reaches_every_role_as_facts_without_markup(open_s
     """One way to show an alert change: the event says what moved, the page fetches its list."""
     from django.utils import timezone
 
-    from dashboard.alerts.models import AlertEvent
-    from dashboard.alerts.publish import alert_changed
+    from sparkops.alerts.models import AlertEvent
+    from sparkops.alerts.publish import alert_changed
 
     as_viewer, _ = await _connect(open_socket, viewer, "overview")
     as_operator, _ = await _connect(open_socket, operator, "overview")
@@ -76,7 +76,7 @@ async def test_an_alert_change_reaches_every_role_as_facts_without_markup(open_s
 
 
 async def test_a_polled_engine_pushes_card_and_numbers(open_socket, viewer, fleet):
-    from dashboard.live.publish import LivePublisher
+    from sparkops.live.publish import LivePublisher
 
     llama = fleet["llama"]
     comm, _ = await _connect(open_socket, viewer, "overview")

@@ -7,8 +7,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.alerts.models import AlertEvent
-from dashboard.live.cards import engine_card_html, error_history, last_error
+from sparkops.alerts.models import AlertEvent
+from sparkops.live.cards import engine_card_html, error_history, last_error
 
 pytestmark = pytest.mark.django_db
 

@@ -8,10 +8,10 @@ window.Notification so the test sees each one (headless Chromium shows none)."""
 
 import pytest
 
-from dashboard.alerts import outbox
-from dashboard.alerts.inbox import DEMO_CHANNEL, demo_inbox_channel
-from dashboard.alerts.models import Delivery, InboxMessage
-from dashboard.alerts.services import external_alert_fire, external_alert_resolve
+from sparkops.alerts import outbox
+from sparkops.alerts.inbox import DEMO_CHANNEL, demo_inbox_channel
+from sparkops.alerts.models import Delivery, InboxMessage
+from sparkops.alerts.services import external_alert_fire, external_alert_resolve
 from tests.chromium import skip_without_chromium
 
 from .stack import ROOT

@@ -117,9 +117,9 @@ def test_a_down_card_carries_its_fix_and_an_admin_restarts_it_through_the_boxs_w
 ):
     import httpx
 
-    from dashboard.alerts.models import AlertEvent, AlertNote
-    from dashboard.changelog.models import Entry
     from dashboard.models import Host
+    from sparkops.alerts.models import AlertEvent, AlertNote
+    from sparkops.changelog.models import Entry
 
     from .stack import stop
 
@@ -156,7 +156,9 @@ def test_a_down_card_carries_its_fix_and_an_admin_restarts_it_through_the_boxs_w
         assert page.evaluate("navigator.clipboard.readText()") == "sudo systemctl restart sim-vllm.service"
         right = page.evaluate(f"document.getElementById('engine-card-{vllm.id}').getBoundingClientRect().right")
         assert right <= SIZES[size][0], f"the card ends at {right} px"
-        fix.scroll_into_view_if_needed()
+        # The live view re-renders the card on every update: scroll to whichever node is there now
+        # (a locator's scroll holds one node and fails when the next update replaces it).
+        page.evaluate(f"document.querySelector('#engine-card-{vllm.id} [data-field=fix]').scrollIntoView()")
         admin.shot("overview-down-fix")
 
         viewer_session = SizedSession(browser, stack.base, viewer, size)
@@ -195,7 +197,7 @@ def test_a_down_card_carries_its_fix_and_an_admin_restarts_it_through_the_boxs_w
 
 @pytest.mark.parametrize("size", SIZES)
 def test_silenced_and_acknowledged_alerts_are_marked_on_the_overview(web, fleet, browser, operator, size):
-    from dashboard.alerts.services import external_alert_fire
+    from sparkops.alerts.services import external_alert_fire
 
     down = external_alert_fire(
         rule="engine_down",
@@ -222,7 +224,7 @@ def test_silenced_and_acknowledged_alerts_are_marked_on_the_overview(web, fleet,
     other.locator("button", has_text="Silence").click()
     mark = page.locator(f"#alert-{kv.pk} [data-field=silenced]")
     mark.wait_for(timeout=10000)
-    from dashboard.alerts.models import Silence
+    from sparkops.alerts.models import Silence
 
     until = Silence.objects.get().until
     kv.refresh_from_db()
@@ -273,7 +275,7 @@ def test_last_error_is_a_sentence_cleared_on_recovery_and_kept_on_the_engine_pag
     ops.shot("overview-last-error")
     # The card turns down on the first failed probe; engine_down fires on the second (its recheck), and the
     # engine page lists fired alerts only: restarted before it fires (a loaded box), the page has none to list.
-    from dashboard.alerts.models import AlertEvent
+    from sparkops.alerts.models import AlertEvent
 
     fired = AlertEvent.objects.filter(engine=vllm, rule="engine_down").exclude(state="pending")
     assert wait_for(fired.exists, timeout=20), "engine_down never fired for the dead engine"
@@ -318,8 +320,8 @@ def _no_sideways_scroll(page):
 
 @pytest.mark.parametrize("size", SIZES)
 def test_absurd_input_is_refused_at_the_field_and_long_text_wraps(web, fleet, browser, operator, size):
-    from dashboard.benchmarks.models import Profile
-    from dashboard.changelog.models import Entry
+    from sparkops.benchmarks.models import Profile
+    from sparkops.changelog.models import Entry
 
     ops = SizedSession(browser, web.base, operator, size)
     page = ops.page
@@ -516,7 +518,7 @@ def test_every_page_fits_a_phone_and_each_is_photographed_at_both_sizes(everythi
     assert wide == [], "\n".join(wide)
 
 
-LIVE_CONTRACT = {  # the contract part of a reading, as dashboard/collectors/contract.py stores it
+LIVE_CONTRACT = {  # the contract part of a reading, as sparkops/collectors/contract.py stores it
     "metrics": True,
     "window_s": 600.0,
     "span_s": 540.0,
@@ -575,7 +577,7 @@ def test_a_card_colours_the_value_its_alert_fires_on_and_smooths_decode(web, fle
 
     from django.utils import timezone
 
-    from dashboard.alerts.services import external_alert_fire
+    from sparkops.alerts.services import external_alert_fire
 
     from .helpers import add_samples
 
@@ -627,7 +629,7 @@ def test_an_admin_adds_a_webhook_channel_in_the_form_and_its_test_reaches_a_real
     import hashlib
     import hmac
 
-    from dashboard.alerts.models import NotificationChannel
+    from sparkops.alerts.models import NotificationChannel
     from tests.alerts.servers import WebhookReceiver
 
     from .stack import stop

@@ -5,7 +5,7 @@ import asyncio
 
 from channels.layers import get_channel_layer
 
-from dashboard.live.events import LiveEvent, publish
+from dashboard.livebus import LiveEvent, publish
 
 
 def test_events_published_back_to_back_arrive_in_order():

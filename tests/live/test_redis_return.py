@@ -10,7 +10,7 @@ import asyncio
 
 from django.conf import settings as django_settings
 
-from dashboard.live.events import GROUP_OVERVIEW, LiveEvent, _publisher, publish
+from dashboard.livebus import GROUP_OVERVIEW, LiveEvent, _publisher, publish
 from sparkops.ports import free_port
 from sparkops.redisproc import PrivateRedis
 

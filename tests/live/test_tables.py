@@ -106,10 +106,10 @@ def _seed_the_rest(everything, admin_user):
     (the audit's fail, warn and pass), an incident's change-log link, a delivery on the firing alert."""
     from django.utils import timezone
 
-    from dashboard.alerts.models import Delivery
-    from dashboard.changelog.models import Claim, Entry
     from dashboard.models import Incident
     from dashboard.tokens.models import ApiToken
+    from sparkops.alerts.models import Delivery
+    from sparkops.changelog.models import Claim, Entry
 
     fleet, now = everything["fleet"], timezone.now()
     vllm, llama = fleet["vllm"], fleet["llama"]
@@ -329,7 +329,7 @@ def _contrast(a, b):
 def test_audit_fail_warn_and_pass_pills_differ_in_glyph_and_border_not_colour_alone(web, fleet, browser, viewer):
     from django.utils import timezone
 
-    from dashboard.audit.run import audit_host
+    from sparkops.audit.run import audit_host
 
     host, now = fleet["host"], timezone.now()
     for engine in (fleet["vllm"], fleet["llama"]):

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.changelog.models import Entry
 from dashboard.models.ledgers import GIB
-from dashboard.planner.models import BoxSetting
+from sparkops.changelog.models import Entry
+from sparkops.planner.models import BoxSetting
 from tests.chromium import ARGS, CHROMIUM, skip_without_chromium
 
 from .appendix import THROUGH_0819
@@ -54,9 +54,9 @@ KEYS = ("pool_tokens", "kv_gib", "concurrency", "naive_concurrency", "corrected_
 
 
 def _same_numbers_as_the_model(page, host):
-    """The page's script and dashboard/planner/model.py agree over a grid of shares and windows."""
-    from dashboard.planner.model import PlanError
-    from dashboard.planner.services import box_of, engine_model
+    """The page's script and sparkops/planner/engine_model.py agree over a grid of shares and windows."""
+    from sparkops.planner.engine_model import PlanError
+    from sparkops.planner.services import box_of, engine_model
 
     checked, watched = 0, host.engines.filter(retired_at__isnull=True)  # a retired one is not planned (issue 31)
     for engine in watched:

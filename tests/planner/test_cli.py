@@ -8,8 +8,8 @@ from django.core.management import CommandError
 
 from dashboard.models import Engine, KVPoolEntry
 from dashboard.models.ledgers import GIB
-from dashboard.planner.model import NO_EARLIER_RAISE
-from dashboard.planner.models import BoxSetting
+from sparkops.planner.engine_model import NO_EARLIER_RAISE
+from sparkops.planner.models import BoxSetting
 
 from .appendix import APPENDIX, AUDITION, SYSTEMD, THROUGH_0819, add_args
 from .conftest import cli, feed, plan_json

@@ -1,6 +1,6 @@
 """The corrected window-raise figure on a simulated vLLM under its systemd unit, whose pool
 shrinks as the window grows (the simulator takes non-KV workspace out of the budget per doubling
-of --max-model-len, dashboard/simulator/units.py). The collector writes the ledger rows after
+of --max-model-len, simulator/units.py). The collector writes the ledger rows after
 each restart; an earlier raise of the same engine makes the next raise's corrected figure land
 on the measurement where the naive one ("allocates nothing") misses it."""
 
@@ -22,7 +22,7 @@ UNIT = (
 
 @pytest.fixture
 def sim_box(tmp_path, settings, monkeypatch):
-    from dashboard.simulator.client import Simulation
+    from simulator.client import Simulation
 
     with Simulation(engines=["vllm:nemotron,max_model_len=65536,memory_share=0.25"], state_dir=tmp_path / "sim") as s:
         point_collectors_at(s, settings, monkeypatch)
@@ -30,7 +30,7 @@ def sim_box(tmp_path, settings, monkeypatch):
 
 
 def _tick(engine):
-    from dashboard.poller.resident import ResidentPoller
+    from sparkops.poller.resident import ResidentPoller
 
     ResidentPoller(engine.host.name, duties={}, flush_interval=0).metrics_tick(engines=[engine])
 

@@ -4,11 +4,11 @@ from, the CSP (no inline script), the links to it, the setting form, and "Record
 import json
 import re
 
-from dashboard.changelog.export import export_markdown
-from dashboard.changelog.models import Entry
-from dashboard.changelog.selectors import claim_measurement
 from dashboard.models import KVPoolEntry
-from dashboard.planner.models import BoxSetting
+from sparkops.changelog.export import export_markdown
+from sparkops.changelog.models import Entry
+from sparkops.changelog.selectors import claim_measurement
+from sparkops.planner.models import BoxSetting
 
 from .appendix import APPENDIX, THROUGH_0819, add_args
 from .conftest import cli, feed, plan_json

@@ -8,8 +8,9 @@ import threading
 
 import pytest
 
-from dashboard.probes.models import ProbeProfile, ProbeRun
-from dashboard.probes.spec import ProbeSpec
+from sparkops.probes.models import ProbeProfile, ProbeRun
+from sparkops.probes.spec import ProbeSpec
+from tests.boxes import box_worker
 from tests.chromium import skip_without_chromium
 from tests.live.test_browser import SHOTS, Session, browser, wait_for_js  # noqa: F401  (browser: the shared Chromium)
 from tests.live.test_phone_browser import web  # noqa: F401  (web: uvicorn on the test database)
@@ -24,13 +25,14 @@ def scheduled(profile):
     """What beat sends for the profile, run in a worker thread (Playwright's loop owns this one)."""
     from django.db import connection
 
-    from dashboard.probes.tasks import probe_profile_scheduled
+    from sparkops.probes.tasks import probe_profile_scheduled
 
     failure = []
 
     def work():
         try:
-            probe_profile_scheduled(profile.pk)
+            with box_worker(profile.engine.host):  # the box's worker, there: it runs what is sent to it
+                probe_profile_scheduled(profile.pk)
         except Exception as exc:  # surfaced below
             failure.append(repr(exc))
         finally:
@@ -120,7 +122,7 @@ def test_schedule_a_probe_see_its_table_and_the_regression_fire(web, browser, op
     assert firing.count() == 1 and "probe nightly-needle" in firing.inner_text()
     shots(ops, "alerts")
 
-    from dashboard.changelog.models import Entry
+    from sparkops.changelog.models import Entry
 
     entry = Entry.objects.create(effective_at=bad.created_at, kind="flag_change", title="--kv-cache-dtype fp8")
     entry.engines.add(engine)
@@ -134,7 +136,7 @@ def test_schedule_a_probe_see_its_table_and_the_regression_fire(web, browser, op
     shots(ops, "profile")
 
     # A run's page follows it live over the WebSocket (probe.progress events), then shows the result.
-    from dashboard.probes.services import probe_run_create, probe_run_execute
+    from sparkops.probes.services import probe_run_create, probe_run_execute
 
     queued = probe_run_create(engine=engine, spec=profile.spec(), profile=profile)
     page.goto(f"{web.base}/probes/runs/{queued.pk}/")

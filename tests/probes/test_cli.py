@@ -7,7 +7,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from dashboard.probes.models import ProbeProfile, ProbeRun
+from sparkops.probes.models import ProbeProfile, ProbeRun
 
 pytestmark = pytest.mark.django_db
 

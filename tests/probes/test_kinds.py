@@ -3,9 +3,9 @@ outcome of every kind shows, scored in code, and a failed request lands in its b
 
 import pytest
 
-from dashboard.probes.models import ProbeRun
-from dashboard.probes.services import probe_run_create, probe_run_execute
-from dashboard.probes.spec import ProbeSpec
+from sparkops.probes.models import ProbeRun
+from sparkops.probes.services import probe_run_create, probe_run_execute
+from sparkops.probes.spec import ProbeSpec
 
 pytestmark = pytest.mark.django_db
 

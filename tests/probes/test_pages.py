@@ -6,7 +6,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from dashboard.probes.models import ProbeProfile, ProbeRun
+from sparkops.probes.models import ProbeProfile, ProbeRun
 
 pytestmark = pytest.mark.django_db
 

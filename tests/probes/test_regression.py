@@ -6,16 +6,18 @@ import json
 
 import pytest
 
-from dashboard.alerts.models import AlertEvent
-from dashboard.probes.models import ProbeProfile, ProbeRun
-from dashboard.probes.schedule import probe_set_schedule
-from dashboard.probes.tasks import probe_profile_scheduled
+from sparkops.alerts.models import AlertEvent
+from sparkops.probes.models import ProbeProfile, ProbeRun
+from sparkops.probes.schedule import probe_set_schedule
+from sparkops.probes.tasks import probe_profile_scheduled
+from tests.boxes import box_worker
 
 pytestmark = pytest.mark.django_db
 
 
 def scheduled(profile):
-    probe_profile_scheduled(profile.pk)  # what beat sends, executed here
+    with box_worker(profile.engine.host):  # the box's worker, there: it runs what is sent to it
+        probe_profile_scheduled(profile.pk)  # what beat sends, executed here
     return ProbeRun.objects.filter(profile=profile).latest("created_at")
 
 
@@ -93,9 +95,9 @@ def _starting(host, engine, state):
 
 
 def test_a_scheduled_probe_waits_while_the_box_is_starting(sim, make_engine, host, django_capture_on_commit_callbacks):
-    from dashboard.probes.schedule import probe_runs_release_postponed
     from dashboard.schedule import BEAT_SCHEDULE
     from sparkops.celery import app
+    from sparkops.probes.schedule import probe_runs_release_postponed
 
     engine = make_engine(sim("vllm").url, name="sim-vllm")
     _starting(host, engine, "activating")
@@ -120,21 +122,22 @@ def test_a_scheduled_probe_waits_while_the_box_is_starting(sim, make_engine, hos
 
 
 def _running_bench(engine):
-    from dashboard.benchmarks.models import Run
+    from sparkops.benchmarks.models import Run
 
     return Run.objects.create(engine=engine, params_hash="h", status="running")  # a worker's benchmark mid-run
 
 
 def test_scheduled_benchmarks_and_probes_refuse_to_start_while_the_other_runs_on_their_engine(sim, make_engine):
-    from dashboard.benchmarks.models import Profile, Run
-    from dashboard.benchmarks.tasks import bench_profile_scheduled
+    from sparkops.benchmarks.models import Profile, Run
+    from sparkops.benchmarks.tasks import bench_profile_scheduled
 
     engine = make_engine(sim("vllm").url)
     probe = ProbeProfile.objects.create(name="tools", engine=engine, kind="tool")
     bench = Profile.objects.create(name="short", engine=engine, depth=0, output_tokens=8, reps=1)
 
     busy_probe = ProbeRun.objects.create(engine=engine, kind="tool", params_hash="h", status="running")
-    bench_profile_scheduled(bench.pk)
+    with box_worker(engine.host):
+        bench_profile_scheduled(bench.pk)
     refused = Run.objects.filter(profile=bench).get()
     assert refused.status == "refused" and refused.repetitions.count() == 0
     assert refused.reason == f"a probe (run {busy_probe.pk}) is running on this engine"
@@ -143,7 +146,8 @@ def test_scheduled_benchmarks_and_probes_refuse_to_start_while_the_other_runs_on
     ProbeRun.objects.filter(pk=busy_probe.pk).update(status="done")
     busy_bench = _running_bench(engine)
     assert scheduled(probe).reason == f"a benchmark (run {busy_bench.pk}) is running on this engine"
-    bench_profile_scheduled(bench.pk)
+    with box_worker(engine.host):
+        bench_profile_scheduled(bench.pk)
     again = Run.objects.filter(profile=bench).latest("created_at")
     assert (
         again.status == "refused"
@@ -152,12 +156,13 @@ def test_scheduled_benchmarks_and_probes_refuse_to_start_while_the_other_runs_on
 
     Run.objects.filter(pk=busy_bench.pk).update(status="done")
     assert scheduled(probe).status == "done"  # nothing running: each goes ahead
-    bench_profile_scheduled(bench.pk)
+    with box_worker(engine.host):
+        bench_profile_scheduled(bench.pk)
     assert Run.objects.filter(profile=bench).latest("created_at").status == "done"
 
 
 def test_a_postponed_probe_released_while_a_benchmark_runs_is_refused_with_why(sim, make_engine, host):
-    from dashboard.probes.schedule import probe_runs_release_postponed
+    from sparkops.probes.schedule import probe_runs_release_postponed
 
     engine = make_engine(sim("vllm").url, name="sim-vllm")
     _starting(host, engine, "activating")
@@ -176,8 +181,8 @@ def test_a_run_left_running_by_a_dead_worker_is_failed_by_the_sweep(sim, make_en
 
     from django.utils import timezone
 
-    from dashboard.probes.schedule import probe_runs_sweep_stale
     from dashboard.schedule import BEAT_SCHEDULE
+    from sparkops.probes.schedule import probe_runs_sweep_stale
 
     engine = make_engine(sim("vllm").url)
     params = {"kind": "tool", "reps": 3, "timeout_s": 10}
@@ -207,7 +212,7 @@ def test_a_run_left_running_by_a_dead_worker_is_failed_by_the_sweep(sim, make_en
 
 
 def test_a_scheduled_probe_is_refused_while_a_benchmark_runs_on_its_engine(sim, make_engine):
-    from dashboard.benchmarks.models import Run
+    from sparkops.benchmarks.models import Run
 
     engine = make_engine(sim("vllm").url)
     bench = Run.objects.create(engine=engine, params_hash="h", status="running")

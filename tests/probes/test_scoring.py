@@ -3,11 +3,11 @@ ordinary prose stay clean), schema-aware coercion, the thinking verdict."""
 
 import pytest
 
-from dashboard.probes.haystack import load
-from dashboard.probes.needle import cell, decoy_depths, score
-from dashboard.probes.soak import degeneration
-from dashboard.probes.thinking import verdict
-from dashboard.probes.toolcall import SCHEMA, coerce, validate
+from sparkops.probes.haystack import load
+from sparkops.probes.needle import cell, decoy_depths, score
+from sparkops.probes.soak import degeneration
+from sparkops.probes.thinking import verdict
+from sparkops.probes.toolcall import SCHEMA, coerce, validate
 
 
 @pytest.mark.parametrize(
@@ -88,7 +88,7 @@ def test_thinking_verdict(arms, expected):
 
 
 def test_simulated_recall_by_depth():
-    from dashboard.simulator.behaviours import recall_at
+    from simulator.behaviours import recall_at
 
     assert recall_at("1", 90) == 1.0
     assert recall_at("10:1,90:0", 50) == pytest.approx(0.5) and recall_at("10:1;90:0", 95) == 0.0

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from dashboard.benchmarks.client import StreamResult
 from dashboard.models import Engine, Host
-from dashboard.probes.contract import behaviour
+from sparkops.benchmarks.client import StreamResult
+from sparkops.probes.contract import behaviour
 from tests.polls import poll_one
 from tests.realengine.conftest import N_CTX
 from tests.realengine.test_needle import cli

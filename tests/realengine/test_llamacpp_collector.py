@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from dashboard.collectors import runner
-from dashboard.collectors.base import collector_for
 from dashboard.http import sync_client
 from dashboard.models import Engine, Host
 from dashboard.selectors.series import latest_value
+from sparkops.collectors import runner
+from sparkops.collectors.base import collector_for
 from tests.polls import poll_one
 from tests.realengine.conftest import ALIAS, N_CTX, N_SLOTS, start_llama_server, stop
 

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from dashboard.models import Engine, Host
-from dashboard.probes.models import ProbeRun
+from sparkops.probes.models import ProbeRun
 from tests.polls import poll_one
 from tests.realengine.conftest import ALIAS, N_CTX
 

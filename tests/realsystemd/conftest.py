@@ -20,7 +20,7 @@ import httpx
 import pytest
 from django.conf import settings as django_settings
 
-from dashboard.simulator.supervisor import REPO_ROOT
+from simulator.supervisor import REPO_ROOT
 from sparkops.ports import free_port
 from tests.waiting import serves as _healthy  # the engine answers /health (test_controls, test_launch, test_observe)
 from tests.waiting import wait_for
@@ -74,7 +74,7 @@ class RealBox:
         self.files: list[Path] = []
 
     def engine_argv(self, name, **opts):
-        argv = [sys.executable, "-m", "dashboard.simulator.engine", "--kind", "vllm", "--name", name]
+        argv = [sys.executable, "-m", "simulator.engine", "--kind", "vllm", "--name", name]
         argv += ["--port", str(self.ports[name])]
         for key, value in opts.items():
             argv += [f"--{key.replace('_', '-')}", str(value)]
@@ -141,8 +141,8 @@ class RealBox:
         return str(self.m.unit_dir / self.units[name])
 
     def helper(self, name, budget, *, extra="", service=""):
-        """A drop-in replacing ExecStartPost= with the readiness helper (dashboard/simulator/waitready.py)."""
-        cmd = f"{sys.executable} -m dashboard.simulator.waitready {self.ports[name]} {budget} {extra}".strip()
+        """A drop-in replacing ExecStartPost= with the readiness helper (simulator/waitready.py)."""
+        cmd = f"{sys.executable} -m simulator.waitready {self.ports[name]} {budget} {extra}".strip()
         return self.dropin(name, "60-ready.conf", f"[Service]\nExecStartPost=\nExecStartPost={cmd}\n{service}")
 
     def restart(self, name):
@@ -170,7 +170,7 @@ class SimBox:
         self.sims: dict = {}
 
     def add(self, name, *, restart="on-failure", service="", unit_section="", start=True, unit_opts=None, **opts):
-        from dashboard.simulator.client import Simulation
+        from simulator.client import Simulation
         from tests.simbox import point_collectors_at
 
         assert not service and not unit_section, "the simulator takes unit options in its spec"
@@ -189,7 +189,7 @@ class SimBox:
         """Engines NAMES under one simulated box (one Simulation: one systemd, one /proc), so the
         collectors read them together; started at once (`start_together`) once up and stopped.
         HAND_RUN: those of NAMES started by hand from a shell (no unit; the simulator's hand_run)."""
-        from dashboard.simulator.client import Simulation
+        from simulator.client import Simulation
         from tests.simbox import point_collectors_at
 
         opts = {**(unit_opts or {}), **opts}
@@ -239,7 +239,7 @@ class SimBox:
         return self.show(name)["FragmentPath"]
 
     def helper(self, name, budget, *, extra="", service=""):
-        from dashboard.simulator.units import HELPER
+        from simulator.units import HELPER
 
         port = self.url(name).rsplit(":", 1)[1]
         cmd = f"{HELPER} {port} {budget} {extra}".strip()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from dashboard.simulator.supervisor import REPO_ROOT
+from simulator.supervisor import REPO_ROOT
 
 VLLM = r"""#!{python}
 import os, sys
@@ -31,7 +31,7 @@ load = "1e6" if os.environ.get("SIM_NEVER_SERVES") else os.environ.get("SIM_LOAD
 argv = ["--kind", "vllm", "--name", model, "--model", model, "--port", opts["--port"], "--load-seconds", load]
 if "--gpu-memory-utilization" in opts:
     argv += ["--memory-share", opts["--gpu-memory-utilization"]]
-from dashboard.simulator.engine import main
+from simulator.engine import main
 sys.exit(main(argv))
 """
 

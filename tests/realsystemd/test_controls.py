@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.simulator.supervisor import REPO_ROOT
+from simulator.supervisor import REPO_ROOT
 from sparkops.ports import free_port
 from tests.waiting import wait_for
 
@@ -49,8 +49,8 @@ def unit_entries(box, name):
     and exited before journald read it (a refusal, at once, on a loaded box) leaves the line with
     `_PID` and `_STREAM_ID` only (systemd 252: 1 line in 15 of `sh -c 'echo; exit 2'` as
     ExecStartPost=, here). Those are found by the pid of the unit's last ExecStartPost= run (read as
-    the product reads it, dashboard/collectors/systemd.start_post_pids)."""
-    from dashboard.collectors.systemd import start_post_pids
+    the product reads it, sparkops/collectors/systemd.start_post_pids)."""
+    from sparkops.collectors.systemd import start_post_pids
 
     unit = box.unit(name)
     entries = box.m.journal(f"--user-unit={unit}")
@@ -62,7 +62,7 @@ def unit_entries(box, name):
 
 def gate_entries(box, name):
     """[(journal monotonic µs, message)] of the gate's lines in NAME's unit journal."""
-    from dashboard.controls.readiness import PREFIX
+    from sparkops.gate.readiness import PREFIX
 
     return [
         (int(e["__MONOTONIC_TIMESTAMP"]), e["MESSAGE"])
@@ -133,19 +133,16 @@ def test_a_lying_helper_replaced_by_wait_ready_fails_the_start_and_the_unit_afte
     box.m.systemctl("start", "--no-block", box.unit("liar"), box.unit("next"))
     failed = shown(box, "liar", ActiveState="failed", journal=lambda: gate_lines(box, "liar"))
     assert failed["Result"] == "exit-code", failed
-    took = ts(failed, "InactiveEnter") - ts(failed, "InactiveExit")
-    assert budget <= took < 40 / 2, took  # the gate's budget (its start, systemd's stop), far from TimeoutStartSec
+    # The gate's verdict (exit 1: Result=exit-code), not a kill at TimeoutStartSec (Result=timeout), and not
+    # before its budget by systemd's own stamps (a lower bound: load only lengthens it).
+    assert ts(failed, "InactiveEnter") - ts(failed, "InactiveExit") >= budget, failed
     assert not _healthy(box.url("liar"))
     gate = journal_once(
         lambda: gate_entries(box, "liar"),
         lambda got: bool(got) and "failed:" in got[-1][1],
         lambda: unit_story(box, "liar"),
     )
-    waited = (gate[-1][0] - next(t for t, m in reversed(gate) if "waiting for" in m)) / 1e6
     assert f"failed: not serving after {budget}." in gate[-1][1] and f"budget of {budget} s" in gate[-1][1], gate
-    # Wall clock, from the gate's first line to its verdict, as journald stamped them on receipt: the first
-    # line can reach journald later than the gate's clock started (CI at load 6 read 2.9997 s for 3 s).
-    assert budget - 0.25 <= waited < budget + 0.5, waited
     nxt = shown(box, "next", ActiveState="active")
     assert ts(nxt, "InactiveExit") >= ts(failed, "InactiveEnter"), (nxt, failed)  # not into the overlap
 
@@ -157,9 +154,9 @@ def test_the_gates_outcome_is_recorded_with_its_start(real_box, engine_of):
     a start that served gets the gate's 'ready' beside its measured duration."""
     from django.utils import timezone
 
-    from dashboard.collectors.systemd import units_show
-    from dashboard.launch.starts import StartTracker, restart_budget
     from dashboard.models import EngineStart
+    from sparkops.collectors.systemd import units_show
+    from sparkops.launch.starts import StartTracker, restart_budget
 
     box = real_box
     never_serving(box, "rec", service="TimeoutStartSec=40\n")
@@ -183,7 +180,8 @@ def test_the_gates_outcome_is_recorded_with_its_start(real_box, engine_of):
     assert wait_for(lambda: tick(1), timeout=WAIT_S, step=0.2)
     failed = EngineStart.objects.get(engine=engine)
     assert failed.healthy_at is None and failed.duration_s is None, failed
-    assert failed.gate == "budget" and 2 <= failed.gate_s < 3, (failed.gate, failed.gate_s, failed.gate_line)
+    assert failed.gate == "budget" and failed.gate_s >= 2, (failed.gate, failed.gate_s, failed.gate_line)
+    assert f"not serving after {failed.gate_s:.1f} s" in failed.gate_line, failed.gate_line  # the gate's own clock
     assert "not serving after" in failed.gate_line
     box.dropin("rec", "70-serves.conf", f"[Service]\nExecStart=\nExecStart={box.engine_argv('rec')}\n")
     box.m.systemctl("start", "--no-block", engine.unit)
@@ -202,9 +200,7 @@ def test_budget_not_below_timeout_start_sec_refuses_with_exit_2(real_box):
     wait_ready_post(box, "tight", 20)
     box.m.systemctl("start", "--no-block", box.unit("tight"))
     failed = shown(box, "tight", ActiveState="failed")
-    assert failed["Result"] == "exit-code", failed
-    took = ts(failed, "InactiveEnter") - ts(failed, "InactiveExit")
-    assert took < 15, took  # refused at once (a gate's start at load), not killed at TimeoutStartSec
+    assert failed["Result"] == "exit-code", failed  # refused by the gate, not killed at TimeoutStartSec (timeout)
     refusal = "refused: --budget 20 s is not below TimeoutStartSec 20 s of " + box.unit("tight")
     journal_once(
         lambda: gate_lines(box, "tight"), lambda got: any(refusal in x for x in got), lambda: unit_story(box, "tight")
@@ -228,11 +224,11 @@ def test_a_refusal_journald_credits_to_no_unit_is_still_read_as_the_starts_gate(
     """journald names a line's unit from the writer's cgroup when it reads the line: a gate that
     refused at once and was reaped before journald read its stream leaves its line with `_PID` and
     no unit (1 start in 15 on an idle box, by chance). Made certain here by stopping journald while
-    the start fails; the product's reading (gates.gate_outcome) still finds the refusal, by the pid
+    the start fails; the product's reading (gate_journal.gate_outcome) still finds the refusal, by the pid
     of the unit's ExecStartPost= run."""
     from django.utils import timezone
 
-    from dashboard.controls.gates import gate_outcome
+    from sparkops.launch.gate_journal import gate_outcome
 
     box = real_box
     never_serving(box, "lost", service="TimeoutStartSec=20\n")
@@ -270,13 +266,15 @@ def _gate(url, budget, *, mainpid=None, kind="vllm"):
     )
 
 
-def test_wait_ready_exits_1_within_2_s_of_its_main_process_dying():
+def test_wait_ready_exits_1_when_its_main_process_dies():
+    """Its budget is 120 s: an exit 1 saying the main process is gone is the death seen, not the budget
+    (how soon, on the gate's own clock: tests/test_wait_ready_clock.py)."""
     port = free_port()
     engine = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "dashboard.simulator.engine",
+            "simulator.engine",
             "--kind",
             "vllm",
             "--port",
@@ -293,15 +291,13 @@ def test_wait_ready_exits_1_within_2_s_of_its_main_process_dying():
         first = gate.stdout.readline()
         assert f"main pid {engine.pid}" in first, first  # it runs its loop now
         engine.kill()
-        killed = time.monotonic()
         code = gate.wait(timeout=30)
-        gone_in = time.monotonic() - killed
     finally:
         engine.kill()
         engine.wait()
         gate.kill()
     rest = gate.stdout.read()
-    assert code == 1 and gone_in < 2.0, (code, gone_in, rest)
+    assert code == 1, (code, rest)
     assert f"failed: main process {engine.pid} is gone after" in rest, rest
 
 
@@ -313,7 +309,7 @@ def test_llama_cpp_loading_503_is_waited_for_then_ready():
         [
             sys.executable,
             "-m",
-            "dashboard.simulator.engine",
+            "simulator.engine",
             "--kind",
             "llamacpp",
             "--port",
@@ -354,18 +350,17 @@ def test_a_stalling_socket_counts_against_the_budget():
     gate = _gate(f"http://127.0.0.1:{listener.getsockname()[1]}", budget)
     try:
         first = gate.stdout.readline()
-        began = time.monotonic()
         assert "waiting for" in first, first
         code = gate.wait(timeout=30)
-        took = time.monotonic() - began
     finally:
         gate.kill()
         listener.close()
     rest = gate.stdout.read()
     assert code == 1, (code, rest)
     assert f"failed: not serving after {budget:.0f}." in rest, rest
-    assert "a request unanswered for" in rest or "timed out" in rest, rest  # the stall, at the deadline
-    assert took < budget + 1.0, took  # ≈ the budget; the old helper took twice it
+    # The stall, at the deadline: the gate's own clock says "after 3.x s" above, not the old helper's twice it
+    # (the deadline against a stalled request, on a clock the test moves: tests/test_wait_ready_clock.py).
+    assert "a request unanswered for" in rest or "timed out" in rest, rest
 
 
 # --- 2. the guarded launch ------------------------------------------------------------------------
@@ -459,11 +454,11 @@ def test_a_launch_without_caps_in_the_shell_puts_them_in_the_engines_environment
     """The box's thresholds in force (one stored: max_jobs 3), a lower value in the shell kept, a higher
     one replaced; the launch's process is the engine (exec), known before the process scan finds it,
     and the scan then finds the same engine, whose compile caps pass the audit."""
-    from dashboard.audit.run import audit
-    from dashboard.audit.thresholds import thresholds_save
-    from dashboard.launch.observer import Observer
-    from dashboard.launch.snapshot import latest_snapshot
     from dashboard.models import Engine, Host, Launch
+    from sparkops.audit.run import audit
+    from sparkops.audit.thresholds import thresholds_save
+    from sparkops.launch.observer import Observer
+    from sparkops.launch.snapshot import latest_snapshot
 
     host = Host.objects.create(name=launcher.base["SPARKOPS_HOST_NAME"])
     thresholds_save(host=host, values={("compile_caps", "max_jobs"): 3})
@@ -502,7 +497,7 @@ def test_a_launch_without_caps_in_the_shell_puts_them_in_the_engines_environment
     assert data["launch"] == "hand-run" and data["environment"]["MAX_JOBS"] == "3", data["launch"]
     result = next(r for r in audit([engine]) if r.check == "compile_caps")
     assert result.status == "pass", result
-    from dashboard.live.cards import engine_card_html
+    from sparkops.live.cards import engine_card_html
 
     card = engine_card_html(engine)
     assert f"through <code>sparkops launch</code> by {row.user} at" in card and "caps exported" in card, card
@@ -524,9 +519,9 @@ def unit_engine_with_share(box, name, share):
 def test_a_launch_beside_a_running_engine_whose_memory_does_not_fit_is_refused(real_box, engine_of, launcher):
     """A unit engine holds 0.6 of the box (its running flags, observed); a launch of 0.4 more is
     refused with the numbers and starts nothing; `--force REASON` starts it and the change log says why."""
-    from dashboard.changelog.models import Entry
-    from dashboard.launch.observer import Observer
     from dashboard.models import Launch
+    from sparkops.changelog.models import Entry
+    from sparkops.launch.observer import Observer
 
     unit_engine_with_share(real_box, "big", 0.6)
     engine = engine_of(real_box, "big")
@@ -592,8 +587,8 @@ def test_a_launch_while_a_unit_engine_of_the_box_is_inside_its_start_is_refused_
     is refused naming it and since when, and starts nothing."""
     from django.utils import timezone
 
-    from dashboard.collectors.systemd import units_show
     from dashboard.models import Launch
+    from sparkops.collectors.systemd import units_show
 
     never_serving(real_box, "slow", service="TimeoutStartSec=120\n")
     wait_ready_post(real_box, "slow", 100)

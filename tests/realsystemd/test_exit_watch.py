@@ -12,11 +12,11 @@ import signal
 
 import pytest
 
-from dashboard.alerts.models import AlertEvent
 from dashboard.models import Engine
-from dashboard.poller import exitwatch
-from dashboard.poller.exits import EXIT_SEEN
-from dashboard.poller.resident import ResidentPoller
+from sparkops.alerts.models import AlertEvent
+from sparkops.poller import exitwatch
+from sparkops.poller.exits import EXIT_SEEN
+from sparkops.poller.resident import ResidentPoller
 from tests.waiting import wait_for
 
 pytestmark = [

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.audit.run import audit
-from dashboard.launch.observer import Observer
-from dashboard.launch.snapshot import latest_snapshot
+from sparkops.audit.run import audit
+from sparkops.launch.observer import Observer
+from sparkops.launch.snapshot import latest_snapshot
 from tests.waiting import wait_for
 
 from .conftest import WAIT_S
@@ -170,8 +170,8 @@ def cold_on_first_start(box, name, seconds):
 def stamps(engine):
     """The start timestamps of ENGINE's unit as the product reads them (`systemctl --user show
     --timestamp=us+utc`): microseconds, so a start is timed below the second."""
-    from dashboard.collectors.systemd import units_show
-    from dashboard.launch.starts import parse_timestamp
+    from sparkops.collectors.systemd import units_show
+    from sparkops.launch.starts import parse_timestamp
 
     props = units_show([engine.unit], scope="user")[engine.unit]
     keys = ("InactiveExitTimestamp", "ExecMainStartTimestamp", "ActiveEnterTimestamp")
@@ -185,9 +185,9 @@ def test_the_restart_budget_from_the_managers_timestamps_cold_then_warm(box, eng
     ActiveEnterTimestamp to the first healthy answer, cold (compilers seen in the unit) then warm."""
     from django.utils import timezone
 
-    from dashboard.collectors.processes import read_compilers
-    from dashboard.collectors.systemd import units_show
-    from dashboard.launch.starts import StartTracker, restart_budget
+    from sparkops.collectors.processes import read_compilers
+    from sparkops.collectors.systemd import units_show
+    from sparkops.launch.starts import StartTracker, restart_budget
     from tests.realsystemd.conftest import _healthy
 
     # 6 s of compilers: long enough for a tick's compiler scan to see them at a load average of 20
@@ -238,8 +238,8 @@ def test_a_start_is_measured_from_inactive_exit_before_exec_start_pre(real_box, 
     Real only: the simulator runs no ExecStartPre=."""
     from django.utils import timezone
 
-    from dashboard.collectors.systemd import units_show
-    from dashboard.launch.starts import StartTracker
+    from sparkops.collectors.systemd import units_show
+    from sparkops.launch.starts import StartTracker
     from tests.realsystemd.conftest import _healthy
 
     box = real_box
@@ -272,8 +272,8 @@ def ticker(engines, tracker):
     scan, each engine's answer, fed to TRACKER; the properties read."""
     from django.utils import timezone
 
-    from dashboard.collectors.processes import read_compilers
-    from dashboard.collectors.systemd import units_show
+    from sparkops.collectors.processes import read_compilers
+    from sparkops.collectors.systemd import units_show
     from tests.realsystemd.conftest import _healthy
 
     props = units_show([e.unit for e in engines], scope="user")
@@ -297,7 +297,7 @@ def test_a_start_behind_a_readiness_helper_is_stored_with_its_active_time(box, e
     """A helper in ExecStartPost= that warms the engine up for 5 s after its first answer: the poller
     sees the engine answer while systemd still calls the unit activating. The start is stored once the
     unit is active, with its ActiveEnterTimestamp, timed to the first answer (before it)."""
-    from dashboard.launch.starts import StartTracker
+    from sparkops.launch.starts import StartTracker
 
     box.add("hlp", start=False, load_seconds=1)
     box.helper("hlp", 60, extra="--warmup 5")  # 5 s: a tick at a load average of 20 takes more than 1
@@ -324,9 +324,9 @@ def test_two_engines_that_cold_start_at_once_are_each_measured_and_flagged_as_ov
     """Item 5: two units started by one request, both cold (compilers in each unit's cgroup), each
     behind its own readiness helper with its own budget. Each start is stored with its budget, both
     start in the same second, and the overlap rule flags two cold starts on one box."""
-    from dashboard.alerts.models import AlertEvent
-    from dashboard.launch.observer import Observer
-    from dashboard.launch.starts import StartTracker, restart_budget
+    from sparkops.alerts.models import AlertEvent
+    from sparkops.launch.observer import Observer
+    from sparkops.launch.starts import StartTracker, restart_budget
 
     names = ("ca", "cb")
     # 6 s of compilers: long enough for a tick's compiler scan to see them at a load average of 20
@@ -362,7 +362,7 @@ def test_a_start_of_a_never_started_unit_is_measured_even_when_it_answers_by_the
     at its next tick, already active and answering (a small model loads in a blink): that is a start
     it saw begin, stored from the manager's timestamps (it was dropped as "already up when first
     seen" — the real llama-server under a unit showed it)."""
-    from dashboard.launch.starts import StartTracker
+    from sparkops.launch.starts import StartTracker
 
     box.add("fst", start=False)
     box.dropin("fst", "55-no-helper.conf", "[Service]\nExecStartPost=\n")

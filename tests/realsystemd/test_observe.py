@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.simulator.supervisor import REPO_ROOT
+from simulator.supervisor import REPO_ROOT
 from sparkops.ports import free_port
 from tests.waiting import wait_for
 
@@ -42,7 +42,7 @@ for flag in ("--max-model-len",):
         argv += [flag, opts[flag]]
 if "--gpu-memory-utilization" in opts:
     argv += ["--memory-share", opts["--gpu-memory-utilization"]]
-from dashboard.simulator.engine import main
+from simulator.engine import main
 sys.exit(main(argv))
 """
 
@@ -106,9 +106,9 @@ def test_an_engine_started_by_hand_outside_the_manager_is_found_with_its_own_env
     its unit by its cgroup), an engine started from a shell becomes `hand-run-PORT` with a snapshot of
     its argv and the environment it runs with (/proc/PID/environ: the shell's compile caps, none of
     the unit's); the compile-caps audit judges that environment; gone, it is retired."""
-    from dashboard.audit.run import audit
-    from dashboard.launch.observer import Observer
     from dashboard.models import Engine
+    from sparkops.audit.run import audit
+    from sparkops.launch.observer import Observer
 
     if box.kind == "real":
         box.add("uni", start=False)
@@ -183,10 +183,10 @@ def test_a_drop_in_the_change_log_does_not_record_is_config_drift_naming_it(box,
     drop-in, as the manager's files give it (the real unit directory, the simulator's /etc)."""
     from django.utils import timezone
 
-    from dashboard.alerts.models import AlertEvent
-    from dashboard.changelog.grammar import FlagLine
-    from dashboard.changelog.services import entry_create
-    from dashboard.launch.observer import Observer
+    from sparkops.alerts.models import AlertEvent
+    from sparkops.changelog.grammar import FlagLine
+    from sparkops.changelog.services import entry_create
+    from sparkops.launch.observer import Observer
 
     box.add("drf", **({"max_model_len": 2048} if box.kind == "real" else {}))
     engine, host = host_engine(box, engine_of, "drf")

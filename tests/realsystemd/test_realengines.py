@@ -39,11 +39,11 @@ def llama_build():
 def test_real_llama_server_under_a_real_unit_is_observed_with_origins_readiness_and_its_start(real_box, llama_build):
     from django.utils import timezone
 
-    from dashboard.collectors.systemd import units_show
-    from dashboard.launch.observer import Observer
-    from dashboard.launch.snapshot import latest_snapshot
-    from dashboard.launch.starts import StartTracker, parse_timestamp
     from dashboard.models import Engine, Host
+    from sparkops.collectors.systemd import units_show
+    from sparkops.launch.observer import Observer
+    from sparkops.launch.snapshot import latest_snapshot
+    from sparkops.launch.starts import StartTracker, parse_timestamp
 
     server, model = llama_build
     box = real_box

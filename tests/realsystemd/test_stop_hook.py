@@ -1,5 +1,5 @@
 """A death told by the unit's own stop, against the real systemd 252 user manager: the unit's
-ExecStopPost= runs the hook (`python -m dashboard.controls.stopped --socket PATH %n`), which hands
+ExecStopPost= runs the hook (`python -m sparkops.controls.stopped --socket PATH %n`), which hands
 the resident poller's stop listener systemd's $SERVICE_RESULT / $EXIT_CODE / $EXIT_STATUS. With the
 pidfds off and the probe never due (a 3600 s liveness interval: it probes once at start), the death
 is paged through the hook alone, with the cause systemd's verdict gives; with both sources on, the
@@ -15,11 +15,11 @@ import tempfile
 
 import pytest
 
-from dashboard.alerts.models import AlertEvent
 from dashboard.models import Engine
-from dashboard.poller import exitwatch
-from dashboard.poller.exits import STOP_TOLD
-from dashboard.poller.resident import ResidentPoller
+from sparkops.alerts.models import AlertEvent
+from sparkops.poller import exitwatch
+from sparkops.poller.exits import STOP_TOLD
+from sparkops.poller.resident import ResidentPoller
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -36,7 +36,7 @@ def stop_socket(settings):
 
 
 def hooked(real_box, name, path, restart):
-    hook = f"ExecStopPost={sys.executable} -m dashboard.controls.stopped --socket {path} %n\n"
+    hook = f"ExecStopPost={sys.executable} -m sparkops.controls.stopped --socket {path} %n\n"
     real_box.add(name, restart=restart, service=hook)
 
 

@@ -2,8 +2,8 @@ import asyncio
 
 import pytest
 
-from dashboard.simulator.core import EngineConfig
-from dashboard.simulator.engine import create_engine
+from simulator.core import EngineConfig
+from simulator.engine import create_engine
 
 
 @pytest.fixture
@@ -11,7 +11,7 @@ def engine_factory():
     """Start in-process engines in a private loop thread; yields a starter function."""
     import threading
 
-    from dashboard.simulator.fleet import FleetThread  # noqa: F401  (same loop-thread approach)
+    from simulator.fleet import FleetThread  # noqa: F401  (same loop-thread approach)
 
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -48,14 +48,14 @@ def engine_process():
 
     import httpx
 
-    from dashboard.simulator.supervisor import REPO_ROOT
+    from simulator.supervisor import REPO_ROOT
     from sparkops.ports import free_port
 
     procs = []
 
     def start(**opts):
         port = free_port()
-        cmd = [sys.executable, "-m", "dashboard.simulator.engine", "--port", str(port), "--load-seconds", "0"]
+        cmd = [sys.executable, "-m", "simulator.engine", "--port", str(port), "--load-seconds", "0"]
         for k, v in opts.items():
             cmd += [f"--{k.replace('_', '-')}", str(v)]
         procs.append(subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL))

@@ -101,12 +101,12 @@ def test_min_tokens_ignore_eos_and_reasoning(engine_factory):
 
 
 def test_llamacpp_health_loading_then_ok(engine_factory):
-    e = engine_factory(kind="llamacpp", name="l", load_seconds=0.6)
+    e = engine_factory(kind="llamacpp", name="l", load_seconds=3600)  # loading until the test says it loaded
     r = httpx.get(e.url + "/health")
     assert r.status_code == 503
     assert r.json() == {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
     assert httpx.get(e.url + "/metrics").status_code == 503  # every endpoint while loading
-    time.sleep(0.7)
+    e.ready_at = time.monotonic()  # the model has loaded (instead of sleeping past a short load)
     r = httpx.get(e.url + "/health")
     assert r.status_code == 200 and r.json() == {"status": "ok"} and r.headers["server"] == "llama.cpp"
 

@@ -7,7 +7,7 @@ import time
 import httpx
 import pytest
 
-from dashboard.simulator import Simulation
+from simulator import Simulation
 
 pytestmark = pytest.mark.xdist_group("test_supervisor")  # its module-scoped fixture is built once a run, on one worker
 

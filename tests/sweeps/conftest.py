@@ -1,3 +1,3 @@
-"""Sweep fixtures: the benchmark suite's simulated engines and engine rows (tests/bench/conftest.py)."""
+"""Sweep fixtures: the benchmark suite's simulated engines and engine rows (tests/benchmarks/conftest.py)."""
 
-from tests.bench.conftest import host, loop_thread, make_engine, scripted, sim  # noqa: F401
+from tests.benchmarks.conftest import host, loop_thread, make_engine, scripted, sim  # noqa: F401

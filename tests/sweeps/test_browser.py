@@ -14,7 +14,8 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from dashboard.benchmarks.models import Sweep
+from sparkops.benchmarks.models import Sweep
+from tests.boxes import worker_reported
 from tests.live.test_browser import SHOTS, Session, browser, wait_for_js  # noqa: F401  (browser: shared Chromium)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -88,6 +89,7 @@ def test_sweep_from_the_ui_fills_cells_live_and_charts_them(
         page.fill("#id_values", "1,2,4")
         page.fill("#id_output_tokens", "48")
         page.fill("#id_reps", "1")
+        worker_reported(engine.host)  # its worker reported (it starts below, once the page listens)
         page.click("#sweep-form button[type=submit]")
         page.wait_for_url(f"{base}/bench/sweeps/*/")
         sweep = Sweep.objects.get()

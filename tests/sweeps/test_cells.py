@@ -1,10 +1,10 @@
-"""Per-run figures (dashboard/benchmarks/cells.py) against a simulated engine at known rates."""
+"""Per-run figures (sparkops/benchmarks/cells.py) against a simulated engine at known rates."""
 
 import pytest
 
-from dashboard.benchmarks.cells import run_cell_figures
-from dashboard.benchmarks.services import run_create, run_execute
-from dashboard.benchmarks.spec import RunSpec
+from sparkops.benchmarks.cells import run_cell_figures
+from sparkops.benchmarks.services import run_create, run_execute
+from sparkops.benchmarks.spec import RunSpec
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,11 +6,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard.benchmarks.models import Run, Sweep
-from dashboard.benchmarks.spec import RunSpec
-from dashboard.benchmarks.sweep import sweep_create, sweep_execute
-from dashboard.changelog.models import Entry, EvidenceLink
-from dashboard.changelog.services import entry_create
+from sparkops.benchmarks.models import Run, Sweep
+from sparkops.benchmarks.spec import RunSpec
+from sparkops.benchmarks.sweep import sweep_create, sweep_execute
+from sparkops.changelog.models import Entry, EvidenceLink
+from sparkops.changelog.services import entry_create
+from tests.boxes import worker_reported
 
 
 def _form(engine, **kw):
@@ -32,6 +33,7 @@ def _form(engine, **kw):
 @pytest.mark.django_db
 def test_operator_starts_a_sweep_from_the_form(operator_client, make_engine):
     engine = make_engine("http://127.0.0.1:9", name="e")
+    worker_reported(engine.host)
     response = operator_client.post("/bench/sweeps/new/", _form(engine))
     sweep = Sweep.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/bench/sweeps/{sweep.pk}/"
@@ -120,8 +122,8 @@ def test_attach_adds_each_cells_run_as_evidence(operator_client, operator, finis
     shown = operator_client.get(entry.get_absolute_url()).content.decode()
     assert all(f"/bench/runs/{pk}/" in shown for pk in runs)
     # the change log's Markdown export reads back: the entry and its run:ID evidence plan as already there
-    from dashboard.changelog.export import export_markdown
-    from dashboard.changelog.importer import plan_import
+    from sparkops.changelog.export import export_markdown
+    from sparkops.changelog.importer import plan_import
 
     text = export_markdown()
     assert all(f"Evidence: run:{pk}" in text for pk in runs)
@@ -154,6 +156,7 @@ def test_attach_adds_each_cells_run_as_evidence(operator_client, operator, finis
 
 @pytest.mark.django_db(transaction=True)
 def test_run_again_queues_the_same_definition_under_the_same_hash(operator_client, finished):
+    worker_reported(finished.engine.host)
     response = operator_client.post(f"/bench/sweeps/{finished.pk}/again/")
     again = Sweep.objects.exclude(pk=finished.pk).get()
     assert response["Location"] == f"/bench/sweeps/{again.pk}/"

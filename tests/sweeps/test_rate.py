@@ -7,8 +7,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from dashboard.benchmarks.models import Run
-from dashboard.benchmarks.rate import arrival_offsets
+from sparkops.benchmarks.models import Run
+from sparkops.benchmarks.rate import arrival_offsets
+from tests.boxes import worker_reported
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -105,10 +106,11 @@ def _rate_form(engine, **kw):
 
 
 def test_rate_form_queues_a_run_and_its_page_shows_goodput(operator_client, sim, make_engine):
-    from dashboard.benchmarks.rate import rate_execute
+    from sparkops.benchmarks.rate import rate_execute
 
     sim_engine = sim("vllm", rate=400.0, ttft=0.005)
     engine = make_engine(sim_engine.url, name="r5")
+    worker_reported(engine.host)
     response = operator_client.post("/bench/rate/new/", _rate_form(engine))
     run = Run.objects.get()
     assert response["Location"] == f"/bench/runs/{run.pk}/"

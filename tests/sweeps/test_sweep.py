@@ -6,10 +6,10 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from dashboard.benchmarks.models import Run, Sweep
-from dashboard.benchmarks.spec import RunSpec
-from dashboard.benchmarks.sweep import SweepError, sweep_create, sweep_execute
-from dashboard.benchmarks.sweep_export import sweep_csv, sweep_markdown
+from sparkops.benchmarks.models import Run, Sweep
+from sparkops.benchmarks.spec import RunSpec
+from sparkops.benchmarks.sweep import SweepError, sweep_create, sweep_execute
+from sparkops.benchmarks.sweep_export import sweep_csv, sweep_markdown
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -120,7 +120,7 @@ def test_saturation_stops_the_sweep_and_says_why(sim, make_engine):
 
 
 def test_errors_past_the_threshold_stop_the_sweep(scripted, make_engine):
-    from tests.bench.servers import delta_chunk, finish_chunk, usage_chunk
+    from tests.benchmarks.servers import delta_chunk, finish_chunk, usage_chunk
 
     calls = {"n": 0}
 
@@ -176,8 +176,8 @@ def test_a_sweep_whose_worker_died_is_failed_with_the_reason_and_keeps_its_cells
 
     from django.utils import timezone
 
-    from dashboard.benchmarks.sweep import sweeps_fail_stale
-    from dashboard.benchmarks.tasks import bench_sweep_stale
+    from sparkops.benchmarks.sweep import sweeps_fail_stale
+    from sparkops.benchmarks.tasks import bench_sweep_stale
 
     engine = make_engine("http://127.0.0.1:9", name="gone")
     long_ago = timezone.now() - timedelta(hours=1)

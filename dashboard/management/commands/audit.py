@@ -2,16 +2,18 @@
 `sparkops audit [--host NAME] --save CHECK.THRESHOLD=VALUE... | --reset CHECK.THRESHOLD... | --thresholds`"""
 
 import json
+from argparse import ArgumentParser
+from typing import Any
 
 from django.conf import settings
 from django.core.management.base import CommandError
 
-from dashboard.audit.checks import CHECKS
-from dashboard.audit.run import audit
-from dashboard.audit.thresholds import parse_overrides, stored_overrides, thresholds, thresholds_save
-from dashboard.launch.observer import Observer
 from dashboard.management.base import CliCommand
 from dashboard.models import Engine, Host
+from sparkops.audit.checks import CHECKS
+from sparkops.audit.run import audit
+from sparkops.audit.thresholds import parse_overrides, stored_overrides, thresholds, thresholds_save
+from sparkops.launch.observer import Observer
 
 
 class Command(CliCommand):
@@ -20,7 +22,7 @@ class Command(CliCommand):
         "(so a box's config repository can run it in CI)."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--engine", default=None, help="only this engine's checks")
         parser.add_argument("--host", default=None, help="the box (default: this one, or the engine's)")
         parser.add_argument("--json", action="store_true")
@@ -54,7 +56,7 @@ class Command(CliCommand):
             help="audit the stored snapshots; by default this box's units are read first",
         )
 
-    def handle(self, *args, engine=None, host=None, set=(), no_observe=False, save=(), reset=(), **opts):
+    def handle(self, *args: Any, engine=None, host=None, set=(), no_observe=False, save=(), reset=(), **opts: Any):
         try:
             overrides = parse_overrides(set)
             stored = parse_overrides(save)
@@ -98,7 +100,7 @@ class Command(CliCommand):
             return ""  # parse_overrides names the thresholds there are
         return check.DEFAULTS[field]
 
-    def _thresholds(self, box, values, *, as_json=False):
+    def _thresholds(self, box, values, *, as_json=False) -> None:
         changed = thresholds_save(host=box, values=values) if values else []
         stored = stored_overrides(box.pk)
         rows = [

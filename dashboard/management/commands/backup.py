@@ -1,12 +1,14 @@
 """`sparkops backup FILE`: a consistent copy of the SQLite database while SparkOps runs, through
 SQLite's online backup API (sqlite3.Connection.backup: page by page, writers go on meanwhile,
 and the copy is one moment's state). On PostgreSQL it refuses and prints the pg_dump command
-for DATABASE_URL. Restore: README, "Backup and restore"."""
+for DATABASE_URL. Restore: docs/install.md, "Backup and restore"."""
 
 import os
 import shlex
 import sqlite3
+from argparse import ArgumentParser
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.management.base import CommandError
@@ -17,10 +19,10 @@ from dashboard.management.base import CliCommand
 class Command(CliCommand):
     help = "Back up the SQLite database to FILE while SparkOps runs (PostgreSQL: prints the pg_dump command)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("file", help="the backup file to create (must not exist)")
 
-    def handle(self, *args, file, **opts):
+    def handle(self, *args: Any, file, **opts: Any):
         db = settings.DATABASES["default"]
         if db["ENGINE"] != "django.db.backends.sqlite3":
             raise CommandError(_not_sqlite(db, file))
@@ -67,7 +69,7 @@ def _copy(source, target):
     return pages
 
 
-def _not_sqlite(db, file):
+def _not_sqlite(db, file) -> str:
     if db["ENGINE"] != "django.db.backends.postgresql":
         return (
             f"sparkops backup copies SQLite databases only; this install uses {db['ENGINE']}: "

@@ -1,16 +1,15 @@
-import json
-from typing import Any, TypedDict
+from argparse import ArgumentParser
+from typing import Any
 
 from django.core.management.base import CommandError
 
-from dashboard.benchmarks import rate_cli, sweep_cli
-from dashboard.benchmarks.bounds import spec_problems
-from dashboard.benchmarks.cli_args import engine_named, whole
-from dashboard.benchmarks.models import Profile, Run
-from dashboard.benchmarks.services import run_create, run_execute, run_summary
-from dashboard.benchmarks.spec import RunSpec
-from dashboard.experiments import cli as experiment_cli
-from dashboard.management.base import CliCommand
+from sparkops.benchmarks import rate_cli, sweep_cli
+from sparkops.benchmarks.bounds import spec_problems
+from sparkops.benchmarks.cli_args import engine_named, whole
+from sparkops.benchmarks.kind import BENCH
+from sparkops.benchmarks.spec import RunSpec
+from sparkops.experiments import cli as experiment_cli
+from sparkops.measured.cli import KindCommand, profiles_list, run_now
 
 FIGURES = (
     "ttft_ms",
@@ -24,24 +23,11 @@ FIGURES = (
 )
 
 
-class ProfileListRow(TypedDict):
-    """One profile of `bench list`: its parameters and its last run (`MeasuredRun.list_row`), if any."""
-
-    profile: str
-    engine: str
-    workload: str
-    depth: int
-    mode: str
-    output_tokens: int
-    reps: int
-    hash: str
-    last_run: dict[str, Any] | None
-
-
-class Command(CliCommand):
+class Command(KindCommand):
+    KIND = BENCH
     help = "Run a benchmark against an engine now, or list profiles and recent runs."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         run = sub.add_parser("run", help="benchmark an engine now (streams, prints the result)")
         target = run.add_mutually_exclusive_group(required=True)
@@ -64,24 +50,18 @@ class Command(CliCommand):
         experiment_cli.add_arguments(sub.add_parser("ab", help="an A/B experiment: two arms, alternated"))
         rate_cli.add_arguments(sub.add_parser("rate", help="requests at a fixed or Poisson rate, with goodput"))
 
-    def handle(self, *args, action, **opts):
-        getattr(self, f"do_{action}")(**opts)
-
-    def do_sweep(self, **opts):
+    def do_sweep(self, **opts: Any) -> None:
         sweep_cli.handle(self, **opts)
 
-    def do_ab(self, **opts):
+    def do_ab(self, **opts: Any) -> None:
         experiment_cli.handle(self, **opts)
 
-    def do_rate(self, **opts):
+    def do_rate(self, **opts: Any) -> None:
         rate_cli.handle(self, **opts)
 
     def _spec(self, opts):
         if opts["profile"]:
-            profile = Profile.objects.select_related("engine").filter(name=opts["profile"]).first()
-            if profile is None:
-                raise CommandError(f"no profile named {opts['profile']!r} (see `sparkops bench list`)")
-            return profile.engine, profile.spec(), profile
+            return self.saved(opts["profile"])
         engine = engine_named(opts["engine"])
         spec = RunSpec(
             engine_name=engine.name,
@@ -97,22 +77,14 @@ class Command(CliCommand):
         )
         return engine, spec, None
 
-    def do_run(self, **opts):
+    def do_run(self, **opts: Any):
         engine, spec, profile = self._spec(opts)
         problems = [] if profile else spec_problems(spec)
         if problems:
             raise CommandError("; ".join(problems))
-        run = run_create(engine=engine, spec=spec, profile=profile, trigger=Run.Trigger.CLI)
-        run = run_execute(run=run)
-        summary = run_summary(run)
-        if opts["json"]:
-            self.stdout.write(json.dumps(summary, indent=2))
-        else:
-            self._print(summary)
-        if run.status != Run.Status.DONE:
-            raise CommandError(f"run {run.pk} {run.status}: {run.reason}")
+        run_now(self.stdout, BENCH, engine=engine, spec=spec, profile=profile, as_json=opts["json"], text=self._print)
 
-    def _print(self, s):
+    def _print(self, s) -> None:
         self.stdout.write(
             f"run {s['run']} on {s['engine']}: {s['status']}  (hash {s['params_hash']}, reps {s['reps']})"
         )
@@ -131,36 +103,36 @@ class Command(CliCommand):
         if s["tainted"]:
             self.stdout.write("  TAINTED: " + "; ".join(s["taint_reasons"]))
 
-    def do_list(self, *, json: bool, **_):
-        rows: list[ProfileListRow] = []
-        for p in Profile.objects.select_related("engine"):
-            last = p.last_run()
-            rows.append(
-                {
-                    "profile": p.name,
-                    "engine": p.engine.name,
-                    "workload": p.workload,
-                    "depth": p.depth,
-                    "mode": p.mode,
-                    "output_tokens": p.output_tokens,
-                    "reps": p.reps,
-                    "hash": p.params_hash,
-                    "last_run": None if last is None else last.list_row(decode_median=last.decode_median),
-                }
-            )
-        if json:
-            self.stdout.write(_dumps(rows))
-            return
-        if not rows:
-            self.stdout.write("no benchmark profiles")
-        for r in rows:
-            last = r["last_run"]
-            tail = "never run" if last is None else f"run {last['id']} {last['status']} decode {last['decode_median']}"
-            self.stdout.write(
-                f"{r['profile']:<24} {r['engine']:<16} {r['mode']:<9} depth {r['depth']:<7} "
-                f"out {r['output_tokens']:<6} {tail}"
-            )
+    def do_list(self, *, json: bool, **_: Any) -> None:
+        profiles_list(
+            self.stdout,
+            BENCH,
+            as_json=json,
+            row=lambda p: {
+                "profile": p.name,
+                "engine": p.engine.name,
+                "workload": p.workload,
+                "depth": p.depth,
+                "mode": p.mode,
+                "output_tokens": p.output_tokens,
+                "reps": p.reps,
+                "hash": p.params_hash,
+            },
+            figures=lambda last: {"decode_median": last.decode_median},
+            line=_line,
+            empty="no benchmark profiles",
+        )
 
 
-def _dumps(data):
-    return json.dumps(data, indent=2)
+def _line(r: dict[str, Any]) -> str:
+    """One profile of `bench list`, as text."""
+    last = r["last_run"]
+    tail = "never run" if last is None else f"run {last['id']} {last['status']} decode {_rate(last['decode_median'])}"
+    return (
+        f"{r['profile']:<24} {r['engine']:<16} {r['mode']:<9} depth {r['depth']:<7} out {r['output_tokens']:<6} {tail}"
+    )
+
+
+def _rate(value: float | None) -> str:
+    """A decode rate as the pages show it (one decimal, tok/s); the JSON keeps the full figure."""
+    return "—" if value is None else f"{value:,.1f} tok/s"

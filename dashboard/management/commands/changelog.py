@@ -1,21 +1,23 @@
 """`sparkops changelog import FILE [--dry-run]` and `sparkops changelog export [--format md|json]`."""
 
 import sys
+from argparse import ArgumentParser
 from pathlib import Path
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
-from dashboard.changelog.export import export_json, export_markdown
-from dashboard.changelog.importer import import_log, plan_import
-from dashboard.changelog.parse import LogSyntaxError
 from dashboard.management.base import CliCommand
+from sparkops.changelog.export import export_json, export_markdown
+from sparkops.changelog.importer import import_log, plan_import
+from sparkops.changelog.parse import LogSyntaxError
 
 
 class Command(CliCommand):
-    help = "Import or export the config change log as Markdown (format: README, 'Change log')."
+    help = "Import or export the config change log as Markdown (format: docs/changelog.md, 'The Markdown format')."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         imp = sub.add_parser("import", help="import a Markdown change log")
         imp.add_argument("file", help="path to the Markdown file, or - for stdin")
@@ -24,10 +26,10 @@ class Command(CliCommand):
         exp = sub.add_parser("export", help="write the log to stdout")
         exp.add_argument("--format", choices=["md", "json"], default="md")
 
-    def handle(self, *args, action, **opts):
+    def handle(self, *args: Any, action, **opts: Any) -> None:
         getattr(self, f"do_{action}")(**opts)
 
-    def do_import(self, *, file, dry_run, author, **_):
+    def do_import(self, *, file, dry_run, author, **_: Any):
         text = self._read(file)
         user = self._user(author)
         try:
@@ -53,7 +55,7 @@ class Command(CliCommand):
             return
         self.stdout.write(f"imported: {plan.summary()}")
 
-    def do_export(self, *, format, **_):
+    def do_export(self, *, format, **_: Any) -> None:
         self.stdout.write(export_json() if format == "json" else export_markdown(), ending="")
 
     def _read(self, file):

@@ -1,17 +1,19 @@
 import json
+from argparse import ArgumentParser
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
-from dashboard.alerts.models import NotificationChannel
-from dashboard.alerts.services import channel_as_dict, channel_create
 from dashboard.management.base import CliCommand
+from sparkops.alerts.models import NotificationChannel
+from sparkops.alerts.services import channel_as_dict, channel_create
 
 
 class Command(CliCommand):
     help = "Add or list notification channels (email, webhook, Apprise: chat and push services by URL)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         add = sub.add_parser("add", help="add a channel")
         add.add_argument("name")
@@ -30,13 +32,13 @@ class Command(CliCommand):
         lst = sub.add_parser("list", help="list channels")
         lst.add_argument("--json", action="store_true")
 
-    def handle(self, *args, action, **opts):
+    def handle(self, *args: Any, action, **opts: Any) -> None:
         if action == "add":
             self.do_add(**opts)
         else:
             self.do_list(**opts)
 
-    def do_add(self, *, name, email, webhook, apprise, secret, format, **_):
+    def do_add(self, *, name, email, webhook, apprise, secret, format, **_: Any):
         if (email is not None or apprise is not None) and secret:
             raise CommandError("--secret applies to webhooks only")
         kind = "email" if email is not None else "apprise" if apprise is not None else "webhook"
@@ -53,7 +55,7 @@ class Command(CliCommand):
             raise CommandError("; ".join(exc.messages)) from None
         self.stdout.write(f"added {channel.kind} channel {channel.name} -> {channel.target}")
 
-    def do_list(self, *, json: bool, **_):
+    def do_list(self, *, json: bool, **_: Any) -> None:
         channels = [channel_as_dict(c) for c in NotificationChannel.objects.all()]
         if json:
             self.stdout.write(_dump(channels))

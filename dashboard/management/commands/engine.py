@@ -1,23 +1,20 @@
 import json
+from argparse import ArgumentParser
+from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
 from dashboard.clock import db_now
-from dashboard.engine_lifecycle import engine_add, engine_as_dict, engine_retire, report_lag_s
+from dashboard.engine_lifecycle import engine_add, engine_as_dict, engine_retire, reading_stale_after_s
 from dashboard.management.base import CliCommand
 from dashboard.models import Engine
-
-# A reading older than this many poll intervals (plus the worker's store lag) is stale: no
-# worker is polling the engine (the stack stopped), so its status is only what it last was.
-STALE_AFTER_INTERVALS = 3
 
 
 class Command(CliCommand):
     help = "Add, list or remove the engines SparkOps watches."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         add = sub.add_parser("add", help="watch an engine (a retired one: watch it again)")
         add.add_argument("name")
@@ -32,13 +29,13 @@ class Command(CliCommand):
         rm = sub.add_parser("remove", help="retire an engine: stop watching it; its history stays")
         rm.add_argument("name")
 
-    def handle(self, *args, action, **opts):
+    def handle(self, *args: Any, action, **opts: Any):
         try:
             getattr(self, f"do_{action}")(**opts)
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages)) from None
 
-    def do_add(self, *, name, kind, url, unit, user_unit, host, interval, **_):
+    def do_add(self, *, name, kind, url, unit, user_unit, host, interval, **_: Any) -> None:
         engine, reactivated = engine_add(
             name=name,
             kind=kind,
@@ -51,7 +48,7 @@ class Command(CliCommand):
         verb = "watching retired engine" if reactivated else "added engine"
         self.stdout.write(f"{verb} {engine.name} ({engine.kind}) at {engine.url} on host {engine.host.name}")
 
-    def do_list(self, *, json: bool, **_):
+    def do_list(self, *, json: bool, **_: Any) -> None:
         now = db_now()  # last_poll_at is stamped with the database's clock
         engines = [_as_dict(e, now) for e in Engine.objects.select_related("host")]
         if json:
@@ -68,7 +65,7 @@ class Command(CliCommand):
                 f"{e['url']:<32} {e['unit'] or '-':<24} {e['host']}"
             )
 
-    def do_remove(self, *, name, **_):
+    def do_remove(self, *, name, **_: Any) -> None:
         engine_retire(name=name)
         self.stdout.write(
             f"retired engine {name}: no longer polled nor shown live; its history stays "
@@ -81,17 +78,13 @@ def _as_dict(engine, now):
     row["retired_at"] = engine.retired_at.isoformat() if engine.retired_at else None
     age = (now - engine.last_poll_at).total_seconds() if engine.last_poll_at else None
     row["reading_age_s"] = None if age is None else round(max(age, 0.0), 1)
-    row["stale"] = engine.retired_at is None and age is not None and age > _stale_after_s(engine)
+    row["stale"] = engine.retired_at is None and age is not None and age > reading_stale_after_s(engine)
     if engine.retired_at is not None:
         row["status"] = "retired"
     return row
 
 
-def _stale_after_s(engine):
-    return (engine.poll_interval_s or settings.SPARKOPS_POLL_INTERVAL) * STALE_AFTER_INTERVALS + report_lag_s()
-
-
-def _age_text(age_s):
+def _age_text(age_s) -> str:
     if age_s is None:
         return "never read"
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):

@@ -1,15 +1,17 @@
 """`sparkops launch [--no-wait] [--force REASON] [--budget S] [--share F] [--name NAME] -- ENGINE ARGV…`:
-the guarded launch path (dashboard/controls/launch.py). On success it does not return: the
+the guarded launch path (sparkops/controls/launch.py). On success it does not return: the
 process becomes the engine."""
 
 import argparse
 import math
+from argparse import ArgumentParser
+from typing import Any
 
 from django.core.management.base import CommandError
 
-from dashboard.controls import launch as guarded
-from dashboard.controls.launchplan import Refused
 from dashboard.management.base import CliCommand
+from sparkops.controls import launch as guarded
+from sparkops.controls.launchplan import Refused
 
 
 class Command(CliCommand):
@@ -18,7 +20,7 @@ class Command(CliCommand):
         "a memory preflight, the launch recorded; then exec the engine."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--no-wait", action="store_true", help="refuse instead of waiting for another start")
         parser.add_argument(
             "--force", metavar="REASON", help="start past the memory preflight; REASON goes into the change log"
@@ -34,7 +36,7 @@ class Command(CliCommand):
         )
         parser.add_argument("engine_argv", nargs=argparse.REMAINDER, help="-- then the engine's command line")
 
-    def handle(self, *args, **o):
+    def handle(self, *args: Any, **o: Any):
         argv = list(o["engine_argv"])
         if argv[:1] == ["--"]:
             argv = argv[1:]
@@ -45,7 +47,7 @@ class Command(CliCommand):
         if o["force"] is not None and not o["force"].strip():
             raise CommandError("--force takes a reason (it goes into the change log)", returncode=2)
 
-        def say(line):
+        def say(line) -> None:
             self.stdout.write(line)
             self.stdout.flush()
 

@@ -6,17 +6,19 @@ on an error. An engine name SparkOps does not watch becomes a retired engine rec
 change-log import does (engine_lifecycle.retired_record); on an error it is not kept either."""
 
 import json
+from argparse import ArgumentParser
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 from django.db import transaction
 
-from dashboard.changelog.forms import KVPoolEntryForm
-from dashboard.changelog.grammar import format_when
 from dashboard.engine_lifecycle import retired_record
 from dashboard.management.base import CliCommand
 from dashboard.models import Engine, KVPoolEntry
 from dashboard.models.ledgers import GIB
+from sparkops.changelog.forms import KVPoolEntryForm
+from sparkops.changelog.grammar import format_when
 
 
 class _Refused(Exception):
@@ -43,7 +45,7 @@ def row_json(r):
 class Command(CliCommand):
     help = "The KV-pool ledger from the command line: add a row (as the Ledgers page's form does) or list them."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         sub = parser.add_subparsers(dest="ledger", required=True)
         kv = sub.add_parser("kv", help="the KV-pool ledger")
         kvsub = kv.add_subparsers(dest="action", required=True)
@@ -59,10 +61,10 @@ class Command(CliCommand):
         lst = kvsub.add_parser("list", help="list the rows, oldest first")
         lst.add_argument("--json", action="store_true")
 
-    def handle(self, *args, ledger, action, **opts):
+    def handle(self, *args: Any, ledger, action, **opts: Any) -> None:
         getattr(self, f"do_{ledger}_{action}")(**opts)
 
-    def do_kv_add(self, *, engine, date, util, kv_gib, pool_tokens, window, note, json: bool, **_):
+    def do_kv_add(self, *, engine, date, util, kv_gib, pool_tokens, window, note, json: bool, **_: Any):
         data = {
             "recorded_at": date,
             "memory_share": util,
@@ -96,7 +98,7 @@ class Command(CliCommand):
             f"{row.pool_tokens:,} tokens in {row.kv_memory_bytes / GIB:.2f} GiB · {row.concurrency}× at {row.window:,}"
         )
 
-    def do_kv_list(self, *, json: bool, **_):
+    def do_kv_list(self, *, json: bool, **_: Any) -> None:
         rows = KVPoolEntry.objects.select_related("engine").order_by("recorded_at", "id")
         if json:
             self.stdout.write(_dumps([row_json(r) for r in rows]))

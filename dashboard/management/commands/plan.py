@@ -1,18 +1,20 @@
 """`sparkops plan --engine NAME --util U [--window W] [--json]` and
 `sparkops plan --host NAME --suggest --min ENGINE=CONCURRENCY … [--window W] [--json]`.
 
-The numbers come from dashboard/planner/model.py and box.py over the KV-pool ledger; `basis` names the
+The numbers come from sparkops/planner/engine_model.py and box.py over the KV-pool ledger; `basis` names the
 rows each one rests on."""
 
 import json
+from argparse import ArgumentParser
+from typing import Any
 
 from django.core.management.base import CommandError
 
 from dashboard.management.base import CliCommand
 from dashboard.models import Engine
-from dashboard.planner.box import suggest
-from dashboard.planner.model import PlanError
-from dashboard.planner.services import box_of, engine_model, host_by_name, host_plan
+from sparkops.planner.box import suggest
+from sparkops.planner.engine_model import PlanError
+from sparkops.planner.services import box_of, engine_model, host_by_name, host_plan
 
 
 def _positive_int(text):
@@ -28,7 +30,7 @@ def _positive_int(text):
 class Command(CliCommand):
     help = "Predict an engine's KV pool at a memory share and window, or suggest a box's split, from the ledger."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--engine", help="the engine to predict")
         parser.add_argument("--util", type=float, help="--gpu-memory-utilization to predict at, 0–1")
         parser.add_argument("--window", help="--max-model-len (default: the engine's current window)")
@@ -43,7 +45,7 @@ class Command(CliCommand):
         )
         parser.add_argument("--json", action="store_true")
 
-    def handle(self, *args, **o):
+    def handle(self, *args: Any, **o: Any):
         window = _positive_int(o["window"]) if o["window"] is not None else None
         try:
             if o["suggest"] or o["host"]:
@@ -126,6 +128,7 @@ class Command(CliCommand):
             other_gib=box["other_gib"],
             headroom_gib=box["headroom_gib"],
             fixed=fixed,
+            share_limit=box["share_limit"],
         )
         out["host"] = host.name
         # engines the ledger cannot plan by share (llama.cpp): named with what is missing; what
@@ -148,6 +151,9 @@ class Command(CliCommand):
             f"box {host.name}: planned {b['used_gib']} of {b['memory_gib']} GiB used, {b['free_gib']} free, "
             f"headroom {b['headroom_gib']} GiB (the rest of the box, {b['other_gib']} GiB: used now, "
             "MemTotal − MemAvailable, less the engines' shares)"
+        )
+        self.stdout.write(
+            f"shares sum to {b['shares_sum']:.2f} of at most {b['share_limit']:.2f} ({box['share_limit_means']})"
         )
         if out["feasible"]:
             self.stdout.write(f"the rest goes to {out['starved']} (fewest tokens per GiB)")

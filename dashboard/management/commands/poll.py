@@ -2,22 +2,24 @@
 
 import json
 import time
+from argparse import ArgumentParser
+from typing import Any
 
 from django.conf import settings
 
 from dashboard.management.base import CliCommand
-from dashboard.poller.entrypoints import poll_once
+from sparkops.poller.entrypoints import poll_once
 
 
 class Command(CliCommand):
     help = "Run every collector (this host's sources, then every engine), store and print the readings."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--once", action="store_true", help="One cycle, then exit (default: loop every interval).")
         parser.add_argument("--json", action="store_true", help="Print one JSON object per cycle.")
         parser.add_argument("--host", default=None, help="This host's name (default SPARKOPS_HOST_NAME).")
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         while True:
             started = time.monotonic()
             result = poll_once(host_name=opts["host"])

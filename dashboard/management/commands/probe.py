@@ -1,14 +1,14 @@
 import argparse
-import json
+from argparse import ArgumentParser
+from typing import Any
 
 from django.core.management.base import CommandError
 
-from dashboard.benchmarks.cli_args import engine_named, whole
-from dashboard.management.base import CliCommand
-from dashboard.measured.services import profile_cron
-from dashboard.probes.models import ProbeProfile, ProbeRun
-from dashboard.probes.services import probe_run_create, probe_run_execute, probe_summary
-from dashboard.probes.spec import KINDS, ProbeSpec, parse_depths
+from sparkops.benchmarks.cli_args import engine_named, whole
+from sparkops.measured.cli import KindCommand, profiles_list, run_now
+from sparkops.measured.services import profile_cron
+from sparkops.probes.kind import PROBE
+from sparkops.probes.spec import KINDS, ProbeSpec, parse_depths
 
 
 def _depths(value):
@@ -18,10 +18,12 @@ def _depths(value):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-class Command(CliCommand):
+class Command(KindCommand):
+    KIND = PROBE
+    PROFILE_NOUN = "probe profile"
     help = "Run a quality probe against an engine now, or list probe profiles and their latest runs."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         run = sub.add_parser("run", help="probe an engine now (prints the scored result)")
         target = run.add_mutually_exclusive_group(required=True)
@@ -39,15 +41,9 @@ class Command(CliCommand):
         lst = sub.add_parser("list", help="probe profiles and their latest runs")
         lst.add_argument("--json", action="store_true")
 
-    def handle(self, *args, action, **opts):
-        getattr(self, f"do_{action}")(**opts)
-
     def _spec(self, opts):
         if opts["profile"]:
-            profile = ProbeProfile.objects.select_related("engine").filter(name=opts["profile"]).first()
-            if profile is None:
-                raise CommandError(f"no probe profile named {opts['profile']!r} (see `sparkops probe list`)")
-            return profile.engine, profile.spec(), profile
+            return self.saved(opts["profile"])
         if not opts["kind"]:
             raise CommandError("--kind is required with --engine (needle, soak, tool, thinking or contract)")
         engine = engine_named(opts["engine"])
@@ -69,19 +65,11 @@ class Command(CliCommand):
             raise CommandError("; ".join(problems))
         return engine, spec, None
 
-    def do_run(self, **opts):
+    def do_run(self, **opts: Any):
         engine, spec, profile = self._spec(opts)
-        run = probe_run_create(engine=engine, spec=spec, profile=profile, trigger=ProbeRun.Trigger.CLI)
-        run = probe_run_execute(run=run)
-        summary = probe_summary(run)
-        if opts["json"]:
-            self.stdout.write(json.dumps(summary, indent=2))
-        else:
-            self._print(summary)
-        if run.status != ProbeRun.Status.DONE:
-            raise CommandError(f"probe run {run.pk} {run.status}: {run.reason}")
+        run_now(self.stdout, PROBE, engine=engine, spec=spec, profile=profile, as_json=opts["json"], text=self._print)
 
-    def _print(self, s):
+    def _print(self, s) -> None:
         mark = {True: "good", False: "NOT GOOD", None: "not scored"}[s["passed"]]
         self.stdout.write(
             f"probe run {s['run']} {s['kind']} on {s['engine']}: {s['status']}, {mark} (hash {s['params_hash']})"
@@ -103,36 +91,30 @@ class Command(CliCommand):
         if s["tainted"]:
             self.stdout.write("  TAINTED: " + "; ".join(s["taint_reasons"]))
 
-    def do_list(self, *, json: bool, **_):
-        rows = []
-        for p in ProbeProfile.objects.select_related("engine", "schedule__crontab"):
-            last = p.last_run()
-            rows.append(
-                {
-                    "profile": p.name,
-                    "engine": p.engine.name,
-                    "kind": p.kind,
-                    "tokens": p.tokens,
-                    "depths": p.depths,
-                    "decoys": p.decoys,
-                    "reps": p.reps,
-                    "hash": p.params_hash,
-                    "schedule": profile_cron(p),
-                    "last_run": None if last is None else last.list_row(passed=last.passed, headline=last.headline),
-                }
-            )
-        if json:
-            self.stdout.write(_dumps(rows))
-            return
-        if not rows:
-            self.stdout.write("no probe profiles")
-        for r in rows:
-            last = r["last_run"]
-            tail = "never run" if last is None else f"run {last['id']} {last['status']}: {last['headline']}"
-            self.stdout.write(
-                f"{r['profile']:<24} {r['engine']:<16} {r['kind']:<9} {r['schedule'] or 'manual':<14} {tail}"
-            )
+    def do_list(self, *, json: bool, **_: Any) -> None:
+        profiles_list(
+            self.stdout,
+            PROBE,
+            as_json=json,
+            row=lambda p: {
+                "profile": p.name,
+                "engine": p.engine.name,
+                "kind": p.kind,
+                "tokens": p.tokens,
+                "depths": p.depths,
+                "decoys": p.decoys,
+                "reps": p.reps,
+                "hash": p.params_hash,
+                "schedule": profile_cron(p),
+            },
+            figures=lambda last: {"passed": last.passed, "headline": last.headline},
+            line=_line,
+            empty="no probe profiles",
+        )
 
 
-def _dumps(data):
-    return json.dumps(data, indent=2)
+def _line(r: dict[str, Any]) -> str:
+    """One profile of `probe list`, as text."""
+    last = r["last_run"]
+    tail = "never run" if last is None else f"run {last['id']} {last['status']}: {last['headline']}"
+    return f"{r['profile']:<24} {r['engine']:<16} {r['kind']:<9} {r['schedule'] or 'manual':<14} {tail}"

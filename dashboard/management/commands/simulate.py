@@ -1,23 +1,24 @@
 """`manage.py simulate` (`sparkops simulate`): run simulated engines for demo mode and tests.
 
-Thin wrapper: all behaviour lives in dashboard.simulator.cli.
+Thin wrapper: all behaviour lives in simulator.cli.
 """
 
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.simulator.cli import add_arguments, run_from_args
+from simulator.cli import add_arguments, run_from_args
 
 
 class Command(BaseCommand):
     help = "Run simulated LLM engines (vLLM, llama.cpp, SGLang, OpenAI-compatible) under a systemd-like supervisor."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
 
         add_arguments(parser)
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any):
 
         ns = Namespace(
             engine=options["engine"],

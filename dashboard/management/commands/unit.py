@@ -1,15 +1,18 @@
-"""`sparkops unit fix ENGINE [--check KEY]... [--apply] [--json]`"""
+"""`sparkops unit fix ENGINE [--check KEY]... [--apply] [--json] [-v]`"""
 
 import json
+import logging
+from argparse import ArgumentParser
+from typing import Any
 
 from django.conf import settings
 from django.core.management.base import CommandError
 
-from dashboard.audit.checks import CHECKS
-from dashboard.controls import unitfix
-from dashboard.launch.observer import observe_now
 from dashboard.management.base import CliCommand
 from dashboard.models import Engine
+from sparkops.audit.checks import CHECKS
+from sparkops.controls import unitfix
+from sparkops.launch.observer import observe_now
 
 
 class Command(CliCommand):
@@ -18,7 +21,7 @@ class Command(CliCommand):
         "--apply writes them, reloads systemd and logs the change)."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True, metavar="fix")
         fix = sub.add_parser("fix", help=self.help)
         fix.add_argument("engine", metavar="ENGINE")
@@ -31,8 +34,20 @@ class Command(CliCommand):
         )
         fix.add_argument("--apply", action="store_true", help="write the drop-ins, daemon-reload, observe the unit")
         fix.add_argument("--json", action="store_true")
+        fix.add_argument("-v", "--verbose", action="store_true", help="the log's INFO lines on stderr too")
 
-    def handle(self, *args, engine=None, check=(), apply=False, **opts):
+    def handle(self, *args: Any, verbose=False, **opts: Any):
+        """Quiet unless -v: what it found and wrote is on stdout; the log's INFO lines (the observation
+        of each peer unit, the reload) are the worker's business, noise on an operator's terminal."""
+        if verbose or opts.get("verbosity", 1) >= 2:
+            return self.fix(**opts)
+        logging.disable(logging.INFO)
+        try:
+            return self.fix(**opts)
+        finally:
+            logging.disable(logging.NOTSET)
+
+    def fix(self, *, engine=None, check=(), apply=False, **opts: Any):
         found = Engine.objects.select_related("host").filter(name=engine).first()
         if found is None:
             raise CommandError(f"no engine named {engine!r}; `sparkops engine list` shows them")
@@ -64,7 +79,7 @@ class Command(CliCommand):
             raise SystemExit(1)
         raise CommandError(why)
 
-    def _print(self, p, apply):
+    def _print(self, p, apply) -> None:
         if p.refused:
             self.stderr.write(f"refused: {p.refused}")
             return

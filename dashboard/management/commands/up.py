@@ -4,7 +4,9 @@ reported and brings the stack down with a non-zero status rather than limping on
 
 One `up` per var dir: it holds an flock on VAR_DIR/up.lock for its whole life (the kernel
 lets go of it when the process ends, even by SIGKILL, and its children die with it), and a
-second `up` beside it refuses to start, naming the pid that holds it."""
+second `up` beside it refuses to start, naming the pid that holds it. While it runs,
+VAR_DIR/stack.json names the Redis (its private one included), database and key prefix it gave
+its children, so a command run from another shell reaches the same install (sparkops/install.py)."""
 
 import fcntl
 import json
@@ -13,41 +15,45 @@ import secrets
 import signal
 import sys
 import time
+from argparse import ArgumentParser
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.alerts.inbox import demo_inbox_channel
 from dashboard.engine_lifecycle import host_get_or_create
 from dashboard.models import Engine
-from dashboard.probes.models import ProbeProfile
-from dashboard.probes.schedule import probe_set_schedule
 from dashboard.roles import set_role
 from dashboard.stack.children import STOP_GRACE_S, Child, Supervisor
+from sparkops.alerts.inbox import demo_inbox_channel
+from sparkops.controls.runtime import RuntimeHeld, runtime_check
+from sparkops.env import env_str
+from sparkops.install import RECORDED, stack_forget, stack_record
+from sparkops.probes.models import ProbeProfile
+from sparkops.probes.schedule import probe_set_schedule
 from sparkops.redisproc import PrivateRedis
 from sparkops.staticstore import collect_unless_current
 from sparkops.webproc import web_argv
-
-SIM_BIN = Path(__file__).resolve().parents[2] / "simulator" / "bin"
 
 
 class Command(BaseCommand):
     help = "Run the whole SparkOps stack in the foreground (Ctrl-C stops it)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--port", type=int, default=8000, help="web port (default 8000)")
         parser.add_argument("--bind", default="127.0.0.1", help="web address (default 127.0.0.1)")
-        parser.add_argument("--demo", action="store_true", help="also run two simulated engines and watch them")
+        parser.add_argument("--demo", action="store_true", help=f"also run {_demo_engines()} and watch them")
         parser.add_argument("--no-beat", action="store_true", help="do not run Celery beat (another box runs it)")
 
-    def handle(self, *args, port, bind, demo, no_beat, **opts):
+    def handle(self, *args: Any, port, bind, demo, no_beat, **opts: Any):
         if not 0 < port < 65536:
             raise CommandError(f"--port {port} is not a TCP port")
         lock = _hold_var_dir_lock(Path(settings.VAR_DIR))
         try:
+            _runtime_dir_free()
             return self._up(port=port, bind=bind, demo=demo, no_beat=no_beat)
         finally:
             lock.close()
@@ -65,10 +71,15 @@ class Command(BaseCommand):
         sup = Supervisor(out=self.stdout)
         signal.signal(signal.SIGINT, sup.request_stop)
         signal.signal(signal.SIGTERM, sup.request_stop)
+        var = Path(settings.VAR_DIR)
+        # A command from another shell reads this to reach the same Redis, database and key prefix.
+        given = {name: env_str(name) for name in RECORDED}
+        stack_record(var, {**given, "REDIS_URL": redis_url}, pid=os.getpid())
         try:
             return self._run(sup, redis_url, port=port, bind=bind, demo=demo, beat=not no_beat)
         finally:
             sup.stop_all()
+            stack_forget(var, pid=os.getpid())
             if redis:
                 redis.stop(timeout=1.0)
                 self.stdout.write("stopped redis-server\n")
@@ -97,7 +108,11 @@ class Command(BaseCommand):
         )
         if beat:
             sup.start(
-                Child("beat", [py, "-m", "celery", "-A", "sparkops", "beat", "--loglevel", "WARNING", "--pidfile="]),
+                Child(
+                    "beat",
+                    [py, "-m", "celery", "-A", "sparkops", "beat", "--loglevel", "WARNING", "--pidfile="],
+                    restart=True,  # it exits when the database is away for minutes; the worker pages on
+                ),
                 env,
             )
         self.stdout.write(f"SparkOps is up: http://{bind}:{port}/  (Ctrl-C stops it)\n")
@@ -106,7 +121,7 @@ class Command(BaseCommand):
         if dead is not None:
             raise CommandError(f"{dead.name} (pid {dead.pid}) exited with status {dead.returncode}; stopping the stack")
 
-    def _demo_channel(self, bind, port):
+    def _demo_channel(self, bind, port) -> None:
         """The demo's local channel: a signed webhook to this stack's own inbox page."""
         host = "127.0.0.1" if bind in ("0.0.0.0", "::", "") else bind
         base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
@@ -138,6 +153,9 @@ class Command(BaseCommand):
             env,
         )
         engines = _wait_for_ports(ports_file, simulator)
+        from simulator import cli as simulator_cli  # the demo's own door into the simulator (.importlinter)
+
+        sim_bin = Path(simulator_cli.__file__).resolve().parent / "bin"  # its systemctl, journalctl, nvidia-smi
         for spec in engines:
             if spec.get("hand_run"):  # outside any unit: the worker finds it by itself (hand-run-PORT)
                 self.stdout.write(f"demo hand-run engine ({spec['kind']}, no unit) at {spec['url']}\n")
@@ -148,9 +166,9 @@ class Command(BaseCommand):
                 self.stdout.write(f"demo probe {DEMO_PROBE['name']} on {engine.name}, hourly ({DEMO_PROBE_CRON})\n")
         return {
             "SPARKOPS_SIM_STATE_DIR": str(state_dir),
-            "SPARKOPS_SYSTEMCTL": str(SIM_BIN / "sim-systemctl"),
-            "SPARKOPS_JOURNALCTL": str(SIM_BIN / "sim-journalctl"),
-            "SPARKOPS_NVIDIA_SMI": str(SIM_BIN / "sim-nvidia-smi"),
+            "SPARKOPS_SYSTEMCTL": str(sim_bin / "sim-systemctl"),
+            "SPARKOPS_JOURNALCTL": str(sim_bin / "sim-journalctl"),
+            "SPARKOPS_NVIDIA_SMI": str(sim_bin / "sim-nvidia-smi"),
             "SPARKOPS_GPU_BACKEND": "nvidia-smi",
             "SPARKOPS_PROC_ROOT": str(state_dir / "proc"),
             "SPARKOPS_HOST_ROOT": str(state_dir / "root"),
@@ -159,7 +177,7 @@ class Command(BaseCommand):
             "SPARKOPS_UNIT_ACTIONS": os.environ.get("SPARKOPS_UNIT_ACTIONS", "1"),
         }
 
-    def _ensure_admin(self):
+    def _ensure_admin(self) -> None:
         User = get_user_model()
         if User.objects.filter(is_superuser=True).exists():
             return
@@ -174,6 +192,18 @@ class Command(BaseCommand):
         set_role(user, "admin")
         shown = "(from SPARKOPS_ADMIN_PASSWORD)" if given else password
         self.stdout.write(f"created the admin user: admin / {shown}  — shown once; change it after logging in\n")
+
+
+NUMBERS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+
+
+def _demo_engines() -> str:
+    """What --demo runs, counted from the simulator's own list (its help never drifts from it again)."""
+    from simulator.cli import DEFAULT_ENGINES
+
+    names = [spec.split(",")[0].split(":")[1] for spec in DEFAULT_ENGINES]
+    count = NUMBERS[len(names)] if len(names) < len(NUMBERS) else str(len(names))
+    return f"{count} simulated engines ({', '.join(names)})"
 
 
 def _hold_var_dir_lock(var_dir):
@@ -197,6 +227,19 @@ def _hold_var_dir_lock(var_dir):
     handle.write(f"{os.getpid()}\n")
     handle.flush()
     return handle
+
+
+def _runtime_dir_free():
+    """Refuse, before anything starts, a runtime directory another install's live worker holds
+    (issue 47 item 3: `up` said "SparkOps is up", then stopped when its worker child was refused)."""
+    try:
+        runtime_check(
+            runtime_dir=settings.SPARKOPS_RUNTIME_DIR,
+            stop_socket=settings.SPARKOPS_STOP_SOCKET,
+            var_dir=settings.VAR_DIR,
+        )
+    except RuntimeHeld as exc:
+        raise CommandError(f"refused: {exc}") from None
 
 
 def _wait_for_ports(ports_file, simulator, timeout=30.0):

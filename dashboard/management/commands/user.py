@@ -1,5 +1,7 @@
 import getpass
+from argparse import ArgumentParser
 from pathlib import Path
+from typing import Any
 
 from axes.models import AccessAttempt
 from axes.utils import reset
@@ -16,7 +18,7 @@ from dashboard.roles import ROLES, set_role
 class Command(CliCommand):
     help = "Add a user with a role (viewer, operator, admin), or unlock one locked out by failed logins."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         add = sub.add_parser("add", help="add a user")
         add.add_argument("name")
@@ -26,7 +28,7 @@ class Command(CliCommand):
         unlock = sub.add_parser("unlock", help="clear a user's failed logins, from every address, so it can log in now")
         unlock.add_argument("name")
 
-    def handle(self, *args, action, **options):
+    def handle(self, *args: Any, action, **options: Any):
         if action == "unlock":
             return self.unlock(options["name"])
         return self.add(**options)
@@ -42,7 +44,7 @@ class Command(CliCommand):
         else:
             self.stdout.write(f"{name} was not locked (no failed logins recorded)")
 
-    def add(self, *, name, role, email, password_file, **_):
+    def add(self, *, name, role, email, password_file, **_: Any):
         User = get_user_model()
         if User.objects.filter(username=name).exists():
             raise CommandError(f"a user named {name!r} already exists")

@@ -1,7 +1,0 @@
-from django.apps import AppConfig
-
-
-class BenchConfig(AppConfig):
-    name = "dashboard.benchmarks"
-    label = "bench"
-    verbose_name = "Benchmarks"

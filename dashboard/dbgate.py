@@ -1,0 +1,170 @@
+"""Whether this process's database is away, known without waiting on it.
+
+With PostgreSQL stopped, every query of a worker waited SPARKOPS_DB_POOL_TIMEOUT_S (10 s) for a
+pooled connection that could not be made, then failed: a death seen then was paged 24 s late,
+and the metrics thread, blocked in those waits, read nothing for the outage (issue 46). So the
+paths that must go on without the database (the page path, the poller's store, its alert
+memory) ask `GATE.away()` first. The verdict comes from the last failure this process saw
+(`failed`), re-checked at most every CHECK_EVERY_S with a connection of its own, outside the
+pool and with a 1 s connect timeout (PostgreSQL), so a stopped server is known in milliseconds.
+
+A database that answers but cannot be written (read-only, disk full: both vendors refuse such a
+write at once) is tried as usual: `outage()` says an outage is on from its first refused write
+until a write goes through (`reachable`), and the page path uses the spool meanwhile.
+
+One gate per process, as the connection pool is: whatever a thread learns, the others use.
+Every query of this process that goes through is such a lesson (`_answered`, an execute wrapper
+on each connection): while the process talks to its database, no check opens a connection of
+its own (the worker's probe and upkeep asked every second and opened one about every other
+second: 6 % of its CPU in the poll-overhead bench)."""
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import DatabaseError, connection
+from django.db.backends.signals import connection_created
+
+from dashboard import dbfail
+
+log = logging.getLogger(__name__)
+CHECK_EVERY_S = 1.0  # a verdict older than this is checked again before it is used
+# A check this recent is "now" even for a caller about to borrow a connection (max_age 0): the
+# reads that one evaluation finds due share one check rather than open a connection each.
+JUST_CHECKED_S = 0.1
+CONNECT_TIMEOUT_S = 1
+# The failures a retry waits for (the pool's timeout): a full disk or a read-only database
+# refuses at once, so a write is simply tried again.
+WAITING = ("the database cannot be reached", "no database connection free")
+
+
+class DatabaseGate:
+    """The verdict: away since when and why (None: reachable as far as this process knows)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.away_since: float | None = None  # epoch s of the first failure of this outage
+        self.why = ""
+        self.back_at: datetime | None = None  # this process's clock, when it last saw the database return
+        self.checked_at = float("-inf")  # monotonic s of the last verdict
+        self._skip = False  # the last verdict: leave the database alone
+
+    def away(self, max_age: float = CHECK_EVERY_S) -> bool:
+        """Whether to leave the database alone now: the last verdict while fresh, else checked
+        again (PostgreSQL: a connection of its own opens and answers, in milliseconds; SQLite,
+        which has no server to be down, is tried by the next write). A database that answers
+        is tried again even during an outage: the write that goes through ends it (`reachable`).
+        MAX_AGE 0: checked now (or JUST_CHECKED_S ago), for a caller about to borrow a connection
+        (a store, a read that is due), so a server stopped a moment ago costs no pool wait;
+        float("inf"): the verdict as last known, for a caller that reads nothing."""
+        with self._lock:
+            if time.monotonic() - self.checked_at < max(max_age, JUST_CHECKED_S):
+                return self._skip
+        why = _pg_unreachable() if connection.vendor == "postgresql" else ""
+        if why:
+            self._mark(why)
+        with self._lock:
+            self._skip, self.checked_at = bool(why), time.monotonic()
+            return self._skip
+
+    def outage(self) -> bool:
+        """Whether an outage is in progress (a failure seen, no write through since): the page
+        path then sends from the spool rather than wait on the database."""
+        return self.away_since is not None or self.away()
+
+    def failed(self, exc: BaseException) -> bool:
+        """Record EXC when it is the database refusing (dbfail.unavailable); whether it was."""
+        why = dbfail.unavailable(exc) if isinstance(exc, DatabaseError) else None
+        if why is None:
+            return False
+        self._mark(why)
+        if why.startswith(WAITING):  # the next try would wait as long: leave it until checked again
+            with self._lock:
+                self._skip, self.checked_at = True, time.monotonic()
+        return True
+
+    def answered(self) -> None:
+        """This process's own queries just went through: as good a verdict as a check made now,
+        so the callers that ask next (within their max_age) open no connection to check."""
+        with self._lock:
+            self._skip, self.checked_at = False, time.monotonic()
+
+    def reachable(self) -> None:
+        """A write went through (or the check found the server answering): the outage is over."""
+        self.answered()
+        with self._lock:
+            if self.away_since is None:
+                return
+            log.warning("the database is back after %.1f s (%s)", time.time() - self.away_since, self.why)
+            self.away_since, self.why, self.back_at = None, "", datetime.now(UTC)
+            self._skip = False
+
+    def state(self) -> dict:
+        """For /healthz and the logs: {"away": bool, "since": epoch s or None, "why": str}."""
+        return {"away": self.away_since is not None, "since": self.away_since, "why": self.why}
+
+    def _mark(self, why: str) -> None:
+        with self._lock:
+            if self.away_since is None:
+                log.warning("the database is away: %s", why)
+                self.away_since = time.time()
+            self.why = why
+
+
+def _pg_unreachable() -> str:
+    """'' when a new connection to the database opens and answers, else why not (one line)."""
+    import psycopg
+
+    conf = connection.settings_dict
+    try:
+        with psycopg.connect(
+            dbname=conf["NAME"],
+            host=conf.get("HOST") or None,
+            port=conf.get("PORT") or None,
+            user=conf.get("USER") or None,
+            password=conf.get("PASSWORD") or None,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            autocommit=True,
+        ) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"the database cannot be reached ({text[:200]})"
+    return ""
+
+
+def database_back_at() -> datetime | None:
+    """When the database last came back from an outage, by its own clock, as far as this
+    process can tell: PostgreSQL's start (a server stopped and started again), or the end of
+    an outage this process saw (a full disk, a read-only spell). None: never away. Whoever judges
+    a box by its last report counts from here: a box that could not report was not dead."""
+    from dashboard.clock import to_shared
+
+    back = [to_shared(GATE.back_at)] if GATE.back_at is not None else []
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_postmaster_start_time()")
+            back.append(cursor.fetchone()[0].astimezone(UTC))
+    return max(back) if back else None
+
+
+GATE = DatabaseGate()
+
+
+def _answered(execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
+    """A query went through: the database answered now (a failure raises past this)."""
+    result = execute(sql, params, many, context)
+    GATE.answered()
+    return result
+
+
+def _wrap(**kwargs: Any) -> None:
+    wrappers = kwargs["connection"].execute_wrappers
+    if _answered not in wrappers:  # a pooled connection is "created" at every checkout
+        wrappers.insert(0, _answered)  # outermost: a wrapper that refuses (a test's) raises past it
+
+
+connection_created.connect(_wrap, dispatch_uid="dashboard.dbgate.answered")

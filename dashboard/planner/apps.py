@@ -1,7 +1,0 @@
-from django.apps import AppConfig
-
-
-class PlannerConfig(AppConfig):
-    name = "dashboard.planner"
-    label = "planner"
-    verbose_name = "Capacity planner"

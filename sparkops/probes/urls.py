@@ -1,0 +1,4 @@
+from . import views
+
+app_name = "probes"
+urlpatterns = views.PAGES.urls()
