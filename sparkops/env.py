@@ -1,5 +1,6 @@
 """Strict environment parsers: a bad value stops start-up with a message naming the variable."""
 
+import contextlib
 import math
 import os
 import secrets
@@ -87,10 +88,8 @@ def generated_secret_key(path: str | Path) -> str:
         try:
             with os.fdopen(fd, "w") as fh:
                 fh.write(secrets.token_urlsafe(50))
-            try:
+            with contextlib.suppress(FileExistsError):  # another process's key landed first: it is the one
                 os.link(tmp, path)
-            except FileExistsError:
-                pass  # another process's key landed first: it is the one
         finally:
             os.unlink(tmp)
     key = path.read_text().strip()

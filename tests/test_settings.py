@@ -73,7 +73,7 @@ def _key_when_released(barrier, path, out):
     barrier.wait()
     try:
         out.put(generated_secret_key(path))
-    except Exception as exc:  # noqa: BLE001 - the test reports what any process met
+    except Exception as exc:  # the test reports what any process met
         out.put(f"{type(exc).__name__}: {exc}")
 
 
