@@ -48,7 +48,10 @@ def _run_lock(testrunuid: str):
 
 
 def _close(connection) -> None:
+    from dashboard.dbgate import PROBE
+
     connection.close()
+    PROBE.close()  # the database gate's own session, kept between its checks
     if hasattr(connection, "close_pool"):
         connection.close_pool()  # PostgreSQL refuses a template that any session is connected to
 

@@ -1,6 +1,7 @@
 """Compiler processes — the early sign of a compile storm (a cold JIT cache once spawned
 ~21 compilers at ~3.3 GiB each). Reads /proc/<pid>/stat directly: one small read per
-process, far cheaper than psutil.process_iter every 2 seconds."""
+process, far cheaper than psutil.process_iter every 2 seconds; raw (os.read, no file object) and
+parsed only for the compilers and their ancestors (1.38 → 0.86 ms of CPU a reading, 154 processes)."""
 
 import os
 from typing import TypedDict
@@ -26,6 +27,7 @@ COMPILERS = frozenset(
         "triton-llvm-opt",
     }
 )
+_COMPILER_NAMES = frozenset(name.encode() for name in COMPILERS)
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 # A process's (name, ppid, rss in bytes), from its stat.
 Stat = tuple[str, int, int]
@@ -48,19 +50,39 @@ class Compilers(TypedDict):
     error: str | None
 
 
-def _stat(proc: str, pid: str) -> Stat | None:
-    """(name, ppid, rss_bytes) from /proc/<pid>/stat, or None if it vanished."""
+def _raw(proc: str, pid: str) -> bytes | None:
+    """/proc/<pid>/stat as read, or None if it vanished."""
     try:
-        with open(os.path.join(proc, pid, "stat"), "rb") as fh:
-            raw = fh.read().decode("utf-8", "replace")
+        fd = os.open(os.path.join(proc, pid, "stat"), os.O_RDONLY)
     except OSError:
         return None
-    lpar, rpar = raw.find("("), raw.rfind(")")
+    try:
+        return os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _name(raw: bytes) -> bytes:
+    return raw[raw.find(b"(") + 1 : raw.rfind(b")")]
+
+
+def _parse(raw: bytes | None) -> Stat | None:
+    """(name, ppid, rss_bytes) from a /proc/<pid>/stat."""
+    if not raw:
+        return None
+    rpar = raw.rfind(b")")
     fields = raw[rpar + 2 :].split()
     try:  # fields[0] is the state (3rd field); ppid is the 4th, rss (pages) the 24th
-        return raw[lpar + 1 : rpar], int(fields[1]), int(fields[21]) * PAGE
+        return _name(raw).decode("utf-8", "replace"), int(fields[1]), int(fields[21]) * PAGE
     except (IndexError, ValueError):
         return None
+
+
+def _stat(proc: str, pid: str) -> Stat | None:
+    """(name, ppid, rss_bytes) from /proc/<pid>/stat, or None if it vanished."""
+    return _parse(_raw(proc, pid))
 
 
 def _unit(proc: str, pid: str) -> str | None:
@@ -81,10 +103,11 @@ def read_compilers() -> Compilers:
         pids = [p for p in os.listdir(proc) if p.isdigit()]
     except OSError as exc:
         return {"compilers": None, "compilers_rss_bytes": None, "compiler_procs": [], "error": str(exc)}
-    table = {pid: _stat(proc, pid) for pid in pids}
+    raws = {pid: _raw(proc, pid) for pid in pids}
+    table = _Table(raws)
     procs: list[CompilerProc] = []
-    for pid, info in table.items():
-        if info and info[0] in COMPILERS:
+    for pid, raw in raws.items():
+        if raw and _name(raw) in _COMPILER_NAMES and (info := table.get(pid)):
             procs.append(
                 {
                     "pid": int(pid),
@@ -103,7 +126,20 @@ def read_compilers() -> Compilers:
     }
 
 
-def _spawner(table: dict[str, Stat | None], ppid: int) -> str | None:
+class _Table:
+    """pid -> Stat, parsed when first asked for (only the compilers and their ancestors are)."""
+
+    def __init__(self, raws: dict[str, bytes | None]) -> None:
+        self.raws: dict[str, bytes | None] = raws
+        self.parsed: dict[str, Stat | None] = {}
+
+    def get(self, pid: str) -> Stat | None:
+        if pid not in self.parsed:
+            self.parsed[pid] = _parse(self.raws.get(pid))
+        return self.parsed[pid]
+
+
+def _spawner(table: _Table, ppid: int) -> str | None:
     """The first ancestor that is not itself a compiler (ninja → cc1plus chains)."""
     for _ in range(20):
         info = table.get(str(ppid))

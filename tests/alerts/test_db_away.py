@@ -18,7 +18,7 @@ from django.db import connection
 from django.db.backends.signals import connection_created
 from django.utils import timezone
 
-from dashboard.dbgate import GATE
+from dashboard.dbgate import GATE, PROBE
 from dashboard.models import Engine
 from sparkops.alerts.finding import Finding
 from sparkops.alerts.models import AlertEvent, Delivery, NotificationChannel
@@ -65,6 +65,7 @@ def _close_all():
     connection.close()
     if connection.vendor == "postgresql":
         connection.close_pool()
+        PROBE.close()  # the gate's own session goes where the next check's settings say
 
 
 def _steady(engine, poller):
