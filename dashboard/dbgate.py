@@ -29,6 +29,7 @@ refused a new session: "too many clients"), each check is a new connection, as b
 import contextlib
 import logging
 import os
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -56,6 +57,7 @@ class DatabaseGate:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._checking = threading.Lock()
         self.away_since: float | None = None  # epoch s of the first failure of this outage
         self.why = ""
         self.back_at: datetime | None = None  # this process's clock, when it last saw the database return
@@ -70,15 +72,20 @@ class DatabaseGate:
         MAX_AGE 0: checked now (or JUST_CHECKED_S ago), for a caller about to borrow a connection
         (a store, a read that is due), so a server stopped a moment ago costs no pool wait;
         float("inf"): the verdict as last known, for a caller that reads nothing."""
+        fresh = max(max_age, JUST_CHECKED_S)
         with self._lock:
-            if time.monotonic() - self.checked_at < max(max_age, JUST_CHECKED_S):
+            if time.monotonic() - self.checked_at < fresh:
                 return self._skip
-        why = _pg_unreachable() if connection.vendor == "postgresql" else ""
-        if why:
-            self._mark(why)
-        with self._lock:
-            self._skip, self.checked_at = bool(why), time.monotonic()
-            return self._skip
+        with self._checking:  # one check at a time: a thread that waited for one uses its verdict
+            with self._lock:
+                if time.monotonic() - self.checked_at < fresh:
+                    return self._skip
+            why = _pg_unreachable() if connection.vendor == "postgresql" else ""
+            if why:
+                self._mark(why)
+            with self._lock:
+                self._skip, self.checked_at = bool(why), time.monotonic()
+                return self._skip
 
     def outage(self) -> bool:
         """Whether an outage is in progress (a failure seen, no write through since): the page
@@ -144,9 +151,9 @@ class _Probe:
             if self._conn is not None and self._key == key:
                 began = time.monotonic()
                 try:
-                    self._conn.execute("SELECT 1")
+                    _select_1(self._conn.pgconn)
                     return ""
-                except psycopg.Error as exc:
+                except (psycopg.Error, OSError) as exc:
                     self._drop()
                     if time.monotonic() - began >= self.TIMED_OUT_S:
                         return _why(exc)
@@ -183,6 +190,26 @@ class _Probe:
                 conn.close()
 
 
+def _select_1(pgconn: Any) -> None:
+    """SELECT 1 over PGCONN (libpq's, through psycopg.pq), answered within CONNECT_TIMEOUT_S or
+    TimeoutError: a server that takes the bytes and never answers (stopped, or hung) must not hold
+    the check, and the page path behind it, for longer than a new connection's timeout would."""
+    from psycopg import OperationalError, pq
+
+    pgconn.send_query(b"SELECT 1")
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    while True:
+        pgconn.consume_input()
+        if not pgconn.is_busy():
+            break
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([pgconn.socket], [], [], left)[0]:
+            raise TimeoutError(f"no answer to SELECT 1 within {CONNECT_TIMEOUT_S} s")
+    while (result := pgconn.get_result()) is not None:
+        if result.status != pq.ExecStatus.TUPLES_OK:
+            raise OperationalError(pgconn.error_message.decode(errors="replace").strip() or "SELECT 1 failed")
+
+
 def _why(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return f"the database cannot be reached ({text[:200]})"
@@ -198,7 +225,7 @@ def _after_fork_in_child() -> None:
     if PROBE._conn is not None:
         _FORKED_AWAY.append(PROBE._conn)
         PROBE._conn = None
-    PROBE._lock = threading.Lock()
+    PROBE._lock, GATE._checking = threading.Lock(), threading.Lock()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
