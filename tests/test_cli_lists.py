@@ -2,6 +2,7 @@
 `engine list`, and `sparkops --help` that leads with SparkOps's own commands."""
 
 import json
+import os
 import subprocess
 import sys
 from datetime import timedelta
@@ -59,6 +60,18 @@ def test_staleness_follows_the_engines_own_poll_interval(fleet):
     Engine.objects.filter(pk=fleet["llama"].pk).update(last_poll_at=now - timedelta(seconds=40))
     rows = {e["name"]: e for e in json.loads(run("engine", "list", "--json"))}
     assert (rows["vllm-main"]["stale"], rows["llama-side"]["stale"]) == (False, True)
+
+
+@pytest.fixture(autouse=True)
+def _environ_kept():
+    """`cli.main` sets os.environ as the process of its own it runs in may (help where no install is
+    says SPARKOPS_GENERATE_SECRET_KEY=0). Here it runs in the test worker, whose later tests start
+    stacks and commands with this environment: left set, their processes had no secret key and made
+    no var dir (CI's failures of tests/test_one_install.py after this module on the same worker)."""
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 def _help_text(capsys, *argv):
