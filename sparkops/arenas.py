@@ -1,9 +1,10 @@
-"""Cap glibc's malloc arenas in a process of many threads (the worker's).
+"""Cap glibc's malloc arenas in a process of many threads (the worker's, beat's; sparkops/celery.py).
 
 glibc gives each thread that meets a busy arena one of its own, up to eight per core, and keeps
-what each one freed: the worker (a poller's threads, Celery's pool, the exit watch) held 8 MB
-more than with two (poll-overhead bench: worker + beat PSS 201 MB, 193 MB capped; CPU the same
-within its noise). MALLOC_ARENA_MAX=2 does it only when set before the process starts (a unit's
+what each one freed: the worker (a poller's threads, Celery's pool, the exit watch) and beat
+(five threads, four arenas) held 8 MB more than with two (poll-overhead bench: worker + beat PSS
+201 MB, 193 MB capped; CPU the same within its noise). glibc fixes the limit when a thread first
+needs a second arena: the cap must come before the process starts its threads. MALLOC_ARENA_MAX=2 does it only when set before the process starts (a unit's
 Environment=, compose's environment:); mallopt(M_ARENA_MAX) does it from inside, for the arenas
 not made yet, whatever started the worker. No maintained library wraps mallopt: this is ctypes,
 and a libc without it (musl) is left as it is."""

@@ -22,7 +22,6 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.models import Host
-from sparkops.arenas import cap_arenas
 from sparkops.celery import app
 
 log = logging.getLogger(__name__)
@@ -44,7 +43,6 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
 
-        cap_arenas()  # before its threads start: each would otherwise keep a malloc arena of its own
         if not opts["no_poller"]:
             claim_runtime()
         name = opts["host"] or settings.SPARKOPS_HOST_NAME
