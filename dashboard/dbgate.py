@@ -172,8 +172,8 @@ class _Probe:
                     autocommit=True,
                 )
                 self._key = key
-                self._conn.execute("SELECT 1")
-            except psycopg.Error as exc:
+                _select_1(self._conn.pgconn)
+            except (psycopg.Error, OSError) as exc:
                 self._drop()
                 return _why(exc)
             return ""
@@ -216,9 +216,8 @@ def _why(exc: BaseException) -> str:
 
 
 PROBE = _Probe()
-_FORKED_AWAY: list[
-    Any
-] = []  # a forked child keeps its parent's session object unclosed: closing would end the parent's
+# A forked child keeps its parent's session object, unclosed: closing it would end the parent's.
+_FORKED_AWAY: list[Any] = []
 
 
 def _after_fork_in_child() -> None:

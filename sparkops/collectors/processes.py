@@ -80,11 +80,6 @@ def _parse(raw: bytes | None) -> Stat | None:
         return None
 
 
-def _stat(proc: str, pid: str) -> Stat | None:
-    """(name, ppid, rss_bytes) from /proc/<pid>/stat, or None if it vanished."""
-    return _parse(_raw(proc, pid))
-
-
 def _unit(proc: str, pid: str) -> str | None:
     try:
         with open(os.path.join(proc, pid, "cgroup")) as fh:
