@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
+from dashboard.dbgate import GATE
 from dashboard.livebus import GROUP_OVERVIEW, LiveEvent, engine_group, host_group, publish_on_commit
 from dashboard.models import Engine, Host
 from sparkops.collectors.derive import EngineReading
@@ -121,7 +122,14 @@ class LivePublisher:
         self.stats: Counter[str] = Counter()
         self.viewers = Viewers()
 
-    def _nobody_watching(self, samples: int = 1) -> bool:
+    def _nothing_to_push(self, samples: int = 1) -> bool:
+        """Whether to push nothing now: no page is open, or the database is away. The cards are
+        rendered from it (the engine's alerts, its row), and a worker's pushes during an outage
+        each waited out the pool's timeout on the poller's thread (CI: 7 waits of 10 s while every
+        connection slot was taken). The first push after the outage carries the state whole."""
+        if GATE.outage():
+            self.stats["skipped_db_away"] += samples
+            return True
         if self.viewers.present():
             return False
         self.stats["skipped"] += samples
@@ -129,7 +137,7 @@ class LivePublisher:
 
     def engines_polled(self, polled: Sequence[tuple[Engine, EngineReading | None]]) -> None:
         """POLLED: (Engine, reading) pairs of one metrics tick."""
-        if not polled or self._nobody_watching(len(polled)):
+        if not polled or self._nothing_to_push(len(polled)):
             return
         alerts = worst_alerts([engine for engine, _ in polled])  # one query for every card
         for engine, reading in polled:
@@ -142,13 +150,13 @@ class LivePublisher:
     def liveness(self, finding: "ProbeFinding") -> None:
         """The fast path for "it died": the card turns within a probe, not a metrics poll. An
         unchanged probe says nothing the last card did not (metrics polls refresh it)."""
-        if not finding.changed or self._nobody_watching():
+        if not finding.changed or self._nothing_to_push():
             return
         publish_engine(finding.engine, points={"up": 1.0 if finding.up else 0.0}, t=_iso(finding.checked_at))
         self.stats["engine.sample"] += 1
 
     def host_polled(self, host: Host, reading: Mapping[str, Any] | None) -> None:
-        if self._nobody_watching():
+        if self._nothing_to_push():
             return
         payload = {
             "host": host.name,

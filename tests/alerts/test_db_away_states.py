@@ -34,6 +34,7 @@ from django.utils import timezone
 from dashboard.dbgate import GATE
 from dashboard.models import Engine, Sample, Series
 from sparkops.alerts.models import AlertEvent, Delivery
+from sparkops.live.presence import sockets
 from sparkops.poller import exitwatch
 from tests.alerts.test_db_away import _close_all, _steady, firing_pages, spool_here  # noqa: F401 (fixture)
 from tests.alerts.test_exit_watch import armed, eager, engine_proc  # noqa: F401 (fixtures)
@@ -221,6 +222,18 @@ def _death_while_away(armed, receiver, spool, away, says):
     assert poller.held_state()["since"] is None
     assert wait_for(lambda: poller.exit_watch.pids_of(engine.pk) == [proc.pid]), "the tick let the pidfd go"
     waited = _pool_timeouts()
+    # A page is open throughout (a live socket of this process): the poller's live pushes render
+    # cards from the database, and must not wait on it while it is away.
+    sockets.local += 1
+    try:
+        died, key = _outage(armed, receiver, spool, away, says, ticks, waited)
+    finally:
+        sockets.local -= 1
+    _after(armed, receiver, spool, ticks, died, key)
+
+
+def _outage(armed, receiver, spool, away, says, ticks, waited):
+    engine, proc, poller = armed
     with away():
         died = timezone.now()
         proc.send_signal(signal.SIGKILL)
@@ -236,6 +249,12 @@ def _death_while_away(armed, receiver, spool, away, says):
         poller.run_duty("probe")  # the backstop probe sees the same death: nothing more
         assert len(firing_pages(receiver)) == 1
         assert _pool_timeouts() == waited  # nothing waited out the pool's timeout for a connection
+        assert poller.live.stats["skipped_db_away"] > 0  # the page's pushes were there to be made
+    return died, key
+
+
+def _after(armed, receiver, spool, ticks, died, key):
+    engine, _proc, poller = armed
     _tick(poller, ticks)  # the first store that goes through writes what was held, then the alert
     assert poller.held_state()["since"] is None and not poller.pending
     event = AlertEvent.objects.get(rule="engine_down")
