@@ -18,9 +18,13 @@ from typing import Any, Protocol
 
 from sparkops.lifeline import SUPERVISOR_ENV, die_with_parent
 
-# How long the children get to stop on SIGTERM, all together. uvicorn is told the same
-# bound for its open connections; the worker's warm shutdown waits for running tasks.
-STOP_GRACE_S = 3.0
+# How long the children get to stop on SIGTERM, all together. The worker's warm shutdown
+# finishes its running tasks and the poller's tick in progress, then stores what it read: about
+# a second, but CI's loaded runner once took past the 3 s this was (the worker SIGKILLed, its last
+# readings lost). The units give it 15 s (deploy/systemd), docker 10 s: so does `up`.
+STOP_GRACE_S = 10.0
+# uvicorn's bound for its open connections (a page's WebSocket is closed at once, not waited for).
+WEB_GRACE_S = 2
 RESTART_FIRST_S, RESTART_MAX_S = 1.0, 30.0  # a restartable child's pause before it is started again, doubling
 RESTART_YOUNG_S = 60.0  # a child that ends sooner than this after its start ended young
 

@@ -27,7 +27,7 @@ from django.core.management.base import BaseCommand, CommandError
 from dashboard.engine_lifecycle import host_get_or_create
 from dashboard.models import Engine
 from dashboard.roles import set_role
-from dashboard.stack.children import STOP_GRACE_S, Child, Supervisor
+from dashboard.stack.children import WEB_GRACE_S, Child, Supervisor
 from sparkops.alerts.inbox import demo_inbox_channel
 from sparkops.controls.runtime import RuntimeHeld, runtime_check
 from sparkops.env import env_str
@@ -96,7 +96,7 @@ class Command(BaseCommand):
             self._demo_channel(bind, port)
         py = sys.executable
         sup.start(
-            Child("web", web_argv(bind, port, "--timeout-graceful-shutdown", str(int(STOP_GRACE_S) - 1))),
+            Child("web", web_argv(bind, port, "--timeout-graceful-shutdown", str(WEB_GRACE_S))),
             env,
         )
         sup.start(
