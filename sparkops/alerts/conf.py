@@ -1,11 +1,11 @@
 """Alert settings. sparkops/settings.py parses SPARKOPS_ALERT_* with the rest of the environment
 (finite, within bounds, or start-up stops naming the variable); these read the parsed values."""
 
-import threading
 import time
 
-import redis
 from django.conf import settings
+
+from sparkops.broker import broker_client
 
 
 def _setting(name: str) -> float:
@@ -52,28 +52,13 @@ def upkeep_runs_key() -> str:
     return f"{settings.SPARKOPS_CHANNEL_PREFIX}:fleet:upkeep:runs"
 
 
-_clients: dict[str, redis.Redis] = {}
-_clients_lock = threading.Lock()
-
-
-def _client() -> redis.Redis:
-    """This process's client of the broker's Redis, kept (its pool reconnects after a failure): a
-    new connection for each backstop's read was 4 % of the worker's CPU in the poll-overhead bench."""
-    url = settings.CELERY_BROKER_URL
-    with _clients_lock:
-        client = _clients.get(url)
-        if client is None:
-            client = _clients[url] = redis.Redis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0)
-        return client
-
-
 def leader_ran(duty: str) -> bool:
     """Whether the leading worker ran DUTY within three sweep intervals, by its record in Redis: beat's
     backstop of that duty (every 30 s) then has nothing to catch and leaves the database alone. A
     record that cannot be read, or stamped ahead of this clock, is no proof: the backstop runs."""
     within = 3 * sweep_interval_s()
     try:
-        entries = _client().lrange(upkeep_runs_key(), 0, 31)
+        entries = broker_client().lrange(upkeep_runs_key(), 0, 31)
     except Exception:
         return False
     now = time.time()

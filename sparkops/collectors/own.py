@@ -18,22 +18,17 @@ than counting in a default Redis the stack does not read."""
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from django.conf import settings
 
-if TYPE_CHECKING:
-    import redis
+from sparkops.broker import broker_client
 
 log = logging.getLogger(__name__)
 REASONS = ("stop", "length", "abort", "error", "repetition")
 OTHER = "_other"
 ERROR = "_error"
-_clients: dict[str, redis.Redis] = {}
-_lock = threading.Lock()
 
 
 def server_key(url: str | None) -> str:
@@ -60,17 +55,6 @@ def refusal() -> str | None:
         "(truncated_answers, ...) would judge them as the operator's. Start the stack (`sparkops up`), run this "
         "from the shell of the install that watches the engine (its SPARKOPS_VAR_DIR), or set REDIS_URL to its Redis."
     )
-
-
-def _client() -> redis.Redis:
-    url = settings.CELERY_BROKER_URL
-    with _lock:
-        client = _clients.get(url)
-        if client is None:
-            import redis
-
-            client = _clients[url] = redis.Redis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0)
-    return client
 
 
 # In flight: a sorted set per engine server of the requests sent and not yet counted, each scored
@@ -103,7 +87,7 @@ def begin(url: str, *, timeout_s: float) -> str | None:
     traffic low by it, never high)."""
     token = uuid.uuid4().hex
     try:
-        _client().eval(_BEGIN, 1, _flight_key(url), token, int(timeout_s) + FLIGHT_SLACK_S)
+        broker_client().eval(_BEGIN, 1, _flight_key(url), token, int(timeout_s) + FLIGHT_SLACK_S)
     except Exception as exc:  # a benchmark never fails for its bookkeeping
         log.warning("SparkOps's own request to %s not marked in flight: %s", server_key(url), exc)
         return None
@@ -115,7 +99,7 @@ def record(url: str, finish_reason: str | None, token: str | None = None) -> Non
     without one); TOKEN (from `begin`) leaves the in-flight set in the same transaction."""
     field = finish_reason if finish_reason in REASONS else OTHER
     try:
-        pipe = _client().pipeline(transaction=True)
+        pipe = broker_client().pipeline(transaction=True)
         pipe.hincrby(_key(url), field, 1)
         if token:
             pipe.zrem(_flight_key(url), token)
@@ -130,7 +114,7 @@ def counts(url: str) -> dict[str, float | str]:
     step, after the engine's scrape: whatever of ours the scrape counted is either counted here or
     in flight."""
     try:
-        raw, flying = _client().eval(_READ, 2, _key(url), _flight_key(url))
+        raw, flying = broker_client().eval(_READ, 2, _key(url), _flight_key(url))
     except Exception as exc:
         return {ERROR: f"SparkOps's own requests cannot be read ({type(exc).__name__}: {exc})"[:300]}
     pairs = dict(zip(raw[::2], raw[1::2], strict=True))
