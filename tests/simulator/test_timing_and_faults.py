@@ -1,5 +1,6 @@
 """Exact send schedule and the fault switch of a single engine."""
 
+import contextlib
 import json
 import time
 
@@ -114,7 +115,10 @@ def test_exit0_ends_inflight_stream_with_vllm_error_chunk(engine_factory):
     assert data[-1] == "data: [DONE]"
     err = json.loads(data[-2][6:])["error"]
     assert err["code"] == 500
-    assert httpx.get(e.url + "/health").status_code == 503
+    # Dying: not ready, never 200. A loaded run may stream the last lines past exit_delay: then it is gone
+    # already, refusing the connection (its exit is checked below).
+    with contextlib.suppress(httpx.ConnectError):
+        assert httpx.get(e.url + "/health").status_code == 503
     deadline = time.monotonic() + 5  # the process "exits" exit_delay after the fault
     while not e.exit_code.done() and time.monotonic() < deadline:
         time.sleep(0.02)
